@@ -1,0 +1,72 @@
+"""``chitragupta``: the command line. One small module per subcommand, each importing its implementation
+inside ``run``, so ``--help`` is instant."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+__all__ = ["main", "build_parser", "COMMANDS"]
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("engine.cli.init_cmd", "create a workspace: papers/, content/ and a commented config.toml"),
+    "sync": ("engine.cli.sync_cmd", "read papers/bibliography.bib, parse what changed, update the ledger"),
+    "import": ("engine.cli.import_cmd", "import a BEIR-style corpus.jsonl as the workspace's sources"),
+    "index": ("engine.cli.index_cmd", "build or update the BM25 index"),
+    "search": ("engine.cli.search_cmd", "search the workspace (one query, or a batch to a TREC run file)"),
+    "demo": ("engine.cli.demo_cmd", "build a workspace from the built-in sample corpus and search it"),
+}
+
+
+def common_options() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("workspace")
+    g.add_argument("--workspace", "-w", metavar="DIR", default=".", help="the workspace folder (default: .)")
+    g.add_argument("--config", metavar="FILE", default=None,
+                   help="config file (default: DIR/config.toml if present, else the packaged defaults)")
+    g.add_argument("--verbose", "-v", action="store_true", help="log at info level on stderr")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chitragupta",
+        description="Citable retrieval over a BibTeX bibliography: BM25 over documents, with snippets.",
+    )
+    parser.add_argument("--version", action="version", version="chitragupta 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parent = common_options()
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[parent])
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="[%(levelname)s] %(name)s: %(message)s")
+    from engine.errors import ChitraguptaError
+
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        return int(module.run(args) or 0)
+    except ChitraguptaError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

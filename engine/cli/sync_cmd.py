@@ -1,0 +1,23 @@
+"""``chitragupta sync``: the bibliography into the ledger and content/parsed/."""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_arguments(p) -> None:
+    pass
+
+
+def run(args) -> int:
+    from engine.cli._common import open_workspace, print_problems, progress_bar
+    from engine.corpus.sync import sync
+
+    ws = open_workspace(args)
+    with ws.lock("sync"), progress_bar("parsing") as cb:
+        report = sync(ws, progress=cb)
+    print_problems(report.problems)
+    for key, reason in report.failed[:20]:
+        print(f"[warn] {key}: failed: {reason}", file=sys.stderr)
+    print(f"sync: {report.summary()}")
+    return 0

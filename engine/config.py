@@ -1,0 +1,187 @@
+"""Configuration: packaged defaults, overlaid by a workspace's ``config.toml``, validated once at load.
+
+Every setting is declared once in ``SCHEMA`` (type, check, what is allowed); the packaged
+``defaults.toml`` holds the values. A bad file is rejected with a message naming the file, the key, the
+value and what is allowed; nothing is clamped.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.errors import ConfigError
+
+__all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "DEFAULTS_NAME"]
+
+DEFAULTS_NAME = "defaults.toml"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key: its Python type, a check returning True when the value is allowed, and the allowed text."""
+
+    kind: type
+    allowed: str | Callable[[], str]
+    check: Callable[[Any], bool] = lambda v: True
+    index_level: bool = False  # changing it changes what is indexed (recorded in the manifest)
+
+    def allowed_text(self) -> str:
+        return self.allowed() if callable(self.allowed) else self.allowed
+
+
+def _choice(names: Callable[[], list[str]]) -> tuple[Callable[[Any], bool], Callable[[], str]]:
+    """A check and an allowed-text built from a registry's keys when needed, so they cannot drift."""
+    return (lambda v: v in names()), (lambda: "one of " + ", ".join(f'"{n}"' for n in names()))
+
+
+def _backends() -> list[str]:
+    from kernels.dispatch import BACKENDS
+
+    return list(BACKENDS)
+
+
+def _parsers() -> list[str]:
+    from engine.corpus.parsers import PARSERS
+
+    return list(PARSERS)
+
+
+def _nonneg(v) -> bool:
+    return math.isfinite(v) and v >= 0
+
+
+_backend_check, _backend_allowed = _choice(_backends)
+_parser_check, _parser_allowed = _choice(_parsers)
+
+SCHEMA: dict[str, dict[str, Setting]] = {
+    "corpus": {
+        "bibliography": Setting(str, "a path to a .bib file, relative to the workspace", lambda v: bool(v.strip())),
+    },
+    "parser": {
+        "backend": Setting(str, _parser_allowed, _parser_check),
+    },
+    "retrieval": {
+        "k1": Setting(float, "a finite number >= 0", _nonneg),
+        "b": Setting(float, "a number in [0, 1]", lambda v: math.isfinite(v) and 0.0 <= v <= 1.0),
+        "backend": Setting(str, _backend_allowed, _backend_check),
+        "threads": Setting(int, "an integer >= 0 (0: every core)", lambda v: v >= 0),
+        "snippet_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
+    },
+    "workspace": {
+        "lock_timeout": Setting(float, "a finite number of seconds >= 0", _nonneg),
+    },
+}
+
+
+def _section_class(name: str, keys: dict[str, Setting]):
+    from dataclasses import make_dataclass
+
+    return make_dataclass(
+        name.capitalize() + "Config", [(k, s.kind) for k, s in keys.items()], frozen=True
+    )
+
+
+_SECTION_CLASSES = {name: _section_class(name, keys) for name, keys in SCHEMA.items()}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated configuration: one frozen dataclass per section, and where it came from."""
+
+    source: str
+    corpus: Any
+    parser: Any
+    retrieval: Any
+    workspace: Any
+
+    def index_settings(self) -> dict[str, Any]:
+        """The settings that decide what is indexed; a change forces a rebuild."""
+        out = {}
+        for sec, keys in SCHEMA.items():
+            for key, s in keys.items():
+                if s.index_level:
+                    out[f"{sec}.{key}"] = getattr(getattr(self, sec), key)
+        return out
+
+
+def defaults_text() -> str:
+    """The packaged defaults file, comments and all (what ``chitragupta init`` writes)."""
+    return resources.files("engine").joinpath(DEFAULTS_NAME).read_text(encoding="utf-8")
+
+
+def _read_toml(text: str, where: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{where}: not valid TOML: {err}") from err
+
+
+def _coerce(where: str, sec: str, key: str, value: Any, setting: Setting) -> Any:
+    shown = f"{where}: [{sec}] {key} = {value!r}"
+    kind = setting.kind
+    if kind is float:
+        # TOML writes 2 for 2.0; a bool is an int in Python but never a number here.
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: {setting.allowed_text()}")
+        value = float(value)
+    elif kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: {setting.allowed_text()}")
+    elif kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: {setting.allowed_text()}")
+    elif kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: true or false")
+    if not setting.check(value):
+        raise ConfigError(f"{shown} is not allowed; allowed: {setting.allowed_text()}")
+    return value
+
+
+def _merge(base: dict, overlay: dict, where: str) -> None:
+    for sec, table in overlay.items():
+        if sec not in SCHEMA:
+            raise ConfigError(
+                f"{where}: unknown section [{sec}]; allowed sections: {', '.join(f'[{s}]' for s in SCHEMA)}"
+            )
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: {sec} must be a table [{sec}], got {type(table).__name__}")
+        for key, value in table.items():
+            if key not in SCHEMA[sec]:
+                raise ConfigError(
+                    f"{where}: unknown key [{sec}] {key}; allowed keys in [{sec}]: {', '.join(SCHEMA[sec])}"
+                )
+            base[sec][key] = _coerce(where, sec, key, value, SCHEMA[sec][key])
+
+
+def load_config(path: str | Path | None = None, *, overrides: dict[str, dict[str, Any]] | None = None) -> Config:
+    """Load the packaged defaults, then ``path`` over them (if given), then ``overrides``.
+
+    Raises ConfigError naming the file, key, value and what is allowed.
+    """
+    values: dict[str, dict[str, Any]] = {sec: {} for sec in SCHEMA}
+    _merge(values, _read_toml(defaults_text(), f"<package>/{DEFAULTS_NAME}"), f"<package>/{DEFAULTS_NAME}")
+    for sec, keys in SCHEMA.items():
+        missing = set(keys) - set(values[sec])
+        if missing:  # a packaging bug, not a user error
+            raise RuntimeError(f"packaged defaults lack [{sec}] {', '.join(sorted(missing))}")
+    source = "<defaults>"
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError as err:
+            raise ConfigError(f"{p}: config file not found") from err
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{p}: cannot read config file: {err}") from err
+        _merge(values, _read_toml(text, str(p)), str(p))
+        source = str(p)
+    if overrides:
+        _merge(values, overrides, "<command line>")
+    sections = {sec: _SECTION_CLASSES[sec](**values[sec]) for sec in SCHEMA}
+    return Config(source=source, **sections)

@@ -1,0 +1,130 @@
+"""Reading a BEIR-style corpus (``{"_id", "title", "text", "keywords"?}`` per line), streaming.
+
+A bad line is reported with its line number and skipped; the rest is read. A duplicate ``_id`` keeps the
+first record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from engine.errors import CorpusError
+
+__all__ = ["JsonlRecord", "iter_jsonl", "read_queries"]
+
+
+@dataclass(frozen=True)
+class JsonlRecord:
+    citekey: str
+    title: str
+    text: str
+    keywords: tuple[str, ...]
+    abstract: str | None
+    line: int
+
+
+def _str_field(obj: dict, name: str, where: str, problems: list[str]) -> str | None:
+    v = obj.get(name)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        problems.append(f"{where}: field {name!r} must be a string, got {type(v).__name__}; line skipped")
+        return None
+    return v.replace("\x00", " ")
+
+
+def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
+    """Yield the good records of ``path`` in file order; append a message to ``problems`` per bad line."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError as err:
+        raise CorpusError(f"{path}: corpus file not found") from err
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read corpus file: {err}") from err
+    seen: set[str] = set()
+    with f:
+        for n, raw in enumerate(f, start=1):
+            where = f"{path}:{n}"
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError:
+                problems.append(f"{where}: not UTF-8; undecodable bytes replaced with U+FFFD")
+                line = raw.decode("utf-8", errors="replace")
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                problems.append(f"{where}: not valid JSON ({err.msg} at column {err.colno}); line skipped")
+                continue
+            if not isinstance(obj, dict):
+                problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
+                continue
+            key = obj.get("_id")
+            if isinstance(key, bool) or not isinstance(key, (str, int)):
+                problems.append(f"{where}: '_id' must be a string or an integer; line skipped")
+                continue
+            key = str(key)
+            if not key.strip() or "\x00" in key:
+                problems.append(f"{where}: '_id' {key!r} is empty or holds a NUL byte; line skipped")
+                continue
+            if key in seen:
+                problems.append(f"{where}: duplicate _id {key!r}; the first record is kept, this one skipped")
+                continue
+            title = _str_field(obj, "title", where, problems)
+            text = _str_field(obj, "text", where, problems)
+            abstract = _str_field(obj, "abstract", where, problems)
+            if title is None or text is None or abstract is None:
+                continue
+            kws = obj.get("keywords") or []
+            if isinstance(kws, str):
+                kws = [k for k in (x.strip() for x in kws.split(";")) if k]
+            if not isinstance(kws, list) or not all(isinstance(k, str) for k in kws):
+                problems.append(f"{where}: 'keywords' must be a list of strings; line skipped")
+                continue
+            seen.add(key)
+            yield JsonlRecord(key, title, text, tuple(kws), abstract or None, n)
+
+
+def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:
+    """BEIR queries ``{"_id", "text"}``: (id, text) pairs in file order; bad lines reported and skipped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as err:
+        raise CorpusError(f"{path}: queries file not found") from err
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read queries file: {err}") from err
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(data.splitlines(), start=1):
+        where = f"{path}:{n}"
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8-sig" if n == 1 else "utf-8", errors="replace"))
+        except json.JSONDecodeError as err:
+            problems.append(f"{where}: not valid JSON ({err.msg} at column {err.colno}); line skipped")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
+            continue
+        qid, text = obj.get("_id"), obj.get("text")
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
+            problems.append(f"{where}: '_id' must be a non-empty string or integer; line skipped")
+            continue
+        qid = str(qid)
+        if any(c.isspace() for c in qid):
+            problems.append(f"{where}: '_id' {qid!r} holds whitespace, which a TREC run cannot carry; line skipped")
+            continue
+        if not isinstance(text, str):
+            problems.append(f"{where}: 'text' must be a string; line skipped")
+            continue
+        if qid in seen:
+            problems.append(f"{where}: duplicate query _id {qid!r}; the first is kept, this one skipped")
+            continue
+        seen.add(qid)
+        out.append((qid, text))
+    return out

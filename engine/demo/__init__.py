@@ -1,0 +1,1 @@
+"""The built-in sample corpus and the tools that turn it into a workspace."""

@@ -1,0 +1,95 @@
+"""What text a ledger row contributes to the index, and the fingerprint that says when it changed.
+
+A document contributes its title and its parsed text (title + newline + text). A row the ledger calls
+``parsed`` whose ``.txt`` is gone contributes its title alone and is flagged, so the count can be
+reported even when a search is served wholly from the cache. Rows that are not parsed (``no-file``,
+``failed``) are citable sources too and contribute their title.
+
+The fingerprint is cheap by design -- title, parsed_path, ledger status, the parsed file's size and
+mtime, and its sidecar's when there is one -- not the content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["RowView", "DocSource", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "fingerprints", "read_text"]
+
+FLAG_TEXT_MISSING = 1  # ledger says parsed, the .txt is gone: indexed on its title alone
+FLAG_NOT_PARSED = 2  # no-file or failed: indexed on its title alone
+
+RowView = tuple[str, str, str, "str | None"]  # (citekey, title, status, parsed_path)
+
+
+@dataclass(frozen=True)
+class DocSource:
+    """Where one document's text is: its parsed file (absolute) or None, and its flags."""
+
+    citekey: str
+    title: str
+    text_path: Path | None
+    flags: int
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _inside_content(rel: str) -> bool:
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[0] == "content" and ".." not in parts and "" not in parts and "\\" not in rel
+
+
+def sidecar_path(text_path: Path) -> Path:
+    """The corpus layer's structural sidecar beside a parsed ``.txt``."""
+    return text_path.with_suffix(".passages.json")
+
+
+def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarray, list[DocSource]]:
+    """Per row: a 128-bit fingerprint ((n, 2) uint64), flags ((n,) uint8) and its DocSource."""
+    n = len(rows)
+    fps = np.zeros((n, 2), dtype=np.uint64)
+    flags = np.zeros(n, dtype=np.uint8)
+    sources: list[DocSource] = []
+    for i, (key, title, status, rel) in enumerate(rows):
+        text_path = None
+        st = side = None
+        flag = 0
+        if status == "parsed" and rel:
+            p = root / rel
+            # A ledger path is never followed outside content/ (a hand-edited ledger, say); checked on
+            # the text of the path, since resolving every row would cost more than the stat itself.
+            if _inside_content(rel):
+                st = _stat(p)
+            if st is None:
+                flag = FLAG_TEXT_MISSING
+            else:
+                text_path = p
+                side = _stat(sidecar_path(p))
+        elif status != "parsed":
+            flag = FLAG_NOT_PARSED
+        h = hashlib.blake2b(digest_size=16)
+        h.update(repr((title, rel, status, st, side)).encode("utf-8", "surrogatepass"))
+        fps[i] = np.frombuffer(h.digest(), dtype=np.uint64)
+        flags[i] = flag
+        sources.append(DocSource(key, title, text_path, flag))
+    return fps, flags, sources
+
+
+def read_text(path: Path | None) -> str:
+    """A parsed file's text, decoded with errors="replace" (the rule sync uses); "" for None."""
+    if path is None:
+        return ""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,144 @@
+"""An index on disk: ``.npy`` arrays plus a JSON manifest, in generation folders behind a pointer file.
+
+    content/index/<kind>/CURRENT          the live generation's folder name (replaced atomically)
+    content/index/<kind>/g<time>-<pid>/   manifest.json + one .npy per array
+
+A writer fills a new generation folder (each file fsynced), then replaces ``CURRENT``; readers resolve
+``CURRENT`` once and memory-map that generation's files, so a search running while an index is rebuilt
+sees the old index or the new one, never a mix. The manifest records each array's dtype, shape, byte
+size and CRC-32; sizes and shapes are checked on every load, checksums when the arrays total less than
+``CHECKSUM_LIMIT`` bytes (above it a full read would cost more than the load itself). Arrays are read
+with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.workspace import atomic_write_text, fsync_dir
+
+__all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "CHECKSUM_LIMIT"]
+
+CHECKSUM_LIMIT = 256 * 1024 * 1024
+_KEEP_GENERATIONS = 2  # the live one and its predecessor, which a slow reader may still be opening
+
+
+class IndexCorrupt(Exception):
+    """The cache cannot be used (missing, truncated, foreign, other schema); the message says why."""
+
+
+@dataclass
+class StoredIndex:
+    manifest: dict
+    arrays: dict[str, np.ndarray]
+    path: Path
+
+
+def _crc(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
+    """Write a new generation under ``folder`` and make it current. Returns the generation's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    gen = folder / f"g{time.time_ns():x}-{os.getpid()}"
+    tmp = folder / f".{gen.name}.tmp"
+    tmp.mkdir()
+    try:
+        files = {}
+        for name, arr in arrays.items():
+            arr = np.ascontiguousarray(arr)
+            p = tmp / f"{name}.npy"
+            with open(p, "wb") as f:
+                np.save(f, arr, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "bytes": p.stat().st_size, "crc32": _crc(p)}
+        full = dict(manifest, files=files, written=time.time())
+        with open(tmp / "manifest.json", "w", encoding="utf-8") as f:
+            json.dump(full, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(tmp)
+        os.replace(tmp, gen)
+        fsync_dir(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    atomic_write_text(folder / "CURRENT", gen.name + "\n")
+    _prune(folder, keep=gen.name)
+    return gen
+
+
+def _prune(folder: Path, keep: str) -> None:
+    gens = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.startswith("g")), key=lambda p: p.name)
+    old = [p for p in gens if p.name != keep]
+    for p in old[: max(0, len(old) - (_KEEP_GENERATIONS - 1))]:
+        shutil.rmtree(p, ignore_errors=True)
+    for p in folder.iterdir():  # temp folders of writers that were killed
+        if p.is_dir() and p.name.startswith(".g") and p.name.endswith(".tmp"):
+            try:
+                if time.time() - p.stat().st_mtime > 3600:
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                pass
+
+
+def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
+    """Open the current generation; IndexCorrupt unless every ``expect`` key matches the manifest."""
+    try:
+        name = (folder / "CURRENT").read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise IndexCorrupt("no index built yet") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise IndexCorrupt(f"unreadable CURRENT pointer ({err})") from None
+    gen = folder / name
+    if "/" in name or name.startswith(".") or not gen.is_dir():
+        raise IndexCorrupt(f"CURRENT names a generation that is not there ({name!r})")
+    try:
+        manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise IndexCorrupt(f"unreadable manifest ({err})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise IndexCorrupt("the manifest is not an index manifest")
+    for key, want in expect.items():
+        if manifest.get(key) != want:
+            raise IndexCorrupt(f"built with {key} = {manifest.get(key)!r}, this version needs {want!r}")
+    files = manifest["files"]
+    total = 0
+    for arr_name, meta in files.items():
+        p = gen / f"{arr_name}.npy"
+        try:
+            size = p.stat().st_size
+        except OSError:
+            raise IndexCorrupt(f"array {arr_name} is missing") from None
+        if size != meta.get("bytes"):
+            raise IndexCorrupt(f"array {arr_name} is {size} bytes, the manifest says {meta.get('bytes')}")
+        total += size
+    check = total < CHECKSUM_LIMIT
+    arrays = {}
+    for arr_name, meta in files.items():
+        p = gen / f"{arr_name}.npy"
+        if check and _crc(p) != meta.get("crc32"):
+            raise IndexCorrupt(f"array {arr_name} fails its checksum")
+        try:
+            arr = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:
+            raise IndexCorrupt(f"array {arr_name} is unreadable ({err})") from None
+        if arr.dtype.str != meta.get("dtype") or list(arr.shape) != meta.get("shape"):
+            raise IndexCorrupt(f"array {arr_name} is {arr.dtype.str}{list(arr.shape)}, the manifest says "
+                               f"{meta.get('dtype')}{meta.get('shape')}")
+        arrays[arr_name] = arr
+    return StoredIndex(manifest=manifest, arrays=arrays, path=gen)

@@ -1,0 +1,85 @@
+"""A sorted table of strings stored as two arrays: UTF-8 bytes and offsets (no pickle, memory-mappable).
+
+Used for the vocabulary (term id = position) and the citekeys (document id = position). Lookups are a
+binary search over the mapped bytes, so opening a million-entry table costs nothing until it is used;
+``mapping()`` builds a dict once for large batches.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["StringTable"]
+
+
+class StringTable:
+    """Strings sorted in Python's order (code points), addressable by position and searchable."""
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray):
+        self.blob = blob  # (total_bytes,) uint8
+        self.offsets = offsets  # (n + 1,) int64
+        self._dict: dict[str, int] | None = None
+        self._list: list[str] | None = None
+
+    @classmethod
+    def from_sorted(cls, strings: Sequence[str]) -> "StringTable":
+        encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        if encoded:
+            np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+        table = cls(blob, offsets)
+        table._list = list(strings)
+        return table
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0] - 1)
+
+    def __getitem__(self, i: int) -> str:
+        if self._list is not None:
+            return self._list[i]
+        if i < 0:
+            i += len(self)
+        lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
+        return bytes(self.blob[lo:hi]).decode("utf-8", "surrogatepass")
+
+    def to_list(self) -> list[str]:
+        if self._list is None:
+            data = bytes(self.blob)
+            off = self.offsets.tolist()
+            self._list = [data[off[i]:off[i + 1]].decode("utf-8", "surrogatepass") for i in range(len(self))]
+        return self._list
+
+    def mapping(self) -> dict[str, int]:
+        """string -> position, built once."""
+        if self._dict is None:
+            self._dict = {s: i for i, s in enumerate(self.to_list())}
+        return self._dict
+
+    def find(self, s: str) -> int:
+        """Position of ``s``, or -1."""
+        if self._dict is not None:
+            return self._dict.get(s, -1)
+        lo, hi = 0, len(self)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            v = self[mid]
+            if v < s:
+                lo = mid + 1
+            elif v > s:
+                hi = mid
+            else:
+                return mid
+        return -1
+
+    def find_many(self, strings: Iterable[str]) -> list[int]:
+        """Positions of many strings (-1 where absent); switches to a dict for large batches."""
+        strings = list(strings)
+        if self._dict is None and len(strings) > 64 and len(strings) * 24 > len(self) // 8:
+            self.mapping()
+        if self._dict is not None:
+            get = self._dict.get
+            return [get(s, -1) for s in strings]
+        return [self.find(s) for s in strings]

@@ -1,0 +1,119 @@
+"""The one window chooser, shared by search snippets and ``evidence``.
+
+Candidate windows of ``width`` characters are anchored on every whole-word occurrence of every query
+term (the tokenizer's ``[a-z0-9]`` boundary, not ``\\b``), each centred on its anchor. A candidate scores
+the number of distinct query terms that occur whole inside it; candidates are taken best first (ties by
+position), skipping any that overlaps one already taken, and returned in document order. Nothing reads
+a set's iteration order, so the result is deterministic by construction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.tokenize import term_pattern
+
+__all__ = ["Window", "choose_windows", "lower_same_length", "normalize_ws"]
+
+_WS = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A span ``[start, end)`` of the text, the distinct query terms inside it, and its rendered text."""
+
+    start: int
+    end: int
+    covered: int
+    text: str
+
+
+def lower_same_length(text: str) -> str:
+    """``text.lower()`` that keeps every character at its offset.
+
+    A few characters lower to two (``İ`` -> ``i̇``); the tokenizer sees the first one followed by a
+    combining mark, which is a separator, so keeping the first alone gives the same tokens.
+    """
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c.lower()[:1] or c for c in text)
+
+
+def normalize_ws(s: str) -> str:
+    return _WS.sub(" ", s).strip()
+
+
+def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positions, term indexes, match lengths) of every whole-word occurrence, in text order."""
+    if not terms:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    index = {t: i for i, t in enumerate(terms)}
+    pos, tid, ln = [], [], []
+    for m in term_pattern(terms).finditer(low):
+        pos.append(m.start())
+        tid.append(index[m.group()])
+        ln.append(m.end() - m.start())
+    return (np.asarray(pos, dtype=np.int64), np.asarray(tid, dtype=np.int64), np.asarray(ln, dtype=np.int64))
+
+
+def _trim_to_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """Drop a word cut at either edge (never past the window's only word)."""
+    if start > 0 and not text[start - 1].isspace() and not text[start].isspace():
+        nxt = _WS.search(text, start, end)
+        if nxt:
+            start = nxt.end()
+    if end < len(text) and not text[end].isspace() and not text[end - 1].isspace():
+        last = None
+        for last in _WS.finditer(text, start, end):
+            pass
+        if last is not None and last.start() > start:
+            end = last.start()
+    return start, end
+
+
+def choose_windows(text: str, terms: list[str], width: int, n: int) -> list[Window]:
+    """Up to ``n`` non-overlapping windows of ``text`` bearing on ``terms``, in document order.
+
+    ``terms`` are query tokens (already lowercased). A document with no occurrence yields no window.
+    """
+    if n < 1 or width < 1 or not text:
+        return []
+    terms = sorted(set(terms))
+    low = lower_same_length(text)
+    pos, tid, ln = _occurrences(low, terms)
+    if pos.size == 0:
+        return []
+    size = len(text)
+    centre = pos + ln // 2
+    starts = np.clip(centre - width // 2, 0, max(0, size - width))
+    ends = np.minimum(starts + width, size)
+    # Distinct terms wholly inside each candidate, per term by binary search over its positions.
+    covered = np.zeros(starts.shape[0], dtype=np.int64)
+    for t in range(len(terms)):
+        sel = tid == t
+        if not sel.any():
+            continue
+        p_t = pos[sel]
+        last_ok = ends - ln[sel][0]  # a match of t starting at or before this fits
+        inside = np.searchsorted(p_t, last_ok, side="right") - np.searchsorted(p_t, starts, side="left")
+        covered += inside > 0
+    order = np.lexsort((starts, -covered))
+    chosen: list[tuple[int, int, int]] = []
+    for j in order:
+        s, e = int(starts[j]), int(ends[j])
+        if any(s < ce and cs < e for cs, ce, _ in chosen):
+            continue
+        chosen.append((s, e, int(covered[j])))
+        if len(chosen) == n:
+            break
+    chosen.sort()
+    out = []
+    for s, e, c in chosen:
+        ts, te = _trim_to_words(text, s, e)
+        out.append(Window(start=ts, end=te, covered=c, text=normalize_ws(text[ts:te])))
+    return out

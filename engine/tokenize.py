@@ -1,0 +1,72 @@
+"""The tokenizer, shared by the index, the query and the window chooser.
+
+Exactly: lowercase; a token is a maximal run of ``[a-z0-9]`` (so ``ai_model`` is ``ai``, ``model`` and an
+accented letter splits a word); tokens shorter than ``MIN_TOKEN_CHARS`` are dropped; the 19-word core
+stopword list is dropped. ``WORD_BOUNDARY`` gives the same boundary as lookarounds, for finding a term
+in text exactly where the index counted it (not Python's ``\\b``, which treats ``_`` and accented letters
+as word characters).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "MIN_TOKEN_CHARS",
+    "STOPWORDS",
+    "TOKENIZER_ID",
+    "tokenize",
+    "tokenize_raw",
+    "query_terms",
+    "term_pattern",
+]
+
+MIN_TOKEN_CHARS = 2
+STOPWORDS = frozenset(
+    "a an and are as at be by for from in is of on that the to was with".split()
+)
+# Recorded in the index manifest: a change here invalidates every cache.
+TOKENIZER_ID = f"az09-min{MIN_TOKEN_CHARS}-core19"
+
+# Runs of [a-z0-9] shorter than the floor never match, so one findall yields exactly the kept runs.
+_TOKEN_RE = re.compile(r"[a-z0-9]{%d,}" % MIN_TOKEN_CHARS)
+
+
+def tokenize(text: str) -> list[str]:
+    """Indexed tokens of ``text``, in order, repeats kept."""
+    stop = STOPWORDS
+    return [t for t in _TOKEN_RE.findall(text.lower()) if t not in stop]
+
+
+def tokenize_raw(text: str) -> list[str]:
+    """All ``[a-z0-9]`` runs of ``text`` lowercased, before the length floor and stopwords (for notes)."""
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def query_terms(query: str) -> tuple[list[str], list[str]]:
+    """A query's distinct indexable terms in first-seen order, and the words it dropped.
+
+    Dropped words are the runs removed by the length floor or the stopword list (distinct, in order).
+    """
+    terms: list[str] = []
+    dropped: list[str] = []
+    seen: set[str] = set()
+    for run in tokenize_raw(query):
+        if run in seen:
+            continue
+        seen.add(run)
+        if len(run) < MIN_TOKEN_CHARS or run in STOPWORDS:
+            dropped.append(run)
+        else:
+            terms.append(run)
+    return terms, dropped
+
+
+def term_pattern(terms) -> re.Pattern[str]:
+    """A compiled pattern matching any of ``terms`` as a whole token of lowercased text.
+
+    The boundary is the tokenizer's: not preceded or followed by ``[a-z0-9]``. Longer terms are tried
+    first so that alternation never stops at a prefix.
+    """
+    alts = "|".join(re.escape(t) for t in sorted(set(terms), key=lambda t: (-len(t), t)))
+    return re.compile(r"(?<![a-z0-9])(?:%s)(?![a-z0-9])" % alts)

@@ -1,0 +1,213 @@
+"""The workspace folder: its layout, safe file names for citekeys, atomic writes, and the write lock.
+
+    <workspace>/config.toml                 optional; packaged defaults otherwise
+    <workspace>/papers/bibliography.bib     what ``sync`` reads (``[corpus].bibliography``)
+    <workspace>/content/ledger.sqlite       one row per source (``engine.corpus.ledger``)
+    <workspace>/content/parsed/<name>.txt   extracted text, ``<name>`` made safe from the citekey
+    <workspace>/content/index/doc/          the BM25 document index cache (``engine.index.store``)
+    <workspace>/content/.lock               held by every command that writes
+
+Every path the engine writes is resolved and checked to stay inside ``content/``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from engine.config import Config, load_config
+from engine.errors import WorkspaceBusy, WorkspaceError
+
+__all__ = ["Workspace", "safe_name", "atomic_write_bytes", "atomic_write_text", "fsync_dir"]
+
+CONFIG_NAME = "config.toml"
+LEDGER_NAME = "ledger.sqlite"
+
+_SAFE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+# Names Windows reserves in any folder, with any extension.
+_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
+
+
+def safe_name(citekey: str) -> str:
+    """A file-name stem for ``citekey`` that cannot leave its folder and is unique per citekey.
+
+    A plain key (letters, digits, ``._-``, at most 80 characters, not starting with a dot, not a
+    reserved device name, not ending in a dot) is used as it is. Anything else is reduced to its safe
+    characters and suffixed with a hash of the real key, so ``a/b`` and ``a_b`` never share a file.
+    """
+    stem = citekey.split(".")[0].upper()
+    if _SAFE_RE.match(citekey) and not citekey.endswith(".") and stem not in _RESERVED:
+        return citekey
+    return hashed_name(citekey)
+
+
+def hashed_name(citekey: str) -> str:
+    """The always-hashed form of ``safe_name`` (also used to break case-insensitive collisions)."""
+    digest = hashlib.blake2b(citekey.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+    base = _UNSAFE_CHARS.sub("_", citekey).strip("._-")[:60] or "key"
+    return f"{base}-{digest}"
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename inside it survives a crash (best effort where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder and a rename.
+
+    A reader sees the old file or the new one, never a part. ``durable`` adds fsyncs (file and folder)
+    so the new file also survives a power cut; a process kill is survived either way.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+@dataclass
+class Workspace:
+    """A workspace folder and its validated configuration."""
+
+    root: Path
+    config: Config
+
+    @classmethod
+    def open(cls, root: str | Path = ".", config: str | Path | Config | None = None,
+             *, create: bool = False) -> "Workspace":
+        """Open ``root``; ``config`` is a path, a loaded Config, or None for ``<root>/config.toml`` if present."""
+        root = Path(root).expanduser()
+        if create:
+            root.mkdir(parents=True, exist_ok=True)
+        if not root.is_dir():
+            raise WorkspaceError(f"{root}: workspace folder does not exist (create it, or pass --workspace DIR)")
+        root = root.resolve()
+        if isinstance(config, Config):
+            cfg = config
+        elif config is not None:
+            cfg = load_config(config)
+        else:
+            default = root / CONFIG_NAME
+            cfg = load_config(default if default.is_file() else None)
+        return cls(root=root, config=cfg)
+
+    # -- layout ---------------------------------------------------------------------------------
+    @property
+    def content(self) -> Path:
+        return self.root / "content"
+
+    @property
+    def parsed_dir(self) -> Path:
+        return self.content / "parsed"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.content / "index"
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.content / LEDGER_NAME
+
+    @property
+    def bibliography(self) -> Path:
+        return (self.root / self.config.corpus.bibliography).resolve()
+
+    def inside_content(self, path: Path) -> Path:
+        """``path`` resolved, or WorkspaceError if it would fall outside ``content/``."""
+        resolved = (self.content / path).resolve() if not path.is_absolute() else path.resolve()
+        content = self.content.resolve()
+        if resolved != content and content not in resolved.parents:
+            raise WorkspaceError(f"refusing to write {path}: outside {content}")
+        return resolved
+
+    def parsed_path(self, name: str, suffix: str = ".txt") -> Path:
+        """The parsed-text path for a safe name, checked to stay inside ``content/parsed/``."""
+        return self.inside_content(self.parsed_dir / f"{name}{suffix}")
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the workspace root, POSIX-style (what the ledger stores)."""
+        return path.resolve().relative_to(self.root).as_posix()
+
+    def absolute(self, rel: str) -> Path:
+        """A ledger-stored relative path made absolute, checked to stay inside ``content/``."""
+        return self.inside_content(self.root / rel)
+
+    # -- the write lock -------------------------------------------------------------------------
+    @contextmanager
+    def lock(self, command: str, timeout: float | None = None) -> Iterator[None]:
+        """Hold the workspace's exclusive write lock; wait up to ``timeout`` seconds, then WorkspaceBusy."""
+        self.content.mkdir(parents=True, exist_ok=True)
+        lock_path = self.content / ".lock"
+        wait = self.config.workspace.lock_timeout if timeout is None else timeout
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        acquired = False
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    acquired = True
+                    break
+                except OSError as err:
+                    if err.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        holder = _read_holder(fd)
+                        raise WorkspaceBusy(
+                            f"{self.root}: workspace is busy ({holder or 'another chitragupta process'} "
+                            f"holds {lock_path.name}); waited {wait:g} s, try again when it finishes"
+                        ) from None
+                    time.sleep(0.05)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{command} (pid {os.getpid()})".encode(), 0)
+            yield
+        finally:
+            if acquired:
+                try:
+                    os.ftruncate(fd, 0)
+                except OSError:
+                    pass
+            os.close(fd)  # closing releases the flock
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
