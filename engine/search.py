@@ -10,7 +10,6 @@ citable hits at the edge. Library code never prints; notes come back with the re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -30,13 +29,28 @@ from kernels.dispatch import Backend, resolve, score_topk, set_threads
 __all__ = ["Retriever", "Ranked"]
 
 
-@dataclass
 class Ranked:
-    """The batched fast path's output: top-k document ids and scores plus each query's terms and notes."""
+    """The batched fast path's output: top-k document ids and scores (``topk``); each query's scored
+    terms and notes are worked out on first access, so the fast path does not pay for them."""
 
-    topk: TopK
-    terms: list[list[str]]
-    notes: list[list[Note]]
+    def __init__(self, topk: TopK, queries: Sequence[str], retriever: "Retriever"):
+        self.topk = topk
+        self.queries = list(queries)
+        self._retriever = retriever
+        self._parsed: list[tuple[list[str], list[str]]] | None = None
+
+    def _parse(self):
+        if self._parsed is None:
+            self._parsed = [query_terms(q) for q in self.queries]
+        return self._parsed
+
+    @property
+    def terms(self) -> list[list[str]]:
+        return [p[0] for p in self._parse()]
+
+    @property
+    def notes(self) -> list[list[Note]]:
+        return [self._retriever._query_notes(q, t, d) for q, (t, d) in zip(self.queries, self._parse())]
 
 
 def _check_k(k) -> int:
@@ -83,31 +97,28 @@ class Retriever:
         return notes
 
     # -- scoring ------------------------------------------------------------------------------------
-    def _query_notes(self, query: str, terms: list[str], dropped: list[str], known: int) -> list[Note]:
+    def _query_notes(self, query: str, terms: list[str], dropped: list[str]) -> list[Note]:
         notes = []
         if dropped:
             notes.append(Note("dropped", "query words not indexed (stopwords or shorter than 2 characters): "
                                          + ", ".join(dropped)))
         if not terms:
             notes.append(Note("no-terms", f"no indexable term in {query!r}; no hits"))
-        elif known < len(terms):
+        else:
             unknown = [t for t in terms if self.index.vocab.find(t) < 0]
-            notes.append(Note("unknown-terms", "in no indexed document: " + ", ".join(unknown)))
+            if unknown:
+                notes.append(Note("unknown-terms", "in no indexed document: " + ", ".join(unknown)))
         return notes
 
     def rank_many(self, queries: Sequence[str], k: int = 10) -> Ranked:
-        """Tokenize and score a batch: the fast path (no snippets, no titles)."""
+        """Tokenize and score a batch: the fast path (no snippets, no titles; notes on demand)."""
         k = _check_k(k)
-        parsed = [query_terms(q) for q in queries]
-        term_lists = [p[0] for p in parsed]
-        batch = self.index.query_batch(term_lists)
+        batch = self.index.query_batch_from_strings(queries)
         cached = {}
         if self.backend.accepts_cached:
             cached = {"idf": self.index.idf_, "norm": self.index.norm(self.params.k1, self.params.b)}
         topk = score_topk(self.index.postings, batch, self.params, k, backend=self.backend, **cached)
-        known = np.diff(batch.indptr)
-        notes = [self._query_notes(q, t, d, int(n)) for q, (t, d), n in zip(queries, parsed, known)]
-        return Ranked(topk=topk, terms=term_lists, notes=notes)
+        return Ranked(topk, queries, self)
 
     def citekey(self, doc_id: int) -> str:
         return self.index.citekeys[int(doc_id)]
@@ -125,11 +136,12 @@ class Retriever:
         """Batched search; ``snippet_chars=None`` uses the configured width, 0 (default) skips snippets."""
         ranked = self.rank_many(queries, k)
         width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else snippet_chars
+        terms, notes = ranked.terms, ranked.notes
         out = []
         for q, query in enumerate(queries):
             ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
-            hits = [self._hit(int(d), float(s), ranked.terms[q], width) for d, s in zip(ids, scores) if d >= 0]
-            out.append(SearchResponse(query=query, hits=hits, notes=ranked.notes[q], terms=ranked.terms[q]))
+            hits = [self._hit(int(d), float(s), terms[q], width) for d, s in zip(ids, scores) if d >= 0]
+            out.append(SearchResponse(query=query, hits=hits, notes=notes[q], terms=terms[q]))
         return out
 
     def search(self, query: str, k: int = 10, *, snippet_chars: int | None = None) -> SearchResponse:

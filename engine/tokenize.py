@@ -13,6 +13,9 @@ import re
 
 __all__ = [
     "MIN_TOKEN_CHARS",
+    "DROPPED_RUNS",
+    "runs_bytes",
+    "iter_runs_bytes",
     "STOPWORDS",
     "TOKENIZER_ID",
     "tokenize",
@@ -36,6 +39,40 @@ def tokenize(text: str) -> list[str]:
     """Indexed tokens of ``text``, in order, repeats kept."""
     stop = STOPWORDS
     return [t for t in _TOKEN_RE.findall(text.lower()) if t not in stop]
+
+
+# Bytes outside [a-z0-9] become spaces; with every non-ASCII character encoded as "?" first, splitting
+# the result yields exactly the [a-z0-9] runs of the lowercased text (a fast path for long texts).
+_SEPARATE = bytes(c if (97 <= c <= 122 or 48 <= c <= 57) else 32 for c in range(256))
+# Runs that are never indexed: below the length floor, or stopwords.
+DROPPED_RUNS = tuple(sorted(
+    {bytes([c]) for c in b"abcdefghijklmnopqrstuvwxyz0123456789"} | {w.encode() for w in STOPWORDS}
+))
+assert MIN_TOKEN_CHARS == 2  # DROPPED_RUNS lists the one-character runs; a higher floor needs more
+
+
+def runs_bytes(text: str) -> list[bytes]:
+    """Every ``[a-z0-9]`` run of the lowercased text, as ASCII bytes, in order (short runs and stopwords
+    included: the caller drops ``DROPPED_RUNS``). Same runs as ``tokenize_raw``."""
+    return text.lower().encode("ascii", "replace").translate(_SEPARATE).split()
+
+
+def iter_runs_bytes(text: str, chunk: int = 1 << 22):
+    """``runs_bytes`` of a long text in pieces cut between runs, so memory stays bounded."""
+    n = len(text)
+    start = 0
+    while start < n:
+        end = min(n, start + chunk)
+        while end < n and _run_char(text[end - 1].lower()[-1:]) and _run_char(text[end].lower()[:1]):
+            end += 1
+        yield runs_bytes(text[start:end])
+        start = end
+
+
+def _run_char(c: str) -> bool:
+    # Lowercasing may turn one character into two (İ -> i + combining dot): the caller passes the
+    # lowered character's end or start, whichever touches the cut.
+    return "a" <= c <= "z" or "0" <= c <= "9"
 
 
 def tokenize_raw(text: str) -> list[str]:

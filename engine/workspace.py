@@ -54,7 +54,8 @@ def safe_name(citekey: str) -> str:
 def hashed_name(citekey: str) -> str:
     """The always-hashed form of ``safe_name`` (also used to break case-insensitive collisions)."""
     digest = hashlib.blake2b(citekey.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
-    base = _UNSAFE_CHARS.sub("_", citekey).strip("._-")[:60] or "key"
+    # No dots in a hashed name: Windows reads the part before the first dot as the device name.
+    base = _UNSAFE_CHARS.sub("_", citekey).replace(".", "_").strip("_-")[:60] or "key"
     return f"{base}-{digest}"
 
 

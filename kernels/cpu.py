@@ -1,12 +1,14 @@
 """numba backend: a batch of queries scored in parallel over the term-major CSR, exact top-k per query.
 
-Per query q, over its distinct terms t (ascending id) and t's postings (t, d, tf):
+For a batch, each posting (t, d, tf) of the batch's distinct terms gets its contribution once:
 
     tf'      = tf + d1 * f1 + d2 * f2            (d = weight - 1; a zero delta is never read)
-    acc[d]  += idf[t] * tf' * (k1 + 1) / (tf' + norm[d]),    norm[d] = k1 * (1 - b + b * dl[d] / avgdl)
+    c(t, d)  = idf[t] * tf' * (k1 + 1) / (tf' + norm[d]),    norm[d] = k1 * (1 - b + b * dl[d] / avgdl)
 
-then the k best touched documents by (score desc, id asc) through a bounded heap. The accumulation order
-is the reference's, so scores agree to the last bit. Compiled with numba's on-disk cache.
+then, in parallel over queries, acc[d] += c(t, d) over the query's distinct terms in ascending id, and
+the k best touched documents by (score desc, id asc) come out of a bounded heap. k1, b and the field
+weights are applied at query time; nothing is baked into the index. The accumulation order is the
+reference's, so scores agree to the last bit. Compiled with numba's on-disk cache.
 """
 
 from __future__ import annotations
@@ -58,23 +60,46 @@ def _sift_up(hs, hi, pos):
 
 
 @njit(cache=True)
-def _select_into(acc, touched, m, k, hs, hi, out_ids, out_scores):
-    """Write the best k of ``touched[:m]`` (positive scores only) into out rows, best first."""
-    size = 0
-    for j in range(m):
-        d = touched[j]
+def _offer(acc, cand, lo, hi_, k, hs, hi, size):
+    """Offer ``cand[lo:hi_]`` to the bounded heap of the best k (size entries held); returns the size.
+
+    Written out rather than through a helper per hit: a call per candidate costs more than the test.
+    """
+    for j in range(lo, hi_):
+        d = cand[j]
         s = acc[d]
-        if not s > 0.0:
-            continue
         if size < k:
             hs[size] = s
             hi[size] = d
             _sift_up(hs, hi, size)
             size += 1
-        elif _worse(hs[0], hi[0], s, d):
+        elif s > hs[0] or (s == hs[0] and d < hi[0]):
             hs[0] = s
             hi[0] = d
             _sift_down(hs, hi, 0, size)
+    return size
+
+
+@njit(cache=True)
+def _select_into(acc, cand, m, k, hs, hi, buf, out_ids, out_scores):
+    """Write the best k of ``cand[:m]`` (all with acc > 0) into the out rows, best first.
+
+    The heap takes the first 8k candidates; its root is then a lower bound on the final k-th score, so
+    the rest are first filtered against it without a branch, and only the survivors are offered.
+    """
+    sample = min(m, 8 * k)
+    size = _offer(acc, cand, 0, sample, k, hs, hi, 0)
+    if m > sample:
+        if size == k:
+            thr = hs[0]
+            c = 0
+            for j in range(sample, m):
+                d = cand[j]
+                buf[c] = d
+                c += acc[d] >= thr
+            size = _offer(acc, buf, 0, c, k, hs, hi, size)
+        else:
+            size = _offer(acc, cand, sample, m, k, hs, hi, size)
     # Pop worst-first into the tail of the output row.
     n = size
     while size > 0:
@@ -87,45 +112,154 @@ def _select_into(acc, touched, m, k, hs, hi, out_ids, out_scores):
     return n
 
 
-@njit(parallel=True, cache=True)
-def _score_topk_kernel(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1,
-                       q_indptr, q_terms, k, n_chunks, out_ids, out_scores):
-    """Fill out_ids/out_scores (n_queries, k); rows arrive pre-filled with -1 / -inf.
+_BLOCK = 64
 
-    indptr int64[:], indices int32[:], tf int32[:], f1/f2 int32[:] (read only when d1/d2 != 0),
-    idf float64[:], norm float64[:], q_indptr int64[:], q_terms int32[:].
+
+@njit(cache=True)
+def _block_max(acc, bmax):
+    """bmax[i] = max(0, max of acc over block i of _BLOCK documents).
+
+    Eight independent running maxima per block: a single chain of max() waits on itself.
     """
-    n_docs = norm.shape[0]
+    n = acc.shape[0]
+    full = n // _BLOCK
+    for bi in range(full):
+        lo = bi * _BLOCK
+        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
+        for d in range(lo, lo + _BLOCK, 8):
+            m0 = max(m0, acc[d])
+            m1 = max(m1, acc[d + 1])
+            m2 = max(m2, acc[d + 2])
+            m3 = max(m3, acc[d + 3])
+            m4 = max(m4, acc[d + 4])
+            m5 = max(m5, acc[d + 5])
+            m6 = max(m6, acc[d + 6])
+            m7 = max(m7, acc[d + 7])
+        bmax[bi] = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    if full < bmax.shape[0]:
+        m = 0.0
+        for d in range(full * _BLOCK, n):
+            m = max(m, acc[d])
+        bmax[full] = m
+
+
+@njit(cache=True)
+def _select_dense(acc, k, hs, hi, bmax, buf, out_ids, out_scores):
+    """The best k documents of a dense accumulator (hits are acc > 0), best first.
+
+    The k-th largest block maximum is a lower bound on the k-th largest score (k blocks each hold a
+    score at least that high), so only blocks reaching it are read, and only their scores reaching
+    it are offered to the heap.
+    """
+    n_docs = acc.shape[0]
+    _block_max(acc, bmax)
+    nb = bmax.shape[0]
+    # k-th largest block maximum, through the value heap (ids unused here).
+    size = 0
+    for bi in range(nb):
+        v = bmax[bi]
+        if not v > 0.0:
+            continue
+        if size < k:
+            hs[size] = v
+            hi[size] = bi
+            _sift_up(hs, hi, size)
+            size += 1
+        elif v > hs[0]:
+            hs[0] = v
+            hi[0] = bi
+            _sift_down(hs, hi, 0, size)
+    thr = hs[0] if size == k else 0.0
+    c = 0
+    for bi in range(nb):
+        if bmax[bi] >= thr and bmax[bi] > 0.0:
+            lo = bi * _BLOCK
+            for d in range(lo, min(lo + _BLOCK, n_docs)):
+                buf[c] = d
+                c += (acc[d] >= thr) & (acc[d] > 0.0)
+    size = _offer(acc, buf, 0, c, k, hs, hi, 0)
+    n = size
+    while size > 0:
+        size -= 1
+        out_scores[size] = hs[0]
+        out_ids[size] = hi[0]
+        hs[0] = hs[size]
+        hi[0] = hi[size]
+        _sift_down(hs, hi, 0, size)
+    return n
+
+
+@njit(parallel=True, cache=True)
+def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, uterms, toff, table):
+    """BM25 contribution of every posting of the batch's distinct terms, computed once per batch.
+
+    table[toff[j] + i] is the contribution of the i-th posting of term uterms[j]; 0 where tf' <= 0.
+    """
+    for j in prange(uterms.shape[0]):
+        t = uterms[j]
+        start = indptr[t]
+        base = toff[j] - start
+        w = idf[t]
+        for p in range(start, indptr[t + 1]):
+            f = np.float64(tf[p])
+            if d1 != 0.0:
+                f += d1 * f1[p]
+            if d2 != 0.0:
+                f += d2 * f2[p]
+            if f > 0.0:
+                table[base + p] = w * f * k1p1 / (f + norm[indices[p]])
+            else:
+                table[base + p] = 0.0
+
+
+@njit(parallel=True, cache=True)
+def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k, n_docs, n_chunks,
+                     out_ids, out_scores):
+    """Sum each query's posting contributions (terms in ascending id) and keep its best k.
+
+    q_slots int64[:] index ``uterms``/``toff`` for each query term; rows of out_ids/out_scores arrive
+    filled with -1 / -inf. A query whose postings are many for the corpus accumulates densely and
+    finds its hits by a scan; otherwise the documents it touches are recorded as they are first hit.
+    Both are branch-free in the inner loop and give the same hits.
+    """
     n_q = q_indptr.shape[0] - 1
     for c in prange(n_chunks):
         acc = np.zeros(n_docs, dtype=np.float64)
-        stamp = np.zeros(n_docs, dtype=np.int64)
-        touched = np.empty(n_docs, dtype=np.int64)
+        touched = np.empty(n_docs + 1, dtype=np.int64)
+        buf = np.empty(n_docs, dtype=np.int64)
+        bmax = np.empty((n_docs + _BLOCK - 1) // _BLOCK, dtype=np.float64)
         hs = np.empty(k, dtype=np.float64)
         hi = np.empty(k, dtype=np.int64)
         lo = (c * n_q) // n_chunks
         hi_q = ((c + 1) * n_q) // n_chunks
         for q in range(lo, hi_q):
-            m = 0
-            tag = q + 1
+            n_post = 0
             for j in range(q_indptr[q], q_indptr[q + 1]):
-                t = q_terms[j]
-                w = idf[t]
-                for p in range(indptr[t], indptr[t + 1]):
-                    d = indices[p]
-                    f = np.float64(tf[p])
-                    if d1 != 0.0:
-                        f += d1 * f1[p]
-                    if d2 != 0.0:
-                        f += d2 * f2[p]
-                    if stamp[d] != tag:
-                        stamp[d] = tag
-                        acc[d] = 0.0
+                u = q_slots[j]
+                n_post += toff[u + 1] - toff[u]
+            dense = 4 * n_post >= n_docs
+            m = 0
+            for j in range(q_indptr[q], q_indptr[q + 1]):
+                u = q_slots[j]
+                start = indptr[uterms[u]] - toff[u]
+                if dense:
+                    for i in range(toff[u], toff[u + 1]):
+                        acc[indices[start + i]] += table[i]
+                else:
+                    for i in range(toff[u], toff[u + 1]):
+                        d = indices[start + i]
+                        a = acc[d]
+                        s = table[i]
                         touched[m] = d
-                        m += 1
-                    if f > 0.0:
-                        acc[d] += w * f * k1p1 / (f + norm[d])
-            _select_into(acc, touched, m, k, hs, hi, out_ids[q], out_scores[q])
+                        m += (a == 0.0) & (s > 0.0)
+                        acc[d] = a + s
+            if dense:
+                _select_dense(acc, k, hs, hi, bmax, buf, out_ids[q], out_scores[q])
+                acc[:] = 0.0
+            else:
+                _select_into(acc, touched, m, k, hs, hi, buf, out_ids[q], out_scores[q])
+                for i in range(m):
+                    acc[touched[i]] = 0.0
 
 
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)
@@ -143,27 +277,63 @@ def _field_args(postings: Postings, params: BM25Params):
     return args
 
 
+# Largest posting table built at once; a bigger batch is scored in query chunks.
+TABLE_BUDGET_BYTES = 256 * 1024 * 1024
+
+
 def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int,
                *, idf: np.ndarray | None = None, norm: np.ndarray | None = None) -> TopK:
     """Top-k of every query, in parallel over queries. Same contract as ``kernels.reference.score_topk``.
 
-    ``idf`` and ``norm`` may be passed precomputed (the engine caches them per index and (k1, b)).
+    The contribution of each posting of the batch's distinct terms is computed once per batch (k1, b
+    and field weights applied here, at query time), then every query sums its terms' contributions in
+    ascending term order -- the reference's order, so scores agree to the last bit. ``idf`` and
+    ``norm`` may be passed precomputed (the engine caches them per index and (k1, b)).
     """
     out = TopK.empty(queries.n_queries, k)
-    if queries.n_queries == 0 or postings.n_docs == 0:
+    if queries.n_queries == 0 or postings.n_docs == 0 or queries.terms.shape[0] == 0:
         return out
     if idf is None:
         idf = bm25_idf(postings.df(), postings.n_docs)
     if norm is None:
         norm = length_norm(postings.doc_len, postings.avgdl(), params.k1, params.b)
     f1, d1, f2, d2 = _field_args(postings, params)
-    n_chunks = max(1, min(queries.n_queries, numba.get_num_threads()))
-    _score_topk_kernel(
-        postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2,
-        idf, norm, float(params.k1 + 1.0),
-        queries.indptr, queries.terms, int(k), n_chunks, out.ids, out.scores,
-    )
+    df = np.diff(postings.indptr)
+    budget = TABLE_BUDGET_BYTES // 8
+    term_cum = np.zeros(queries.terms.shape[0] + 1, dtype=np.int64)
+    np.cumsum(df[queries.terms], out=term_cum[1:])
+    cum_postings = term_cum[queries.indptr]
+    slot_of = np.empty(postings.n_terms, dtype=np.int64)
+    q0 = 0
+    while q0 < queries.n_queries:
+        # Grow the chunk of queries while its distinct terms' postings fit the table budget.
+        q1 = _chunk_end(cum_postings, q0, budget)
+        lo, hi = queries.indptr[q0], queries.indptr[q1]
+        terms = queries.terms[lo:hi]
+        uterms = np.sort(terms).astype(np.int64)
+        if uterms.size:  # distinct (np.unique's hash path is slower than a sort here)
+            uterms = uterms[np.concatenate(([True], uterms[1:] != uterms[:-1]))]
+        toff = np.zeros(uterms.shape[0] + 1, dtype=np.int64)
+        np.cumsum(df[uterms], out=toff[1:])
+        table = np.empty(int(toff[-1]), dtype=np.float64)
+        _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
+                       float(params.k1 + 1.0), uterms, toff, table)
+        slot_of[uterms] = np.arange(uterms.shape[0], dtype=np.int64)
+        q_slots = slot_of[terms]
+        q_indptr = (queries.indptr[q0:q1 + 1] - lo).astype(np.int64)
+        n_chunks = max(1, min(q1 - q0, numba.get_num_threads()))
+        _topk_from_table(postings.indptr, postings.indices, uterms, toff, table, q_indptr, q_slots, int(k),
+                         postings.n_docs, n_chunks, out.ids[q0:q1], out.scores[q0:q1])
+        q0 = q1
     return out
+
+
+def _chunk_end(cum_postings: np.ndarray, q0: int, budget: int) -> int:
+    """The end of the query chunk starting at q0 whose summed postings stay within ``budget``
+    (always at least one query; summed postings bound the distinct terms' postings).
+    ``cum_postings``: (n_queries + 1,) running total of each query's postings."""
+    end = int(np.searchsorted(cum_postings, cum_postings[q0] + budget, side="right")) - 1
+    return max(q0 + 1, end)
 
 
 def warmup() -> None:

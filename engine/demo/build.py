@@ -12,7 +12,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from engine.demo.tinypdf import write_pdf
+from engine.demo.tinypdf import paginate, pdf_bytes
 
 __all__ = ["load_corpus", "load_queries", "build_sources", "paper_paragraphs", "MARKER"]
 
@@ -45,6 +45,12 @@ def _bib_escape(s: str) -> str:
     return s.replace("{", "").replace("}", "").replace("&", r"\&").replace("%", r"\%")
 
 
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Leave an identical file alone, so a second demo run re-parses nothing."""
+    if not (path.is_file() and path.read_bytes() == data):
+        path.write_bytes(data)
+
+
 def build_sources(root: Path) -> Path:
     """Write ``papers/*.pdf`` and ``papers/bibliography.bib`` under ``root``; returns the .bib path."""
     papers = root / "papers"
@@ -52,7 +58,7 @@ def build_sources(root: Path) -> Path:
     entries = []
     for paper in load_corpus():
         key = paper["citekey"]
-        write_pdf(papers / f"{key}.pdf", paper_paragraphs(paper))
+        _write_if_changed(papers / f"{key}.pdf", pdf_bytes(paginate(paper_paragraphs(paper))))
         entries.append(
             f"@article{{{key},\n"
             f"  title = {{{_bib_escape(paper['title'])}}},\n"
@@ -68,6 +74,6 @@ def build_sources(root: Path) -> Path:
         "  author = {Reader, Ada},\n  year = {2024}\n}\n"
     )
     bib = papers / "bibliography.bib"
-    bib.write_text("\n".join(entries), encoding="utf-8")
+    _write_if_changed(bib, "\n".join(entries).encode("utf-8"))
     (root / MARKER).write_text("built by `chitragupta demo`; safe to delete\n", encoding="utf-8")
     return bib

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import defaultdict
+from itertools import chain, count, repeat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -24,7 +26,7 @@ import numpy as np
 from engine.index import store
 from engine.index.source import FLAG_NOT_PARSED, FLAG_TEXT_MISSING, DocSource, fingerprints, read_text
 from engine.index.strings import StringTable
-from engine.tokenize import TOKENIZER_ID, tokenize
+from engine.tokenize import _SEPARATE, DROPPED_RUNS, TOKENIZER_ID, iter_runs_bytes, runs_bytes
 from kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
@@ -36,6 +38,7 @@ KIND = "doc"
 Progress = Callable[[int, int | None], None]
 
 _FLUSH_TOKENS = 1 << 21  # pending (doc, term) pairs before they are reduced to counts
+_NUMBA_LOOKUP_MIN = 32  # queries; below this the lookup's hash table is not worth building
 
 
 @dataclass
@@ -69,6 +72,7 @@ class DocIndex:
         self.fingerprints = arrays["fingerprints"]
         self.flags = arrays["flags"]
         self._idf: np.ndarray | None = None
+        self._slots = None
         self._norms: dict[tuple[float, float], np.ndarray] = {}
 
     # -- sizes and notes ------------------------------------------------------------------------
@@ -102,18 +106,54 @@ class DocIndex:
     def query_batch(self, term_lists: list[list[str]]) -> QueryBatch:
         """Distinct known term ids per query (unknown terms dropped), as a CSR batch."""
         flat = [t for terms in term_lists for t in terms]
-        ids = self.vocab.find_many(flat)
-        rows = []
-        pos = 0
-        for terms in term_lists:
-            got = ids[pos:pos + len(terms)]
-            pos += len(terms)
-            rows.append(sorted({i for i in got if i >= 0}))
-        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-        indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        terms = np.fromiter((i for r in rows for i in r), dtype=np.int32, count=int(indptr[-1]))
-        return QueryBatch(indptr=indptr, terms=terms)
+        lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
+        return self._batch(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
+
+    def query_batch_from_strings(self, queries) -> QueryBatch:
+        """Tokenize raw query strings and look their terms up, for a whole batch at once.
+
+        The same terms as ``query_batch([query_terms(q)[0] for q in queries])``: stopwords and short
+        runs are never in the vocabulary, so a vocabulary miss drops them without a separate pass.
+        Large batches go through the numba lookup (``kernels.lookup``) when numba is importable.
+        """
+        encoded = [q.lower().encode("ascii", "replace") for q in queries]
+        if len(encoded) >= _NUMBA_LOOKUP_MIN and self._lookup_slots() is not None:
+            from kernels.lookup import lookup_batch
+
+            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+            np.cumsum(lengths + 1, out=starts[1:])
+            buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
+            indptr, terms = lookup_batch(buf, starts, np.asarray(self.vocab.blob), np.asarray(self.vocab.offsets),
+                                         self._slots)
+            return QueryBatch(indptr=indptr, terms=terms)
+        runs = [q.translate(_SEPARATE).split() for q in encoded]  # the runs_bytes rule
+        lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+        flat = list(chain.from_iterable(runs))
+        ids = np.asarray(self.vocab.find_many([t.decode("ascii") for t in flat]), dtype=np.int64)
+        return self._batch(ids, lengths)
+
+    def _lookup_slots(self):
+        """The vocabulary's hash table for the numba lookup, built once; None without numba."""
+        if self._slots is None:
+            try:
+                from kernels.lookup import build_table
+            except ImportError:
+                self._slots = False
+            else:
+                self._slots = build_table(np.asarray(self.vocab.blob), np.asarray(self.vocab.offsets))
+        return None if self._slots is False else self._slots
+
+    def _batch(self, ids: np.ndarray, lengths: np.ndarray) -> QueryBatch:
+        n = lengths.shape[0]
+        qid = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        keep = ids >= 0
+        keys = np.sort((qid[keep] << 32) | ids[keep])  # by query, then term
+        if keys.size:
+            keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys >> 32, minlength=n), out=indptr[1:])
+        return QueryBatch(indptr=indptr, terms=(keys & 0xFFFFFFFF).astype(np.int32))
 
     def doc_id(self, citekey: str) -> int:
         return self.citekeys.find(citekey)
@@ -141,21 +181,27 @@ def open_index(folder: Path, settings: dict) -> DocIndex:
 
 
 class _Accumulator:
-    """Streams documents' tokens into (doc, term, count) triples with a provisional vocabulary."""
+    """Streams documents' tokens into (doc, term, count) triples with a provisional vocabulary.
+
+    Runs arrive as bytes (``engine.tokenize.runs_bytes``); the never-indexed runs (short ones and
+    stopwords) are seeded as the first provisional ids and masked out in bulk, so the per-token work is
+    one C-level dictionary lookup.
+    """
 
     def __init__(self):
-        self.vocab: dict[str, int] = {}
+        self.vocab: dict[bytes, int] = defaultdict(count().__next__)
+        for run in DROPPED_RUNS:
+            self.vocab[run]
+        self.n_dropped = len(self.vocab)
         self.pend_docs: list[np.ndarray] = []
         self.pend_terms: list[int] = []
         self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def add_tokens(self, doc: int, tokens: list[str]) -> None:
-        if not tokens:
+    def add_runs(self, doc: int, runs: list[bytes]) -> None:
+        if not runs:
             return
-        vocab = self.vocab
-        sd = vocab.setdefault
-        self.pend_terms.extend([sd(t, len(vocab)) for t in tokens])
-        self.pend_docs.append(np.full(len(tokens), doc, dtype=np.int64))
+        self.pend_terms.extend(map(self.vocab.__getitem__, runs))
+        self.pend_docs.append(np.full(len(runs), doc, dtype=np.int64))
         if len(self.pend_terms) >= _FLUSH_TOKENS:
             self.flush()
 
@@ -165,26 +211,28 @@ class _Accumulator:
         self.chunks.append((docs.astype(np.int64), terms.astype(np.int64), counts.astype(np.int64)))
 
     def provisional_ids(self, strings: list[str]) -> np.ndarray:
-        vocab = self.vocab
-        sd = vocab.setdefault
-        return np.fromiter((sd(s, len(vocab)) for s in strings), dtype=np.int64, count=len(strings))
+        get = self.vocab.__getitem__
+        return np.fromiter((get(t.encode("ascii")) for t in strings), dtype=np.int64, count=len(strings))
 
     def flush(self) -> None:
         if not self.pend_terms:
             return
         docs = np.concatenate(self.pend_docs)
         terms = np.asarray(self.pend_terms, dtype=np.int64)
-        keys, counts = np.unique((docs << 32) | terms, return_counts=True)
+        keep = terms >= self.n_dropped
+        keys, counts = np.unique((docs[keep] << 32) | terms[keep], return_counts=True)
         self.chunks.append((keys >> 32, keys & 0xFFFFFFFF, counts.astype(np.int64)))
         self.pend_docs, self.pend_terms = [], []
 
     def finish(self, n_docs: int) -> tuple[list[str], dict[str, np.ndarray]]:
         """Sorted vocabulary and the canonical term-major CSR arrays."""
         self.flush()
-        terms_prov = list(self.vocab)  # provisional id order
-        order = sorted(range(len(terms_prov)), key=terms_prov.__getitem__)
-        rank = np.empty(len(terms_prov), dtype=np.int64)
-        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(terms_prov), dtype=np.int64)
+        # Provisional id order; the dropped runs never occur in a triple, so they get no rank.
+        terms_prov = [t.decode("ascii") for t in self.vocab]
+        d = self.n_dropped
+        order = sorted(range(d, len(terms_prov)), key=terms_prov.__getitem__)
+        rank = np.full(len(terms_prov), -1, dtype=np.int64)
+        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int64)
         vocab = [terms_prov[i] for i in order]
         if self.chunks:
             docs = np.concatenate([c[0] for c in self.chunks])
@@ -281,10 +329,10 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     todo = np.flatnonzero(~reused)
     for step, i in enumerate(todo):
         src: DocSource = sources[int(i)]
-        tokens = tokenize(src.title)
+        acc.add_runs(int(i), runs_bytes(src.title))
         if src.text_path is not None:
-            tokens += tokenize(read_text(src.text_path))
-        acc.add_tokens(int(i), tokens)
+            for runs in iter_runs_bytes(read_text(src.text_path)):
+                acc.add_runs(int(i), runs)
         if progress and step % 64 == 0:
             progress(step, len(todo))
     if progress:

@@ -21,6 +21,7 @@ class StringTable:
         self.blob = blob  # (total_bytes,) uint8
         self.offsets = offsets  # (n + 1,) int64
         self._dict: dict[str, int] | None = None
+        self._bytes_dict: dict[bytes, int] | None = None
         self._list: list[str] | None = None
 
     @classmethod
@@ -57,6 +58,14 @@ class StringTable:
         if self._dict is None:
             self._dict = {s: i for i, s in enumerate(self.to_list())}
         return self._dict
+
+    def byte_mapping(self) -> dict[bytes, int]:
+        """UTF-8 bytes -> position, built once (the query fast path looks bytes up directly)."""
+        if self._bytes_dict is None:
+            data = bytes(self.blob)
+            off = self.offsets.tolist()
+            self._bytes_dict = {data[off[i]:off[i + 1]]: i for i in range(len(self))}
+        return self._bytes_dict
 
     def find(self, s: str) -> int:
         """Position of ``s``, or -1."""
