@@ -237,7 +237,7 @@ def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k,
             for j in range(q_indptr[q], q_indptr[q + 1]):
                 u = q_slots[j]
                 n_post += toff[u + 1] - toff[u]
-            dense = 4 * n_post >= n_docs
+            dense = 8 * n_post >= n_docs
             m = 0
             for j in range(q_indptr[q], q_indptr[q + 1]):
                 u = q_slots[j]

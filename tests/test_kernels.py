@@ -146,3 +146,25 @@ def test_thread_counts_do_not_change_results():
             assert_same_topk(score_topk(p, q, BM25Params(), 10, backend="numba"), want)
     finally:
         numba.set_num_threads(before)
+
+
+def test_posting_table_budget_splits_the_batch_without_changing_results(monkeypatch):
+    from kernels import cpu
+
+    p = random_postings(2, 1000, 400, density=0.01)
+    q = random_queries(2, p.n_terms, 80)
+    want = score_topk(p, q, BM25Params(), 10, backend="numba")
+    monkeypatch.setattr(cpu, "TABLE_BUDGET_BYTES", 8 * 40)  # a few queries per chunk
+    got = score_topk(p, q, BM25Params(), 10, backend="numba")
+    assert_same_topk(got, want)
+
+
+def test_dense_and_sparse_accumulation_agree():
+    # the same queries over a corpus padded with empty documents switch from the dense to the sparse path
+    base = random_postings(6, 300, 60, density=0.2)
+    pad = 20000
+    padded = Postings(base.indptr, base.indices, base.tf,
+                      np.concatenate([base.doc_len, np.zeros(pad, np.int32)]))
+    q = random_queries(6, base.n_terms, 50)
+    for p in (base, padded):
+        assert_same_topk(score_topk(p, q, BM25Params(), 7, backend="numba"), reference.score_topk(p, q, BM25Params(), 7))

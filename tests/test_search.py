@@ -1,5 +1,6 @@
 """The library API: Retriever.search / search_many, notes, errors, snippets."""
 
+import numpy as np
 import pytest
 
 from engine.errors import UsageError
@@ -75,3 +76,35 @@ def test_numpy_backend_same_results(tmp_path, retriever):
     ref = Retriever(retriever.workspace, retriever._opened, backend="numpy")
     for q in ("digital twin bridge", "soil microbes nitrogen", "heat"):
         assert [(h.citekey, h.score) for h in ref.search(q)] == [(h.citekey, h.score) for h in retriever.search(q)]
+
+
+def test_batched_tokenization_equals_the_tokenizer(retriever):
+    from hypothesis import given, settings, strategies as st
+
+    from engine.tokenize import query_terms
+
+    index = retriever.index
+    words = index.vocab.to_list() + ["the", "a", "x", "İstanbul", "ai_model", "naïve"]
+
+    @given(st.lists(st.lists(st.sampled_from(words + [" ", ", ", "\n", "-", "é"]), max_size=12).map("".join),
+                    min_size=0, max_size=80))
+    @settings(max_examples=100, deadline=None)
+    def check(queries):
+        want = index.query_batch([query_terms(q)[0] for q in queries])
+        got = index.query_batch_from_strings(queries)  # numba lookup from 32 queries, Python below
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.terms, want.terms)
+
+    check()
+
+
+def test_demo_fixture_backends_agree_and_find_the_judged_papers(demo_workspace):
+    from engine.demo.build import load_queries
+
+    queries = load_queries()
+    fast = Retriever.open(demo_workspace)
+    slow = Retriever.open(demo_workspace, backend="numpy")
+    texts = [q["text"] for q in queries]
+    a, b = fast.rank_many(texts, 10).topk, slow.rank_many(texts, 10).topk
+    assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores)
+    for q, resp in zip(queries, fast.search_many(texts, k=3)):
+        assert set(q["relevant"]) & {h.citekey for h in resp.hits}, q

@@ -220,7 +220,13 @@ class _Accumulator:
         docs = np.concatenate(self.pend_docs)
         terms = np.asarray(self.pend_terms, dtype=np.int64)
         keep = terms >= self.n_dropped
-        keys, counts = np.unique((docs[keep] << 32) | terms[keep], return_counts=True)
+        keys = np.sort((docs[keep] << 32) | terms[keep])
+        if keys.size:
+            starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+            counts = np.diff(np.append(starts, keys.size))
+            keys = keys[starts]
+        else:
+            counts = np.zeros(0, dtype=np.int64)
         self.chunks.append((keys >> 32, keys & 0xFFFFFFFF, counts.astype(np.int64)))
         self.pend_docs, self.pend_terms = [], []
 
@@ -240,21 +246,21 @@ class _Accumulator:
             counts = np.concatenate([c[2] for c in self.chunks])
         else:
             docs = terms = counts = np.zeros(0, dtype=np.int64)
-        perm = np.lexsort((docs, terms))
         n_terms = len(vocab)
-        indptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms, minlength=n_terms), out=indptr[1:])
         if counts.size and counts.max() > np.iinfo(np.int32).max:
             raise OverflowError("a term frequency exceeds 2**31 - 1")
         doc_len = np.bincount(docs, weights=counts, minlength=n_docs).astype(np.int64)
         if doc_len.size and doc_len.max() > np.iinfo(np.int32).max:
             raise OverflowError("a document exceeds 2**31 - 1 tokens")
-        return vocab, {
-            "indptr": indptr,
-            "indices": docs[perm].astype(np.int32),
-            "tf": counts[perm].astype(np.int32),
-            "doc_len": doc_len.astype(np.int32),
-        }
+        # Term-major CSR by a counting sort (scipy's COO -> CSR), then documents ascending per term.
+        from scipy import sparse
+
+        m = sparse.csr_matrix(
+            (counts.astype(np.int32), (terms.astype(np.int32), docs.astype(np.int32))), shape=(n_terms, n_docs)
+        )
+        m.sort_indices()
+        indptr, indices, tf = m.indptr.astype(np.int64), m.indices.astype(np.int32), m.data.astype(np.int32)
+        return vocab, {"indptr": indptr, "indices": indices, "tf": tf, "doc_len": doc_len.astype(np.int32)}
 
 
 def _forward_rows(old: DocIndex):

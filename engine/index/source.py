@@ -54,27 +54,49 @@ def sidecar_path(text_path: Path) -> Path:
     return text_path.with_suffix(".passages.json")
 
 
+def _stat_folder(folder: Path) -> dict[str, tuple[int, int]]:
+    """name -> (size, mtime_ns) of every file in ``folder``: one directory scan instead of a stat per
+    expected name (most sidecars do not exist, and a failed stat costs as much as a good one)."""
+    out = {}
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                out[entry.name] = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        pass
+    return out
+
+
 def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarray, list[DocSource]]:
     """Per row: a 128-bit fingerprint ((n, 2) uint64), flags ((n,) uint8) and its DocSource."""
     n = len(rows)
     fps = np.zeros((n, 2), dtype=np.uint64)
     flags = np.zeros(n, dtype=np.uint8)
     sources: list[DocSource] = []
+    listing = _stat_folder(root / "content" / "parsed")
     for i, (key, title, status, rel) in enumerate(rows):
         text_path = None
         st = side = None
         flag = 0
         if status == "parsed" and rel:
-            p = root / rel
             # A ledger path is never followed outside content/ (a hand-edited ledger, say); checked on
             # the text of the path, since resolving every row would cost more than the stat itself.
             if _inside_content(rel):
-                st = _stat(p)
+                folder, _, name = rel.rpartition("/")
+                if folder == "content/parsed":
+                    st = listing.get(name)
+                    side = listing.get(name[:-4] + ".passages.json") if name.endswith(".txt") else None
+                else:
+                    st = _stat(root / rel)
+                    side = _stat(sidecar_path(root / rel)) if st else None
             if st is None:
                 flag = FLAG_TEXT_MISSING
             else:
-                text_path = p
-                side = _stat(sidecar_path(p))
+                text_path = root / rel
         elif status != "parsed":
             flag = FLAG_NOT_PARSED
         h = hashlib.blake2b(digest_size=16)

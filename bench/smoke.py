@@ -1,0 +1,102 @@
+"""The benchmark smoke CI runs when ``../shared/data`` exists: quality on every arm against the
+independent reference figures, bm25s agreeing on SciFact, and real PDFs through ``sync``.
+
+    python -m bench.smoke
+
+Exits non-zero when a figure falls outside its bound, so a regression in the formula, the tokenizer
+or the index build fails CI rather than a number quietly moving.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.data import KEYWORD_ARMS, QRELS_ARMS, data_dir, keyword_arm, qrels_arm
+from bench.metrics import evaluate
+from bench.quality import KEYWORD_MEASURES, QRELS_MEASURES, run_arm
+
+# Textbook BM25 with this tokenizer, measured independently (../shared/data/README.md).
+REFERENCE = {
+    "scifact": {"nDCG@10": 0.6624, "R@100": 0.8759},
+    "cranfield": {"nDCG@10": 0.3651, "R@100": 0.7060},
+    "cisi": {"nDCG@10": 0.2877, "R@100": 0.3823},
+    "www": {"R@1": 0.577, "R@5": 0.756, "MRR@5": 0.649, "nDCG@5": 0.676},
+    "inspec": {"R@1": 0.984, "R@5": 0.994, "MRR@5": 0.988, "nDCG@5": 0.990},
+    "semeval2010": {"R@1": 0.996, "R@5": 1.000, "MRR@5": 0.998, "nDCG@5": 0.999},
+}
+TOLERANCE = 0.0015
+
+
+def main() -> int:
+    failures = []
+    for name in [*QRELS_ARMS, *KEYWORD_ARMS]:
+        arm = qrels_arm(name) if name in QRELS_ARMS else keyword_arm(name)
+        measures = QRELS_MEASURES if name in QRELS_ARMS else KEYWORD_MEASURES
+        got = evaluate(run_arm(arm), arm.qrels, measures)
+        for m, want in REFERENCE[name].items():
+            ok = abs(got[m] - want) <= TOLERANCE
+            print(f"{'ok  ' if ok else 'FAIL'} {name:<12} {m:<8} {got[m]:.4f} (reference {want:.4f})")
+            if not ok:
+                failures.append(f"{name} {m}")
+    try:
+        failures += _bm25s_agrees()
+    except ImportError:
+        print("skip bm25s parity: bm25s not installed (pip install -e '.[bench]')")
+    failures += _pdfs()
+    if failures:
+        print("smoke failed: " + ", ".join(failures))
+        return 1
+    print("smoke passed")
+    return 0
+
+
+def _bm25s_agrees() -> list[str]:
+    from bench.data import read_jsonl
+    from bench.peers import Bm25s
+
+    arm = qrels_arm("scifact")
+    docs = list(read_jsonl(arm.corpus))
+    peer = Bm25s()
+    peer.build([d["title"] + "\n" + d["text"] for d in docs])
+    qids = list(arm.queries)
+    found, _ = peer.search([arm.queries[q] for q in qids], 100, 1)
+    run = {q: [str(docs[i]["_id"]) for i in found[n]] for n, q in enumerate(qids)}
+    theirs = evaluate(run, arm.qrels, ["nDCG@10"])["nDCG@10"]
+    ours = evaluate(run_arm(arm), arm.qrels, ["nDCG@10"])["nDCG@10"]
+    ok = abs(theirs - ours) <= 0.002  # bm25s scores in float32, so near-ties may order differently
+    print(f"{'ok  ' if ok else 'FAIL'} bm25s parity scifact nDCG@10: ours {ours:.4f}, bm25s {theirs:.4f}")
+    return [] if ok else ["bm25s parity"]
+
+
+def _pdfs() -> list[str]:
+    """The real PDFs in pdfs/papermage through a BibTeX file and ``sync`` (pdftotext backend)."""
+    from engine.corpus.sync import sync
+    from engine.search import Retriever
+    from engine.workspace import Workspace
+
+    folder = data_dir() / "pdfs" / "papermage"
+    pdfs = sorted(folder.glob("*.pdf"))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "papers").mkdir()
+        bib = "".join(f"@misc{{p{i}, title = {{{p.stem}}}, file = {{{p}}}}}\n" for i, p in enumerate(pdfs))
+        (root / "papers" / "bibliography.bib").write_text(bib, encoding="utf-8")
+        ws = Workspace.open(root)
+        t = time.perf_counter()
+        report = sync(ws)
+        secs = time.perf_counter() - t
+        words = sum(len((root / "content" / "parsed" / f"p{i}.txt").read_text().split()) for i in range(len(pdfs))
+                    if (root / "content" / "parsed" / f"p{i}.txt").exists())
+        hits = Retriever.open(ws).search("semantic scholar open research corpus", k=3)
+        ok = report.parsed == len(pdfs) and not report.failed and hits.hits and words > 50_000
+        print(f"{'ok  ' if ok else 'FAIL'} pdf sync: {report.parsed}/{len(pdfs)} parsed, {words} words in "
+              f"{secs:.1f} s; top hit for 'semantic scholar open research corpus': "
+              f"{hits.hits[0].title if hits.hits else None}")
+        return [] if ok else ["pdf sync"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
