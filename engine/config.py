@@ -63,7 +63,8 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "bibliography": Setting(str, "a path to a .bib file, relative to the workspace", lambda v: bool(v.strip())),
     },
     "parser": {
-        "backend": Setting(str, _parser_allowed, _parser_check),
+        "backend": Setting(str, _parser_allowed, _parser_check, index_level=False),
+        "docling_artifacts_path": Setting(str, "a folder path, or empty for none"),
     },
     "retrieval": {
         "k1": Setting(float, "a finite number >= 0", _nonneg),
@@ -71,6 +72,8 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "backend": Setting(str, _backend_allowed, _backend_check),
         "threads": Setting(int, "an integer >= 0 (0: every core)", lambda v: v >= 0),
         "snippet_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "min_passage_tokens": Setting(int, "an integer >= 0", lambda v: v >= 0),
+        "max_passages_per_source": Setting(int, "an integer >= 1", lambda v: v >= 1),
     },
     "workspace": {
         "lock_timeout": Setting(float, "a finite number of seconds >= 0", _nonneg),

@@ -18,24 +18,26 @@ import numpy as np
 from engine.config import Config
 from engine.errors import UsageError
 from engine.index.manage import OpenedIndex, open_current
-from engine.index.source import FLAG_TEXT_MISSING, read_text
+from engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, load_body
 from engine.results import Note, SearchResponse, SearchResult
 from engine.text.windows import choose_windows
 from engine.tokenize import query_terms
 from engine.workspace import Workspace
-from kernels import BM25Params, TopK
+from kernels import BM25Params, QueryBatch, TopK
 from kernels.dispatch import Backend, resolve, score_topk, set_threads
 
 __all__ = ["Retriever", "Ranked"]
 
 
 class Ranked:
-    """The batched fast path's output: top-k document ids and scores (``topk``); each query's scored
-    terms and notes are worked out on first access, so the fast path does not pay for them."""
+    """The batched fast path's output: top-k unit ids and scores (``topk``; documents, or passages for
+    ``unit="passage"``); each query's scored terms and notes are worked out on first access, so the
+    fast path does not pay for them."""
 
-    def __init__(self, topk: TopK, queries: Sequence[str], retriever: "Retriever"):
+    def __init__(self, topk: TopK, queries: Sequence[str], retriever: "Retriever", unit: str = "document"):
         self.topk = topk
         self.queries = list(queries)
+        self.unit = unit
         self._retriever = retriever
         self._parsed: list[tuple[list[str], list[str]]] | None = None
 
@@ -50,7 +52,35 @@ class Ranked:
 
     @property
     def notes(self) -> list[list[Note]]:
-        return [self._retriever._query_notes(q, t, d) for q, (t, d) in zip(self.queries, self._parse())]
+        return [self._retriever._query_notes(q, t, d, self.unit) for q, (t, d) in zip(self.queries, self._parse())]
+
+    def docids(self, q: int) -> list[tuple[str, float]]:
+        """Query q's hits as (doc id, score): the citekey, or ``<citekey>#<item>`` for passages."""
+        r = self._retriever
+        out = []
+        for u, s in zip(self.topk.ids[q].tolist(), self.topk.scores[q].tolist()):
+            if u < 0:
+                break
+            out.append((r._unit_docid(self.unit, u), s))
+        return out
+
+
+def _near(key: str, table, limit: int = 5) -> str:
+    """'; did you mean: ...' with the closest citekeys (by edit similarity, or by prefix when many)."""
+    import difflib
+
+    keys = table.to_list()
+    if len(keys) <= 50_000:
+        close = difflib.get_close_matches(key, keys, n=limit, cutoff=0.5)
+    else:
+        low = key.casefold()
+        close = [k for k in keys if k.casefold().startswith(low[:4])][:limit]
+    return f"; did you mean: {', '.join(close)}" if close else "; no similar citekey in the index"
+
+
+def _names(keys: list[str], limit: int = 10) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
 def _check_k(k) -> int:
@@ -60,22 +90,32 @@ def _check_k(k) -> int:
 
 
 class Retriever:
-    """BM25 over a workspace's documents. Create with :meth:`open`."""
+    """BM25 over a workspace's documents (``unit="document"``) or its sidecar paragraphs
+    (``unit="passage"``). Create with :meth:`open`."""
 
-    def __init__(self, ws: Workspace, opened: OpenedIndex, *, backend: str | None = None):
+    UNITS = ("document", "passage")
+
+    def __init__(self, ws: Workspace, opened: OpenedIndex, *, backend: str | None = None, update: bool = True):
         self.workspace = ws
         self._opened = opened
+        self._update = update
         self.index = opened.index
         cfg = ws.config.retrieval
         self.params = BM25Params(k1=cfg.k1, b=cfg.b)
         self.backend: Backend = resolve(backend or cfg.backend)
         set_threads(cfg.threads)
+        self._rows = self._aligned_rows(opened)
+        self._passages: OpenedIndex | None = None
+        self._passage_rows: list | None = None
+
+    @staticmethod
+    def _aligned_rows(opened: OpenedIndex) -> list:
         if opened.current:
-            self._rows = opened.rows
-        else:  # the index and the ledger disagree: look rows up by citekey
-            by_key = {r[0]: r for r in opened.rows}
-            self._rows = [by_key.get(self.index.citekeys[i], (self.index.citekeys[i], "", "parsed", None))
-                          for i in range(self.index.n_docs)]
+            return opened.rows
+        # the index and the ledger disagree: look rows up by citekey
+        by_key = {r[0]: r for r in opened.rows}
+        keys = opened.index.citekeys
+        return [by_key.get(keys[i], (keys[i], "", "parsed", None)) for i in range(len(keys))]
 
     @classmethod
     def open(cls, workspace: str | Path | Workspace = ".", config: str | Path | Config | None = None, *,
@@ -83,12 +123,30 @@ class Retriever:
              progress: Callable[[int, int | None], None] | None = None) -> "Retriever":
         """Open a workspace for search, bringing its index up to date unless ``update`` is False."""
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
-        return cls(ws, open_current(ws, update=update, progress=progress), backend=backend)
+        return cls(ws, open_current(ws, update=update, progress=progress), backend=backend, update=update)
+
+    # -- the passage index, opened on first use -----------------------------------------------------
+    def passage_index(self):
+        if self._passages is None:
+            self._passages = open_current(self.workspace, unit="passage", update=self._update)
+            self._passage_rows = self._aligned_rows(self._passages)
+        return self._passages.index
+
+    def _check_unit(self, unit: str) -> str:
+        if unit not in self.UNITS:
+            raise UsageError(f"unknown unit {unit!r}; allowed: {', '.join(self.UNITS)}")
+        return unit
 
     # -- notes that hold for every query ------------------------------------------------------------
-    def index_notes(self) -> list[Note]:
-        """Notes about the index itself: title-only sources, a rebuilt or stale cache."""
+    def index_notes(self, unit: str = "document") -> list[Note]:
+        """Notes about an index itself: title-only sources, sidecars, a rebuilt or stale cache."""
+        if self._check_unit(unit) == "passage":
+            return self._passage_notes()
         notes = list(self._opened.notes)
+        bad = self.index.keys_with_flag(FLAG_BAD_SIDECAR)
+        if bad and not any(n.kind == "sidecar" for n in notes):
+            notes.append(Note("sidecar", f"{len(bad)} source(s) have a sidecar that is not valid and were indexed "
+                                         f"from their .txt without the reference cut: {_names(bad)}"))
         missing = self.index.count_flag(FLAG_TEXT_MISSING)
         if missing:
             notes.append(Note("title-only", (
@@ -96,8 +154,25 @@ class Retriever:
                 "`chitragupta sync` re-parses them.")))
         return notes
 
-    # -- scoring ------------------------------------------------------------------------------------
-    def _query_notes(self, query: str, terms: list[str], dropped: list[str]) -> list[Note]:
+    def _passage_notes(self) -> list[Note]:
+        pidx = self.passage_index()
+        notes = list(self._passages.notes)
+        flags = np.asarray(pidx.flags)
+        no_side = [pidx.citekeys[int(i)] for i in np.flatnonzero(
+            (flags & FLAG_NO_SIDECAR) & ~(flags & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED)))]
+        bad = pidx.keys_with_flag(FLAG_BAD_SIDECAR)
+        if pidx.n_passages == 0:
+            notes.append(Note("no-passages", "the passage unit has nothing to search: no source has a usable "
+                                             "passage sidecar (parse with [parser].backend = \"docling\" and sync)"))
+        if no_side:
+            notes.append(Note("no-sidecar", f"{len(no_side)} source(s) have no passage sidecar and cannot be "
+                                            f"returned by the passage unit: {_names(no_side)}"))
+        if bad:
+            notes.append(Note("sidecar", f"{len(bad)} source(s) have a sidecar that is not valid and were "
+                                         f"skipped by the passage unit: {_names(bad)}"))
+        return notes
+
+    def _query_notes(self, query: str, terms: list[str], dropped: list[str], unit: str = "document") -> list[Note]:
         notes = []
         if dropped:
             notes.append(Note("dropped", "query words not indexed (stopwords or shorter than 2 characters): "
@@ -105,47 +180,151 @@ class Retriever:
         if not terms:
             notes.append(Note("no-terms", f"no indexable term in {query!r}; no hits"))
         else:
-            unknown = [t for t in terms if self.index.vocab.find(t) < 0]
+            vocab = (self.passage_index() if unit == "passage" else self.index).vocab
+            unknown = [t for t in terms if vocab.find(t) < 0]
             if unknown:
-                notes.append(Note("unknown-terms", "in no indexed document: " + ", ".join(unknown)))
+                where = "passage" if unit == "passage" else "document"
+                notes.append(Note("unknown-terms", f"in no indexed {where}: " + ", ".join(unknown)))
         return notes
 
-    def rank_many(self, queries: Sequence[str], k: int = 10) -> Ranked:
-        """Tokenize and score a batch: the fast path (no snippets, no titles; notes on demand)."""
-        k = _check_k(k)
-        batch = self.index.query_batch_from_strings(queries)
+    # -- scoring ------------------------------------------------------------------------------------
+    def _score(self, index, batch, k: int) -> TopK:
         cached = {}
         if self.backend.accepts_cached:
-            cached = {"idf": self.index.idf_, "norm": self.index.norm(self.params.k1, self.params.b)}
-        topk = score_topk(self.index.postings, batch, self.params, k, backend=self.backend, **cached)
-        return Ranked(topk, queries, self)
+            cached = {"idf": index.idf_, "norm": index.norm(self.params.k1, self.params.b)}
+        return score_topk(index.postings, batch, self.params, k, backend=self.backend, **cached)
+
+    def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document") -> Ranked:
+        """Tokenize and score a batch: the fast path (no snippets, no titles; notes on demand).
+
+        For passages, ``[retrieval].max_passages_per_source`` is applied to the fully ranked list, so a
+        dominant source's excess promotes another source's passage rather than shortening the list.
+        """
+        k = _check_k(k)
+        if self._check_unit(unit) == "document":
+            return Ranked(self._score(self.index, self.index.query_batch_from_strings(queries), k), queries, self)
+        pidx = self.passage_index()
+        batch = pidx.query_batch_from_strings(queries)
+        cap = self.workspace.config.retrieval.max_passages_per_source
+        return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage")
+
+    def _capped(self, pidx, batch, k: int, cap: int) -> TopK:
+        """Top-k passages per query with at most ``cap`` per source, exact: a query whose capped list is
+        short while its ranked prefix was full is ranked again deeper."""
+        out = TopK.empty(batch.n_queries, k)
+        p_doc = np.asarray(pidx.p_doc)
+        todo = np.arange(batch.n_queries)
+        depth = k * cap
+        while todo.size:
+            sub = QueryBatch(indptr=np.concatenate(([0], np.cumsum(np.diff(batch.indptr)[todo]))).astype(np.int64),
+                             terms=np.concatenate([batch.terms[batch.indptr[q]:batch.indptr[q + 1]] for q in todo])
+                             if todo.size else batch.terms[:0])
+            depth = min(max(depth, k), max(pidx.n_passages, 1))
+            top = self._score(pidx, sub, depth)
+            again = []
+            for row, q in enumerate(todo):
+                ids, scores = top.ids[row], top.scores[row]
+                kept, per = 0, {}
+                for u, sc in zip(ids.tolist(), scores.tolist()):
+                    if u < 0:
+                        break
+                    d = int(p_doc[u])
+                    if per.get(d, 0) >= cap:
+                        continue
+                    per[d] = per.get(d, 0) + 1
+                    out.ids[q, kept], out.scores[q, kept] = u, sc
+                    kept += 1
+                    if kept == k:
+                        break
+                if kept < k and ids[-1] >= 0 and depth < pidx.n_passages:
+                    out.ids[q], out.scores[q] = -1, -np.inf
+                    again.append(q)
+            todo = np.asarray(again, dtype=np.int64)
+            depth *= 4
+        return out
 
     def citekey(self, doc_id: int) -> str:
         return self.index.citekeys[int(doc_id)]
 
+    def _unit_docid(self, unit: str, u: int) -> str:
+        if unit == "document":
+            return self.index.citekeys[u]
+        pidx = self.passage_index()
+        return f"{pidx.citekeys[int(pidx.p_doc[u])]}#{int(pidx.p_item[u])}"
+
+    # -- turning ids into citable hits --------------------------------------------------------------
+    def _body(self, doc_id: int):
+        _key, _title, _status, rel = self._rows[doc_id]
+        if not rel or self.index.flags[doc_id] & FLAG_TEXT_MISSING:
+            return load_body(None)
+        return load_body(self.workspace.root / rel)
+
     def _hit(self, doc_id: int, score: float, terms: list[str], width: int | None) -> SearchResult:
         key, title, _status, _rel = self._rows[doc_id]
-        snippet = ""
+        snippet, page = "", None
         if width:
-            src_path = self.workspace.root / _rel if _rel and not (self.index.flags[doc_id] & FLAG_TEXT_MISSING) else None
-            wins = choose_windows(read_text(src_path), terms, width, 1) if src_path else []
-            snippet = wins[0].text if wins else ""
-        return SearchResult(citekey=key, title=title, score=float(score), snippet=snippet)
+            body = self._body(doc_id)
+            wins = choose_windows(body.text, terms, width, 1)
+            if wins:
+                snippet, page = wins[0].text, body.page_at(wins[0].anchor)
+        return SearchResult(citekey=key, title=title, score=float(score), snippet=snippet, page=page)
 
-    def search_many(self, queries: Sequence[str], k: int = 10, *, snippet_chars: int | None = 0) -> list[SearchResponse]:
-        """Batched search; ``snippet_chars=None`` uses the configured width, 0 (default) skips snippets."""
-        ranked = self.rank_many(queries, k)
+    def _passage_hit(self, u: int, score: float, cache: dict) -> SearchResult:
+        pidx = self.passage_index()
+        d, item = int(pidx.p_doc[u]), int(pidx.p_item[u])
+        key, title, _status, rel = self._passage_rows[d]
+        if d not in cache:
+            body = load_body(self.workspace.root / rel) if rel else load_body(None)
+            cache[d] = body.items or ()
+        items = cache[d]
+        it = items[item] if item < len(items) else {"text": "", "page": None}
+        return SearchResult(citekey=key, title=title, score=float(score), snippet=it["text"], page=it["page"],
+                            passage=item)
+
+    def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document",
+                    snippet_chars: int | None = 0) -> list[SearchResponse]:
+        """Batched search. Documents: ``snippet_chars=None`` uses the configured width, 0 (default)
+        skips snippets. Passages: each hit is its whole paragraph, with its page and item number."""
+        ranked = self.rank_many(queries, k, unit=unit)
         width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else snippet_chars
         terms, notes = ranked.terms, ranked.notes
-        out = []
+        out, cache = [], {}
         for q, query in enumerate(queries):
             ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
-            hits = [self._hit(int(d), float(s), terms[q], width) for d, s in zip(ids, scores) if d >= 0]
-            out.append(SearchResponse(query=query, hits=hits, notes=notes[q], terms=terms[q]))
+            if unit == "passage":
+                hits = [self._passage_hit(int(u), float(s), cache) for u, s in zip(ids, scores) if u >= 0]
+            else:
+                hits = [self._hit(int(d), float(s), terms[q], width) for d, s in zip(ids, scores) if d >= 0]
+            out.append(SearchResponse(query=query, hits=hits, notes=notes[q], terms=terms[q], unit=unit))
         return out
 
-    def search(self, query: str, k: int = 10, *, snippet_chars: int | None = None) -> SearchResponse:
-        """One query: hits with snippets (width ``[retrieval].snippet_chars`` unless given), and notes."""
-        resp = self.search_many([query], k, snippet_chars=snippet_chars)[0]
-        resp.notes[:0] = self.index_notes()
+    def search(self, query: str, k: int = 10, *, unit: str = "document",
+               snippet_chars: int | None = None) -> SearchResponse:
+        """One query: hits (with snippets, or whole passages) and notes, index notes first."""
+        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars)[0]
+        resp.notes[:0] = self.index_notes(unit)
         return resp
+
+    # -- evidence -----------------------------------------------------------------------------------
+    def evidence(self, query: str, citekey: str, *, n: int = 2, width: int = 600) -> SearchResponse:
+        """The passages of one document that bear on ``query``: up to ``n`` windows of ``width``
+        characters from the same text the index read (nothing after the reference cut), chosen by the
+        shared window chooser; a window in a table is widened to the whole table. Each hit's score is
+        the number of distinct query terms its window holds."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise UsageError(f"n must be an integer >= 1, got {n!r}")
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise UsageError(f"width must be an integer >= 1, got {width!r}")
+        doc_id = self.index.doc_id(citekey)
+        if doc_id < 0:
+            raise UsageError(f"unknown citekey {citekey!r}" + _near(citekey, self.index.citekeys))
+        terms, dropped = query_terms(query)
+        notes = self._query_notes(query, terms, dropped)
+        body = self._body(doc_id)
+        title = self._rows[doc_id][1]
+        hits = [SearchResult(citekey=citekey, title=title, score=float(w.covered), snippet=w.text,
+                             page=body.page_at(w.anchor)) for w in choose_windows(body.text, terms, width, n)]
+        if terms and not hits:
+            notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
+                                           + (" (its text is not on disk)" if not body.text else "")))
+        return SearchResponse(query=query, hits=hits, notes=notes, terms=terms, unit="evidence")

@@ -42,8 +42,9 @@ def run(args) -> int:
     print_problems(report.problems)
     print(f"sync: {report.summary()}")
     opened = refresh(ws)
-    r = opened.report
-    print(f"index: {r.n_docs} documents, {r.n_terms} terms, {r.nnz} postings in {r.seconds:.2f} s")
+    idx = opened.index
+    took = f" in {opened.report.seconds:.2f} s" if opened.report else " (up to date)"
+    print(f"index: {idx.n_docs} documents, {len(idx.vocab)} terms, {idx.postings.nnz} postings{took}")
 
     retriever = Retriever.open(ws)
     print(f'\n$ chitragupta search "{args.query}" -k {args.k}')

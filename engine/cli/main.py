@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("engine.cli.import_cmd", "import a BEIR-style corpus.jsonl as the workspace's sources"),
     "index": ("engine.cli.index_cmd", "build or update the BM25 index"),
     "search": ("engine.cli.search_cmd", "search the workspace (one query, or a batch to a TREC run file)"),
+    "evidence": ("engine.cli.evidence_cmd", "one document's passages that bear on a query"),
     "demo": ("engine.cli.demo_cmd", "build a workspace from the built-in sample corpus and search it"),
 }
 

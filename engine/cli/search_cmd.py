@@ -16,20 +16,30 @@ def add_arguments(p) -> None:
     p.add_argument("--backend", choices=list(BACKENDS), default=None,
                    help="scoring backend (default: [retrieval].backend)")
     p.add_argument("--snippet-chars", type=int, default=None, help="snippet width (default: [retrieval].snippet_chars)")
+    p.add_argument("--unit", choices=["document", "passage"], default="document",
+                   help="rank whole documents (default) or the sidecar's paragraphs")
     p.add_argument("--no-update", action="store_true", help="search the index as it is, even if the ledger changed")
+    p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
 
 
 def _table(resp) -> str:
     if not resp.hits:
         return "no hits"
     lines = []
-    width = max(len(h.citekey) for h in resp.hits)
-    for rank, h in enumerate(resp.hits, start=1):
+    keys = [h.citekey + (f"#{h.passage}" if h.passage is not None else "") for h in resp.hits]
+    width = max(len(k) for k in keys)
+    for rank, (h, key) in enumerate(zip(resp.hits, keys), start=1):
         title = h.title if len(h.title) <= 90 else h.title[:87] + "..."
-        lines.append(f"{rank:>3}  {h.score:8.4f}  {h.citekey:<{width}}  {title}")
+        where = f"  (p. {h.page})" if h.page else ""
+        lines.append(f"{rank:>3}  {h.score:8.4f}  {key:<{width}}  {title}{where}")
         if h.snippet:
-            lines.append(f"{'':>15}{h.snippet}")
+            for line in h.snippet.split("\n"):
+                lines.append(f"{'':>15}{line}")
     return "\n".join(lines)
+
+
+def _expanded(notes) -> str:
+    return "; ".join(n.text.split(": ", 1)[1] for n in notes if n.kind == "expansion")
 
 
 def _single(args, retriever) -> int:
@@ -37,12 +47,18 @@ def _single(args, retriever) -> int:
 
     from engine.cli._common import print_notes
 
-    resp = retriever.search(args.query, k=args.k or 10, snippet_chars=args.snippet_chars)
+    k = args.k or 10
+    resp = retriever.search(args.query, k=k, unit=args.unit, snippet_chars=args.snippet_chars)
     print_notes(resp.notes)
     if args.json:
         print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
     else:
         print(_table(resp))
+    if args.log:
+        from engine.dossier import LogRow, append_rows, payload_chars
+
+        append_rows(retriever.workspace, args.log, [LogRow("search", args.unit, args.query, _expanded(resp.notes),
+                                                           k, len(resp.hits), payload_chars(resp.hits))])
     return 0
 
 
@@ -58,18 +74,25 @@ def _batch(args, retriever) -> int:
     queries = read_queries(Path(args.queries), problems)
     print_problems(problems)
     k = args.k or 100
-    ranked = retriever.rank_many([q for _, q in queries], k)
+    ranked = retriever.rank_many([q for _, q in queries], k, unit=args.unit)
     lines: list[str] = []
+    sizes: list[int] = []  # characters of run lines per query: the payload a batch hands back
     no_terms = 0
-    keys = retriever.index.citekeys
     for q, (qid, _text) in enumerate(queries):
-        ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
-        hits = [(keys[int(d)], float(s)) for d, s in zip(ids, scores) if d >= 0]
-        lines += format_run_lines(qid, hits)
+        mine = format_run_lines(qid, ranked.docids(q))
+        sizes.append(sum(len(x) + 1 for x in mine))
+        lines += mine
         no_terms += not ranked.terms[q]
     out = Path(args.run)
     atomic_write_text(out, "\n".join(lines) + ("\n" if lines else ""), durable=False)
-    notes = retriever.index_notes()
+    notes = retriever.index_notes(args.unit)
+    if args.log:
+        from engine.dossier import LogRow, append_rows
+
+        all_notes = ranked.notes
+        append_rows(retriever.workspace, args.log, [
+            LogRow("search --queries", args.unit, text, _expanded(all_notes[q]), k,
+                   int(ranked.topk.counts()[q]), sizes[q]) for q, (_qid, text) in enumerate(queries)])
     if no_terms:
         notes.append(f"{no_terms} of {len(queries)} queries had no indexable term and got no hits")
     print_notes(notes)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["PARSERS", "ParseResult", "ParseError", "parse", "sniff_kind"]
+__all__ = ["PARSERS", "DOCLING_KINDS", "ParseResult", "ParseError", "parse", "sniff_kind"]
 
 
 class ParseError(Exception):
@@ -72,18 +72,47 @@ def _pdftotext(path: Path) -> ParseResult:
     return ParseResult(text=text)
 
 
+DOCLING_KINDS = ("pdf", "docx", "html", "xml_jats", "json_docling", "latex", "md")
+
+
+def _docling(path: Path, *, kind: str | None = None, docling_artifacts_path: str = "") -> ParseResult:
+    """docling's reading-ordered items (labels, pages) and their joined text; see docling_convert."""
+    from engine.corpus.docling_convert import convert, document_items
+    from engine.corpus.sidecar import join_items
+
+    doc = convert(path, artifacts_path=docling_artifacts_path or None, kind=kind)
+    items = document_items(doc)
+    if not items:
+        raise ParseError(f"docling found no text in {path.name} ({kind or 'document'}: no text items)")
+    return ParseResult(text=join_items(items), items=items)
+
+
+def _docling_kind(path: Path) -> str | None:
+    from engine.corpus.docling_convert import detect_format
+
+    return detect_format(path)
+
+
 # name -> (the document kinds it reads, the function)
-PARSERS: dict[str, tuple[tuple[str, ...], Callable[[Path], ParseResult]]] = {
+PARSERS: dict[str, tuple[tuple[str, ...], Callable[..., ParseResult]]] = {
     "pdftotext": (("pdf",), _pdftotext),
+    "docling": (DOCLING_KINDS, _docling),
 }
+# name -> its content sniffer, where it is not sniff_kind
+_SNIFFERS: dict[str, Callable[[Path], str | None]] = {"docling": _docling_kind}
 
 
-def parse(path: Path, backend: str) -> ParseResult:
-    """Parse one document with ``backend``; ParseError with a reason the ledger records."""
+def parse(path: Path, backend: str, *, docling_artifacts_path: str = "") -> ParseResult:
+    """Parse one document with ``backend``; ParseError with a reason the ledger records.
+
+    ``docling_artifacts_path``: the folder of docling's PDF layout models (``[parser]`` config), used
+    by the docling backend for PDF sources only."""
     kinds, fn = PARSERS[backend]
-    kind = sniff_kind(path)
+    kind = _SNIFFERS.get(backend, sniff_kind)(path)
     if kind not in kinds:
         raise ParseError(
             f"{path} is not a document the {backend} backend reads ({', '.join(kinds)}; checked by content)"
         )
+    if backend == "docling":
+        return fn(path, kind=kind, docling_artifacts_path=docling_artifacts_path)
     return fn(path)

@@ -19,6 +19,7 @@ from engine.corpus.bibtex import read_bibtex
 from engine.corpus.jsonl import iter_jsonl
 from engine.corpus.ledger import Ledger, LedgerRow
 from engine.corpus.parsers import ParseError, parse
+from engine.corpus.sidecar import dump_sidecar
 from engine.errors import CorpusError
 from engine.workspace import Workspace, atomic_write_text, hashed_name, safe_name
 
@@ -100,6 +101,26 @@ def _origin(ws: Workspace, path: Path) -> str:
         return str(p)
 
 
+_SIDECAR_SUFFIX = ".passages.json"
+
+
+def _sidecar_path(ws: Workspace, rel: str) -> Path:
+    """The structural sidecar beside a parsed ``<name>.txt`` (checked to stay inside ``content/``)."""
+    name = Path(rel).name
+    if name.endswith(".txt"):
+        name = name[: -len(".txt")]
+    return ws.parsed_path(name, _SIDECAR_SUFFIX)
+
+
+def _remove_sidecar(ws: Workspace, rel: str | None) -> None:
+    if not rel:
+        return
+    try:
+        _sidecar_path(ws, rel).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def _remove_parsed(ws: Workspace, rel: str | None) -> None:
     if not rel:
         return
@@ -108,14 +129,27 @@ def _remove_parsed(ws: Workspace, rel: str | None) -> None:
         p.unlink(missing_ok=True)
     except OSError:
         pass
+    _remove_sidecar(ws, rel)
 
 
 def _rename_if_moved(ws: Workspace, old: LedgerRow | None, new_rel: str) -> None:
-    """Keep a parsed file when its safe name changed (a new case-colliding key arrived)."""
+    """Keep a parsed file (and its sidecar) when its safe name changed (a new case-colliding key arrived)."""
     if old and old.parsed_path and old.parsed_path != new_rel:
         src = ws.absolute(old.parsed_path)
         if src.exists():
             os.replace(src, ws.absolute(new_rel))
+        side = _sidecar_path(ws, old.parsed_path)
+        if side.exists():
+            os.replace(side, _sidecar_path(ws, new_rel))
+
+
+def _artifacts_path(ws: Workspace) -> str:
+    """``[parser].docling_artifacts_path``, a relative folder taken from the workspace root."""
+    raw = ws.config.parser.docling_artifacts_path
+    if not raw or not raw.strip():
+        return ""
+    p = Path(raw).expanduser()
+    return str(p if p.is_absolute() else ws.root / p)
 
 
 def _names_for(ledger: Ledger, incoming: Iterable[str]) -> dict[str, str]:
@@ -129,6 +163,7 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
     origin = _origin(ws, bib)
     report = SyncReport(origin=origin, entries=len(entries), problems=problems)
     backend = ws.config.parser.backend
+    artifacts = _artifacts_path(ws)
     ws.parsed_dir.mkdir(parents=True, exist_ok=True)
     with Ledger(ws.ledger_path) as ledger:
         existing = {r.citekey: r for r in ledger.rows()}
@@ -153,6 +188,7 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
                 reason = ("no file field" if not e.files
                           else "file not found: " + "; ".join(str(p) for p in e.files))
                 _remove_parsed(ws, old.parsed_path if old else None)
+                _remove_sidecar(ws, rel)
                 batch.put(base.with_(reason=reason))
                 report.no_file += 1
                 continue
@@ -164,6 +200,7 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
                 old is not None and old.status == "parsed" and old.source_path == str(doc)
                 and old.source_size == st.st_size and old.source_mtime_ns == st.st_mtime_ns
                 and old.backend == backend and (ws.root / rel).is_file()
+                and (backend != "docling" or _sidecar_path(ws, rel).is_file())
             )
             if unchanged:
                 report.unchanged += 1
@@ -171,12 +208,18 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
                     batch.put(row.with_(status="parsed", parsed_path=rel))
                 continue
             try:
-                result = parse(doc, backend)
+                result = parse(doc, backend, docling_artifacts_path=artifacts)
             except ParseError as err:
                 _remove_parsed(ws, old.parsed_path if old else None)
+                _remove_sidecar(ws, rel)
                 batch.put(row.with_(status="failed", reason=str(err)))
                 report.failed.append((e.citekey, str(err)))
                 continue
+            # The sidecar first: a run killed between the two leaves the old row, so it is re-parsed.
+            if result.items:
+                atomic_write_text(_sidecar_path(ws, rel), dump_sidecar(result.items), durable=False)
+            else:
+                _remove_sidecar(ws, rel)
             atomic_write_text(ws.absolute(rel), result.text, durable=False)
             batch.put(row.with_(status="parsed", parsed_path=rel))
             report.parsed += 1
@@ -240,6 +283,7 @@ def import_jsonl(ws: Workspace, path: Path, progress: Progress | None = None) ->
                 if old.keywords != rec.keywords:
                     batch.put(row)
                 continue
+            _remove_sidecar(ws, rel)  # imported text has no structure; a stale sidecar must not describe it
             atomic_write_text(ws.absolute(rel), rec.text, durable=False)
             batch.put(row)
             report.parsed += 1

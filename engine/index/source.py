@@ -18,10 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RowView", "DocSource", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "fingerprints", "read_text"]
+__all__ = ["RowView", "DocSource", "Body", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "FLAG_BAD_SIDECAR",
+           "FLAG_NO_SIDECAR", "fingerprints", "read_text", "load_body", "sidecar_path"]
 
 FLAG_TEXT_MISSING = 1  # ledger says parsed, the .txt is gone: indexed on its title alone
 FLAG_NOT_PARSED = 2  # no-file or failed: indexed on its title alone
+FLAG_BAD_SIDECAR = 4  # a sidecar that is not the documented shape: indexed from its .txt, uncut
+FLAG_NO_SIDECAR = 8  # parsed text without a sidecar (pdftotext): nothing cut, no passages
 
 RowView = tuple[str, str, str, "str | None"]  # (citekey, title, status, parsed_path)
 
@@ -97,6 +100,8 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
                 flag = FLAG_TEXT_MISSING
             else:
                 text_path = root / rel
+                if side is None:
+                    flag = FLAG_NO_SIDECAR
         elif status != "parsed":
             flag = FLAG_NOT_PARSED
         h = hashlib.blake2b(digest_size=16)
@@ -105,6 +110,61 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
         flags[i] = flag
         sources.append(DocSource(key, title, text_path, flag))
     return fps, flags, sources
+
+
+@dataclass(frozen=True)
+class Body:
+    """The text a document contributes beyond its title, and where it came from.
+
+    With a valid sidecar: its items before the reference cut (excluded labels left out), joined by blank
+    lines, with ``spans`` giving each item's (start, end, item number, page) in that text. Without
+    one: the ``.txt`` as it is (``spans`` empty; pages, if any, are form-feed separated). ``problem``
+    names a sidecar that could not be used.
+    """
+
+    text: str
+    spans: tuple[tuple[int, int, int, int | None], ...] = ()
+    items: tuple[dict, ...] | None = None  # every sidecar item, uncut (the passage unit numbers them)
+    problem: str | None = None
+
+    @property
+    def from_sidecar(self) -> bool:
+        return self.items is not None
+
+    def page_at(self, pos: int) -> int | None:
+        """The page of character ``pos``: from the sidecar's items, or by counting form feeds."""
+        if self.items is not None:
+            for start, end, _item, page in self.spans:
+                if pos < end + 2:
+                    return page
+            return None
+        if "\f" in self.text:
+            return self.text.count("\f", 0, pos) + 1
+        return None
+
+
+def load_body(text_path: Path | None) -> Body:
+    """What a parsed document contributes after its title (see Body). Never raises for a bad sidecar."""
+    if text_path is None:
+        return Body("")
+    side = sidecar_path(text_path)
+    if side.exists():
+        from engine.corpus.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
+        from engine.text.refcut import kept_items
+
+        try:
+            items = read_sidecar(side)
+        except SidecarError as err:
+            return Body(read_text(text_path), problem=str(err))
+        parts, spans, pos = [], [], 0
+        for number, it in kept_items(items):
+            if parts:
+                pos += len(ITEM_SEPARATOR)
+            spans.append((pos, pos + len(it["text"]), number, it["page"]))
+            parts.append(it["text"])
+            pos += len(it["text"])
+        return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items))
+    return Body(read_text(text_path))
 
 
 def read_text(path: Path | None) -> str:

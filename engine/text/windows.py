@@ -5,6 +5,10 @@ term (the tokenizer's ``[a-z0-9]`` boundary, not ``\\b``), each centred on its a
 the number of distinct query terms that occur whole inside it; candidates are taken best first (ties by
 position), skipping any that overlaps one already taken, and returned in document order. Nothing reads
 a set's iteration order, so the result is deterministic by construction.
+
+A chosen window touching a pipe table is widened to take in the whole table (``engine.text.tables``),
+the table rendered line by line; two windows widened into the same table come back as one, so fewer
+windows than asked for may return.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.text.tables import render_block, table_blocks
 from engine.tokenize import term_pattern
 
 __all__ = ["Window", "choose_windows", "lower_same_length", "normalize_ws"]
@@ -29,6 +34,7 @@ class Window:
     end: int
     covered: int
     text: str
+    anchor: int = -1  # the query-term occurrence the window was centred on (where its page is read)
 
 
 def lower_same_length(text: str) -> str:
@@ -103,17 +109,49 @@ def choose_windows(text: str, terms: list[str], width: int, n: int) -> list[Wind
         inside = np.searchsorted(p_t, last_ok, side="right") - np.searchsorted(p_t, starts, side="left")
         covered += inside > 0
     order = np.lexsort((starts, -covered))
-    chosen: list[tuple[int, int, int]] = []
+    chosen: list[tuple[int, int, int, int]] = []
     for j in order:
         s, e = int(starts[j]), int(ends[j])
-        if any(s < ce and cs < e for cs, ce, _ in chosen):
+        if any(s < ce and cs < e for cs, ce, _, _ in chosen):
             continue
-        chosen.append((s, e, int(covered[j])))
+        chosen.append((s, e, int(covered[j]), int(pos[j])))
         if len(chosen) == n:
             break
     chosen.sort()
+    blocks = table_blocks(text)
+    spans: list[list[int]] = []  # [start, end, covered, widened, anchor]
+    for s, e, c, anchor in chosen:
+        touched = [(bs, be) for bs, be in blocks if bs < e and s < be]
+        if not touched:
+            ts, te = _trim_to_words(text, s, e)
+            spans.append([ts, te, c, 0, anchor])
+            continue
+        ws, we = min(s, touched[0][0]), max(e, touched[-1][1])
+        ws = ws if ws == touched[0][0] else _trim_to_words(text, ws, we)[0]
+        we = we if we == touched[-1][1] else _trim_to_words(text, ws, we)[1]
+        if spans and spans[-1][3] and ws < spans[-1][1]:
+            # two windows widened into the same table: one window, not the table twice
+            prev = spans[-1]
+            prev[1], prev[2] = max(prev[1], we), max(prev[2], c)
+            continue
+        spans.append([ws, we, c, 1, anchor])
     out = []
-    for s, e, c in chosen:
-        ts, te = _trim_to_words(text, s, e)
-        out.append(Window(start=ts, end=te, covered=c, text=normalize_ws(text[ts:te])))
+    for s, e, c, widened, anchor in spans:
+        rendered = _render(text, s, e, blocks) if widened else normalize_ws(text[s:e])
+        out.append(Window(start=s, end=e, covered=c, text=rendered, anchor=anchor))
     return out
+
+
+def _render(text: str, s: int, e: int, blocks: list[tuple[int, int]]) -> str:
+    """A widened window: prose normalised as usual, each table block line by line, in order."""
+    parts, pos = [], s
+    for bs, be in blocks:
+        if be <= s or bs >= e:
+            continue
+        if bs > pos and normalize_ws(text[pos:bs]):
+            parts.append(normalize_ws(text[pos:bs]))
+        parts.append(render_block(text, bs, be))
+        pos = be
+    if pos < e and normalize_ws(text[pos:e]):
+        parts.append(normalize_ws(text[pos:e]))
+    return "\n".join(parts)

@@ -1,0 +1,46 @@
+"""``chitragupta evidence "QUERY" --citekey KEY``: one document's passages bearing on the query."""
+
+from __future__ import annotations
+
+
+def add_arguments(p) -> None:
+    p.add_argument("query", help="the query")
+    p.add_argument("--citekey", required=True, help="the document to zoom in on")
+    p.add_argument("-n", type=int, default=2, help="passages to return (default 2)")
+    p.add_argument("--width", type=int, default=600, help="characters per passage (default 600; a table may exceed it)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of passages")
+    p.add_argument("--log", metavar="DRAFT", help="append this call to content/dossiers/DRAFT/retrieval.md")
+
+
+def run(args) -> int:
+    import json
+
+    from engine.cli._common import open_workspace, print_notes
+    from engine.dossier import LogRow, append_rows, payload_chars
+    from engine.errors import UsageError
+    from engine.search import Retriever
+
+    if args.n < 1 or args.width < 1:
+        raise UsageError(f"-n and --width must be >= 1, got -n {args.n}, --width {args.width}")
+    ws = open_workspace(args)
+    retriever = Retriever.open(ws)
+    resp = retriever.evidence(args.query, args.citekey, n=args.n, width=args.width)
+    print_notes(retriever.index_notes() + resp.notes)
+    if args.json:
+        print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
+    else:
+        title = resp.hits[0].title if resp.hits else ""
+        print(f"{args.citekey}  {title}")
+        for i, h in enumerate(resp.hits, start=1):
+            where = f" (page {h.page})" if h.page else ""
+            print(f"\n[{i}]{where}\n{h.snippet}")
+        if not resp.hits:
+            print("no passage bears on the query")
+    if args.log:
+        append_rows(ws, args.log, [LogRow("evidence", "evidence", args.query, _expanded(resp), args.n,
+                                          len(resp.hits), payload_chars(resp.hits))])
+    return 0
+
+
+def _expanded(resp) -> str:
+    return "; ".join(n.text.split(": ", 1)[1] for n in resp.notes if n.kind == "expansion")

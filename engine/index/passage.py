@@ -1,0 +1,170 @@
+"""The BM25 passage index: the corpus layer's sidecar items as paragraphs.
+
+A passage is an item of ``content/parsed/<name>.passages.json`` (never ``content/docling/``) that is
+before the reference cut, is not a ``title`` or ``section_header`` and holds at least
+``[retrieval].min_passage_tokens`` indexed tokens. Passages are laid out in (citekey, item number)
+order, so ties by passage id are ties by citekey, then item. N, document frequencies and avgdl are
+computed over passages, so its scores are not comparable with the document unit's.
+
+Its own cache (``content/index/passage/``) and schema version; updated incrementally on the same
+per-document fingerprints as the document index. Sources without a sidecar (pdftotext parses) have no
+passages and are counted; a sidecar that is not the documented shape is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from engine.corpus.sidecar import HEADING_LABELS
+from engine.index import store
+from engine.index.csr import Accumulator, add_reused, matching_documents
+from engine.index.doc import citekeys_digest
+from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
+                                 fingerprints, load_body)
+from engine.index.strings import StringTable
+from engine.index.terms import TermIndex
+from engine.text.refcut import kept_items
+from engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
+
+__all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "build_passages", "open_passages"]
+
+SCHEMA_VERSION = 1
+KIND = "passage"
+_DROPPED = frozenset(DROPPED_RUNS)
+
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass
+class PassageReport:
+    n_passages: int = 0
+    n_docs: int = 0
+    n_terms: int = 0
+    retokenized: int = 0  # documents whose sidecar was read again
+    reused: int = 0
+    no_sidecar: int = 0
+    bad_sidecar: int = 0
+    rebuilt: bool = False
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class PassageIndex(TermIndex):
+    """An opened passage index: postings over passages plus each passage's (document, item)."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None):
+        super().__init__(arrays)
+        self.manifest = manifest
+        self.path = path
+        self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
+        self.fingerprints = arrays["fingerprints"]
+        self.flags = arrays["flags"]
+        self.p_doc = arrays["p_doc"]  # (n_passages,) int32 document position (citekey order)
+        self.p_item = arrays["p_item"]  # (n_passages,) int32 item number in the sidecar
+
+    @property
+    def n_passages(self) -> int:
+        return self.postings.n_docs
+
+    def keys_with_flag(self, flag: int) -> list[str]:
+        return [self.citekeys[int(i)] for i in np.flatnonzero(np.asarray(self.flags) & flag)]
+
+    def passages_of(self, doc: int) -> tuple[int, int]:
+        """[start, end) of a document's passages (they are contiguous, in item order)."""
+        p_doc = np.asarray(self.p_doc)
+        return int(np.searchsorted(p_doc, doc, "left")), int(np.searchsorted(p_doc, doc, "right"))
+
+
+def expected_manifest(settings: dict) -> dict:
+    return {"kind": KIND, "schema": SCHEMA_VERSION, "tokenizer": TOKENIZER_ID, "settings": settings}
+
+
+def open_passages(folder: Path, settings: dict) -> PassageIndex:
+    stored = store.load(folder, expect=expected_manifest(settings))
+    try:
+        return PassageIndex(stored.arrays, stored.manifest, stored.path)
+    except KeyError as err:
+        raise store.IndexCorrupt(f"array {err} is missing from the manifest") from None
+
+
+def is_current(index: PassageIndex, rows, fps: np.ndarray) -> bool:
+    return (index.citekeys.__len__() == len(rows)
+            and index.manifest.get("citekeys_digest") == citekeys_digest(rows)
+            and np.array_equal(np.asarray(index.fingerprints), fps))
+
+
+def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: PassageIndex | None = None,
+                   progress: Progress | None = None, scanned=None) -> tuple[PassageIndex, PassageReport]:
+    """Build (or update from ``old``) the passage index of the ledger ``rows`` (citekey order)."""
+    t0 = time.perf_counter()
+    report = PassageReport(rebuilt=True)
+    min_tokens = int(settings["retrieval.min_passage_tokens"])
+    fps, flags, sources = scanned if scanned is not None else fingerprints(root, rows)
+    flags = flags.copy()
+    reuse_new, reuse_old, _removed = matching_documents(old, sources, fps)
+    reuse_of = dict(zip(reuse_new.tolist(), reuse_old.tolist()))
+    acc = Accumulator()
+    p_doc: list[int] = []
+    p_item: list[int] = []
+    new_units: list[np.ndarray] = []
+    old_units: list[np.ndarray] = []
+    for step, src in enumerate(sources):
+        i = step
+        j = reuse_of.get(i)
+        if j is not None:
+            a, b = old.passages_of(j)
+            flags[i] |= np.asarray(old.flags)[j] & FLAG_BAD_SIDECAR
+            new_units.append(np.arange(len(p_doc), len(p_doc) + (b - a), dtype=np.int64))
+            old_units.append(np.arange(a, b, dtype=np.int64))
+            p_doc += [i] * (b - a)
+            p_item += np.asarray(old.p_item)[a:b].tolist()
+            report.reused += 1
+            continue
+        if src.text_path is None or flags[i] & FLAG_NO_SIDECAR:
+            continue
+        body = load_body(src.text_path)
+        report.retokenized += 1
+        if body.problem:
+            flags[i] |= FLAG_BAD_SIDECAR
+            report.notes.append(f"{body.problem}; no passages from it")
+            continue
+        if not body.from_sidecar:
+            continue
+        for number, item in kept_items(list(body.items)):
+            if item["label"] in HEADING_LABELS:
+                continue
+            runs = runs_bytes(item["text"])
+            if sum(1 for r in runs if r not in _DROPPED) < min_tokens:
+                continue
+            acc.add_runs(len(p_doc), runs)
+            p_doc.append(i)
+            p_item.append(number)
+        if progress and step % 64 == 0:
+            progress(step, len(sources))
+    if old_units:
+        add_reused(acc, old.postings, old.vocab, np.concatenate(new_units), np.concatenate(old_units))
+    n = len(p_doc)
+    vocab, arrays = acc.finish(n)
+    citekeys = StringTable.from_sorted([s.citekey for s in sources])
+    vt = StringTable.from_sorted(vocab)
+    arrays.update(
+        citekeys_blob=citekeys.blob, citekeys_offsets=citekeys.offsets,
+        vocab_blob=vt.blob, vocab_offsets=vt.offsets, fingerprints=fps, flags=flags,
+        p_doc=np.asarray(p_doc, dtype=np.int32), p_item=np.asarray(p_item, dtype=np.int32),
+    )
+    with_text = (flags & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED)) == 0
+    report.no_sidecar = int(np.count_nonzero(with_text & ((flags & FLAG_NO_SIDECAR) != 0)))
+    report.bad_sidecar = int(np.count_nonzero(flags & FLAG_BAD_SIDECAR))
+    report.n_passages, report.n_docs, report.n_terms = n, len(set(p_doc)), len(vocab)
+    manifest = dict(expected_manifest(settings), citekeys_digest=citekeys_digest(rows),
+                    stats={"n_passages": n, "n_docs_with_passages": report.n_docs, "n_terms": len(vocab),
+                           "nnz": int(arrays["indices"].shape[0]), "no_sidecar": report.no_sidecar,
+                           "bad_sidecar": report.bad_sidecar})
+    gen = store.save(folder, manifest, arrays)
+    report.seconds = time.perf_counter() - t0
+    return PassageIndex(arrays, dict(manifest), gen), report

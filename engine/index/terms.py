@@ -1,0 +1,107 @@
+"""What every BM25 index (documents, passages) shares at query time: a vocabulary, term-major
+postings, cached idf and length norms, and turning query strings into a ``QueryBatch``."""
+
+from __future__ import annotations
+
+from itertools import chain
+
+import numpy as np
+
+from engine.index.csr import postings_matrix
+from engine.index.strings import StringTable
+from engine.tokenize import _SEPARATE
+from kernels.types import Postings, QueryBatch, bm25_idf, length_norm
+
+__all__ = ["TermIndex"]
+
+_NUMBA_LOOKUP_MIN = 32  # queries; below this the lookup's hash table is not worth building
+
+
+class TermIndex:
+    """Vocabulary + postings (possibly memory-mapped) with their query-time caches."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.vocab = StringTable(arrays["vocab_blob"], arrays["vocab_offsets"])
+        self.postings = Postings(
+            indptr=arrays["indptr"], indices=arrays["indices"], tf=arrays["tf"], doc_len=arrays["doc_len"],
+        )
+        self._idf: np.ndarray | None = None
+        self._slots = None
+        self._norms: dict[tuple[float, float], np.ndarray] = {}
+
+    @property
+    def n_units(self) -> int:
+        return self.postings.n_docs
+
+    # -- query-time caches ----------------------------------------------------------------------
+    @property
+    def idf_(self) -> np.ndarray:
+        if self._idf is None:
+            self._idf = bm25_idf(self.postings.df(), self.n_units)
+        return self._idf
+
+    def norm(self, k1: float, b: float) -> np.ndarray:
+        """BM25's per-document ``k1 * (1 - b + b * dl / avgdl)``, cached per (k1, b)."""
+        key = (float(k1), float(b))
+        got = self._norms.get(key)
+        if got is None:
+            if len(self._norms) > 32:
+                self._norms.clear()
+            got = self._norms[key] = length_norm(self.postings.doc_len, self.postings.avgdl(), k1, b)
+        return got
+
+    def query_batch(self, term_lists: list[list[str]]) -> QueryBatch:
+        """Distinct known term ids per query (unknown terms dropped), as a CSR batch."""
+        flat = [t for terms in term_lists for t in terms]
+        lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
+        return self._batch(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
+
+    def query_batch_from_strings(self, queries) -> QueryBatch:
+        """Tokenize raw query strings and look their terms up, for a whole batch at once.
+
+        The same terms as ``query_batch([query_terms(q)[0] for q in queries])``: stopwords and short
+        runs are never in the vocabulary, so a vocabulary miss drops them without a separate pass.
+        Large batches go through the numba lookup (``kernels.lookup``) when numba is importable.
+        """
+        encoded = [q.lower().encode("ascii", "replace") for q in queries]
+        if len(encoded) >= _NUMBA_LOOKUP_MIN and self._lookup_slots() is not None:
+            from kernels.lookup import lookup_batch
+
+            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+            np.cumsum(lengths + 1, out=starts[1:])
+            buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
+            indptr, terms = lookup_batch(buf, starts, np.asarray(self.vocab.blob), np.asarray(self.vocab.offsets),
+                                         self._slots)
+            return QueryBatch(indptr=indptr, terms=terms)
+        runs = [q.translate(_SEPARATE).split() for q in encoded]  # the runs_bytes rule
+        lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+        flat = list(chain.from_iterable(runs))
+        ids = np.asarray(self.vocab.find_many([t.decode("ascii") for t in flat]), dtype=np.int64)
+        return self._batch(ids, lengths)
+
+    def _lookup_slots(self):
+        """The vocabulary's hash table for the numba lookup, built once; None without numba."""
+        if self._slots is None:
+            try:
+                from kernels.lookup import build_table
+            except ImportError:
+                self._slots = False
+            else:
+                self._slots = build_table(np.asarray(self.vocab.blob), np.asarray(self.vocab.offsets))
+        return None if self._slots is False else self._slots
+
+    def _batch(self, ids: np.ndarray, lengths: np.ndarray) -> QueryBatch:
+        n = lengths.shape[0]
+        qid = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        keep = ids >= 0
+        keys = np.sort((qid[keep] << 32) | ids[keep])  # by query, then term
+        if keys.size:
+            keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys >> 32, minlength=n), out=indptr[1:])
+        return QueryBatch(indptr=indptr, terms=(keys & 0xFFFFFFFF).astype(np.int32))
+
+    def matrix(self):
+        """The term-frequency matrix as a scipy ``csr_array`` (terms x units)."""
+        return postings_matrix(self.postings)
