@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from engine.errors import ConfigError
 
-__all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "DEFAULTS_NAME"]
+__all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "toml_error", "DEFAULTS_NAME"]
 
 DEFAULTS_NAME = "defaults.toml"
 
@@ -51,12 +51,19 @@ def _parsers() -> list[str]:
     return list(PARSERS)
 
 
+def _stemmers() -> list[str]:
+    from engine.stem import languages
+
+    return languages()
+
+
 def _nonneg(v) -> bool:
     return math.isfinite(v) and v >= 0
 
 
 _backend_check, _backend_allowed = _choice(_backends)
 _parser_check, _parser_allowed = _choice(_parsers)
+_stemmer_check, _stemmer_allowed = _choice(_stemmers)
 
 SCHEMA: dict[str, dict[str, Setting]] = {
     "corpus": {
@@ -71,6 +78,10 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "b": Setting(float, "a number in [0, 1]", lambda v: math.isfinite(v) and 0.0 <= v <= 1.0),
         "backend": Setting(str, _backend_allowed, _backend_check),
         "threads": Setting(int, "an integer >= 0 (0: every core)", lambda v: v >= 0),
+        "weight_title": Setting(float, "a finite number >= 0", _nonneg),
+        "weight_abstract": Setting(float, "a finite number >= 0", _nonneg),
+        "acronym_expansion": Setting(bool, "true or false"),
+        "stemmer": Setting(str, _stemmer_allowed, _stemmer_check, index_level=True),
         "snippet_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
         "min_passage_tokens": Setting(int, "an integer >= 0", lambda v: v >= 0),
         "max_passages_per_source": Setting(int, "an integer >= 1", lambda v: v >= 1),
@@ -117,11 +128,20 @@ def defaults_text() -> str:
     return resources.files("engine").joinpath(DEFAULTS_NAME).read_text(encoding="utf-8")
 
 
+def toml_error(where: str, err: Exception) -> str:
+    """``file:LINE: not valid TOML: ...`` from a tomllib error (which says "(at line L, column C)")."""
+    import re
+
+    m = re.search(r"\(at line (\d+), column (\d+)\)", str(err))
+    loc = f"{where}:{m.group(1)}" if m else where
+    return f"{loc}: not valid TOML: {err}"
+
+
 def _read_toml(text: str, where: str) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{where}: not valid TOML: {err}") from err
+        raise ConfigError(toml_error(where, err)) from err
 
 
 def _coerce(where: str, sec: str, key: str, value: Any, setting: Setting) -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.config import Config
 from engine.errors import UsageError
+from engine.expand import load_expander
 from engine.index.manage import OpenedIndex, open_current
 from engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, load_body
 from engine.results import Note, SearchResponse, SearchResult
@@ -34,10 +35,12 @@ class Ranked:
     ``unit="passage"``); each query's scored terms and notes are worked out on first access, so the
     fast path does not pay for them."""
 
-    def __init__(self, topk: TopK, queries: Sequence[str], retriever: "Retriever", unit: str = "document"):
+    def __init__(self, topk: TopK, queries: Sequence[str], retriever: "Retriever", unit: str = "document",
+                 expansions: list | None = None):
         self.topk = topk
         self.queries = list(queries)
         self.unit = unit
+        self.expansions = expansions  # per query, or None when expansion is off
         self._retriever = retriever
         self._parsed: list[tuple[list[str], list[str]]] | None = None
 
@@ -48,11 +51,20 @@ class Ranked:
 
     @property
     def terms(self) -> list[list[str]]:
-        return [p[0] for p in self._parse()]
+        """Each query's scored terms: what it typed, then what expansion added."""
+        if self.expansions is None:
+            return [p[0] for p in self._parse()]
+        return [p[0] + list(e.added) for p, e in zip(self._parse(), self.expansions)]
 
     @property
     def notes(self) -> list[list[Note]]:
-        return [self._retriever._query_notes(q, t, d, self.unit) for q, (t, d) in zip(self.queries, self._parse())]
+        out = []
+        for i, (q, (t, d)) in enumerate(zip(self.queries, self._parse())):
+            notes = self._retriever._query_notes(q, t, d, self.unit)
+            if self.expansions is not None and self.expansions[i].pairs:
+                notes.append(Note("expansion", self.expansions[i].note()))
+            out.append(notes)
+        return out
 
     def docids(self, q: int) -> list[tuple[str, float]]:
         """Query q's hits as (doc id, score): the citekey, or ``<citekey>#<item>`` for passages."""
@@ -101,11 +113,14 @@ class Retriever:
         self._update = update
         self.index = opened.index
         cfg = ws.config.retrieval
-        self.params = BM25Params(k1=cfg.k1, b=cfg.b)
+        self.params = BM25Params(k1=cfg.k1, b=cfg.b,
+                                 field_weights=(("title", cfg.weight_title), ("abstract", cfg.weight_abstract)))
+        self.passage_params = BM25Params(k1=cfg.k1, b=cfg.b)  # passages have no fields
         self.backend: Backend = resolve(backend or cfg.backend)
         set_threads(cfg.threads)
         self._rows = self._aligned_rows(opened)
         self._passages: OpenedIndex | None = None
+        self._expansion_cache = None
         self._passage_rows: list | None = None
 
     @staticmethod
@@ -180,8 +195,8 @@ class Retriever:
         if not terms:
             notes.append(Note("no-terms", f"no indexable term in {query!r}; no hits"))
         else:
-            vocab = (self.passage_index() if unit == "passage" else self.index).vocab
-            unknown = [t for t in terms if vocab.find(t) < 0]
+            index = self.passage_index() if unit == "passage" else self.index
+            unknown = [t for t in terms if index.vocab.find(index.index_term(t)) < 0]
             if unknown:
                 where = "passage" if unit == "passage" else "document"
                 notes.append(Note("unknown-terms", f"in no indexed {where}: " + ", ".join(unknown)))
@@ -189,10 +204,11 @@ class Retriever:
 
     # -- scoring ------------------------------------------------------------------------------------
     def _score(self, index, batch, k: int) -> TopK:
+        params = self.params if index is self.index else self.passage_params
         cached = {}
         if self.backend.accepts_cached:
-            cached = {"idf": index.idf_, "norm": index.norm(self.params.k1, self.params.b)}
-        return score_topk(index.postings, batch, self.params, k, backend=self.backend, **cached)
+            cached = {"idf": index.idf_, "norm": index.norm(params.k1, params.b)}
+        return score_topk(index.postings, batch, params, k, backend=self.backend, **cached)
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document") -> Ranked:
         """Tokenize and score a batch: the fast path (no snippets, no titles; notes on demand).
@@ -201,12 +217,33 @@ class Retriever:
         dominant source's excess promotes another source's passage rather than shortening the list.
         """
         k = _check_k(k)
-        if self._check_unit(unit) == "document":
-            return Ranked(self._score(self.index, self.index.query_batch_from_strings(queries), k), queries, self)
+        self._check_unit(unit)
+        expansions, scored = None, queries
+        expander = self._expander()
+        if expander is not None:
+            expansions = [expander.expand(q) for q in queries]
+            scored = [q + " " + " ".join(e.added) if e.added else q for q, e in zip(queries, expansions)]
+        if unit == "document":
+            top = self._score(self.index, self.index.query_batch_from_strings(scored), k)
+            return Ranked(top, queries, self, "document", expansions)
         pidx = self.passage_index()
-        batch = pidx.query_batch_from_strings(queries)
+        batch = pidx.query_batch_from_strings(scored)
         cap = self.workspace.config.retrieval.max_passages_per_source
-        return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage")
+        return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage", expansions)
+
+    def _expander(self):
+        """The acronym vocabulary, reloaded when content/acronyms.toml changes; None when switched off
+        (and then nothing is read at all)."""
+        if not self.workspace.config.retrieval.acronym_expansion:
+            return None
+        user = self.workspace.content / "acronyms.toml"
+        try:
+            stamp = user.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if self._expansion_cache is None or self._expansion_cache[0] != stamp:
+            self._expansion_cache = (stamp, load_expander(self.workspace.content, True))
+        return self._expansion_cache[1]
 
     def _capped(self, pidx, batch, k: int, cap: int) -> TopK:
         """Top-k passages per query with at most ``cap`` per source, exact: a query whose capped list is
@@ -264,7 +301,7 @@ class Retriever:
         snippet, page = "", None
         if width:
             body = self._body(doc_id)
-            wins = choose_windows(body.text, terms, width, 1)
+            wins = choose_windows(body.text, terms, width, 1, stem=self.index.stem)
             if wins:
                 snippet, page = wins[0].text, body.page_at(wins[0].anchor)
         return SearchResult(citekey=key, title=title, score=float(score), snippet=snippet, page=page)
@@ -320,10 +357,17 @@ class Retriever:
             raise UsageError(f"unknown citekey {citekey!r}" + _near(citekey, self.index.citekeys))
         terms, dropped = query_terms(query)
         notes = self._query_notes(query, terms, dropped)
+        expander = self._expander()
+        if expander is not None:
+            exp = expander.expand(query)
+            terms = terms + list(exp.added)
+            if exp.pairs:
+                notes.append(Note("expansion", exp.note()))
         body = self._body(doc_id)
         title = self._rows[doc_id][1]
         hits = [SearchResult(citekey=citekey, title=title, score=float(w.covered), snippet=w.text,
-                             page=body.page_at(w.anchor)) for w in choose_windows(body.text, terms, width, n)]
+                             page=body.page_at(w.anchor))
+                for w in choose_windows(body.text, terms, width, n, stem=self.index.stem)]
         if terms and not hits:
             notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
                                            + (" (its text is not on disk)" if not body.text else "")))

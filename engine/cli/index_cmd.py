@@ -12,7 +12,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from engine.cli._common import open_workspace, print_notes, progress_bar
     from engine.index.manage import refresh
-    from engine.index.source import FLAG_NOT_PARSED, FLAG_TEXT_MISSING
+    from engine.index.source import FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
 
     ws = open_workspace(args)
     units = ["document", "passage"] if args.unit == "all" else [args.unit]
@@ -28,6 +28,9 @@ def run(args) -> int:
             else:
                 print(f"index: {size}; {r.retokenized} tokenized, {r.reused} reused, {r.removed} removed, "
                       f"in {r.seconds:.2f} s")
+            with_abstract = idx.count_flag(FLAG_HAS_ABSTRACT)
+            print(f"index: {with_abstract} of {idx.n_docs} documents have an abstract field"
+                  + ("" if with_abstract else " ([retrieval].weight_abstract is inert here: no docling sidecars)"))
             missing, unparsed = idx.count_flag(FLAG_TEXT_MISSING), idx.count_flag(FLAG_NOT_PARSED)
             if missing:
                 print_notes([f"{missing} parsed source(s) have no parsed text on disk and were ranked on their "

@@ -22,6 +22,11 @@ def run(args) -> int:
     if cfg.exists() and not args.force:
         raise UsageError(f"{cfg} exists; pass --force to overwrite it")
     atomic_write_text(cfg, defaults_text())
+    from engine.expand import STARTER
+
+    acr = root / "content" / "acronyms.toml"
+    if not acr.exists():
+        atomic_write_text(acr, STARTER)
     print(f"workspace ready at {root.resolve()}: put your BibTeX at papers/bibliography.bib, "
           "then run `chitragupta sync` and `chitragupta index`")
     return 0

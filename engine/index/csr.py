@@ -53,109 +53,160 @@ def matching_documents(old, sources, fps) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def add_reused(acc: "Accumulator", old_postings: Postings, old_vocab, new_units: np.ndarray,
-               old_units: np.ndarray) -> None:
-    """Copy the term counts of ``old_units`` (positions in the old index) to ``new_units``."""
+               old_units: np.ndarray, fields: tuple[str, ...] = ()) -> None:
+    """Copy the term counts (and the named field counts) of ``old_units`` (positions in the old index)
+    to ``new_units``."""
     if new_units.size == 0:
         return
-    f_indptr, f_terms, f_counts = forward_rows(old_postings)
-    lengths = f_indptr[old_units + 1] - f_indptr[old_units]
-    starts = np.repeat(f_indptr[old_units], lengths)
-    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    pos = starts + within
-    old_terms = f_terms[pos]
-    used = np.unique(old_terms)
     prov = np.full(len(old_vocab), -1, dtype=np.int64)
-    prov[used] = acc.provisional_ids([old_vocab[int(t)] for t in used])
-    acc.add_counts(np.repeat(new_units, lengths), prov[old_terms], f_counts[pos])
+    streams = [("", old_postings.tf)] + [(f, old_postings.fields[f]) for f in fields]
+    for name, data in streams:
+        p = Postings(old_postings.indptr, old_postings.indices, np.asarray(data), old_postings.doc_len)
+        f_indptr, f_terms, f_counts = forward_rows(p)
+        lengths = f_indptr[old_units + 1] - f_indptr[old_units]
+        starts = np.repeat(f_indptr[old_units], lengths)
+        within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        pos = starts + within
+        old_terms, old_counts = f_terms[pos], f_counts[pos]
+        keep = old_counts > 0
+        old_terms, old_counts, units = old_terms[keep], old_counts[keep], np.repeat(new_units, lengths)[keep]
+        missing = np.unique(old_terms[prov[old_terms] < 0])
+        if missing.size:
+            prov[missing] = acc.provisional_ids([old_vocab[int(t)] for t in missing])
+        acc.add_counts(units, prov[old_terms], old_counts, field=name)
 
 
-class Accumulator:
-    """Streams documents' tokens into (doc, term, count) triples with a provisional vocabulary.
+class _Stream:
+    """Pending (unit, provisional term) pairs of one stream, reduced to counted triples in chunks."""
 
-    Runs arrive as bytes (``engine.tokenize.runs_bytes``); the never-indexed runs (short ones and
-    stopwords) are seeded as the first provisional ids and masked out in bulk, so the per-token work is
-    one C-level dictionary lookup.
-    """
-
-    def __init__(self):
-        self.vocab: dict[bytes, int] = defaultdict(count().__next__)
-        for run in DROPPED_RUNS:
-            self.vocab[run]
-        self.n_dropped = len(self.vocab)
-        self.pend_docs: list[np.ndarray] = []
+    def __init__(self, n_dropped: int):
+        self.n_dropped = n_dropped
+        self.pend_units: list[np.ndarray] = []
         self.pend_terms: list[int] = []
         self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def add_runs(self, doc: int, runs: list[bytes]) -> None:
-        if not runs:
-            return
-        self.pend_terms.extend(map(self.vocab.__getitem__, runs))
-        self.pend_docs.append(np.full(len(runs), doc, dtype=np.int64))
-        if len(self.pend_terms) >= _FLUSH_TOKENS:
-            self.flush()
-
-    def add_counts(self, docs: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
-        """Already-counted triples (reused documents); ``terms`` are provisional ids."""
-        self.flush()
-        self.chunks.append((docs.astype(np.int64), terms.astype(np.int64), counts.astype(np.int64)))
-
-    def provisional_ids(self, strings: list[str]) -> np.ndarray:
-        get = self.vocab.__getitem__
-        return np.fromiter((get(t.encode("ascii")) for t in strings), dtype=np.int64, count=len(strings))
 
     def flush(self) -> None:
         if not self.pend_terms:
             return
-        docs = np.concatenate(self.pend_docs)
+        units = np.concatenate(self.pend_units)
         terms = np.asarray(self.pend_terms, dtype=np.int64)
         keep = terms >= self.n_dropped
-        keys = np.sort((docs[keep] << 32) | terms[keep])
-        if keys.size:
-            starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-            counts = np.diff(np.append(starts, keys.size))
-            keys = keys[starts]
-        else:
-            counts = np.zeros(0, dtype=np.int64)
-        self.chunks.append((keys >> 32, keys & 0xFFFFFFFF, counts.astype(np.int64)))
-        self.pend_docs, self.pend_terms = [], []
+        keys, counts = _count_keys((units[keep] << 32) | terms[keep])
+        self.chunks.append((keys >> 32, keys & 0xFFFFFFFF, counts))
+        self.pend_units, self.pend_terms = [], []
 
-    def finish(self, n_docs: int) -> tuple[list[str], dict[str, np.ndarray]]:
-        """Sorted vocabulary and the canonical term-major CSR arrays."""
+    def triples(self, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.flush()
-        # Provisional id order; the dropped runs never occur in a triple, so they get no rank.
-        terms_prov = [t.decode("ascii") for t in self.vocab]
+        if not self.chunks:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        return (np.concatenate([c[0] for c in self.chunks]), rank[np.concatenate([c[1] for c in self.chunks])],
+                np.concatenate([c[2] for c in self.chunks]))
+
+
+def _count_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct int64 keys (sorted) and how often each occurs."""
+    keys = np.sort(keys)
+    if not keys.size:
+        return keys, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    return keys[starts], np.diff(np.append(starts, keys.size)).astype(np.int64)
+
+
+_PRESTEMMED = b"\x00"  # prefix of a provisional key that is already an indexed term (reused units)
+
+
+class Accumulator:
+    """Streams units' tokens into (unit, term, count) triples with a provisional vocabulary.
+
+    Runs arrive as bytes (``engine.tokenize.runs_bytes``); the never-indexed runs (short ones and
+    stopwords) are seeded as the first provisional ids and masked out in bulk, so the per-token work is
+    one C-level dictionary lookup. Besides the main stream, named *field* streams (title, abstract)
+    count the tokens a unit has inside that field; ``finish`` aligns them with the main postings. A
+    ``stem`` function maps a surface token to its indexed term; it is applied once per distinct token.
+    """
+
+    def __init__(self, fields: tuple[str, ...] = (), stem=None):
+        self.vocab: dict[bytes, int] = defaultdict(count().__next__)
+        for run in DROPPED_RUNS:
+            self.vocab[run]
+        self.n_dropped = len(self.vocab)
+        self.stem = stem
+        self.streams = {"": _Stream(self.n_dropped), **{f: _Stream(self.n_dropped) for f in fields}}
+
+    def add_runs(self, unit: int, runs: list[bytes], field: str = "") -> None:
+        """Count ``runs`` for ``unit`` in the main stream, or only in ``field``'s stream."""
+        if not runs:
+            return
+        st = self.streams[field]
+        st.pend_terms.extend(map(self.vocab.__getitem__, runs))
+        st.pend_units.append(np.full(len(runs), unit, dtype=np.int64))
+        if len(st.pend_terms) >= _FLUSH_TOKENS:
+            st.flush()
+
+    def add_counts(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray, field: str = "") -> None:
+        """Already-counted triples (reused units); ``terms`` are provisional ids."""
+        st = self.streams[field]
+        st.flush()
+        st.chunks.append((units.astype(np.int64), terms.astype(np.int64), counts.astype(np.int64)))
+
+    def provisional_ids(self, terms: list[str]) -> np.ndarray:
+        """Provisional ids for terms that are already indexed terms (stemmed, if stemming)."""
+        get = self.vocab.__getitem__
+        return np.fromiter((get(_PRESTEMMED + t.encode("ascii")) for t in terms), dtype=np.int64, count=len(terms))
+
+    def _ranks(self) -> tuple[list[str], np.ndarray]:
+        keys = list(self.vocab)
         d = self.n_dropped
-        order = sorted(range(d, len(terms_prov)), key=terms_prov.__getitem__)
-        rank = np.full(len(terms_prov), -1, dtype=np.int64)
-        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order), dtype=np.int64)
-        vocab = [terms_prov[i] for i in order]
-        if self.chunks:
-            docs = np.concatenate([c[0] for c in self.chunks])
-            terms = rank[np.concatenate([c[1] for c in self.chunks])]
-            counts = np.concatenate([c[2] for c in self.chunks])
-        else:
-            docs = terms = counts = np.zeros(0, dtype=np.int64)
+        terms = []
+        for k in keys[d:]:
+            if k.startswith(_PRESTEMMED):
+                terms.append(k[1:].decode("ascii"))
+            else:
+                t = k.decode("ascii")
+                terms.append(self.stem(t) if self.stem else t)
+        vocab = sorted(set(terms))
+        pos = {t: i for i, t in enumerate(vocab)}
+        rank = np.full(len(keys), -1, dtype=np.int64)
+        rank[d:] = np.fromiter((pos[t] for t in terms), dtype=np.int64, count=len(terms))
+        return vocab, rank
+
+    def finish(self, n_units: int) -> tuple[list[str], dict[str, np.ndarray]]:
+        """Sorted vocabulary and the canonical term-major CSR arrays (plus ``tf_<field>`` aligned with
+        ``tf`` for every field stream)."""
+        vocab, rank = self._ranks()
+        units, terms, counts = self.streams[""].triples(rank)
         n_terms = len(vocab)
-        if counts.size and counts.max() > np.iinfo(np.int32).max:
-            raise OverflowError("a term frequency exceeds 2**31 - 1")
-        doc_len = np.bincount(docs, weights=counts, minlength=n_docs).astype(np.int64)
+        doc_len = np.bincount(units, weights=counts, minlength=n_units).astype(np.int64)
         if doc_len.size and doc_len.max() > np.iinfo(np.int32).max:
             raise OverflowError("a document exceeds 2**31 - 1 tokens")
-        # Term-major CSR by a counting sort (scipy's COO -> CSR), then documents ascending per term.
+        # Term-major CSR by a counting sort (scipy's COO -> CSR; it also sums the triples of tokens that
+        # share a stem), then units ascending per term.
         from scipy import sparse
 
-        m = sparse.csr_matrix(
-            (counts.astype(np.int32), (terms.astype(np.int32), docs.astype(np.int32))), shape=(n_terms, n_docs)
-        )
+        m = sparse.csr_matrix((counts, (terms, units)), shape=(n_terms, n_units))
+        m.sum_duplicates()
         m.sort_indices()
-        indptr, indices, tf = m.indptr.astype(np.int64), m.indices.astype(np.int32), m.data.astype(np.int32)
-        return vocab, {"indptr": indptr, "indices": indices, "tf": tf, "doc_len": doc_len.astype(np.int32)}
-
-
-def _forward_rows(old: DocIndex):
-    """The old index's document-major view: (indptr, term ids, counts) per old document."""
-    m = old.matrix().T.tocsr()
-    m.sort_indices()
-    return m.indptr, m.indices, m.data
-
-
+        if m.data.size and m.data.max() > np.iinfo(np.int32).max:
+            raise OverflowError("a term frequency exceeds 2**31 - 1")
+        arrays = {"indptr": m.indptr.astype(np.int64), "indices": m.indices.astype(np.int32),
+                  "tf": m.data.astype(np.int32), "doc_len": doc_len.astype(np.int32)}
+        if len(self.streams) > 1:
+            width = max(n_units, 1)
+            rows = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(arrays["indptr"]))
+            main_keys = rows * width + arrays["indices"]
+            for name, st in self.streams.items():
+                if not name:
+                    continue
+                f_units, f_terms, f_counts = st.triples(rank)
+                f = sparse.csr_matrix((f_counts, (f_terms, f_units)), shape=(n_terms, n_units))
+                f.sum_duplicates()
+                f.sort_indices()
+                keys = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(f.indptr)) * width + f.indices
+                where = np.searchsorted(main_keys, keys)
+                if keys.size and ((where >= main_keys.size).any() or (main_keys[np.minimum(where, main_keys.size - 1)] != keys).any()):
+                    raise AssertionError(f"field {name!r} counts a token its unit does not have")
+                aligned = np.zeros(main_keys.shape[0], dtype=np.int32)
+                aligned[where] = f.data
+                arrays[f"tf_{name}"] = aligned
+        return vocab, arrays

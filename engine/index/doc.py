@@ -22,17 +22,19 @@ from typing import Callable
 import numpy as np
 
 from engine.index import store
-from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, DocSource, fingerprints,
+from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, DocSource, fingerprints,
                                  load_body)
 from engine.index.strings import StringTable
 from engine.index.csr import Accumulator, add_reused, matching_documents
 from engine.index.terms import TermIndex
+from engine.stem import NONE, get_stemmer
 from engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_bytes
 
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest"]
 
-SCHEMA_VERSION = 2  # 2: the reference cut (a sidecar's items before its reference heading)
+SCHEMA_VERSION = 3  # 2: the reference cut; 3: title and abstract field counts
+FIELDS = ("title", "abstract")
 KIND = "doc"
 
 Progress = Callable[[int, int | None], None]
@@ -53,6 +55,7 @@ class IndexReport:
     seconds: float = 0.0
     text_missing: int = 0
     not_parsed: int = 0
+    with_abstract: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -60,7 +63,8 @@ class DocIndex(TermIndex):
     """An opened document index (arrays possibly memory-mapped) with its query-time caches."""
 
     def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None):
-        super().__init__(arrays)
+        super().__init__(arrays, manifest)
+        self.postings.fields.update({f: arrays[f"tf_{f}"] for f in FIELDS})
         self.manifest = manifest
         self.path = path
         self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
@@ -127,21 +131,23 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     report = IndexReport(rebuilt=True)
     fps, flags, sources = scanned if scanned is not None else fingerprints(root, rows)
     n = len(rows)
-    acc = Accumulator()
+    acc = Accumulator(fields=FIELDS, stem=get_stemmer(settings.get("retrieval.stemmer", NONE)))
 
     reuse_new, reuse_old, report.removed = matching_documents(old, sources, fps)
     reused = np.zeros(n, dtype=bool)
     if reuse_new.size:
         reused[reuse_new] = True
-        add_reused(acc, old.postings, old.vocab, reuse_new, reuse_old)
+        add_reused(acc, old.postings, old.vocab, reuse_new, reuse_old, fields=FIELDS)
         # a reused document keeps what its last tokenization found about its sidecar
-        flags[reuse_new] |= np.asarray(old.flags)[reuse_old] & FLAG_BAD_SIDECAR
+        flags[reuse_new] |= np.asarray(old.flags)[reuse_old] & (FLAG_BAD_SIDECAR | FLAG_HAS_ABSTRACT)
     report.reused = int(reused.sum())
 
     todo = np.flatnonzero(~reused)
     for step, i in enumerate(todo):
         src: DocSource = sources[int(i)]
-        acc.add_runs(int(i), runs_bytes(src.title))
+        title_runs = runs_bytes(src.title)
+        acc.add_runs(int(i), title_runs)
+        acc.add_runs(int(i), title_runs, field="title")
         if src.text_path is not None:
             body = load_body(src.text_path)
             if body.problem:
@@ -149,6 +155,9 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
                 report.notes.append(f"{body.problem}; indexed from its .txt without the reference cut")
             for runs in iter_runs_bytes(body.text):
                 acc.add_runs(int(i), runs)
+            if body.abstract:
+                flags[i] |= FLAG_HAS_ABSTRACT
+                acc.add_runs(int(i), runs_bytes(body.abstract), field="abstract")
         if progress and step % 64 == 0:
             progress(step, len(todo))
     if progress:
@@ -165,13 +174,15 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     )
     report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(arrays["indices"].shape[0])
     report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
+    report.with_abstract = int(np.count_nonzero(flags & FLAG_HAS_ABSTRACT))
     report.not_parsed = int(np.count_nonzero(flags & FLAG_NOT_PARSED))
     manifest = dict(
         expected_manifest(settings),
         citekeys_digest=citekeys_digest(rows),
         stats={"n_docs": n, "n_terms": len(vocab), "nnz": report.nnz,
                "avgdl": float(arrays["doc_len"].mean()) if n else 0.0,
-               "text_missing": report.text_missing, "not_parsed": report.not_parsed},
+               "text_missing": report.text_missing, "not_parsed": report.not_parsed,
+               "with_abstract": report.with_abstract},
     )
     gen = store.save(folder, manifest, arrays)
     report.seconds = time.perf_counter() - t0

@@ -28,6 +28,7 @@ from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PAR
                                  fingerprints, load_body)
 from engine.index.strings import StringTable
 from engine.index.terms import TermIndex
+from engine.stem import NONE, get_stemmer
 from engine.text.refcut import kept_items
 from engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
@@ -58,7 +59,7 @@ class PassageIndex(TermIndex):
     """An opened passage index: postings over passages plus each passage's (document, item)."""
 
     def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None):
-        super().__init__(arrays)
+        super().__init__(arrays, manifest)
         self.manifest = manifest
         self.path = path
         self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
@@ -108,7 +109,7 @@ def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: Passa
     flags = flags.copy()
     reuse_new, reuse_old, _removed = matching_documents(old, sources, fps)
     reuse_of = dict(zip(reuse_new.tolist(), reuse_old.tolist()))
-    acc = Accumulator()
+    acc = Accumulator(stem=get_stemmer(settings.get("retrieval.stemmer", NONE)))
     p_doc: list[int] = []
     p_item: list[int] = []
     new_units: list[np.ndarray] = []

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 __all__ = ["RowView", "DocSource", "Body", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "FLAG_BAD_SIDECAR",
-           "FLAG_NO_SIDECAR", "fingerprints", "read_text", "load_body", "sidecar_path"]
+           "FLAG_NO_SIDECAR", "FLAG_HAS_ABSTRACT", "fingerprints", "read_text", "load_body", "sidecar_path"]
 
 FLAG_TEXT_MISSING = 1  # ledger says parsed, the .txt is gone: indexed on its title alone
 FLAG_NOT_PARSED = 2  # no-file or failed: indexed on its title alone
 FLAG_BAD_SIDECAR = 4  # a sidecar that is not the documented shape: indexed from its .txt, uncut
 FLAG_NO_SIDECAR = 8  # parsed text without a sidecar (pdftotext): nothing cut, no passages
+FLAG_HAS_ABSTRACT = 16  # the sidecar gave an abstract field
 
 RowView = tuple[str, str, str, "str | None"]  # (citekey, title, status, parsed_path)
 
@@ -126,6 +128,7 @@ class Body:
     spans: tuple[tuple[int, int, int, int | None], ...] = ()
     items: tuple[dict, ...] | None = None  # every sidecar item, uncut (the passage unit numbers them)
     problem: str | None = None
+    abstract: str = ""  # the items under an "Abstract" heading, up to the next heading ("" if none)
 
     @property
     def from_sidecar(self) -> bool:
@@ -156,15 +159,34 @@ def load_body(text_path: Path | None) -> Body:
             items = read_sidecar(side)
         except SidecarError as err:
             return Body(read_text(text_path), problem=str(err))
+        kept = kept_items(items)
         parts, spans, pos = [], [], 0
-        for number, it in kept_items(items):
+        for number, it in kept:
             if parts:
                 pos += len(ITEM_SEPARATOR)
             spans.append((pos, pos + len(it["text"]), number, it["page"]))
             parts.append(it["text"])
             pos += len(it["text"])
-        return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items))
+        return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items), abstract=abstract_of(kept))
     return Body(read_text(text_path))
+
+
+_ABSTRACT = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s+|[ivx]+\.\s+)?abstract\s*[.:]?\s*$", re.IGNORECASE)
+_HEADINGS = ("section_header", "title")
+
+
+def abstract_of(kept: list[tuple[int, dict]]) -> str:
+    """The abstract field: the items after the first "Abstract" heading up to the next heading."""
+    out, inside = [], False
+    for _n, it in kept:
+        if it["label"] in _HEADINGS:
+            if inside:
+                break
+            inside = bool(_ABSTRACT.match(it["text"]))
+            continue
+        if inside:
+            out.append(it["text"])
+    return "\n\n".join(out)
 
 
 def read_text(path: Path | None) -> str:

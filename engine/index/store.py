@@ -114,8 +114,13 @@ def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise IndexCorrupt("the manifest is not an index manifest")
     for key, want in expect.items():
-        if manifest.get(key) != want:
-            raise IndexCorrupt(f"built with {key} = {manifest.get(key)!r}, this version needs {want!r}")
+        got = manifest.get(key)
+        if got != want:
+            if key == "settings" and isinstance(got, dict):
+                changed = ", ".join(f"{k}: {got.get(k, '-')!r} -> {want.get(k, '-')!r}"
+                                    for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k))
+                raise IndexCorrupt(f"index settings changed ({changed})")
+            raise IndexCorrupt(f"built with {key} = {got!r}, this version needs {want!r}")
     files = manifest["files"]
     total = 0
     for arr_name, meta in files.items():

@@ -9,7 +9,8 @@ import numpy as np
 
 from engine.index.csr import postings_matrix
 from engine.index.strings import StringTable
-from engine.tokenize import _SEPARATE
+from engine.stem import NONE, get_stemmer
+from engine.tokenize import _SEPARATE, MIN_TOKEN_CHARS, STOPWORDS
 from kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
 __all__ = ["TermIndex"]
@@ -20,7 +21,10 @@ _NUMBA_LOOKUP_MIN = 32  # queries; below this the lookup's hash table is not wor
 class TermIndex:
     """Vocabulary + postings (possibly memory-mapped) with their query-time caches."""
 
-    def __init__(self, arrays: dict[str, np.ndarray]):
+    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict):
+        # The stemmer the index was built with (a manifest setting), applied to query terms alike.
+        self.stemmer_name = manifest.get("settings", {}).get("retrieval.stemmer", NONE)
+        self.stem = get_stemmer(self.stemmer_name)
         self.vocab = StringTable(arrays["vocab_blob"], arrays["vocab_offsets"])
         self.postings = Postings(
             indptr=arrays["indptr"], indices=arrays["indices"], tf=arrays["tf"], doc_len=arrays["doc_len"],
@@ -50,9 +54,13 @@ class TermIndex:
             got = self._norms[key] = length_norm(self.postings.doc_len, self.postings.avgdl(), k1, b)
         return got
 
+    def index_term(self, term: str) -> str:
+        """A query term as the index holds it (its stem, when the index is stemmed)."""
+        return self.stem(term) if self.stem else term
+
     def query_batch(self, term_lists: list[list[str]]) -> QueryBatch:
         """Distinct known term ids per query (unknown terms dropped), as a CSR batch."""
-        flat = [t for terms in term_lists for t in terms]
+        flat = [self.index_term(t) for terms in term_lists for t in terms]
         lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
         return self._batch(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
 
@@ -64,6 +72,10 @@ class TermIndex:
         Large batches go through the numba lookup (``kernels.lookup``) when numba is importable.
         """
         encoded = [q.lower().encode("ascii", "replace") for q in queries]
+        if self.stem is not None:  # stems need Python; the numba lookup matches surface bytes
+            runs = [[t.decode("ascii") for t in q.translate(_SEPARATE).split()] for q in encoded]
+            keep = [[t for t in r if len(t) >= MIN_TOKEN_CHARS and t not in STOPWORDS] for r in runs]
+            return self.query_batch(keep)
         if len(encoded) >= _NUMBA_LOOKUP_MIN and self._lookup_slots() is not None:
             from kernels.lookup import lookup_batch
 

@@ -67,6 +67,25 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
     return (np.asarray(pos, dtype=np.int64), np.asarray(tid, dtype=np.int64), np.asarray(ln, dtype=np.int64))
 
 
+_RUN = re.compile(r"[a-z0-9]+")
+
+
+def _stemmed_occurrences(low: str, stems: list[str], stem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Like ``_occurrences``, matching each word of the text by its stem."""
+    index = {t: i for i, t in enumerate(stems)}
+    pos, tid, ln = [], [], []
+    for m in _RUN.finditer(low):
+        w = m.group()
+        if len(w) < 2:
+            continue
+        i = index.get(stem(w))
+        if i is not None:
+            pos.append(m.start())
+            tid.append(i)
+            ln.append(m.end() - m.start())
+    return (np.asarray(pos, dtype=np.int64), np.asarray(tid, dtype=np.int64), np.asarray(ln, dtype=np.int64))
+
+
 def _trim_to_words(text: str, start: int, end: int) -> tuple[int, int]:
     """Drop a word cut at either edge (never past the window's only word)."""
     if start > 0 and not text[start - 1].isspace() and not text[start].isspace():
@@ -82,16 +101,22 @@ def _trim_to_words(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def choose_windows(text: str, terms: list[str], width: int, n: int) -> list[Window]:
+def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None) -> list[Window]:
     """Up to ``n`` non-overlapping windows of ``text`` bearing on ``terms``, in document order.
 
-    ``terms`` are query tokens (already lowercased). A document with no occurrence yields no window.
+    ``terms`` are query tokens (already lowercased). With ``stem`` (the index's stemmer), a word of
+    the text matches a term when their stems agree, so a snippet still finds what the index counted.
+    A document with no occurrence yields no window.
     """
     if n < 1 or width < 1 or not text:
         return []
-    terms = sorted(set(terms))
     low = lower_same_length(text)
-    pos, tid, ln = _occurrences(low, terms)
+    if stem is None:
+        terms = sorted(set(terms))
+        pos, tid, ln = _occurrences(low, terms)
+    else:
+        terms = sorted({stem(t) for t in terms})
+        pos, tid, ln = _stemmed_occurrences(low, terms, stem)
     if pos.size == 0:
         return []
     size = len(text)
@@ -105,8 +130,13 @@ def choose_windows(text: str, terms: list[str], width: int, n: int) -> list[Wind
         if not sel.any():
             continue
         p_t = pos[sel]
-        last_ok = ends - ln[sel][0]  # a match of t starting at or before this fits
-        inside = np.searchsorted(p_t, last_ok, side="right") - np.searchsorted(p_t, starts, side="left")
+        # an occurrence of t is inside a window when it starts there and its end fits too
+        ends_t = p_t + ln[sel]
+        first = np.searchsorted(p_t, starts, side="left")
+        last = np.searchsorted(p_t, ends - ln[sel].min(), side="right")
+        inside = last - first
+        if (ln[sel] != ln[sel][0]).any():  # stemmed matches of different lengths: check exactly
+            inside = np.array([int(((p_t >= s) & (ends_t <= e)).any()) for s, e in zip(starts, ends)])
         covered += inside > 0
     order = np.lexsort((starts, -covered))
     chosen: list[tuple[int, int, int, int]] = []
