@@ -1,16 +1,22 @@
 """Retrieval metrics over a run (qid -> ranked doc ids) and judgments (qid -> {doc: grade}).
 
-nDCG uses linear gains (the grade) and a log2(rank + 1) discount, the ideal ranking taken over every
-judged relevant document, as trec_eval's ndcg_cut does. Queries without a relevant judgment are not
-scored; a judged query with no hits scores 0.
+Recall@k, MRR@k and nDCG@k as trec_eval defines them (linear gains = the grade, log2(rank + 1)
+discount, the ideal ranking over every judged relevant document); tests check them against ir-measures
+on the same runs. Queries without a relevant judgment are not scored; a judged query with no hits
+scores 0. Also: per-query better/worse/unchanged counts between two runs, the mean document frequency
+of a query's terms, and what a snippet looks like (mid-sentence edges).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping, Sequence
 
-__all__ = ["recall", "mrr", "ndcg", "evaluate", "per_query"]
+__all__ = ["recall", "mrr", "ndcg", "evaluate", "per_query", "compare", "STANDARD", "sentence_edges",
+           "mean_query_term_df"]
+
+STANDARD = ("R@1", "R@3", "R@5", "R@10", "R@100", "MRR@5", "MRR@10", "nDCG@5", "nDCG@10")
 
 
 def recall(ranked: Sequence[str], rel: Mapping[str, int], k: int) -> float:
@@ -34,16 +40,57 @@ def ndcg(ranked: Sequence[str], rel: Mapping[str, int], k: int) -> float:
 METRICS = {"R": recall, "MRR": mrr, "nDCG": ndcg}
 
 
-def per_query(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], name: str, k: int) -> dict[str, float]:
+def per_query(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], measure: str) -> dict[str, float]:
+    """qid -> value of ``measure`` (e.g. ``"nDCG@10"``) for every judged query."""
+    name, k = measure.split("@")
     fn = METRICS[name]
-    return {q: fn(run.get(q, []), rel, k) for q, rel in qrels.items() if any(g > 0 for g in rel.values())}
+    return {q: fn(run.get(q, []), rel, int(k)) for q, rel in qrels.items() if any(g > 0 for g in rel.values())}
 
 
-def evaluate(run, qrels, measures: Sequence[str]) -> dict[str, float]:
+def evaluate(run, qrels, measures: Sequence[str] = STANDARD) -> dict[str, float]:
     """Means over judged queries of measures written like ``"nDCG@10"``, ``"R@100"``, ``"MRR@5"``."""
     out = {}
     for m in measures:
-        name, k = m.split("@")
-        vals = per_query(run, qrels, name, int(k))
+        vals = per_query(run, qrels, m)
         out[m] = sum(vals.values()) / len(vals) if vals else 0.0
     return out
+
+
+def compare(base: Mapping[str, float], other: Mapping[str, float], eps: float = 1e-12) -> tuple[int, int, int]:
+    """(better, worse, unchanged) queries of ``other`` against ``base`` on one per-query measure."""
+    better = worse = same = 0
+    for q, b in base.items():
+        o = other.get(q, 0.0)
+        if o > b + eps:
+            better += 1
+        elif o < b - eps:
+            worse += 1
+        else:
+            same += 1
+    return better, worse, same
+
+
+def mean_query_term_df(index, term_lists: Sequence[Sequence[str]]) -> float:
+    """Mean over queries of the mean document frequency of the query's indexed terms."""
+    df = index.postings.df()
+    vals = []
+    for terms in term_lists:
+        ids = [i for i in index.vocab.find_many([index.index_term(t) for t in terms]) if i >= 0]
+        if ids:
+            vals.append(sum(int(df[i]) for i in ids) / len(ids))
+    return sum(vals) / len(vals) if vals else 0.0
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
+
+
+def sentence_edges(text: str, start: int, end: int) -> tuple[bool, bool]:
+    """(begins mid-sentence, ends mid-sentence) for the window ``text[start:end]`` of ``text``: it
+    begins cleanly at the text's start, after sentence-ending punctuation or at a paragraph break, and
+    ends cleanly at the text's end or on sentence-ending punctuation."""
+    before = text[:start].rstrip()
+    begins_mid = bool(before) and not (_SENTENCE_END.search(before) or text[max(0, start - 2):start] == "\n\n")
+    window = text[start:end].rstrip()
+    rest = text[end:].strip()
+    ends_mid = bool(rest) and not _SENTENCE_END.search(window)
+    return begins_mid, ends_mid

@@ -14,9 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.data import KEYWORD_ARMS, QRELS_ARMS, data_dir, keyword_arm, qrels_arm
+from bench import arms as arms_mod
+from bench.data import data_dir
 from bench.metrics import evaluate
-from bench.quality import KEYWORD_MEASURES, QRELS_MEASURES, run_arm
+from bench.quality import KEYWORD_ARMS, QRELS_ARMS, measures_for
+from bench.runs import run
 
 # Textbook BM25 with this tokenizer, measured independently (../shared/data/README.md).
 REFERENCE = {
@@ -33,9 +35,8 @@ TOLERANCE = 0.0015
 def main() -> int:
     failures = []
     for name in [*QRELS_ARMS, *KEYWORD_ARMS]:
-        arm = qrels_arm(name) if name in QRELS_ARMS else keyword_arm(name)
-        measures = QRELS_MEASURES if name in QRELS_ARMS else KEYWORD_MEASURES
-        got = evaluate(run_arm(arm), arm.qrels, measures)
+        arm = arms_mod.get(name)
+        got = evaluate(run(arm), arm.qrels, measures_for(name))
         for m, want in REFERENCE[name].items():
             ok = abs(got[m] - want) <= TOLERANCE
             print(f"{'ok  ' if ok else 'FAIL'} {name:<12} {m:<8} {got[m]:.4f} (reference {want:.4f})")
@@ -55,17 +56,17 @@ def main() -> int:
 
 def _bm25s_agrees() -> list[str]:
     from bench.data import read_jsonl
-    from bench.peers import Bm25s
+    from bench.peers import Bm25s, positive_hits
 
-    arm = qrels_arm("scifact")
-    docs = list(read_jsonl(arm.corpus))
+    arm = arms_mod.get("scifact")
+    docs = list(read_jsonl(data_dir() / "scifact" / "corpus.jsonl"))
     peer = Bm25s()
     peer.build([d["title"] + "\n" + d["text"] for d in docs])
     qids = list(arm.queries)
-    found, _ = peer.search([arm.queries[q] for q in qids], 100, 1)
-    run = {q: [str(docs[i]["_id"]) for i in found[n]] for n, q in enumerate(qids)}
-    theirs = evaluate(run, arm.qrels, ["nDCG@10"])["nDCG@10"]
-    ours = evaluate(run_arm(arm), arm.qrels, ["nDCG@10"])["nDCG@10"]
+    found, scores = peer.search([arm.queries[q] for q in qids], 100, 1)
+    peer_run = {q: [str(docs[i]["_id"]) for i in row] for q, row in zip(qids, positive_hits(found, scores))}
+    theirs = evaluate(peer_run, arm.qrels, ["nDCG@10"])["nDCG@10"]
+    ours = evaluate(run(arm), arm.qrels, ["nDCG@10"])["nDCG@10"]
     ok = abs(theirs - ours) <= 0.002  # bm25s scores in float32, so near-ties may order differently
     print(f"{'ok  ' if ok else 'FAIL'} bm25s parity scifact nDCG@10: ours {ours:.4f}, bm25s {theirs:.4f}")
     return [] if ok else ["bm25s parity"]

@@ -116,10 +116,10 @@ def measure_bm25s(collection: Path, repeats: int) -> dict:
            "build_docs_per_s": len(docs) / build_s, "batch": {}}
     keys = [str(d["_id"]) for d in docs]
     for name, qs in _query_sets(collection, [d["text"] for d in docs]).items():
-        ids = peer.tokenize(qs)
+        ids = peer.tokenize(qs, distinct=False)
 
         def e2e_fn():
-            found, _scores = peer.search(qs, K, threads)
+            found, _scores = peer.search(qs, K, threads, distinct=False)
             return [[keys[i] for i in row] for row in found.tolist()]
 
         for threads in (1, 2):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import statistics
 import time
@@ -26,20 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.data import WORK, data_dir
-
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*$")
-
-
-def sentence_edges(text: str, start: int, end: int) -> tuple[bool, bool]:
-    """(begins mid-sentence, ends mid-sentence) for the window ``text[start:end]``."""
-    before = text[:start].rstrip()
-    begins_mid = bool(before) and not (_SENTENCE_END.search(before) or text[start - 1:start] == "\n"
-                                       and text[max(0, start - 2):start] == "\n\n")
-    window = text[start:end].rstrip()
-    rest = text[end:].strip()
-    ends_mid = bool(rest) and not _SENTENCE_END.search(window)
-    return begins_mid, ends_mid
-
+from bench.metrics import sentence_edges
 
 def sync_semeval_md(data: Path) -> Path:
     from engine.corpus.sync import sync

@@ -168,3 +168,33 @@ def test_dense_and_sparse_accumulation_agree():
     q = random_queries(6, base.n_terms, 50)
     for p in (base, padded):
         assert_same_topk(score_topk(p, q, BM25Params(), 7, backend="numba"), reference.score_topk(p, q, BM25Params(), 7))
+
+
+def test_sweep_grid_points_equal_single_scorings():
+    from kernels.sweep import grid_of, sweep
+
+    p = random_postings(7, 400, 90, density=0.05)
+    rng = np.random.default_rng(7)
+    title = np.minimum(p.tf, rng.integers(0, 3, p.nnz)).astype(np.int32)
+    abstract = np.minimum(p.tf - title, rng.integers(0, 2, p.nnz)).astype(np.int32)
+    p = Postings(p.indptr, p.indices, p.tf, p.doc_len, fields={"title": title, "abstract": abstract})
+    q = random_queries(7, p.n_terms, 70)
+    grid = grid_of([0.0, 0.9, 2.0], [0.0, 0.75, 1.0], [0.0, 1.0, 2.5], [1.0, 3.0])
+    tops = sweep(p, q, grid, 8)
+    ref = sweep(p, q, grid[:6], 8, backend="numpy")
+    for params, top in zip(grid, tops):
+        assert_same_topk(top, score_topk(p, q, params, 8, backend="numba"))
+    for a, b in zip(tops[:6], ref):
+        assert_same_topk(a, b)
+
+
+def test_sweep_chunks_the_grid(monkeypatch):
+    import kernels.sweep as ks
+
+    p = random_postings(8, 300, 50, density=0.1)
+    q = random_queries(8, p.n_terms, 30)
+    grid = ks.grid_of([0.5, 1.5, 3.0], [0.2, 0.8])
+    want = ks.sweep(p, q, grid, 5)
+    monkeypatch.setattr(ks, "SWEEP_BUDGET_BYTES", 8 * 2 * p.n_docs * 2)  # one grid point per chunk
+    for a, b in zip(ks.sweep(p, q, grid, 5), want):
+        assert_same_topk(a, b)

@@ -1,0 +1,29 @@
+"""``python -m bench COMMAND ...``: quality, speed, smoke, sweep, units, experiments."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "quality": ("bench.quality", "quality of the shipped defaults on every arm"),
+    "speed": ("bench.speed", "side by side with bm25s: queries/s, build, memory, CLI wall time"),
+    "smoke": ("bench.smoke", "what CI runs: every arm against reference figures, bm25s parity, real PDFs"),
+    "sweep": ("bench.sweep", "a (k1, b, field weight) grid on one arm in one batched call"),
+    "units": ("bench.units", "the reference cut, snippet shares and passage-unit costs"),
+    "experiments": ("bench.experiments", "re-run the spec's experiments on the real arms"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        print("usage: python -m bench COMMAND [options]\n\ncommands:")
+        for name, (_m, help_text) in COMMANDS.items():
+            print(f"  {name:<12} {help_text}")
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    return int(importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Runs of the engine on an arm: one configuration, a grid through ``kernels.sweep``, or a scratch
+copy of a workspace with other settings (stemmer, passage floor) so the measured workspace is never
+rewritten."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from bench.arms import Arm
+from bench.data import WORK
+
+__all__ = ["run", "sweep_runs", "scratch", "collapse"]
+
+
+def collapse(ids: list[str]) -> list[str]:
+    """Passage doc ids (``citekey#item``) to citekeys, first occurrence order."""
+    out, seen = [], set()
+    for d in ids:
+        key = d.split("#", 1)[0]
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+def run(arm: Arm, k: int = 100, *, unit: str = "document", root: Path | None = None, retriever=None):
+    """qid -> ranked citekeys (passage hits collapsed to citekeys) with the workspace's own config."""
+    from engine.search import Retriever
+
+    r = retriever or Retriever.open(root or arm.workspace())
+    qids = list(arm.queries)
+    ranked = r.rank_many([arm.queries[q] for q in qids], k, unit=unit)
+    out = {}
+    for i, q in enumerate(qids):
+        ids = [d for d, _ in ranked.docids(i)]
+        out[q] = collapse(ids) if unit == "passage" else ids
+    return out
+
+
+def sweep_runs(arm: Arm, grid, k: int = 100, *, root: Path | None = None) -> list[dict[str, list[str]]]:
+    """One run per grid point (document unit), every point from one pass over the postings."""
+    from engine.search import Retriever
+    from kernels.sweep import sweep
+
+    r = Retriever.open(root or arm.workspace())
+    qids = list(arm.queries)
+    texts = [arm.queries[q] for q in qids]
+    expander = r._expander()
+    if expander is not None:
+        texts = [t + " " + " ".join(e.added) if (e := expander.expand(t)).added else t for t in texts]
+    batch = r.index.query_batch_from_strings(texts)
+    keys = r.index.citekeys.to_list()
+    outs = []
+    for top in sweep(r.index.postings, batch, grid, k):
+        outs.append({q: [keys[d] for d in top.ids[i].tolist() if d >= 0] for i, q in enumerate(qids)})
+    return outs
+
+
+def scratch(root: Path, name: str, config: str) -> Path:
+    """A copy of ``root``'s corpus (ledger, parsed texts, sidecars; not its index) with ``config``."""
+    dst = WORK / "scratch" / name
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(Path(root) / "content", dst / "content", ignore=shutil.ignore_patterns("index", ".lock", "dossiers"))
+    base = (Path(root) / "config.toml").read_text() if (Path(root) / "config.toml").exists() else ""
+    (dst / "config.toml").write_text(_merge_toml(base, config))
+    return dst
+
+
+def _merge_toml(base: str, extra: str) -> str:
+    """``base`` with ``extra``'s keys set (both tiny, flat [section] key = value files)."""
+    import tomllib
+
+    data = tomllib.loads(base) if base else {}
+    for sec, table in tomllib.loads(extra).items():
+        data.setdefault(sec, {}).update(table)
+    lines = []
+    for sec, table in data.items():
+        lines.append(f"[{sec}]")
+        for key, value in table.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(v)
