@@ -19,6 +19,7 @@ from engine.errors import ConfigError
 __all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "toml_error", "DEFAULTS_NAME"]
 
 DEFAULTS_NAME = "defaults.toml"
+DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,20 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "snippet_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
         "min_passage_tokens": Setting(int, "an integer >= 0", lambda v: v >= 0),
         "max_passages_per_source": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "device": Setting(str, 'one of "auto", "cpu", "cuda"', lambda v: v in DEVICES),
+    },
+    "enrich": {
+        "device": Setting(str, 'one of "auto", "cpu", "cuda"', lambda v: v in DEVICES),
+        "embed_model": Setting(str, "a sentence-transformers model name or a local model folder",
+                               lambda v: bool(v.strip())),
+        "embed_batch_size": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "embed_max_passages_per_source": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "embed_overfetch": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "rerank_model": Setting(str, "empty (off), or a local cross-encoder model folder"),
+        "min_topic_size": Setting(int, "an integer >= 2", lambda v: v >= 2),
+        "umap_n_neighbors": Setting(int, "an integer >= 2", lambda v: v >= 2),
+        "umap_n_components": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "seed": Setting(int, "an integer >= 0", lambda v: v >= 0),
     },
     "workspace": {
         "lock_timeout": Setting(float, "a finite number of seconds >= 0", _nonneg),
@@ -111,6 +126,7 @@ class Config:
     corpus: Any
     parser: Any
     retrieval: Any
+    enrich: Any
     workspace: Any
 
     def index_settings(self) -> dict[str, Any]:
