@@ -12,8 +12,12 @@ last bit. Accumulators are laid out document-major (the G values of one document
 inner loop over grid points is contiguous. The grid is split into chunks when G x n_docs accumulators
 would not fit ``SWEEP_BUDGET_BYTES`` per thread.
 
-Backends: ``"numba"`` (this module) and ``"numpy"`` (the reference, one grid point at a time); ``"auto"``
-is numba. A later CUDA path goes behind the same entry point.
+Backends: ``"numba"`` (this module), ``"numpy"`` (the reference, one grid point at a time) and
+``"torch"`` (``kernels.torch_backend.score_grid`` on ``device``: one upload of the postings; per block of
+grid points one elementwise pass making every posting's contribution under each, then per query chunk one
+gather of its postings' contributions into the block's dense accumulators, and top-k per row). ``"auto"``
+is numba here, whatever the machine: a sweep's figures go into RESULTS.md, and float32 on CUDA could
+reorder documents whose scores differ by less than float32 resolves; ask for ``"torch"`` to use a GPU.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ def grid_of(k1s, bs, title=(1.0,), abstract=(1.0,)) -> list[BM25Params]:
     return out
 
 
+_SWEEP_FIELDS = ("title", "abstract")
+
+
 def _field_deltas(grid: list[BM25Params]) -> tuple[np.ndarray, np.ndarray]:
     dt = np.zeros(len(grid), dtype=np.float64)
     da = np.zeros(len(grid), dtype=np.float64)
@@ -53,19 +60,33 @@ def _field_deltas(grid: list[BM25Params]) -> tuple[np.ndarray, np.ndarray]:
     return dt, da
 
 
+SWEEP_BACKENDS = ("auto", "numba", "numpy", "torch")
+
+
 def sweep(postings: Postings, queries: QueryBatch, grid: list[BM25Params], k: int,
-          backend: str = "auto") -> list[TopK]:
-    """One TopK per grid point, from one pass over each query's postings per grid chunk."""
+          backend: str = "auto", device: str = "auto") -> list[TopK]:
+    """One TopK per grid point, from one pass over each query's postings per grid chunk.
+
+    ``device`` ("auto", "cpu", "cuda") says where the torch backend runs; the others ignore it.
+    """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    if backend not in SWEEP_BACKENDS:
+        raise ValueError(f"unknown sweep backend {backend!r}; allowed: {', '.join(SWEEP_BACKENDS)}")
     if not grid:
         return []
     if backend == "numpy":
         from kernels import reference
 
         return [reference.score_topk(postings, queries, p, k) for p in grid]
-    if backend not in ("auto", "numba"):
-        raise ValueError(f"unknown sweep backend {backend!r}; allowed: auto, numba, numpy")
+    if backend == "torch":
+        from kernels.dispatch import import_torch_backend, resolve_torch_device
+
+        _field_deltas(grid)  # the same fields, and the same error for others, as the numba path
+        where = resolve_torch_device(device)
+        # title then abstract: the numba kernel's order of adding field counts, so sums agree bitwise
+        return import_torch_backend().score_grid(postings, queries, grid, k, where,
+                                                  field_order=_SWEEP_FIELDS)
     import numba
 
     from kernels import _sweep_numba as impl
