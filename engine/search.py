@@ -107,7 +107,8 @@ class Retriever:
 
     UNITS = ("document", "passage")
 
-    def __init__(self, ws: Workspace, opened: OpenedIndex, *, backend: str | None = None, update: bool = True):
+    def __init__(self, ws: Workspace, opened: OpenedIndex, *, backend: str | None = None, update: bool = True,
+                 device: str | None = None):
         self.workspace = ws
         self._opened = opened
         self._update = update
@@ -116,7 +117,8 @@ class Retriever:
         self.params = BM25Params(k1=cfg.k1, b=cfg.b,
                                  field_weights=(("title", cfg.weight_title), ("abstract", cfg.weight_abstract)))
         self.passage_params = BM25Params(k1=cfg.k1, b=cfg.b)  # passages have no fields
-        self.backend: Backend = resolve(backend or cfg.backend)
+        # device: where the torch backend runs ("auto" | "cpu" | "cuda"); numba and numpy ignore it
+        self.backend: Backend = resolve(backend or cfg.backend, device or cfg.device)
         set_threads(cfg.threads)
         self._rows = self._aligned_rows(opened)
         self._passages: OpenedIndex | None = None
@@ -134,11 +136,13 @@ class Retriever:
 
     @classmethod
     def open(cls, workspace: str | Path | Workspace = ".", config: str | Path | Config | None = None, *,
-             update: bool = True, backend: str | None = None,
+             update: bool = True, backend: str | None = None, device: str | None = None,
              progress: Callable[[int, int | None], None] | None = None) -> "Retriever":
-        """Open a workspace for search, bringing its index up to date unless ``update`` is False."""
+        """Open a workspace for search, bringing its index up to date unless ``update`` is False.
+        ``backend`` and ``device`` override ``[retrieval].backend`` and ``[retrieval].device``."""
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
-        return cls(ws, open_current(ws, update=update, progress=progress), backend=backend, update=update)
+        return cls(ws, open_current(ws, update=update, progress=progress), backend=backend, update=update,
+                   device=device)
 
     # -- the passage index, opened on first use -----------------------------------------------------
     def passage_index(self):
@@ -223,10 +227,13 @@ class Retriever:
         if expander is not None:
             expansions = [expander.expand(q) for q in queries]
             scored = [q + " " + " ".join(e.added) if e.added else q for q, e in zip(queries, expansions)]
+        # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         if unit == "document":
+            k = min(k, max(1, self.index.n_docs))
             top = self._score(self.index, self.index.query_batch_from_strings(scored), k)
             return Ranked(top, queries, self, "document", expansions)
         pidx = self.passage_index()
+        k = min(k, max(1, pidx.n_passages))
         batch = pidx.query_batch_from_strings(scored)
         cap = self.workspace.config.retrieval.max_passages_per_source
         return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage", expansions)

@@ -77,7 +77,11 @@ def add_reused(acc: "Accumulator", old_postings: Postings, old_vocab, new_units:
 
 
 class _Stream:
-    """Pending (unit, provisional term) pairs of one stream, reduced to counted triples in chunks."""
+    """Pending (unit, provisional term) pairs of one stream, reduced to counted triples in chunks.
+
+    A chunk is three int32 arrays (unit, provisional term, count), sorted by unit then term: 12 bytes
+    per distinct pair, the only per-token state kept between flushes.
+    """
 
     def __init__(self, n_dropped: int):
         self.n_dropped = n_dropped
@@ -92,16 +96,65 @@ class _Stream:
         terms = np.asarray(self.pend_terms, dtype=np.int64)
         keep = terms >= self.n_dropped
         keys, counts = _count_keys((units[keep] << 32) | terms[keep])
-        self.chunks.append((keys >> 32, keys & 0xFFFFFFFF, counts))
+        self.chunks.append(_chunk(keys >> 32, keys & 0xFFFFFFFF, counts))
         self.pend_units, self.pend_terms = [], []
 
-    def triples(self, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def term_major(self, rank: np.ndarray, n_terms: int, n_units: int,
+                   doc_len: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The stream as a canonical term-major CSR: (indptr int64, indices int32, counts int32), units
+        ascending per term, pairs that meet twice (a unit split across flushes, tokens sharing a stem)
+        summed. The chunks are released as they are placed, so the peak is about the triples plus the
+        output, never a second copy of either. ``doc_len`` (float64, per unit) is incremented by counts."""
         self.flush()
-        if not self.chunks:
-            z = np.zeros(0, dtype=np.int64)
-            return z, z, z
-        return (np.concatenate([c[0] for c in self.chunks]), rank[np.concatenate([c[1] for c in self.chunks])],
-                np.concatenate([c[2] for c in self.chunks]))
+        chunks, self.chunks = self.chunks, []
+        per_term = np.zeros(n_terms, dtype=np.int64)
+        for _u, t, _c in chunks:
+            per_term += np.bincount(rank[t], minlength=n_terms)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(per_term, out=indptr[1:])
+        total = int(indptr[-1])
+        indices = np.empty(total, dtype=np.int32)
+        counts = np.empty(total, dtype=np.int32)
+        nxt = indptr[:-1].copy()
+        chunks.reverse()
+        while chunks:
+            u, t, c = chunks.pop()
+            if doc_len is not None:
+                doc_len += np.bincount(u, weights=c, minlength=n_units)
+            r = rank[t]
+            # a stable sort by term keeps the chunk's unit order inside each term
+            order = np.argsort(r, kind="stable")
+            rs = r[order]
+            dest = nxt[rs] + (np.arange(rs.size, dtype=np.int64) - np.searchsorted(rs, rs, side="left"))
+            indices[dest] = u[order]
+            counts[dest] = c[order]
+            nxt += np.bincount(r, minlength=n_terms)
+            del u, t, c, r, order, rs, dest
+        return _canonical(indptr, indices, counts, n_terms, n_units)
+
+
+def _chunk(units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if units.size and (units.max() > _I32 or terms.max() > _I32):
+        raise OverflowError("more than 2**31 - 1 units or distinct runs")
+    return units.astype(np.int32), terms.astype(np.int32), np.minimum(counts, _I32).astype(np.int32)
+
+
+_I32 = np.iinfo(np.int32).max
+
+
+def _canonical(indptr, indices, counts, n_terms: int, n_units: int):
+    """Sort each row's units and sum repeated (term, unit) pairs, in place where it can."""
+    starts = np.zeros(indices.size, dtype=bool)
+    starts[indptr[:-1][indptr[:-1] < indices.size]] = True
+    descending = (indices[1:] <= indices[:-1]) & ~starts[1:]  # an unsorted or repeated pair in a row
+    if not descending.any():
+        return indptr, indices, counts
+    del starts, descending
+    from scipy import sparse
+
+    m = sparse.csr_matrix((counts, indices, indptr), shape=(n_terms, n_units), copy=False)
+    m.sum_duplicates()  # sorts rows, then merges repeats
+    return m.indptr.astype(np.int64, copy=False), m.indices.astype(np.int32, copy=False), m.data.astype(np.int32, copy=False)
 
 
 def _count_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,7 +201,8 @@ class Accumulator:
         """Already-counted triples (reused units); ``terms`` are provisional ids."""
         st = self.streams[field]
         st.flush()
-        st.chunks.append((units.astype(np.int64), terms.astype(np.int64), counts.astype(np.int64)))
+        st.chunks.append(_chunk(np.asarray(units, dtype=np.int64), np.asarray(terms, dtype=np.int64),
+                                np.asarray(counts, dtype=np.int64)))
 
     def provisional_ids(self, terms: list[str]) -> np.ndarray:
         """Provisional ids for terms that are already indexed terms (stemmed, if stemming)."""
@@ -175,38 +229,42 @@ class Accumulator:
         """Sorted vocabulary and the canonical term-major CSR arrays (plus ``tf_<field>`` aligned with
         ``tf`` for every field stream)."""
         vocab, rank = self._ranks()
-        units, terms, counts = self.streams[""].triples(rank)
         n_terms = len(vocab)
-        doc_len = np.bincount(units, weights=counts, minlength=n_units).astype(np.int64)
-        if doc_len.size and doc_len.max() > np.iinfo(np.int32).max:
+        doc_len = np.zeros(n_units, dtype=np.float64)
+        indptr, indices, tf = self.streams[""].term_major(rank, n_terms, n_units, doc_len)
+        if doc_len.size and doc_len.max() > _I32:
             raise OverflowError("a document exceeds 2**31 - 1 tokens")
-        # Term-major CSR by a counting sort (scipy's COO -> CSR; it also sums the triples of tokens that
-        # share a stem), then units ascending per term.
-        from scipy import sparse
-
-        m = sparse.csr_matrix((counts, (terms, units)), shape=(n_terms, n_units))
-        m.sum_duplicates()
-        m.sort_indices()
-        if m.data.size and m.data.max() > np.iinfo(np.int32).max:
-            raise OverflowError("a term frequency exceeds 2**31 - 1")
-        arrays = {"indptr": m.indptr.astype(np.int64), "indices": m.indices.astype(np.int32),
-                  "tf": m.data.astype(np.int32), "doc_len": doc_len.astype(np.int32)}
-        if len(self.streams) > 1:
-            width = max(n_units, 1)
-            rows = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(arrays["indptr"]))
-            main_keys = rows * width + arrays["indices"]
-            for name, st in self.streams.items():
-                if not name:
-                    continue
-                f_units, f_terms, f_counts = st.triples(rank)
-                f = sparse.csr_matrix((f_counts, (f_terms, f_units)), shape=(n_terms, n_units))
-                f.sum_duplicates()
-                f.sort_indices()
-                keys = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(f.indptr)) * width + f.indices
-                where = np.searchsorted(main_keys, keys)
-                if keys.size and ((where >= main_keys.size).any() or (main_keys[np.minimum(where, main_keys.size - 1)] != keys).any()):
-                    raise AssertionError(f"field {name!r} counts a token its unit does not have")
-                aligned = np.zeros(main_keys.shape[0], dtype=np.int32)
-                aligned[where] = f.data
-                arrays[f"tf_{name}"] = aligned
+        arrays = {"indptr": indptr, "indices": indices, "tf": tf, "doc_len": doc_len.astype(np.int32)}
+        for name, st in self.streams.items():
+            if name:
+                f_indptr, f_indices, f_counts = st.term_major(rank, n_terms, n_units)
+                arrays[f"tf_{name}"] = _align(indptr, indices, f_indptr, f_indices, f_counts, name)
         return vocab, arrays
+
+
+_ALIGN_BLOCK = 1 << 23  # main postings per block while placing field counts
+
+
+def _align(indptr, indices, f_indptr, f_indices, f_counts, name: str) -> np.ndarray:
+    """A field's counts at the positions of the same (term, unit) pairs in the main postings, a block of
+    terms at a time (two int64 keys per posting for the whole index would double the build's peak)."""
+    out = np.zeros(indices.shape[0], dtype=np.int32)
+    n_terms = indptr.shape[0] - 1
+    width = np.int64(max(int(indices.max()) + 1 if indices.size else 1, int(f_indices.max()) + 1 if f_indices.size else 1))
+    t0 = 0
+    while t0 < n_terms:
+        t1 = max(t0 + 1, int(np.searchsorted(indptr, indptr[t0] + _ALIGN_BLOCK, side="right")) - 1)
+        t1 = min(t1, n_terms)
+        flo, fhi = int(f_indptr[t0]), int(f_indptr[t1])
+        if fhi > flo:
+            lo, hi = int(indptr[t0]), int(indptr[t1])
+            rows = np.repeat(np.arange(t0, t1, dtype=np.int64), np.diff(indptr[t0:t1 + 1]))
+            keys = rows * width + indices[lo:hi]
+            f_rows = np.repeat(np.arange(t0, t1, dtype=np.int64), np.diff(f_indptr[t0:t1 + 1]))
+            f_keys = f_rows * width + f_indices[flo:fhi]
+            where = np.searchsorted(keys, f_keys)
+            if (where >= keys.size).any() or (keys[np.minimum(where, keys.size - 1)] != f_keys).any():
+                raise AssertionError(f"field {name!r} counts a token its unit does not have")
+            out[lo + where] = f_counts[flo:fhi]
+        t0 = t1
+    return out

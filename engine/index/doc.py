@@ -22,8 +22,8 @@ from typing import Callable
 import numpy as np
 
 from engine.index import store
-from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, DocSource, fingerprints,
-                                 load_body)
+from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED,
+                                 FLAG_TEXT_MISSING, Body, DocSource, fingerprints, load_body, read_text)
 from engine.index.strings import StringTable
 from engine.index.csr import Accumulator, add_reused, matching_documents
 from engine.index.terms import TermIndex
@@ -148,8 +148,9 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
         title_runs = runs_bytes(src.title)
         acc.add_runs(int(i), title_runs)
         acc.add_runs(int(i), title_runs, field="title")
-        if src.text_path is not None:
-            body = load_body(src.text_path)
+        if src.text_file is not None:
+            # the scan found no sidecar: the .txt as it is (a sidecar written since changes the fingerprint)
+            body = Body(read_text(src.text_file)) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
             if body.problem:
                 flags[i] |= FLAG_BAD_SIDECAR
                 report.notes.append(f"{body.problem}; indexed from its .txt without the reference cut")

@@ -5,10 +5,35 @@ index (``content/index/doc/``) and the passage index (``content/index/passage/``
 missing, corrupt, truncated, foreign or of another schema is rebuilt with a note, never a traceback. A
 search that finds its index stale updates it (taking the workspace lock); if another process holds the
 lock, it answers from the previous index and says so.
+
+Is the index current? The full answer reads every ledger row and stats every parsed file, compares the
+per-document fingerprints (``engine.index.source``) and the citekey sequence: about 3 us a document, so
+seconds at a million. After any full check or build that finds the index current, the *stamp* of what it
+read is recorded beside the index (``content/index/<kind>/VERIFIED``: the generation and the stamp), and
+the next open compares stamps only:
+
+    the ledger's change stamp   a counter bumped by triggers on every row written, the ledger's random
+                                id, and its schema cookie (``Ledger.change_stamp``)
+    content/parsed/             the folder's mtime, inode and device: sync and import write parsed files
+                                and sidecars by temp file + rename, and delete by unlink, all of which
+                                change the folder's mtime
+
+A stamp is not recorded when it cannot be trusted: the folder's mtime is less than ``RACY_NS`` old when
+read (a later change in the same clock tick would leave it equal; git's "racy clean" rule), or a parsed
+row's path lies outside ``content/parsed/``. What the stamp does not see is a parsed file rewritten in
+place by hand (no rename); ``chitragupta index`` still rebuilds what changed from fingerprints, and
+``--force`` everything. On the stamp path the ledger rows are not read at all: ``rows`` is a
+``LedgerRows`` that looks a row up when a hit needs its title or text.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -20,9 +45,13 @@ from engine.index import passage as passage_index
 from engine.index import store
 from engine.index.source import fingerprints
 from engine.results import Note
-from engine.workspace import Workspace
+from engine.workspace import Workspace, atomic_write_text
 
-__all__ = ["OpenedIndex", "UNITS", "refresh", "open_current", "doc_folder", "index_folder"]
+__all__ = ["OpenedIndex", "LedgerRows", "UNITS", "RACY_NS", "refresh", "open_current", "doc_folder", "index_folder",
+           "stamp"]
+
+RACY_NS = 2_000_000_000  # a parsed-folder mtime younger than this is not trusted
+_VERIFIED = "VERIFIED"
 
 Progress = Callable[[int, int | None], None]
 
@@ -58,6 +87,57 @@ class OpenedIndex:
     current: bool
     report: Any = None
     notes: list[Note] = field(default_factory=list)
+    check: str = ""  # how ``current`` was decided: "stamp", "scan", "built" (or "" when stale)
+
+
+class LedgerRows(Sequence):
+    """The ledger's (citekey, title, status, parsed_path) at each position of an index, read when asked
+    for: a search needs the rows of its hits, not a million titles. A row deleted from the ledger since
+    comes back as (citekey, "", "parsed", None)."""
+
+    _CACHE = 1 << 16
+
+    def __init__(self, ledger_path: Path, citekeys):
+        self._path = Path(ledger_path)
+        self._keys = citekeys
+        self._ledger: Ledger | None = None
+        self._lock = threading.Lock()
+        self._cache: dict[int, tuple] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _open(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger(self._path, create=False, shared=True)
+            weakref.finalize(self, self._ledger.close)
+        return self._ledger
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i)
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        got = self._cache.get(i)
+        if got is None:
+            key = self._keys[i]
+            with self._lock:
+                got = self._open().index_rows([key]).get(key) or (key, "", "parsed", None)
+            if len(self._cache) >= self._CACHE:
+                self._cache.clear()
+            self._cache[i] = got
+        return got
+
+    def __iter__(self):
+        with self._lock:
+            by_key = {r[0]: r for r in self._open().index_view()}
+        for i in range(len(self)):
+            key = self._keys[i]
+            yield by_key.get(key) or (key, "", "parsed", None)
 
 
 def index_folder(ws: Workspace, unit: str = "document") -> Path:
@@ -83,18 +163,66 @@ def _try_open(ws: Workspace, unit: str, notes: list[Note]):
         return None
 
 
+def stamp(ws: Workspace) -> dict | None:
+    """What the cheap up-to-date check compares (see the module docstring); None when untrustworthy."""
+    now = time.time_ns()
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        ledger_stamp = ledger.change_stamp()
+    try:
+        st = os.stat(ws.parsed_dir)
+    except FileNotFoundError:
+        parsed = None
+    except OSError:
+        return None
+    else:
+        if now - st.st_mtime_ns < RACY_NS:
+            return None
+        parsed = [st.st_mtime_ns, st.st_ino, st.st_dev]
+    return {"ledger": ledger_stamp, "parsed": parsed}
+
+
+def _verified_path(ws: Workspace, unit: str) -> Path:
+    return index_folder(ws, unit) / _VERIFIED
+
+
+def _stamp_matches(ws: Workspace, unit: str, index, current: dict | None) -> bool:
+    if current is None or getattr(index, "path", None) is None:
+        return False
+    try:
+        got = json.loads(_verified_path(ws, unit).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(got, dict) and got.get("generation") == index.path.name and got.get("stamp") == current
+
+
+def _record(ws: Workspace, unit: str, index, current: dict | None, rows) -> None:
+    """Record that ``index`` is current at stamp ``current`` (nothing when the stamp cannot be trusted)."""
+    if current is None or getattr(index, "path", None) is None:
+        return
+    if any(status == "parsed" and rel and rel.rpartition("/")[0] != "content/parsed" for _k, _t, status, rel in rows):
+        return  # a file outside content/parsed/ would change without the folder's mtime noticing
+    try:
+        atomic_write_text(_verified_path(ws, unit), json.dumps({"generation": index.path.name, "stamp": current}),
+                          durable=False)
+    except OSError:
+        pass  # the check is only an optimization; a read-only workspace scans every time
+
+
 def _update_locked(ws: Workspace, unit: str, notes: list[Note], *, force: bool,
                    progress: Progress | None) -> OpenedIndex:
     kind = UNITS[unit]
+    current = stamp(ws)  # before the rows: a change while they are read leaves a stamp that will not match
     rows = _rows(ws)
     scanned = fingerprints(ws.root, rows)
     old = _try_open(ws, unit, notes)
     if old is not None and not force and kind.is_current(old, rows, scanned[0]):
-        return OpenedIndex(old, rows, True, None, notes)
+        _record(ws, unit, old, current, rows)
+        return OpenedIndex(old, rows, True, None, notes, "scan")
     index, report = kind.build(ws.root, rows, index_folder(ws, unit), kind.settings(ws),
                                old=None if force else old, progress=progress, scanned=scanned)
     notes += [Note("sidecar", n) for n in report.notes]
-    return OpenedIndex(index, rows, True, report, notes)
+    _record(ws, unit, index, current, rows)
+    return OpenedIndex(index, rows, True, report, notes, "built")
 
 
 def refresh(ws: Workspace, *, unit: str = "document", force: bool = False,
@@ -110,11 +238,15 @@ def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,
     """Open an index for searching, updating it first if the ledger or a parsed file changed."""
     kind = UNITS[unit]
     notes: list[Note] = []
+    index = _try_open(ws, unit, notes)
+    current = stamp(ws)
+    if index is not None and _stamp_matches(ws, unit, index, current):
+        return OpenedIndex(index, LedgerRows(ws.ledger_path, index.citekeys), True, None, notes, "stamp")
     rows = _rows(ws)
     scanned = fingerprints(ws.root, rows)
-    index = _try_open(ws, unit, notes)
     if index is not None and kind.is_current(index, rows, scanned[0]):
-        return OpenedIndex(index, rows, True, None, notes)
+        _record(ws, unit, index, current, rows)
+        return OpenedIndex(index, rows, True, None, notes, "scan")
     if not update:
         if index is None:
             raise WorkspaceError(f"{ws.root}: no usable {unit} index; run `chitragupta index`")
@@ -129,5 +261,5 @@ def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,
         notes.append(Note("index", "another process is writing this workspace; these results come from the "
                                    "previous index"))
         return OpenedIndex(index, rows, False, None, notes)
-    opened.notes[:0] = notes
+    opened.notes[:0] = [n for n in notes if n not in opened.notes]  # the locked re-open says it again
     return opened

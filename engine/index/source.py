@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,14 +32,18 @@ FLAG_HAS_ABSTRACT = 16  # the sidecar gave an abstract field
 RowView = tuple[str, str, str, "str | None"]  # (citekey, title, status, parsed_path)
 
 
-@dataclass(frozen=True)
-class DocSource:
-    """Where one document's text is: its parsed file (absolute) or None, and its flags."""
+class DocSource(NamedTuple):
+    """Where one document's text is: its parsed file (an absolute path string, or None) and its flags.
+    (A tuple with the path kept as a string: a million of them are made per full scan.)"""
 
     citekey: str
     title: str
-    text_path: Path | None
+    text_file: str | None
     flags: int
+
+    @property
+    def text_path(self) -> Path | None:
+        return None if self.text_file is None else Path(self.text_file)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -79,12 +84,14 @@ def _stat_folder(folder: Path) -> dict[str, tuple[int, int]]:
 def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarray, list[DocSource]]:
     """Per row: a 128-bit fingerprint ((n, 2) uint64), flags ((n,) uint8) and its DocSource."""
     n = len(rows)
-    fps = np.zeros((n, 2), dtype=np.uint64)
-    flags = np.zeros(n, dtype=np.uint8)
+    digests: list[bytes] = []
+    flags = bytearray(n)
     sources: list[DocSource] = []
     listing = _stat_folder(root / "content" / "parsed")
+    base = str(root) + os.sep
+    blake = hashlib.blake2b
     for i, (key, title, status, rel) in enumerate(rows):
-        text_path = None
+        text_file = None
         st = side = None
         flag = 0
         if status == "parsed" and rel:
@@ -101,17 +108,17 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
             if st is None:
                 flag = FLAG_TEXT_MISSING
             else:
-                text_path = root / rel
+                text_file = base + rel
                 if side is None:
                     flag = FLAG_NO_SIDECAR
         elif status != "parsed":
             flag = FLAG_NOT_PARSED
-        h = hashlib.blake2b(digest_size=16)
-        h.update(repr((title, rel, status, st, side)).encode("utf-8", "surrogatepass"))
-        fps[i] = np.frombuffer(h.digest(), dtype=np.uint64)
+        digests.append(blake(repr((title, rel, status, st, side)).encode("utf-8", "surrogatepass"),
+                             digest_size=16).digest())
         flags[i] = flag
-        sources.append(DocSource(key, title, text_path, flag))
-    return fps, flags, sources
+        sources.append(DocSource(key, title, text_file, flag))
+    fps = np.frombuffer(b"".join(digests), dtype=np.uint64).reshape(n, 2).copy()
+    return fps, np.frombuffer(bytes(flags), dtype=np.uint8).copy(), sources
 
 
 @dataclass(frozen=True)
@@ -189,11 +196,12 @@ def abstract_of(kept: list[tuple[int, dict]]) -> str:
     return "\n\n".join(out)
 
 
-def read_text(path: Path | None) -> str:
+def read_text(path: "Path | str | None") -> str:
     """A parsed file's text, decoded with errors="replace" (the rule sync uses); "" for None."""
     if path is None:
         return ""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""

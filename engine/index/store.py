@@ -9,6 +9,11 @@ sees the old index or the new one, never a mix. The manifest records each array'
 size and CRC-32; sizes and shapes are checked on every load, checksums when the arrays total less than
 ``CHECKSUM_LIMIT`` bytes (above it a full read would cost more than the load itself). Arrays are read
 with ``allow_pickle=False``.
+
+Checksums are verified once per generation: a load that verified them writes ``CHECKED`` into the
+generation (each array file's size, mtime and inode), and later loads skip the read while those are
+unchanged -- a rewritten, replaced or truncated file has a new mtime or inode. A file younger than
+``RACY_NS`` is never vouched for this way (a change in the same clock tick would keep its mtime).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from engine.workspace import atomic_write_text, fsync_dir
 __all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "CHECKSUM_LIMIT"]
 
 CHECKSUM_LIMIT = 256 * 1024 * 1024
+RACY_NS = 2_000_000_000
 _KEEP_GENERATIONS = 2  # the live one and its predecessor, which a slow reader may still be opening
 
 
@@ -90,10 +96,27 @@ def _prune(folder: Path, keep: str) -> None:
     for p in folder.iterdir():  # temp folders of writers that were killed
         if p.is_dir() and p.name.startswith(".g") and p.name.endswith(".tmp"):
             try:
-                if time.time() - p.stat().st_mtime > 3600:
+                if not _writer_alive(p.name) or time.time() - p.stat().st_mtime > 3600:
                     shutil.rmtree(p, ignore_errors=True)
             except OSError:
                 pass
+
+
+def _writer_alive(tmp_name: str) -> bool:
+    """Whether the process named in a temp folder ``.g<time>-<pid>.tmp`` still runs (True if unsure)."""
+    try:
+        pid = int(tmp_name[: -len(".tmp")].rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return True
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
@@ -104,13 +127,15 @@ def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
         raise IndexCorrupt("no index built yet") from None
     except (OSError, UnicodeDecodeError) as err:
         raise IndexCorrupt(f"unreadable CURRENT pointer ({err})") from None
+    if not name:
+        raise IndexCorrupt("CURRENT is empty (a writer stopped before naming a generation)")
     gen = folder / name
     if "/" in name or name.startswith(".") or not gen.is_dir():
         raise IndexCorrupt(f"CURRENT names a generation that is not there ({name!r})")
     try:
         manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise IndexCorrupt(f"unreadable manifest ({err})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise IndexCorrupt(f"unreadable manifest ({type(err).__name__}: {err})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise IndexCorrupt("the manifest is not an index manifest")
     for key, want in expect.items():
@@ -123,16 +148,19 @@ def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
             raise IndexCorrupt(f"built with {key} = {got!r}, this version needs {want!r}")
     files = manifest["files"]
     total = 0
+    seen = {}
     for arr_name, meta in files.items():
         p = gen / f"{arr_name}.npy"
         try:
-            size = p.stat().st_size
+            st = p.stat()
         except OSError:
             raise IndexCorrupt(f"array {arr_name} is missing") from None
+        size = st.st_size
         if size != meta.get("bytes"):
             raise IndexCorrupt(f"array {arr_name} is {size} bytes, the manifest says {meta.get('bytes')}")
         total += size
-    check = total < CHECKSUM_LIMIT
+        seen[arr_name] = [size, st.st_mtime_ns, st.st_ino]
+    check = total < CHECKSUM_LIMIT and not _checked_before(gen, seen)
     arrays = {}
     for arr_name, meta in files.items():
         p = gen / f"{arr_name}.npy"
@@ -146,4 +174,22 @@ def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
             raise IndexCorrupt(f"array {arr_name} is {arr.dtype.str}{list(arr.shape)}, the manifest says "
                                f"{meta.get('dtype')}{meta.get('shape')}")
         arrays[arr_name] = arr
+    if check:
+        _note_checked(gen, seen)
     return StoredIndex(manifest=manifest, arrays=arrays, path=gen)
+
+
+def _checked_before(gen: Path, seen: dict) -> bool:
+    try:
+        return json.loads((gen / "CHECKED").read_text(encoding="utf-8")) == seen
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+
+
+def _note_checked(gen: Path, seen: dict) -> None:
+    if any(time.time_ns() - mtime < RACY_NS for _size, mtime, _ino in seen.values()):
+        return
+    try:
+        atomic_write_text(gen / "CHECKED", json.dumps(seen, sort_keys=True), durable=False)
+    except OSError:
+        pass  # a read-only cache is checked on every load
