@@ -14,7 +14,9 @@ from pathlib import Path
 
 from engine.errors import CorpusError
 
-__all__ = ["BibEntry", "read_bibtex", "file_field_paths"]
+__all__ = ["BibEntry", "read_bibtex", "file_field_paths", "MALFORMED"]
+
+MALFORMED = "malformed entry skipped"  # the problem text of a block the parser could not read
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def read_bibtex(path: Path) -> tuple[list[BibEntry], list[str]]:
         else:
             err = getattr(block, "error", None)
             reason = getattr(err, "abort_reason", None) or str(err) or type(err).__name__
-            problems.append(f"{path}:{line}: malformed entry skipped: {reason}")
+            problems.append(f"{path}:{line}: {MALFORMED}: {reason}")
     entries = []
     base = path.parent
     for e in lib.entries:

@@ -8,6 +8,7 @@ enrich stage both call it. Public API:
     convert(path, *, artifacts_path, kind=None) -> DoclingDocument
     document_items(doc) -> list[dict]        the sidecar's items: {"text", "label", "page"} in reading order
     to_markdown(doc) -> str                  the whole document as Markdown
+    to_json(doc) -> str                      the whole document as docling's DoclingDocument JSON
 
 Every format but PDF is read by docling's declarative backends, built directly (no models, no torch,
 no network: local and remote resource fetching stay off). PDF needs docling's layout models from a
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from docling_core.types.doc import DoclingDocument
 
 __all__ = ["FORMATS", "INSTALL_HINT", "PDF_INSTALL_HINT", "detect_format", "convert", "document_items",
-           "to_markdown"]
+           "to_markdown", "to_json"]
 
 # Every kind detect_format can answer, in the order it checks them.
 FORMATS = ("pdf", "docx", "json_docling", "xml_jats", "html", "md", "latex")
@@ -341,3 +342,8 @@ def document_items(doc: "DoclingDocument") -> list[dict]:
 def to_markdown(doc: "DoclingDocument") -> str:
     """The whole document as Markdown (docling's own export)."""
     return doc.export_to_markdown()
+
+
+def to_json(doc: "DoclingDocument") -> str:
+    """The whole document as docling's own JSON export (``DoclingDocument`` schema), for the enrich stage."""
+    return json.dumps(doc.export_to_dict(), ensure_ascii=False)

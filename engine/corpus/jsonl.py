@@ -13,7 +13,9 @@ from typing import Iterator
 
 from engine.errors import CorpusError
 
-__all__ = ["JsonlRecord", "iter_jsonl", "read_queries"]
+__all__ = ["JsonlRecord", "iter_jsonl", "read_queries", "NOT_JSON"]
+
+NOT_JSON = "not valid JSON"  # the problem text of a line that does not parse
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,10 @@ def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
-                problems.append(f"{where}: not valid JSON ({err.msg} at column {err.colno}); line skipped")
+                problems.append(f"{where}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
+                continue
+            except RecursionError:  # json's own nesting limit
+                problems.append(f"{where}: {NOT_JSON} (nested too deeply); line skipped")
                 continue
             if not isinstance(obj, dict):
                 problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
@@ -107,6 +112,9 @@ def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:
             obj = json.loads(raw.decode("utf-8-sig" if n == 1 else "utf-8", errors="replace"))
         except json.JSONDecodeError as err:
             problems.append(f"{where}: not valid JSON ({err.msg} at column {err.colno}); line skipped")
+            continue
+        except RecursionError:
+            problems.append(f"{where}: not valid JSON (nested too deeply); line skipped")
             continue
         if not isinstance(obj, dict):
             problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")

@@ -66,6 +66,8 @@ def read_sidecar(path: Path) -> list[dict]:
         items = json.loads(raw.decode("utf-8", errors="replace"))
     except json.JSONDecodeError as err:
         raise SidecarError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except RecursionError:  # json's own nesting limit: ``[[[[...`` a hundred thousand deep
+        raise SidecarError(f"{path}: not valid JSON (nested too deeply)") from None
     return _validate(items, str(path))
 
 

@@ -2,7 +2,8 @@
 
 Both are incremental and resumable: unchanged sources are not re-parsed, parsed files are written before
 their ledger rows, and rows are committed in batches, so a killed run loses at most the batch in flight
-and the next run carries on.
+and the next run carries on (and removes the temp files the killed one left). Call them under the
+workspace lock (``Workspace.lock``), as the CLI does.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from engine.corpus.bibtex import read_bibtex
-from engine.corpus.jsonl import iter_jsonl
+from engine.corpus.bibtex import MALFORMED, read_bibtex
+from engine.corpus.jsonl import NOT_JSON, iter_jsonl
 from engine.corpus.ledger import Ledger, LedgerRow
 from engine.corpus.parsers import ParseError, parse
 from engine.corpus.sidecar import dump_sidecar
@@ -152,6 +153,34 @@ def _artifacts_path(ws: Workspace) -> str:
     return str(p if p.is_absolute() else ws.root / p)
 
 
+def _sweep_temp(ws: Workspace) -> None:
+    """Remove the temp files a killed writer left in ``content/parsed/`` (``.<name>.<random>.tmp`` from
+    ``atomic_write_text``). Never read as parsed text, but they would pile up; callers hold the lock, so
+    no live writer owns one."""
+    try:
+        with os.scandir(ws.parsed_dir) as it:
+            stale = [e.path for e in it if e.name.startswith(".") and e.name.endswith(".tmp") and e.is_file()]
+    except OSError:
+        return
+    for p in stale:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+def _gone(existing: dict[str, LedgerRow], origin: str, seen: set[str], damage: str | None, where: str,
+          report: SyncReport) -> list[str]:
+    """The citekeys of ``origin`` no longer in it, to remove -- none when the source looks damaged
+    (``damage`` says how): a half-written export must not wipe what the ledger already holds."""
+    gone = [k for k, r in existing.items() if r.origin == origin and k not in seen]
+    if gone and damage:
+        report.problems.append(f"{where}: {damage}; the {len(gone)} source(s) it no longer lists were kept, not "
+                               "removed (fix the file and run again; to drop them all, delete content/ledger.sqlite)")
+        return []
+    return gone
+
+
 def _names_for(ledger: Ledger, incoming: Iterable[str]) -> dict[str, str]:
     return assign_names(set(ledger.citekeys()) | set(incoming))
 
@@ -165,6 +194,7 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
     backend = ws.config.parser.backend
     artifacts = _artifacts_path(ws)
     ws.parsed_dir.mkdir(parents=True, exist_ok=True)
+    _sweep_temp(ws)
     with Ledger(ws.ledger_path) as ledger:
         existing = {r.citekey: r for r in ledger.rows()}
         names = _names_for(ledger, (e.citekey for e in entries))
@@ -223,7 +253,10 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
             atomic_write_text(ws.absolute(rel), result.text, durable=False)
             batch.put(row.with_(status="parsed", parsed_path=rel))
             report.parsed += 1
-        gone = [k for k, r in existing.items() if r.origin == origin and k not in seen]
+        damage = ("it yields no entries (empty, or not BibTeX)" if not entries else
+                  "it has malformed entries (a half-written export?)" if any(MALFORMED in p for p in problems)
+                  else None)
+        gone = _gone(existing, origin, seen, damage, str(bib), report)
         for k in gone:
             _remove_parsed(ws, existing[k].parsed_path)
         batch.deletes = gone
@@ -253,6 +286,7 @@ def import_jsonl(ws: Workspace, path: Path, progress: Progress | None = None) ->
     origin = _origin(ws, path)
     report = SyncReport(origin=origin)
     ws.parsed_dir.mkdir(parents=True, exist_ok=True)
+    _sweep_temp(ws)
     # First pass for the key set (names must be collision-free across the whole ledger).
     scan_problems: list[str] = []
     keys = [r.citekey for r in iter_jsonl(path, scan_problems)]
@@ -287,7 +321,10 @@ def import_jsonl(ws: Workspace, path: Path, progress: Progress | None = None) ->
             atomic_write_text(ws.absolute(rel), rec.text, durable=False)
             batch.put(row)
             report.parsed += 1
-        gone = [k for k, r in existing.items() if r.origin == origin and k not in seen]
+        damage = ("it yields no records" if not keys else
+                  "it has lines that are not JSON (a truncated file?)" if any(NOT_JSON in p for p in report.problems)
+                  else None)
+        gone = _gone(existing, origin, seen, damage, str(path), report)
         for k in gone:
             _remove_parsed(ws, existing[k].parsed_path)
         batch.deletes = gone

@@ -53,11 +53,16 @@ def normalize_ws(s: str) -> str:
     return _WS.sub(" ", s).strip()
 
 
+_PLAIN_TERM = re.compile(r"[a-z0-9]+")
+
+
 def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(positions, term indexes, match lengths) of every whole-word occurrence, in text order."""
     if not terms:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z
+    if all(_PLAIN_TERM.fullmatch(t) for t in terms):
+        return _run_occurrences(low, terms)
     index = {t: i for i, t in enumerate(terms)}
     pos, tid, ln = [], [], []
     for m in term_pattern(terms).finditer(low):
@@ -67,6 +72,33 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
     return (np.asarray(pos, dtype=np.int64), np.asarray(tid, dtype=np.int64), np.asarray(ln, dtype=np.int64))
 
 
+def _run_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_occurrences`` for terms that are ``[a-z0-9]`` runs, in array operations: a whole-word match
+    of such a term is exactly a maximal ``[a-z0-9]`` run equal to it. One byte per character (anything
+    non-ASCII becomes ``?``, a separator), so byte offsets are character offsets. Linear in the text,
+    where a regex match object per occurrence costs seconds on a document of one repeated word."""
+    b = np.frombuffer(low.encode("ascii", "replace"), dtype=np.uint8)
+    is_run = ((b >= 97) & (b <= 122)) | ((b >= 48) & (b <= 57))
+    edges = np.diff(is_run.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts = np.flatnonzero(edges == 1)
+    lengths = np.flatnonzero(edges == -1) - starts
+    pos, tid = [], []
+    for i, t in enumerate(terms):
+        s = starts[lengths == len(t)]
+        want = np.frombuffer(t.encode("ascii"), dtype=np.uint8)
+        for j in range(len(t)):  # narrow the candidates one character at a time
+            if s.size == 0:
+                break
+            s = s[b[s + j] == want[j]]
+        pos.append(s)
+        tid.append(np.full(s.size, i, dtype=np.int64))
+    pos_a, tid_a = np.concatenate(pos).astype(np.int64), np.concatenate(tid)
+    order = np.argsort(pos_a, kind="stable")
+    pos_a, tid_a = pos_a[order], tid_a[order]
+    ln = np.fromiter((len(terms[i]) for i in range(len(terms))), dtype=np.int64, count=len(terms))[tid_a]
+    return pos_a, tid_a, ln
+
+
 _RUN = re.compile(r"[a-z0-9]+")
 
 
@@ -74,11 +106,14 @@ def _stemmed_occurrences(low: str, stems: list[str], stem) -> tuple[np.ndarray, 
     """Like ``_occurrences``, matching each word of the text by its stem."""
     index = {t: i for i, t in enumerate(stems)}
     pos, tid, ln = [], [], []
+    seen: dict[str, int | None] = {}  # word -> term index: a long text repeats its words
     for m in _RUN.finditer(low):
         w = m.group()
         if len(w) < 2:
             continue
-        i = index.get(stem(w))
+        i = seen.get(w, -1)
+        if i == -1:
+            i = seen[w] = index.get(stem(w))
         if i is not None:
             pos.append(m.start())
             tid.append(i)
