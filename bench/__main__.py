@@ -12,6 +12,13 @@ COMMANDS = {
     "sweep": ("bench.sweep", "a (k1, b, field weight) grid on one arm in one batched call"),
     "units": ("bench.units", "the reference cut, snippet shares and passage-unit costs"),
     "experiments": ("bench.experiments", "re-run the spec's experiments on the real arms"),
+    "synth": ("bench.synth", "a seeded synthetic workspace drawn from a collection's statistics"),
+    "scale": ("bench.scale", "100k / 1M documents beside bm25s: queries/s, build memory, first CLI query"),
+    "reliability": ("bench.reliability", "SIGKILL campaigns, concurrent writers, hostile input: the reliability table"),
+    "dense": ("bench.dense", "dense retrieval (MiniLM in FAISS) beside BM25 on the qrels arms; encode, search, rerank cost"),
+    "topics": ("bench.topics", "the bertopic stage on scifact: wall time, outlier share, reproducibility"),
+    "gpu": ("bench.gpu", "one prepared GPU run: gpu tests, torch CUDA q/s at 5k/100k/1M, the 11x11 grid"),
+    "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
 }
 
 

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "index": ("engine.cli.index_cmd", "build or update the BM25 index"),
     "search": ("engine.cli.search_cmd", "search the workspace (one query, or a batch to a TREC run file)"),
     "evidence": ("engine.cli.evidence_cmd", "one document's passages that bear on a query"),
+    "enrich": ("engine.cli.enrich_cmd", "optional enrichment: --stages docling,embed,bertopic (the enrich extra)"),
     "bench": ("engine.cli.bench_cmd", "the measurement harness (python -m bench): quality, speed, sweep, ..."),
     "demo": ("engine.cli.demo_cmd", "build a workspace from the built-in sample corpus and search it"),
 }

@@ -6,7 +6,7 @@ import sys
 
 
 def add_arguments(p) -> None:
-    from kernels.dispatch import BACKENDS
+    from kernels.dispatch import BACKENDS, DEVICES
 
     p.add_argument("query", nargs="?", help="the query (omit with --queries)")
     p.add_argument("-k", type=int, default=None, help="hits per query (default 10; 100 with --queries)")
@@ -15,9 +15,14 @@ def add_arguments(p) -> None:
     p.add_argument("--run", metavar="OUT.trec", help="batch mode: where to write the TREC run")
     p.add_argument("--backend", choices=list(BACKENDS), default=None,
                    help="scoring backend (default: [retrieval].backend)")
+    p.add_argument("--device", choices=list(DEVICES), default=None,
+                   help="where the torch backend runs (default: [retrieval].device)")
     p.add_argument("--snippet-chars", type=int, default=None, help="snippet width (default: [retrieval].snippet_chars)")
     p.add_argument("--unit", choices=["document", "passage"], default="document",
                    help="rank whole documents (default) or the sidecar's paragraphs")
+    p.add_argument("--engine", choices=["bm25", "embed"], default="bm25",
+                   help="bm25 (default), or embed: the embedding index `chitragupta enrich --stages embed` builds "
+                        "(ranks chunks; needs the enrich extra)")
     p.add_argument("--no-update", action="store_true", help="search the index as it is, even if the ledger changed")
     p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
 
@@ -116,7 +121,12 @@ def run(args) -> int:
         raise UsageError('give a QUERY, e.g. chitragupta search "digital twin fidelity", or --queries Q.jsonl --run OUT.trec')
     if args.snippet_chars is not None and args.snippet_chars < 1:
         raise UsageError(f"--snippet-chars must be >= 1, got {args.snippet_chars}")
+    if args.engine == "embed":
+        from engine.cli.enrich_cmd import search_embed
+
+        return search_embed(args)
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
-        retriever = Retriever.open(ws, update=not args.no_update, backend=args.backend, progress=cb)
+        retriever = Retriever.open(ws, update=not args.no_update, backend=args.backend, device=args.device,
+                                   progress=cb)
     return _batch(args, retriever) if args.queries else _single(args, retriever)

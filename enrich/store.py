@@ -1,0 +1,261 @@
+"""The embedding store on disk: one folder per model under ``content/faiss/<model-slug>/``.
+
+    manifest.json     schema, model, dim, chunk count, document count, the chunking recipe, and for every
+                      file below its byte length and blake2b checksum (verified on every load)
+    vectors.npy       (n, dim) float32, L2-normalised: kept so an update rebuilds the index without encoding
+    chunk_doc.npy     (n,) int32   the chunk's document (a position in docs.json's lists)
+    chunk_no.npy      (n,) int32   the chunk's number within its document (0, 1, ...)
+    char_start.npy    (n,) int64   the chunk's character span in its document's text
+    char_end.npy      (n,) int64
+    docs.json         per document: citekey, title, text hash, and the text the spans point into
+    index.faiss       faiss.IndexFlatIP over vectors.npy (exact inner product = cosine similarity)
+
+No pickle anywhere: arrays load with ``allow_pickle=False``, the rest is JSON. A save writes a complete
+new folder beside the old one and swaps it in by rename, so a reader sees the old store or the new one,
+never a mixture; a store that fails any check raises ``StoreCorrupt`` and the embed stage rebuilds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import ChitraguptaError
+from engine.workspace import fsync_dir
+from enrich._optional import require
+
+__all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build_index", "store_folder", "recover"]
+
+SCHEMA = 1
+MANIFEST = "manifest.json"
+_ARRAYS = {"vectors.npy": np.float32, "chunk_doc.npy": np.int32, "chunk_no.npy": np.int32,
+           "char_start.npy": np.int64, "char_end.npy": np.int64}
+_FILES = (*_ARRAYS, "docs.json", "index.faiss")
+
+
+class StoreCorrupt(ChitraguptaError):
+    """A store folder that is not what its manifest says (or has no usable manifest)."""
+
+
+@dataclass
+class Store:
+    """Chunks of a set of documents, their vectors and (lazily) their FAISS index."""
+
+    model: str
+    dim: int
+    recipe: dict
+    citekeys: list[str]
+    titles: list[str]
+    hashes: list[str]
+    texts: list[str]
+    vectors: np.ndarray  # (n, dim) float32
+    chunk_doc: np.ndarray  # (n,) int32
+    chunk_no: np.ndarray  # (n,) int32
+    char_start: np.ndarray  # (n,) int64
+    char_end: np.ndarray  # (n,) int64
+    index: object | None = field(default=None, repr=False)
+
+    @property
+    def count(self) -> int:
+        return int(self.vectors.shape[0])
+
+    def chunk_text(self, row: int) -> str:
+        d = int(self.chunk_doc[row])
+        return self.texts[d][int(self.char_start[row]):int(self.char_end[row])]
+
+    def doc_rows(self) -> dict[str, np.ndarray]:
+        """citekey -> its chunk rows, in chunk order."""
+        order = np.argsort(self.chunk_doc, kind="stable")
+        bounds = np.searchsorted(self.chunk_doc[order], np.arange(len(self.citekeys) + 1))
+        return {k: order[bounds[i]:bounds[i + 1]] for i, k in enumerate(self.citekeys)}
+
+    def faiss_index(self):
+        if self.index is None:
+            self.index = build_index(self.vectors)
+        return self.index
+
+
+def store_folder(content: Path, slug: str) -> Path:
+    return content / "faiss" / slug
+
+
+def build_index(vectors: np.ndarray):
+    """An exact inner-product index (``faiss.IndexFlatIP``) over (n, dim) float32 ``vectors``."""
+    faiss = require("faiss", "enrich", "the embedding index")
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    index = faiss.IndexFlatIP(int(vectors.shape[1]))
+    if len(vectors):
+        index.add(vectors)
+    return index
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _write(folder: Path, name: str, data: bytes, files: dict) -> None:
+    with open(folder / name, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    files[name] = {"bytes": len(data), "blake2b": _digest(data)}
+
+
+def _sweep_leftovers(parent: Path, slug: str) -> None:
+    """Folders a killed save left behind (``.<slug>.tmp-*``, ``.<slug>.old-*``)."""
+    for p in parent.glob(f".{slug}.*"):
+        if p.is_dir() and (".tmp-" in p.name or ".old-" in p.name):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _moved_aside(folder: Path) -> Path | None:
+    """The live store ``save_store`` moved aside (``.<slug>.old-*/<slug>``) and has not yet replaced."""
+    for old in sorted(folder.parent.glob(f".{folder.name}.old-*")) if folder.parent.is_dir() else ():
+        if (old / folder.name).is_dir():
+            return old / folder.name
+    return None
+
+
+def recover(folder: Path) -> None:
+    """Finish what a killed ``save_store`` left (call under the workspace lock, before loading): a
+    store moved aside (``.<slug>.old-*/<slug>``) while the new one was not yet in place is put back,
+    then leftover temp and old folders are removed (each may hold a full copy of the vectors)."""
+    parent, slug = folder.parent, folder.name
+    if not parent.is_dir():
+        return
+    aside = None if folder.exists() else _moved_aside(folder)
+    if aside is not None:
+        os.replace(aside, folder)
+    _sweep_leftovers(parent, slug)
+
+
+def save_store(folder: Path, store: Store) -> None:
+    """Write ``store`` to ``folder`` atomically: a complete temp folder, then a rename swap."""
+    faiss = require("faiss", "enrich", "the embedding index")
+    parent, slug = folder.parent, folder.name
+    parent.mkdir(parents=True, exist_ok=True)
+    _sweep_leftovers(parent, slug)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{slug}.tmp-", dir=parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the store is as readable as the rest of content/
+    try:
+        files: dict[str, dict] = {}
+        arrays = {"vectors.npy": store.vectors, "chunk_doc.npy": store.chunk_doc, "chunk_no.npy": store.chunk_no,
+                  "char_start.npy": store.char_start, "char_end.npy": store.char_end}
+        for name, dtype in _ARRAYS.items():
+            _write(tmp, name, _npy_bytes(np.ascontiguousarray(arrays[name], dtype=dtype)), files)
+        docs = {"citekeys": store.citekeys, "titles": store.titles, "hashes": store.hashes, "texts": store.texts}
+        _write(tmp, "docs.json", json.dumps(docs, ensure_ascii=False).encode("utf-8"), files)
+        index = store.faiss_index()
+        _write(tmp, "index.faiss", faiss.serialize_index(index).tobytes(), files)
+        manifest = {"schema": SCHEMA, "model": store.model, "slug": slug, "dim": store.dim, "count": store.count,
+                    "documents": len(store.citekeys), "recipe": store.recipe, "index": "IndexFlatIP",
+                    "files": files, "written_at": time.time()}
+        _write(tmp, MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"), {})
+        fsync_dir(tmp)
+        old = None
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{slug}.old-", dir=parent))
+            os.replace(folder, old / slug)
+        os.replace(tmp, folder)
+        fsync_dir(parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _read_checked(folder: Path, name: str, files: dict) -> bytes:
+    meta = files.get(name)
+    if not isinstance(meta, dict):
+        raise StoreCorrupt(f"manifest lists no {name}")
+    try:
+        data = (folder / name).read_bytes()
+    except OSError as err:
+        raise StoreCorrupt(f"{name} cannot be read ({err.strerror or err})") from err
+    if len(data) != meta.get("bytes") or _digest(data) != meta.get("blake2b"):
+        raise StoreCorrupt(f"{name} does not match its manifest (length or checksum)")
+    return data
+
+
+def load_store(folder: Path, *, model: str | None = None, dim: int | None = None, recipe: dict | None = None,
+               with_index: bool = True) -> Store | None:
+    """The store in ``folder``, every file checked against the manifest; None when there is no folder.
+
+    ``model``/``dim``/``recipe``, when given, must match the manifest. StoreCorrupt otherwise.
+    """
+    if not folder.is_dir():
+        folder = _moved_aside(folder)  # a reader between save_store's two renames sees the old store
+        if folder is None:
+            return None
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise StoreCorrupt(f"{MANIFEST} is missing or not JSON ({type(err).__name__})") from err
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        raise StoreCorrupt(f"{MANIFEST} is not schema {SCHEMA}")
+    if model is not None and manifest.get("model") != model:
+        raise StoreCorrupt(f"it holds model {manifest.get('model')!r}, not {model!r}")
+    if dim is not None and manifest.get("dim") != dim:
+        raise StoreCorrupt(f"its vectors have dim {manifest.get('dim')}, the model gives {dim}")
+    if recipe is not None and manifest.get("recipe") != recipe:
+        raise StoreCorrupt("it was chunked with another recipe")
+    files = manifest.get("files") or {}
+    arrays = {}
+    for name, dtype in _ARRAYS.items():
+        try:
+            arr = np.load(io.BytesIO(_read_checked(folder, name, files)), allow_pickle=False)
+        except ValueError as err:
+            raise StoreCorrupt(f"{name} is not a plain .npy array ({err})") from err
+        if arr.dtype != dtype:
+            raise StoreCorrupt(f"{name} has dtype {arr.dtype}, expected {np.dtype(dtype)}")
+        arrays[name] = arr
+    try:
+        docs = json.loads(_read_checked(folder, "docs.json", files).decode("utf-8"))
+    except ValueError as err:
+        raise StoreCorrupt(f"docs.json is not JSON ({err})") from err
+    n, d = int(manifest.get("count", -1)), int(manifest.get("dim", -1))
+    vec = arrays["vectors.npy"]
+    if vec.ndim != 2 or vec.shape != (n, d):
+        raise StoreCorrupt(f"vectors.npy has shape {vec.shape}, the manifest says ({n}, {d})")
+    for name in ("chunk_doc.npy", "chunk_no.npy", "char_start.npy", "char_end.npy"):
+        if arrays[name].shape != (n,):
+            raise StoreCorrupt(f"{name} has shape {arrays[name].shape}, expected ({n},)")
+    keys = ("citekeys", "titles", "hashes", "texts")
+    if not isinstance(docs, dict) or any(not isinstance(docs.get(k), list) for k in keys) \
+            or len({len(docs[k]) for k in keys}) != 1:
+        raise StoreCorrupt("docs.json does not hold four lists of one length")
+    ndocs = len(docs["citekeys"])
+    cd = arrays["chunk_doc.npy"]
+    if n and (cd.min() < 0 or cd.max() >= ndocs):
+        raise StoreCorrupt("chunk_doc.npy points outside docs.json")
+    store = Store(model=manifest["model"], dim=d, recipe=manifest.get("recipe") or {}, citekeys=docs["citekeys"],
+                  titles=docs["titles"], hashes=docs["hashes"], texts=docs["texts"], vectors=vec,
+                  chunk_doc=cd, chunk_no=arrays["chunk_no.npy"], char_start=arrays["char_start.npy"],
+                  char_end=arrays["char_end.npy"])
+    if with_index:
+        faiss = require("faiss", "enrich", "the embedding index")
+        raw = _read_checked(folder, "index.faiss", files)
+        try:
+            index = faiss.deserialize_index(np.frombuffer(raw, dtype=np.uint8))
+        except Exception as err:  # faiss raises RuntimeError on a damaged file
+            raise StoreCorrupt(f"index.faiss cannot be read ({type(err).__name__})") from err
+        if index.ntotal != n or index.d != d:
+            raise StoreCorrupt(f"index.faiss holds {index.ntotal} x {index.d}, the manifest says {n} x {d}")
+        store.index = index
+    return store

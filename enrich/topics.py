@@ -1,0 +1,522 @@
+"""The bertopic stage: one vector per document, UMAP then HDBSCAN through BERTopic, ``content/topics.json``.
+
+Nothing in the engine reads ``topics.json``; it is written for a person deciding what a survey should
+cover. Clustering is whole-corpus by nature (one new document can move every assignment), so the stage
+re-fits the whole corpus on every run. Only the encoding is cached.
+
+The pipeline, for every ledger row with text:
+
+1. The document is ``enrich.chunking.document_text`` (the docling Markdown when the docling stage wrote
+   one, else the parsed text, cut at its reference list), else its ledger abstract, as the embed stage
+   reads it; a row with neither is skipped and named.
+2. It is cut into 200-word chunks overlapping by 40 words (``chunk_spans``), every chunk is encoded as the
+   embed stage encodes it (``encode_input``: the title on a line above the chunk; L2-normalised), and the
+   document's vector is the normalised mean of its chunk vectors: the whole document counts, not its
+   first 256 word pieces.
+3. UMAP (cosine, ``min_dist`` 0) to ``[enrich].umap_n_components`` dimensions, then HDBSCAN
+   (``min_cluster_size`` = ``[enrich].min_topic_size``, euclidean, ``eom``), through BERTopic, which
+   names each cluster by c-TF-IDF over its documents' words (title and text, English stop words removed).
+
+Small corpora: all documents in topic -1 is a correct answer, not an error: HDBSCAN never makes a cluster
+smaller than ``min_topic_size`` and never calls the whole corpus one cluster. UMAP's ``n_neighbors`` is
+clamped to ``n_docs - 1`` and its initialisation is random when spectral cannot work
+(``n_components >= n_docs - 1``); with two documents UMAP cannot run at all (it needs 2 <= n_neighbors <
+n_docs) and HDBSCAN sees the document vectors directly. What actually ran is recorded in ``params``.
+
+``content/topics.json`` (schema 1), written atomically::
+
+    {
+      "schema": 1,
+      "created": "2026-12-02T16:30:00Z",          # UTC; the only field that differs between identical runs
+      "model": "sentence-transformers/all-MiniLM-L6-v2",   # the encoder's name
+      "backend": "umap-learn+hdbscan (cpu)",       # or "cuml (cuda)": what ran
+      "fallback": null,                            # or why the asked-for backend did not run (it warned)
+      "n_docs": 50,                                # documents clustered
+      "n_topics": 3,                               # topics other than -1
+      "n_outliers": 7,                             # documents in topic -1
+      "params": {
+        "min_topic_size": 10, "seed": 42, "top_n_words": 10,
+        "umap": {"n_neighbors": 15, "n_neighbors_requested": 15, "n_components": 5, "min_dist": 0.0,
+                 "metric": "cosine", "init": "spectral", "random_state": 42},   # null when UMAP could not run
+        "umap_skipped": null,                      # or why
+        "hdbscan": {"min_cluster_size": 10, "min_samples": 10, "metric": "euclidean",
+                    "cluster_selection_method": "eom", "allow_single_cluster": false},
+        "vectorizer": {"stop_words": "english", "token_pattern": "(?u)\\\\b\\\\w\\\\w+\\\\b", "ngram_range": [1, 1]},
+        "dim": 384, "document": "document_text, else the ledger abstract",
+        "chunking": {"words": 200, "overlap": 40}, "chunk_input": "title + newline + chunk",
+        "doc_vector": "normalised mean of chunk vectors", "ctfidf_text": "title + newline + document"
+      },
+      "topics": [                                  # ascending id; -1 (the outliers) first when present
+        {"id": -1, "size": 7, "words": ["...", ...], "scores": [0.031, ...], "examples": []},
+        {"id": 0, "size": 20, "words": ["soil", "microbe", ...], "scores": [...],
+         "examples": ["key1", "key2", "key3"]}     # up to 3 citekeys nearest the topic's mean vector
+      ],
+      "assignments": {"key1": 0, "key2": -1, ...}, # every clustered citekey -> topic id
+      "skipped": {"key9": "no text and no abstract (status no-file)"}   # not clustered, and why
+    }
+
+Topic ids are BERTopic's: 0 is the largest topic. ``words``/``scores`` are c-TF-IDF, rounded to 6 places.
+
+The encoding cache, ``content/topic_embed_cache/<model-slug>/``: ``keys.json`` (schema, model name,
+dimension, the vectors file's name, and one sha256 of chunk text per row) and ``vectors-<digest>.npy``
+(float32, ``(len(keys), dim)``, read with ``allow_pickle=False``). Both are written atomically, the vectors
+file first under a new name, so ``keys.json`` switches generations in one rename. It holds the current
+corpus's chunks only. A cache that does not read back, or that belongs to another model or dimension, is
+rebuilt with a note. On the CPU the same input gives the same ``topics.json`` apart from ``created``.
+
+The caller (``enrich.run``) holds the workspace lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from engine.errors import CorpusError, UsageError
+from engine.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
+from enrich._optional import require
+from enrich.device import cuml_available, resolve_device
+
+__all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedCache",
+           "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+CACHE_SCHEMA = 1
+TOPICS_NAME = "topics.json"
+CACHE_DIR = "topic_embed_cache"
+CHUNK_WORDS = 200
+CHUNK_OVERLAP = 40
+# Chunks encoded between cache saves, so an interrupted run keeps most of its work.
+ENCODE_BLOCK = 2048
+EXAMPLES_PER_TOPIC = 3
+
+Progress = Callable[[int, int], None]
+
+
+# -- parameters ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TopicParams:
+    """The topic model's knobs (``[enrich]`` in the config); validated on construction."""
+
+    min_topic_size: int = 10
+    n_neighbors: int = 15
+    n_components: int = 5
+    seed: int = 42
+    top_n_words: int = 10
+
+    def __post_init__(self):
+        for name, low in (("min_topic_size", 2), ("n_neighbors", 2), ("n_components", 1), ("seed", 0),
+                          ("top_n_words", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise UsageError(f"topic model {name} must be an integer >= {low}, got {value!r}")
+
+    @classmethod
+    def from_config(cls, enrich_cfg) -> "TopicParams":
+        """From ``ws.config.enrich`` (``min_topic_size``, ``umap_n_neighbors``, ``umap_n_components``, ``seed``)."""
+        return cls(min_topic_size=enrich_cfg.min_topic_size, n_neighbors=enrich_cfg.umap_n_neighbors,
+                   n_components=enrich_cfg.umap_n_components, seed=enrich_cfg.seed)
+
+
+# -- backends: one builder per name, the same signature and result --------------------------------------
+
+def _umap_learn_models(umap_kw: dict | None, hdbscan_kw: dict):
+    umap = require("umap", "enrich", "the topic model (UMAP)")
+    hdbscan = require("hdbscan", "enrich", "the topic model (HDBSCAN)")
+    # random_state forces umap-learn onto one thread; saying n_jobs=1 keeps it from warning about it.
+    reducer = umap.UMAP(**umap_kw, n_jobs=1) if umap_kw is not None else None
+    return reducer, hdbscan.HDBSCAN(**hdbscan_kw, prediction_data=False)
+
+
+def _cuml_models(umap_kw: dict | None, hdbscan_kw: dict):
+    from cuml.cluster import HDBSCAN
+    from cuml.manifold import UMAP
+
+    reducer = UMAP(**umap_kw) if umap_kw is not None else None
+    return reducer, HDBSCAN(**hdbscan_kw, prediction_data=False)
+
+
+BACKENDS: dict[str, Callable] = {"umap-learn+hdbscan": _umap_learn_models, "cuml": _cuml_models}
+
+
+def choose_backend(device: str) -> tuple[str, str, str | None]:
+    """``(backend name, label for topics.json, fallback reason or None)`` for a resolved device.
+
+    cuML's UMAP gives different numbers from umap-learn's, so falling back from it changes the topics:
+    it warns and the reason is recorded.
+    """
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"topic model device must be 'cpu' or 'cuda' (resolved), got {device!r}")
+    if device == "cuda":
+        if cuml_available():
+            return "cuml", "cuml (cuda)", None
+        reason = ("device is cuda but cuML does not import; UMAP and HDBSCAN ran with umap-learn+hdbscan on "
+                  "the CPU (different numerics from cuML)")
+        log.warning("bertopic: %s", reason)
+        return "umap-learn+hdbscan", "umap-learn+hdbscan (cpu)", reason
+    return "umap-learn+hdbscan", "umap-learn+hdbscan (cpu)", None
+
+
+# -- the fit ------------------------------------------------------------------------------------------
+
+_DEFAULT_VECTORIZER = {"stop_words": "english", "token_pattern": r"(?u)\b\w\w+\b", "ngram_range": (1, 1)}
+# When the texts hold no word of two letters outside the stop list: any non-space run counts.
+_PERMISSIVE_VECTORIZER = {"stop_words": None, "token_pattern": r"(?u)\S+", "ngram_range": (1, 1)}
+
+
+def _vectorizer_settings(docs: Sequence[str]) -> tuple[dict, dict]:
+    """CountVectorizer settings for c-TF-IDF (and their JSON form): English stop words removed, unless
+    that leaves no word at all, when every non-space run counts (BERTopic would fail on an empty
+    vocabulary)."""
+    text = require("sklearn.feature_extraction.text", "enrich", "the topic model (c-TF-IDF)")
+    for kw in (_DEFAULT_VECTORIZER, _PERMISSIVE_VECTORIZER):
+        analyze = text.CountVectorizer(**kw).build_analyzer()
+        if any(analyze(d) for d in docs):
+            return kw, {**kw, "ngram_range": list(kw["ngram_range"])}
+    raise UsageError("the topic model's documents contain no words at all")
+
+
+def fit_topics(doc_vectors: np.ndarray, docs: list[str], citekeys: list[str], params: TopicParams,
+               device: str = "cpu") -> dict:
+    """Cluster documents with BERTopic (UMAP then HDBSCAN) and name the clusters by c-TF-IDF.
+
+    ``doc_vectors``: float, ``(n_docs, dim)``, one (normalised) vector per document; ``docs``: the texts
+    c-TF-IDF reads; ``citekeys``: unique, one per row. ``device`` is a resolved device (``"cpu"`` or
+    ``"cuda"``). Returns the ``topics.json`` fields ``backend, fallback, n_docs, n_topics, n_outliers,
+    params, topics, assignments`` (see the module docstring). At least two documents, else UsageError.
+    """
+    X = np.asarray(doc_vectors, dtype=np.float32)
+    if X.ndim != 2:
+        raise UsageError(f"doc_vectors must be 2-D (n_docs, dim), got shape {X.shape}")
+    n = X.shape[0]
+    if n < 2:
+        raise UsageError(f"the topic model needs at least 2 documents with text, got {n}")
+    if len(docs) != n or len(citekeys) != n:
+        raise UsageError(f"doc_vectors has {n} rows but {len(docs)} docs and {len(citekeys)} citekeys")
+    if len(set(citekeys)) != n:
+        raise UsageError("citekeys passed to the topic model must be unique")
+    if not np.isfinite(X).all():
+        raise UsageError("doc_vectors contain NaN or infinite values")
+    if not isinstance(params, TopicParams):
+        raise UsageError(f"params must be a TopicParams, got {type(params).__name__}")
+    bertopic = require("bertopic", "enrich", "the topic model")
+
+    name, label, fallback = choose_backend(device)
+    # UMAP needs 2 <= n_neighbors < n_docs, so it cannot run on two documents.
+    n_neighbors = min(params.n_neighbors, n - 1)
+    if n_neighbors >= 2:
+        umap_kw = {"n_neighbors": n_neighbors, "n_components": params.n_components, "min_dist": 0.0,
+                   "metric": "cosine",
+                   # Spectral init solves for n_components + 1 eigenvectors of an n_docs graph.
+                   "init": "spectral" if params.n_components < n - 1 else "random",
+                   "random_state": params.seed}
+        umap_skipped = None
+    else:
+        umap_kw = None
+        umap_skipped = (f"{n} documents: UMAP needs 2 <= n_neighbors < n_docs; HDBSCAN clustered the "
+                        "document vectors directly")
+    hdbscan_kw = {"min_cluster_size": params.min_topic_size, "min_samples": params.min_topic_size,
+                  "metric": "euclidean", "cluster_selection_method": "eom", "allow_single_cluster": False}
+    vectorizer_kw, vec_params = _vectorizer_settings(docs)
+
+    def fit(backend: str):
+        reducer, clusterer = BACKENDS[backend](umap_kw, hdbscan_kw)
+        if reducer is None:
+            reducer = require("bertopic.dimensionality", "enrich").BaseDimensionalityReduction()
+        text = require("sklearn.feature_extraction.text", "enrich", "the topic model (c-TF-IDF)")
+        model = bertopic.BERTopic(embedding_model=None, umap_model=reducer, hdbscan_model=clusterer,
+                                  vectorizer_model=text.CountVectorizer(**vectorizer_kw),
+                                  min_topic_size=params.min_topic_size, top_n_words=params.top_n_words,
+                                  calculate_probabilities=False, verbose=False)
+        found, _ = model.fit_transform(list(docs), embeddings=X)
+        return model, found
+
+    if name == "cuml":
+        try:
+            model, labels = fit(name)
+        except Exception as err:  # cuML's limits on tiny inputs are not umap-learn's; never lose the run
+            name, label = "umap-learn+hdbscan", "umap-learn+hdbscan (cpu)"
+            first = str(err).splitlines()[0][:200] if str(err) else ""
+            fallback = (f"cuML failed on this input ({type(err).__name__}: {first}); UMAP and HDBSCAN ran with "
+                        "umap-learn+hdbscan on the CPU (different numerics from cuML)")
+            log.warning("bertopic: %s", fallback)
+            model, labels = fit(name)
+    else:
+        model, labels = fit(name)
+    labels = [int(t) for t in labels]
+
+    sizes: dict[int, int] = {}
+    for t in labels:
+        sizes[t] = sizes.get(t, 0) + 1
+    topics = []
+    for tid in sorted(sizes):
+        words = [(w, float(s)) for w, s in (model.get_topic(tid) or []) if w]
+        topics.append({"id": tid, "size": sizes[tid], "words": [w for w, _ in words],
+                       "scores": [round(s, 6) for _, s in words],
+                       "examples": [] if tid == -1 else _examples(X, labels, citekeys, tid)})
+    n_outliers = sizes.get(-1, 0)
+    return {
+        "backend": label,
+        "fallback": fallback,
+        "n_docs": n,
+        "n_topics": sum(1 for t in sizes if t != -1),
+        "n_outliers": n_outliers,
+        "params": {
+            "min_topic_size": params.min_topic_size, "seed": params.seed, "top_n_words": params.top_n_words,
+            "umap": None if umap_kw is None else {**umap_kw, "n_neighbors_requested": params.n_neighbors},
+            "umap_skipped": umap_skipped,
+            "hdbscan": hdbscan_kw,
+            "vectorizer": vec_params,
+            "dim": int(X.shape[1]),
+        },
+        "topics": topics,
+        "assignments": dict(zip(citekeys, labels)),
+    }
+
+
+def _examples(X: np.ndarray, labels: list[int], citekeys: list[str], tid: int) -> list[str]:
+    """Up to EXAMPLES_PER_TOPIC citekeys nearest (cosine) the topic's mean vector; ties by citekey."""
+    idx = [i for i, t in enumerate(labels) if t == tid]
+    members = X[idx].astype(np.float64)
+    centre = members.mean(axis=0)
+    centre /= np.linalg.norm(centre) or 1.0
+    norms = np.linalg.norm(members, axis=1)
+    sims = members @ centre / np.where(norms > 0, norms, 1.0)
+    order = sorted(range(len(idx)), key=lambda j: (-round(float(sims[j]), 9), citekeys[idx[j]]))
+    return [citekeys[idx[j]] for j in order[:EXAMPLES_PER_TOPIC]]
+
+
+# -- the encoding cache -------------------------------------------------------------------------------
+
+def chunk_key(text: str) -> str:
+    """The cache key of one chunk: sha256 of its UTF-8 text (the model is the cache folder's)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class EmbedCache:
+    """Chunk vectors for one model under ``content/topic_embed_cache/<slug>/`` (see the module docstring)."""
+
+    def __init__(self, ws: Workspace, model_name: str, slug: str, dim: int):
+        self.folder = ws.inside_content(ws.content / CACHE_DIR / safe_name(slug))
+        self.model_name, self.dim = model_name, int(dim)
+        self.notes: list[str] = []
+
+    @property
+    def keys_path(self) -> Path:
+        return self.folder / "keys.json"
+
+    def load(self) -> dict[str, np.ndarray]:
+        """``{chunk key: float32 (dim,)}``; empty (with a note) when absent-but-broken or another model's."""
+        if not self.keys_path.exists():
+            return {}
+        try:
+            meta = json.loads(self.keys_path.read_text(encoding="utf-8"))
+            if not isinstance(meta, dict) or meta.get("schema") != CACHE_SCHEMA:
+                raise ValueError(f"schema {meta.get('schema') if isinstance(meta, dict) else None!r}")
+            if meta.get("model") != self.model_name or meta.get("dim") != self.dim:
+                raise ValueError(f"written for {meta.get('model')!r} (dim {meta.get('dim')}), "
+                                 f"not {self.model_name!r} (dim {self.dim})")
+            keys = meta.get("keys")
+            vec_name = meta.get("vectors")
+            if not isinstance(keys, list) or not isinstance(vec_name, str) or "/" in vec_name:
+                raise ValueError("keys.json lacks its keys or vectors file")
+            vectors = np.load(self.folder / vec_name, allow_pickle=False)
+            if vectors.dtype != np.float32 or vectors.shape != (len(keys), self.dim):
+                raise ValueError(f"vectors are {vectors.dtype} {vectors.shape}, keys say ({len(keys)}, {self.dim})")
+            if not np.isfinite(vectors).all():
+                raise ValueError("vectors hold NaN or infinite values")
+        except (OSError, ValueError, UnicodeDecodeError) as err:
+            self.notes.append(f"topic encoding cache {self.folder.name} is unreadable ({err}); rebuilt")
+            return {}
+        return {k: vectors[i] for i, k in enumerate(keys)}
+
+    def save(self, entries: dict[str, np.ndarray]) -> None:
+        """Write ``entries`` (key order kept) as a new generation, then drop older vectors files."""
+        keys = list(entries)
+        vectors = (np.stack([entries[k] for k in keys]).astype(np.float32, copy=False) if keys
+                   else np.zeros((0, self.dim), dtype=np.float32))
+        buf = io.BytesIO()
+        np.save(buf, vectors, allow_pickle=False)
+        data = buf.getvalue()
+        vec_name = f"vectors-{hashlib.sha256(data).hexdigest()[:16]}.npy"
+        atomic_write_bytes(self.folder / vec_name, data)
+        meta = {"schema": CACHE_SCHEMA, "model": self.model_name, "dim": self.dim, "vectors": vec_name,
+                "count": len(keys), "keys": keys}
+        atomic_write_text(self.keys_path, json.dumps(meta, separators=(",", ":")))
+        for old in self.folder.glob("vectors-*.npy"):
+            if old.name != vec_name:
+                try:
+                    old.unlink()
+                except OSError:
+                    pass
+
+
+# -- the stage ----------------------------------------------------------------------------------------
+
+def _collect(ws: Workspace, rows) -> tuple[list[str], list[str], list[str], dict[str, str]]:
+    """``(citekeys, titles, bodies, skipped)`` in citekey order.
+
+    A body is ``document_text`` (the docling Markdown or the parsed text), else the ledger abstract, as
+    the embed stage reads it; a row with neither is skipped with its status as the reason.
+    """
+    from enrich.chunking import document_text
+
+    keys, titles, bodies, skipped = [], [], [], {}
+    for row in sorted(rows, key=lambda r: r.citekey):
+        body = document_text(ws, row.citekey, row.parsed_path)
+        if not body.strip():
+            body = (getattr(row, "abstract", None) or "").strip()
+        if not body.strip():
+            why = "no text and no abstract" + (f" (status {row.status}" + (f": {row.reason})" if row.reason
+                                                                          else ")")
+                                               if row.status != "parsed" else "")
+            skipped[row.citekey] = why
+            continue
+        keys.append(row.citekey)
+        titles.append(" ".join((row.title or "").split()))
+        bodies.append(body)
+    return keys, titles, bodies, skipped
+
+
+def document_vectors(titles: list[str], bodies: list[str], encoder, cache: EmbedCache | None = None,
+                     progress: Progress | None = None) -> tuple[np.ndarray, dict]:
+    """One float32 ``(len(bodies), dim)`` row per document: the normalised mean of its chunk vectors.
+
+    A body is cut by ``chunk_spans`` (200 words, 40 overlap) and each chunk encoded as the embed stage
+    encodes it, ``enrich.embed.encode_input(title, chunk)`` (the title on a line above the chunk).
+
+    Chunks already in ``cache`` are reused; the rest are encoded in blocks (the cache saved after each)
+    with ``progress(done, total)`` over the chunks to encode. Returns the vectors and counts
+    ``{"chunks", "unique", "encoded", "reused"}``.
+    """
+    from enrich.chunking import chunk_spans
+    from enrich.embed import encode_input
+
+    if len(titles) != len(bodies):
+        raise UsageError(f"{len(titles)} titles for {len(bodies)} documents")
+    doc_keys: list[list[str]] = []
+    chunk_text: dict[str, str] = {}
+    for title, body in zip(titles, bodies):
+        ks = []
+        for start, end in chunk_spans(body, words=CHUNK_WORDS, overlap=CHUNK_OVERLAP):
+            piece = encode_input(title, body[start:end])
+            k = chunk_key(piece)
+            chunk_text.setdefault(k, piece)
+            ks.append(k)
+        doc_keys.append(ks)
+    cached = cache.load() if cache is not None else {}
+    have = {k: cached[k] for k in chunk_text if k in cached}
+    missing = [k for k in chunk_text if k not in have]
+    stats = {"chunks": sum(map(len, doc_keys)), "unique": len(chunk_text), "encoded": len(missing),
+             "reused": len(have)}
+    total = len(missing)
+    if progress:
+        progress(0, total)
+    pruned = len(cached) != len(have)
+    if cache is not None and not missing and pruned:
+        cache.save(have)  # the corpus lost chunks: keep the cache to the current corpus
+    for lo in range(0, total, ENCODE_BLOCK):
+        block = missing[lo:lo + ENCODE_BLOCK]
+        done = lo
+
+        def _block_progress(d, _t, _done=done):
+            if progress:
+                progress(_done + d, total)
+
+        vecs = np.asarray(encoder.encode([chunk_text[k] for k in block], progress=_block_progress),
+                          dtype=np.float32)
+        if vecs.shape != (len(block), encoder.dim):
+            raise UsageError(f"encoder returned shape {vecs.shape} for {len(block)} chunks (dim {encoder.dim})")
+        have.update(zip(block, vecs))
+        if cache is not None:
+            cache.save({k: have[k] for k in chunk_text if k in have})
+        if progress:
+            progress(lo + len(block), total)
+    out = np.zeros((len(bodies), encoder.dim), dtype=np.float32)
+    for i, ks in enumerate(doc_keys):
+        mean = np.mean([have[k] for k in ks], axis=0, dtype=np.float64)
+        norm = float(np.linalg.norm(mean))
+        out[i] = mean / norm if norm > 0 else mean
+    return out, stats
+
+
+def _load_encoder(ws: Workspace, device: str):
+    from enrich.embed import load_encoder
+
+    return load_encoder(ws.config.enrich, device)
+
+
+def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = None, encoder=None) -> list[str]:
+    """Fit topics over every row with text and write ``content/topics.json``; returns report lines.
+
+    ``rows``: ledger rows (``.citekey``, ``.title``, ``.status``, ``.parsed_path``, ``.reason``).
+    ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (resolved here). ``progress(done, total)`` counts
+    chunks encoded. ``encoder`` (``.model_name``, ``.slug``, ``.dim``, ``.encode``) defaults to
+    ``enrich.embed.load_encoder(ws.config.enrich, device)``. Fewer than two documents with text is a
+    CorpusError naming the count.
+    """
+    rows = list(rows)
+    keys, titles, bodies, skipped = _collect(ws, rows)
+    if len(keys) < 2:
+        raise CorpusError(f"the topic model needs at least 2 documents with text; this corpus has {len(keys)} "
+                          f"(of {len(rows)} sources)")
+    params = TopicParams.from_config(ws.config.enrich)
+    device = resolve_device(device)
+    if encoder is None:
+        encoder = _load_encoder(ws, device)
+    cache = EmbedCache(ws, encoder.model_name, encoder.slug, encoder.dim)
+
+    t0 = time.perf_counter()
+    vectors, stats = document_vectors(titles, bodies, encoder, cache, progress)
+    t_encode = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    texts = [f"{t}\n{b}" if t else b for t, b in zip(titles, bodies)]  # what c-TF-IDF reads
+    fitted = fit_topics(vectors, texts, keys, params, device)
+    t_fit = time.perf_counter() - t0
+
+    fitted["params"].update({"document": "document_text, else the ledger abstract",
+                             "chunking": {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP},
+                             "chunk_input": "title + newline + chunk",
+                             "doc_vector": "normalised mean of chunk vectors",
+                             "ctfidf_text": "title + newline + document"})
+    out = {"schema": SCHEMA_VERSION,
+           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "model": encoder.model_name,
+           **{k: fitted[k] for k in ("backend", "fallback", "n_docs", "n_topics", "n_outliers", "params",
+                                     "topics", "assignments")},
+           "skipped": skipped}
+    path = ws.inside_content(ws.content / TOPICS_NAME)
+    atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+
+    lines = [f"bertopic: {stats['unique']} distinct chunks of {len(keys)} documents: {stats['encoded']} encoded "
+             f"with {encoder.model_name} on {device}, {stats['reused']} reused from "
+             f"{ws.relative(cache.folder)} ({t_encode:.1f} s)"]
+    lines += [f"bertopic: {note}" for note in cache.notes]
+    if skipped:
+        shown = ", ".join(f"{k} ({why})" for k, why in list(skipped.items())[:5])
+        more = f", and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        lines.append(f"bertopic: {len(skipped)} sources skipped: {shown}{more}")
+    share = fitted["n_outliers"] / fitted["n_docs"]
+    lines.append(f"bertopic: re-fitted all {fitted['n_docs']} documents with {fitted['backend']} ({t_fit:.1f} s): "
+                 f"{fitted['n_topics']} topics, {fitted['n_outliers']} outliers ({share:.0%}); "
+                 f"wrote {ws.relative(path)}")
+    if fitted["fallback"]:
+        lines.append(f"bertopic: fallback: {fitted['fallback']}")
+    if fitted["n_topics"] == 0:
+        lines.append(f"bertopic: every document is in topic -1: HDBSCAN found no group of at least "
+                     f"min_topic_size = {params.min_topic_size} similar documents; with {fitted['n_docs']} "
+                     "documents that is the answer (too few, or too diffuse, for topics of that size), not an error")
+    if fitted["params"]["vectorizer"]["stop_words"] is None:
+        lines.append("bertopic: no words outside the English stop list; topic words use every token")
+    return lines
