@@ -20,21 +20,13 @@ import time
 from pathlib import Path
 
 from engine.corpus.parsers import ParseError
+from engine.corpus.sync import docling_artifacts_path
 from engine.workspace import Workspace, atomic_write_text
 
 __all__ = ["run_stage", "MANIFEST"]
 
 MANIFEST = "manifest.json"
 _SAVE_EVERY_S = 10.0
-
-
-def _artifacts_path(ws: Workspace) -> str:
-    """``[parser].docling_artifacts_path``, a relative folder taken from the workspace root ("" when unset)."""
-    raw = ws.config.parser.docling_artifacts_path
-    if not raw or not raw.strip():
-        return ""
-    p = Path(raw).expanduser()
-    return str(p if p.is_absolute() else ws.root / p)
 
 
 def _load_manifest(path: Path) -> dict:
@@ -79,7 +71,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress=None) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     manifest_path = folder / MANIFEST
     docs = _load_manifest(manifest_path)
-    artifacts = _artifacts_path(ws)
+    artifacts = docling_artifacts_path(ws)
     imported, no_source, unchanged, converted = [], [], 0, 0
     failed: dict[str, list[str]] = {}
     keys = {r.citekey for r in rows}

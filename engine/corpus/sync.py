@@ -24,7 +24,7 @@ from engine.corpus.sidecar import dump_sidecar
 from engine.errors import CorpusError
 from engine.workspace import Workspace, atomic_write_text, hashed_name, safe_name
 
-__all__ = ["SyncReport", "sync", "import_jsonl", "assign_names"]
+__all__ = ["SyncReport", "sync", "import_jsonl", "assign_names", "docling_artifacts_path"]
 
 Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
@@ -144,8 +144,9 @@ def _rename_if_moved(ws: Workspace, old: LedgerRow | None, new_rel: str) -> None
             os.replace(side, _sidecar_path(ws, new_rel))
 
 
-def _artifacts_path(ws: Workspace) -> str:
-    """``[parser].docling_artifacts_path``, a relative folder taken from the workspace root."""
+def docling_artifacts_path(ws: Workspace) -> str:
+    """``[parser].docling_artifacts_path``, a relative folder taken from the workspace root ("" when unset).
+    The parser backend and the enrich docling stage both read it through here."""
     raw = ws.config.parser.docling_artifacts_path
     if not raw or not raw.strip():
         return ""
@@ -192,7 +193,7 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
     origin = _origin(ws, bib)
     report = SyncReport(origin=origin, entries=len(entries), problems=problems)
     backend = ws.config.parser.backend
-    artifacts = _artifacts_path(ws)
+    artifacts = docling_artifacts_path(ws)
     ws.parsed_dir.mkdir(parents=True, exist_ok=True)
     _sweep_temp(ws)
     with Ledger(ws.ledger_path) as ledger:
