@@ -390,15 +390,17 @@ def _collect(ws: Workspace, rows) -> tuple[list[str], list[str], list[str], dict
 
 
 def document_vectors(titles: list[str], bodies: list[str], encoder, cache: EmbedCache | None = None,
-                     progress: Progress | None = None) -> tuple[np.ndarray, dict]:
+                     progress: Progress | None = None,
+                     known: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, dict]:
     """One float32 ``(len(bodies), dim)`` row per document: the normalised mean of its chunk vectors.
 
     A body is cut by ``chunk_spans`` (200 words, 40 overlap) and each chunk encoded as the embed stage
     encodes it, ``enrich.embed.encode_input(title, chunk)`` (the title on a line above the chunk).
 
-    Chunks already in ``cache`` are reused; the rest are encoded in blocks (the cache saved after each)
-    with ``progress(done, total)`` over the chunks to encode. Returns the vectors and counts
-    ``{"chunks", "unique", "encoded", "reused"}``.
+    Chunks already in ``cache`` are reused, then chunks in ``known`` (the embed stage's vectors of the
+    same model, keyed the same way); the rest are encoded in blocks (the cache saved after each) with
+    ``progress(done, total)`` over the chunks to encode. Returns the vectors and counts
+    ``{"chunks", "unique", "encoded", "reused", "from_embed"}``.
     """
     from enrich.chunking import chunk_spans
     from enrich.embed import encode_input
@@ -417,15 +419,19 @@ def document_vectors(titles: list[str], bodies: list[str], encoder, cache: Embed
         doc_keys.append(ks)
     cached = cache.load() if cache is not None else {}
     have = {k: cached[k] for k in chunk_text if k in cached}
+    n_cached = len(have)
+    if known:
+        have.update((k, np.asarray(known[k], dtype=np.float32)) for k in chunk_text
+                    if k not in have and k in known)
     missing = [k for k in chunk_text if k not in have]
     stats = {"chunks": sum(map(len, doc_keys)), "unique": len(chunk_text), "encoded": len(missing),
-             "reused": len(have)}
+             "reused": n_cached, "from_embed": len(have) - n_cached}
     total = len(missing)
     if progress:
         progress(0, total)
-    pruned = len(cached) != len(have)
-    if cache is not None and not missing and pruned:
-        cache.save(have)  # the corpus lost chunks: keep the cache to the current corpus
+    changed = len(cached) != n_cached or len(have) != n_cached
+    if cache is not None and not missing and changed:
+        cache.save(have)  # keep the cache to the current corpus (and what the embed stage supplied)
     for lo in range(0, total, ENCODE_BLOCK):
         block = missing[lo:lo + ENCODE_BLOCK]
         done = lo
@@ -449,6 +455,28 @@ def document_vectors(titles: list[str], bodies: list[str], encoder, cache: Embed
         norm = float(np.linalg.norm(mean))
         out[i] = mean / norm if norm > 0 else mean
     return out, stats
+
+
+def embed_store_vectors(ws: Workspace, encoder) -> dict[str, np.ndarray]:
+    """The embed stage's chunk vectors for ``encoder``'s model, keyed like the cache (``chunk_key`` of the
+    encoded string), so ``--stages embed,bertopic`` encodes each chunk once. Empty when there is no
+    store for this model and recipe, or it does not read back (the embed stage reports that itself)."""
+    from enrich.embed import encode_input, recipe
+    from enrich.store import StoreCorrupt, load_store, store_folder
+
+    try:
+        want = recipe(encoder)
+    except AttributeError:  # an encoder that is not the embed stage's has no recipe to match
+        return {}
+    try:
+        store = load_store(ws.inside_content(store_folder(ws.content, encoder.slug)), model=encoder.model_name,
+                           dim=encoder.dim, recipe=want, with_index=False)
+    except StoreCorrupt:
+        return {}
+    if store is None:
+        return {}
+    return {chunk_key(encode_input(store.titles[int(store.chunk_doc[r])], store.chunk_text(r))): store.vectors[r]
+            for r in range(store.count)}
 
 
 def _load_encoder(ws: Workspace, device: str):
@@ -478,7 +506,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     cache = EmbedCache(ws, encoder.model_name, encoder.slug, encoder.dim)
 
     t0 = time.perf_counter()
-    vectors, stats = document_vectors(titles, bodies, encoder, cache, progress)
+    vectors, stats = document_vectors(titles, bodies, encoder, cache, progress, known=embed_store_vectors(ws, encoder))
     t_encode = time.perf_counter() - t0
     t0 = time.perf_counter()
     texts = [f"{t}\n{b}" if t else b for t, b in zip(titles, bodies)]  # what c-TF-IDF reads
@@ -501,7 +529,8 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
 
     lines = [f"bertopic: {stats['unique']} distinct chunks of {len(keys)} documents: {stats['encoded']} encoded "
              f"with {encoder.model_name} on {device}, {stats['reused']} reused from "
-             f"{ws.relative(cache.folder)} ({t_encode:.1f} s)"]
+             f"{ws.relative(cache.folder)}, {stats['from_embed']} taken from the embed stage's store "
+             f"({t_encode:.1f} s)"]
     lines += [f"bertopic: {note}" for note in cache.notes]
     if skipped:
         shown = ", ".join(f"{k} ({why})" for k, why in list(skipped.items())[:5])

@@ -92,6 +92,7 @@ class CountingEncoder:
     def __init__(self, inner):
         self.inner = inner
         self.model_name, self.slug, self.dim = inner.model_name, inner.slug, inner.dim
+        self.max_seq_length = inner.max_seq_length  # the embed store's recipe reads it
         self.encoded = 0
 
     def encode(self, texts, progress=None):
@@ -396,7 +397,7 @@ def test_identical_chunks_are_encoded_once(tmp_path, encoder):
     twin = {"title": "Ocean heat", "text": THEMES["ocean"][0]}
     counting = CountingEncoder(encoder)
     vecs, stats = tm.document_vectors([twin["title"]] * 3, [twin["text"]] * 3, counting)
-    assert counting.encoded == 1 and stats == {"chunks": 3, "unique": 1, "encoded": 1, "reused": 0}
+    assert counting.encoded == 1 and stats == {"chunks": 3, "unique": 1, "encoded": 1, "reused": 0, "from_embed": 0}
     assert np.array_equal(vecs[0], vecs[2])
 
 
@@ -414,3 +415,20 @@ def test_document_vector_is_the_normalised_mean_of_its_chunks(tmp_path, encoder)
     assert np.allclose(vecs[0], want, atol=1e-5)
     first_only = chunks[0] / np.linalg.norm(chunks[0])
     assert not np.allclose(vecs[0], first_only, atol=1e-3)  # the whole document counts
+
+
+def test_chunks_the_embed_stage_encoded_are_not_encoded_again(tmp_path, encoder, monkeypatch):
+    """--stages embed,bertopic: the topic stage takes the embed store's vectors for the same model and
+    chunk text, encodes nothing, and clusters exactly what it clusters from its own encodings."""
+    import enrich.embed as embed
+
+    records = theme_records(12)
+    ws = workspace(tmp_path / "a", records)
+    monkeypatch.setattr(embed, "load_encoder", lambda cfg, device: encoder)
+    embed.run_stage(ws, ledger_rows(ws), device="cpu")
+    counting = CountingEncoder(encoder)
+    lines = run_stage(ws, ledger_rows(ws), device="cpu", encoder=counting)
+    assert counting.encoded == 0 and "0 encoded" in lines[0] and "taken from the embed stage" in lines[0]
+    alone = workspace(tmp_path / "b", records)
+    run_stage(alone, ledger_rows(alone), device="cpu", encoder=encoder)
+    assert read_topics(ws)["assignments"] == read_topics(alone)["assignments"]
