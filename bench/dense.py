@@ -22,12 +22,11 @@ import json
 import os
 import platform
 import shutil
-import statistics
-import sys
 import time
 from pathlib import Path
 
 from bench.data import REPO
+from bench.speed import median_time
 
 __all__ = ["tiny_cross_encoder", "collapse", "main"]
 
@@ -78,16 +77,6 @@ def _cli(*argv) -> None:
         raise SystemExit(f"chitragupta {' '.join(map(str, argv))} exited {rc}")
 
 
-def _median_time(fn, repeats: int = 5) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int = 50) -> dict:
     from bench.arms import get
     from bench.data import data_dir
@@ -135,9 +124,9 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     texts = list(arm.queries.values())
     qv = s.encoder.encode(texts)
     index = s.store.faiss_index()
-    batch_s = _median_time(lambda: index.search(qv, 100))
-    single_s = _median_time(lambda: [index.search(qv[i:i + 1], 100) for i in range(len(qv))], repeats=3)
-    encode_q_s = _median_time(lambda: s.encoder.encode(texts[:64]), repeats=3) / min(64, len(texts))
+    batch_s = median_time(lambda: index.search(qv, 100), 5)
+    single_s = median_time(lambda: [index.search(qv[i:i + 1], 100) for i in range(len(qv))], repeats=3)
+    encode_q_s = median_time(lambda: s.encoder.encode(texts[:64]), repeats=3) / min(64, len(texts))
 
     out = {"arm": name, "queries": len(arm.queries), "docs": manifest["documents"], "chunks": manifest["count"],
            "dense": dense, "bm25": bm25, "encode_chunks_per_s": enc_stats["chunks"] / enc_stats["seconds"],
@@ -151,8 +140,8 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
                           overrides={"enrich": {"rerank_model": str(ce)}})
         r = EmbedSearcher.open(Workspace.open(ws_dir, cfg), device="cpu")
         sample = texts[:rerank_queries]
-        plain = _median_time(lambda: s.search_many(sample, 10, snippet_chars=0), repeats=3)
-        rer = _median_time(lambda: r.search_many(sample, 10, snippet_chars=0), repeats=3)
+        plain = median_time(lambda: s.search_many(sample, 10, snippet_chars=0), repeats=3)
+        rer = median_time(lambda: r.search_many(sample, 10, snippet_chars=0), repeats=3)
         out.update(rerank_queries=len(sample), search_ms=1000 * plain / len(sample),
                    rerank_search_ms=1000 * rer / len(sample),
                    rerank_candidates=10 * ws.config.enrich.embed_overfetch)

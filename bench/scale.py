@@ -37,7 +37,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from bench.data import REPO, WORK, data_dir
 
@@ -86,16 +85,16 @@ def stress_queries(ws_root: Path, n: int = N_QUERIES, seed: int = 0) -> list[str
 
     with Ledger(ws_root / "content" / "ledger.sqlite", create=False) as led:
         rows = [r for r in led.index_view() if r[2] == "parsed" and r[3]]
-    rng = np.random.default_rng(seed)
-    out = []
-    while len(out) < n:
-        words = (ws_root / rows[int(rng.integers(len(rows)))][3]).read_text(encoding="utf-8").split()
-        if len(words) < 4:
-            continue
-        size = int(rng.integers(4, 17))
-        start = int(rng.integers(0, max(1, len(words) - size)))
-        out.append(" ".join(words[start:start + size]))
-    return out
+    from bench.speed import stress_queries as windows
+
+    class _Texts:  # read a parsed file only when the draw picks it
+        def __len__(self):
+            return len(rows)
+
+        def __getitem__(self, i):
+            return (ws_root / rows[i][3]).read_text(encoding="utf-8")
+
+    return windows(_Texts(), n, seed)
 
 
 def _median_time(fn, repeats: int, warm=None) -> tuple[float, float]:

@@ -30,7 +30,9 @@ from bench.data import REPO, WORK, data_dir, read_jsonl, workspace_for
 K = 10
 
 
-def stress_queries(texts: list[str], n: int = 2000, seed: int = 0) -> list[str]:
+def stress_queries(texts, n: int = 2000, seed: int = 0) -> list[str]:
+    """Seeded windows of 4-16 words cut from random texts. ``texts``: any sequence (len and indexing),
+    so a caller may read each text lazily."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < n:
@@ -43,7 +45,7 @@ def stress_queries(texts: list[str], n: int = 2000, seed: int = 0) -> list[str]:
     return out
 
 
-def _median_time(fn, repeats: int) -> float:
+def median_time(fn, repeats: int) -> float:
     fn()  # warm-up (JIT, caches)
     times = []
     for _ in range(repeats):
@@ -91,8 +93,8 @@ def measure_ours(collection: Path, repeats: int) -> dict:
         idf, norm = r.index.idf_, r.index.norm(r.params.k1, r.params.b)
         for threads in (1, 2):
             numba.set_num_threads(threads)
-            e2e = _median_time(e2e_fn, repeats)
-            score = _median_time(lambda: score_topk(r.index.postings, batch, r.params, K, backend=r.backend,
+            e2e = median_time(e2e_fn, repeats)
+            score = median_time(lambda: score_topk(r.index.postings, batch, r.params, K, backend=r.backend,
                                                     idf=idf, norm=norm), repeats)
             out["batch"][f"{name}/t{threads}"] = {"queries": len(qs), "e2e_qps": len(qs) / e2e,
                                                   "scoring_qps": len(qs) / score}
@@ -123,8 +125,8 @@ def measure_bm25s(collection: Path, repeats: int) -> dict:
             return [[keys[i] for i in row] for row in found.tolist()]
 
         for threads in (1, 2):
-            e2e = _median_time(e2e_fn, repeats)
-            score = _median_time(lambda: peer.retrieve(ids, K, threads), repeats)
+            e2e = median_time(e2e_fn, repeats)
+            score = median_time(lambda: peer.retrieve(ids, K, threads), repeats)
             out["batch"][f"{name}/t{threads}"] = {"queries": len(qs), "e2e_qps": len(qs) / e2e,
                                                   "scoring_qps": len(qs) / score}
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -28,11 +28,10 @@ def run(args) -> int:
 def search_embed(args) -> int:
     """``chitragupta search --engine embed``: one query as a table or JSON, or a batch to a TREC run
     (doc ids ``<citekey>#<chunk>``). Called by search_cmd after its own argument checks."""
-    import json
     from pathlib import Path
 
     from engine.cli._common import open_workspace, print_notes, print_problems
-    from engine.cli.search_cmd import _table
+    from engine.cli.search_cmd import print_response
     from engine.errors import UsageError
     from enrich.search import EmbedSearcher
 
@@ -48,11 +47,7 @@ def search_embed(args) -> int:
     if not args.queries:
         k = args.k or 10
         resp = searcher.search(args.query, k=k, snippet_chars=args.snippet_chars)
-        print_notes(resp.notes)
-        if args.json:
-            print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
-        else:
-            print(_table(resp))
+        print_response(resp, args.json)
         if args.log:
             from engine.dossier import LogRow, append_rows, payload_chars
 

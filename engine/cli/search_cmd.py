@@ -43,22 +43,27 @@ def _table(resp) -> str:
     return "\n".join(lines)
 
 
+def print_response(resp, as_json: bool) -> None:
+    """One query's notes on stderr, then its hits as a table or a JSON list (every search engine)."""
+    import json
+
+    from engine.cli._common import print_notes
+
+    print_notes(resp.notes)
+    if as_json:
+        print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
+    else:
+        print(_table(resp))
+
+
 def _expanded(notes) -> str:
     return "; ".join(n.text.split(": ", 1)[1] for n in notes if n.kind == "expansion")
 
 
 def _single(args, retriever) -> int:
-    import json
-
-    from engine.cli._common import print_notes
-
     k = args.k or 10
     resp = retriever.search(args.query, k=k, unit=args.unit, snippet_chars=args.snippet_chars)
-    print_notes(resp.notes)
-    if args.json:
-        print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
-    else:
-        print(_table(resp))
+    print_response(resp, args.json)
     if args.log:
         from engine.dossier import LogRow, append_rows, payload_chars
 
