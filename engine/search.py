@@ -211,7 +211,7 @@ class Retriever:
         params = self.params if index is self.index else self.passage_params
         cached = {}
         if self.backend.accepts_cached:
-            cached = {"idf": index.idf_, "norm": index.norm(params.k1, params.b)}
+            cached = {"idf": index.idf_, "norm": index.norm(params.k1, params.b), "bounds": index.bounds(params)}
         return score_topk(index.postings, batch, params, k, backend=self.backend, **cached)
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document") -> Ranked:

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from kernels import BM25Params, Postings, QueryBatch, TopK, resolve, score_topk
 from kernels import reference
 from kernels.dispatch import BACKENDS
+from kernels.types import bm25_idf, length_norm
 from oracle import bm25, same_ranking
 
 
@@ -225,3 +226,122 @@ def test_tiled_path_equals_reference(monkeypatch, tile, density):
         for fw in ((("title", 2.0),), (("title", 0.0), ("abstract", 3.0))):
             params = BM25Params(field_weights=fw)
             assert_same_topk(cpu.score_topk(pf, q, params, 10), reference.score_topk(pf, q, params, 10))
+
+
+def zipf_postings(seed, n_docs, n_terms, ties=False, fields=False):
+    """A corpus whose term frequencies follow a Zipf law, as real text does: a few terms in most
+    documents (low idf, what MaxScore skips), many in a handful. ``ties`` repeats a quarter of the
+    documents, so equal scores must break by id."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, n_terms + 1) ** 1.1
+    weights /= weights.sum()
+    rows, cols = [], []
+    for d in range(n_docs):
+        toks = rng.choice(n_terms, int(rng.integers(3, 60)), p=weights)
+        rows.append(toks)
+        cols.append(np.full(toks.shape[0], d))
+    if ties:
+        for d in range(n_docs // 4):
+            rows.append(rows[d])
+            cols.append(np.full(rows[d].shape[0], n_docs + d))
+    n_all = n_docs + (n_docs // 4 if ties else 0)
+    m = sp.coo_matrix((np.ones(sum(r.shape[0] for r in rows), np.int32), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(n_terms, n_all)).tocsr()
+    m.sum_duplicates()
+    m.sort_indices()
+    doc_len = np.asarray(m.sum(axis=0)).ravel().astype(np.int32)
+    tf = m.data.astype(np.int32)
+    extra = {}
+    if fields:
+        title = (tf * rng.random(tf.shape[0])).astype(np.int32)
+        extra = {"title": title, "abstract": ((tf - title) * rng.random(tf.shape[0])).astype(np.int32)}
+    return Postings(m.indptr.astype(np.int64), m.indices.astype(np.int32), tf, doc_len, extra)
+
+
+def zipf_queries(seed, n_terms, n_queries, max_len=12):
+    """Queries mixing common and rare terms (half drawn from the 20 most common), some empty."""
+    rng = np.random.default_rng(seed + 7)
+    out = []
+    for _ in range(n_queries):
+        n = int(rng.integers(0, max_len))
+        common = rng.integers(0, min(20, n_terms), n // 2)
+        out.append(np.concatenate([common, rng.integers(0, n_terms, n - n // 2)]))
+    return QueryBatch.from_lists(out)
+
+
+@pytest.mark.parametrize("tile,first", [(64, 256), (37, 37), (100, 30)])
+def test_pruned_path_equals_reference(monkeypatch, tile, first):
+    """MaxScore pruning (kernels/_maxscore.py; in production over ``_TILED_MIN_DOCS`` documents for small
+    k) brought down to small corpora: it must skip work -- the counters say it pruned tiles and read
+    fewer postings than an exhaustive pass -- and still give the reference's ids and scores bit for bit, ties, every (k1, b)
+    corner and field weights included."""
+    from kernels import cpu
+    from kernels._maxscore import N_COUNTERS
+
+    monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
+    monkeypatch.setattr(cpu, "_TILE", 50)
+    monkeypatch.setattr(cpu, "_TILED_DENSITY", 10 ** 9)  # every query tiled
+    monkeypatch.setattr(cpu, "_PRUNE_DOCS_PER_K", 1)
+    monkeypatch.setattr(cpu, "_PRUNE_TILE", tile)
+    monkeypatch.setattr(cpu, "_PRUNE_FIRST_TILE", first)
+    total = np.zeros(N_COUNTERS, dtype=np.int64)
+    exhaustive = 0  # postings an unpruned pass reads
+    for case in (dict(seed=11, n_docs=2500, n_terms=400), dict(seed=12, n_docs=900, n_terms=120, ties=True),
+                 dict(seed=13, n_docs=1200, n_terms=300, fields=True)):
+        p = zipf_postings(**case)
+        q = zipf_queries(case["seed"], p.n_terms, 60)
+        grid = [BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=3.0, b=1.0), BM25Params(k1=0.4, b=0.2)]
+        if case.get("fields"):
+            grid += [BM25Params(field_weights=(("title", 3.0),)),
+                     BM25Params(k1=1.2, field_weights=(("title", 0.0), ("abstract", 2.5)))]
+        for params in grid:
+            kept = np.full(p.n_terms, -1.0)  # the caller's bounds, reused across k (as the engine does)
+            for k in (1, 3, 10, 40):
+                got = cpu.score_topk(p, q, params, k, counters=total, bounds=kept if k > 1 else None)
+                assert_same_topk(got, reference.score_topk(p, q, params, k))
+                exhaustive += int(np.diff(p.indptr)[q.terms].sum())
+            asked = np.unique(q.terms)
+            assert (kept[asked] >= 0).all() and (np.delete(kept, asked) == -1.0).all()  # filled only where asked
+    full, pruned, stopped, read = total.tolist()
+    assert pruned > 0 and full > 0
+    assert read < 0.8 * exhaustive, (read, exhaustive)  # it really skipped postings
+
+
+def test_term_bounds_are_each_terms_largest_contribution():
+    """The pruning's bound is the largest contribution of any of the term's postings under the params in
+    use -- the kernels' own expression, so the same bits as numpy computing it posting by posting."""
+    from kernels._maxscore import term_bounds
+    from kernels.cpu import _field_args
+
+    p = zipf_postings(seed=21, n_docs=700, n_terms=90, fields=True)
+    terms = np.arange(p.n_terms, dtype=np.int64)
+    doc_of = p.indices.astype(np.int64)
+    for params in (BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=2.0, b=1.0),
+                   BM25Params(k1=1.2, field_weights=(("title", 0.0), ("abstract", 2.5)))):
+        idf = bm25_idf(p.df(), p.n_docs)
+        norm = length_norm(p.doc_len, p.avgdl(), params.k1, params.b)
+        f = p.tf.astype(np.float64)
+        for name, delta in params.active_fields():
+            f = f + delta * p.fields[name]
+        term_of = np.repeat(np.arange(p.n_terms), np.diff(p.indptr))
+        c = np.where(f > 0, idf[term_of] * f * (params.k1 + 1.0) / (f + norm[doc_of]), 0.0)
+        want = np.zeros(p.n_terms)
+        np.maximum.at(want, term_of, c)
+        got = np.full(p.n_terms, -1.0)
+        term_bounds(p.indptr, p.indices, p.tf, *_field_args(p, params), idf, norm, float(params.k1 + 1.0), terms, got)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_seek_and_gallop_find_the_lower_bound():
+    from kernels._maxscore import _gallop, _seek
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        a = np.sort(rng.integers(0, 200, int(rng.integers(0, 60)))).astype(np.int32)
+        s = int(rng.integers(0, a.shape[0] + 1))
+        e = int(rng.integers(s, a.shape[0] + 1))
+        x = int(rng.integers(-5, 210))
+        want = s + int(np.searchsorted(a[s:e], x, side="left"))
+        assert _gallop(a, s, e, x) == want
+        for guess in (s - 3, s, (s + e) // 2, e - 1, e + 4):
+            assert _seek(a, s, e, x, guess) == want
