@@ -9,18 +9,22 @@ and ``1m`` (any ``<n>k`` / ``<n>m``) are ``bench.synth`` workspaces under ``--ws
 
 Per corpus, each in its own subprocess so that peak RSS is its own:
   build    ours: ``refresh(force=True)`` -- read every parsed file, tokenize, CSR, write + fsync the cache
-           bm25s: read corpus.jsonl, tokenize, index (in memory)
+           bm25s: read corpus.jsonl, tokenize, index (in memory), in the paired child below
   queries  a seeded stress set of 10,000 windows of 4-16 words cut from random documents (bench.speed's
            stress set, drawn from the parsed files); the 1,000-query set is its first 1,000. End to end:
-           query strings -> top-k citekeys (tokenization, vocabulary lookup, id -> key included), median
-           of ``--repeats`` timed runs after a warm-up on the set's last 200 queries, per k and thread
-           count, as queries per wall second and per CPU second of the process (all threads). Ours runs
-           the numba backend with acronym expansion off, so both engines score the same tokens; k=10 is
-           measured again with the shipped defaults (expansion on) unless ``--no-shipped``.
+           query strings -> top-k citekeys (tokenization, vocabulary lookup, id -> key included), per k
+           and thread count, as queries per wall second and per CPU second of the process (all threads).
+           Ours (numba backend, acronym expansion off, so both engines score the same tokens) and bm25s
+           run in one process in alternating rounds (ours, bm25s; bm25s, ours; ...) after a warm-up of
+           each on the set's last 200 queries and one untimed call on the set; each engine's figure is the
+           median of ``--repeats`` rounds (a round repeats a call shorter than 0.5 s and averages) and
+           every round's ratio is kept. k=10 is measured again, ours alone, with the shipped
+           defaults (expansion on) unless ``--no-shipped``.
   first    the wall (and CPU) time of ``chitragupta search -w WS "..."`` from process start to exit, the
-           first call (after the build, unless ``--no-build``) and the median of 3 more; and once with
-           the stamp removed (the full up-to-date check that every open paid before: every ledger row
-           read, every parsed file statted).
+           first call (after the build, unless ``--no-build``) and the median of 3 more; once with numba's
+           cache pointed at an empty folder (a fresh install's first query: every kernel it needs
+           compiled); and once with the stamp removed (the full up-to-date check that every open paid
+           before: every ledger row read, every parsed file statted).
 The load average is recorded beside every figure: the host is shared.
 """
 
@@ -28,12 +32,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,6 +83,17 @@ def workspace(size: str, ws_root: Path) -> Path:
         stats = synth.fit(data_dir() / "scifact")
         synth.write_workspace(stats, n, root, seed=0, log=lambda m: print(m, file=sys.stderr, flush=True))
     return root
+
+
+def _settle(ws_root: Path) -> None:
+    """Wait until content/parsed/ is ``RACY_NS`` old: a build that starts sooner (a workspace generated a
+    moment ago) cannot record its stamp (``engine.index.manage``), so the first query would pay the full
+    check that ``first_query`` measures on its own."""
+    from engine.index.manage import RACY_NS
+
+    age = time.time_ns() - os.stat(ws_root / "content" / "parsed").st_mtime_ns
+    if age < RACY_NS:
+        time.sleep((RACY_NS - age) / 1e9 + 0.05)
 
 
 def stress_queries(ws_root: Path, n: int = N_QUERIES, seed: int = 0) -> list[str]:
@@ -144,7 +161,9 @@ def child_ours(ws_root: Path, qfile: Path, plan: dict) -> dict:
 
     queries = json.loads(qfile.read_text())
     out = {"engine": "chitragupta (numba)", "batch": {}, "shipped": {}}
-    runs = [(False, "batch", plan["ks"])] + ([(True, "shipped", [min(plan["ks"])])] if plan.get("shipped", True) else [])
+    # beside bm25s, the expansion-off rows are timed in the paired child instead (child_pair)
+    runs = ([] if plan.get("paired") else [(False, "batch", plan["ks"])]) + (
+        [(True, "shipped", [min(plan["ks"])])] if plan.get("shipped", True) else [])
     for expansion, table, ks in runs:
         r = _retriever(ws_root, expansion)
         keys = r.index.citekeys.to_list()
@@ -181,7 +200,33 @@ def _read_corpus(ws_root: Path) -> tuple[list[str], list[str]]:
     return keys, texts
 
 
-def child_bm25s(ws_root: Path, qfile: Path, plan: dict) -> dict:
+def _paired_time(a, b, repeats: int, min_round_s: float = 0.5) -> tuple[list, list]:
+    """(wall, CPU) seconds a call of ``a`` and of ``b`` in ``repeats`` rounds, the order alternating (a b,
+    b a, ...), so that a swing of the host's speed lands on both engines alike. A call shorter than
+    ``min_round_s`` is repeated within its round (the count from one untimed call of each) and averaged."""
+    once = []
+    for fn in (a, b):
+        t = time.perf_counter()
+        fn()
+        once.append(time.perf_counter() - t)
+    reps = max(1, math.ceil(min_round_s / max(min(once), 1e-6)))
+    got: dict = {a: [], b: []}
+    for i in range(repeats):
+        for fn in ((a, b) if i % 2 == 0 else (b, a)):
+            c = time.process_time()
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            got[fn].append(((time.perf_counter() - t) / reps, (time.process_time() - c) / reps))
+    return got[a], got[b]
+
+
+def child_pair(ws_root: Path, qfile: Path, plan: dict) -> dict:
+    """bm25s built here and ours opened beside it in this one process; each (queries, k, threads) timed in
+    alternating rounds, so the ratio compares runs seconds apart, not minutes (this host's speed swings by a
+    third between minutes). Ours with acronym expansion off: both engines score the same tokens."""
+    import numba
+
     from bench.peers import Bm25s
 
     queries = json.loads(qfile.read_text())
@@ -194,17 +239,30 @@ def child_bm25s(ws_root: Path, qfile: Path, plan: dict) -> dict:
     build_s = time.perf_counter() - t
     del texts
     out = {"engine": f"bm25s {peer.version} (numba)", "n_docs": len(keys), "build_s": build_s, "read_s": read_s,
-           "build_peak_rss_mb": _peak_mb(), "batch": {}}
+           "build_peak_rss_mb": _peak_mb(), "batch": {}, "ours": {}}
+    r = _retriever(ws_root, False)
+    ours_keys = r.index.citekeys.to_list()
     for nq in plan["queries"]:
         qs = queries[:nq]
         for k in plan["ks"]:
             for threads in plan["threads"]:
-                def e2e(qs=qs, k=k, threads=threads):
+                def theirs(qs=qs, k=k, threads=threads):
                     found, _scores = peer.search(qs, k, threads, distinct=False)
                     return [[keys[i] for i in row] for row in found.tolist()]
 
-                wall, cpu = _median_time(e2e, plan["repeats"], warm=lambda: e2e(queries[-WARM:]))
-                out["batch"][f"q{nq}/k{k}/t{threads}"] = _figures(nq, wall, cpu)
+                def ours(qs=qs, k=k):
+                    ids = r.rank_many(qs, k).topk.ids
+                    return [[ours_keys[i] for i in row if i >= 0] for row in ids.tolist()]
+
+                numba.set_num_threads(threads)
+                ours(queries[-WARM:])
+                theirs(queries[-WARM:])
+                o, p = _paired_time(ours, theirs, plan["repeats"])
+                key = f"q{nq}/k{k}/t{threads}"
+                med = lambda xs, j: statistics.median(x[j] for x in xs)  # noqa: E731
+                out["ours"][key] = _figures(nq, med(o, 0), med(o, 1))
+                out["batch"][key] = _figures(nq, med(p, 0), med(p, 1))
+                out["ours"][key]["round_ratios"] = [pw / ow for (ow, _), (pw, _) in zip(o, p)]
     out["peak_rss_mb"] = _peak_mb()
     return out
 
@@ -219,10 +277,10 @@ def first_query(ws_root: Path, query: str) -> dict:
 
     cpu: list[float] = []
 
-    def once() -> float:
+    def once(env=None) -> float:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, check=True)
+        subprocess.run(cmd, capture_output=True, check=True, env=env)
         wall = time.perf_counter() - t
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -231,19 +289,22 @@ def first_query(ws_root: Path, query: str) -> dict:
     load = _load()
     first = once()
     warm = [once() for _ in range(3)]
+    with tempfile.TemporaryDirectory() as empty:  # numba's cache empty: a fresh install's first query
+        cold = once({**os.environ, "NUMBA_CACHE_DIR": empty})
     _verified_path(Workspace.open(ws_root), "document").unlink(missing_ok=True)
     full = once()  # the full check (and it records the stamp again)
     after = once()
     return {"command": "chitragupta " + " ".join(cmd[-6:]), "first_s": first, "first_cpu_s": cpu[0],
-            "median_s": statistics.median(warm), "median_cpu_s": statistics.median(cpu[1:4]), "full_check_s": full,
-            "full_check_cpu_s": cpu[4], "after_full_s": after, "load": load}
+            "median_s": statistics.median(warm), "median_cpu_s": statistics.median(cpu[1:4]), "jit_cold_s": cold,
+            "jit_cold_cpu_s": cpu[4], "full_check_s": full, "full_check_cpu_s": cpu[5], "after_full_s": after,
+            "load": load}
 
 
 def _child(kind: str, ws_root: str, qfile: str | None, plan: str) -> dict:
     plan_d = json.loads(plan)
     if kind == "build":
         return child_build(Path(ws_root))
-    return {"ours": child_ours, "bm25s": child_bm25s}[kind](Path(ws_root), Path(qfile), plan_d)
+    return {"ours": child_ours, "bm25s": child_pair}[kind](Path(ws_root), Path(qfile), plan_d)
 
 
 def _run_child(kind: str, ws_root: Path, qfile: Path | None, plan: dict) -> dict:
@@ -279,8 +340,9 @@ def main(argv=None) -> int:
         print(json.dumps(_child(args.child, args.child_ws, args.child_queries, args.child_plan)))
         return 0
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    engines = args.engines.split(",")
     plan = {"queries": ints(args.queries), "ks": ints(args.ks), "threads": ints(args.threads), "repeats": args.repeats,
-            "shipped": not args.no_shipped}
+            "shipped": not args.no_shipped, "paired": "bm25s" in engines}
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     results = {"machine": {"platform": platform.platform(), "python": platform.python_version(),
                            "cpus": os.cpu_count()}, "plan": plan, "command": "python -m bench.scale " + " ".join(
@@ -291,16 +353,19 @@ def main(argv=None) -> int:
         ws_root = workspace(size, Path(args.ws_root))
         res = results["sizes"][size] = {"workspace": str(ws_root)}
         if not args.no_build:
+            _settle(ws_root)
             log(f"[{size}] building the index ...")
             res["build"] = _run_child("build", ws_root, None, plan)
             log(f"[{size}] build: {json.dumps(res['build'])}")
         queries = stress_queries(ws_root, max(plan["queries"]))
         qfile = out.parent / f"scale-queries-{size}.json"
         qfile.write_text(json.dumps(queries))
-        if "ours" in args.engines.split(","):
+        if "ours" in engines:
             res["first_query"] = first_query(ws_root, queries[0])
             log(f"[{size}] first query: {json.dumps(res['first_query'])}")
-        for engine in args.engines.split(","):
+        for engine in engines:
+            if engine == "ours" and not plan["shipped"] and plan["paired"]:
+                continue  # nothing left for ours alone: its expansion-off rows are timed beside bm25s
             log(f"[{size}] {engine} queries ...")
             res[engine] = _run_child(engine, ws_root, qfile, plan)
             log(f"[{size}] {engine}: {json.dumps(res[engine])}")
@@ -312,20 +377,24 @@ def main(argv=None) -> int:
 
 def report(res: dict) -> str:
     plan = res["plan"]
-    lines = ["| corpus | queries | k | threads | ours e2e q/s | bm25s e2e q/s | ratio | ours q per CPU-s | "
+    lines = ["Ours and bm25s timed in one process, in alternating rounds (median of the rounds; the ratio's range "
+             "is over the rounds):", "",
+             "| corpus | queries | k | threads | ours e2e q/s | bm25s e2e q/s | ratio (range) | ours q per CPU-s | "
              "bm25s q per CPU-s | ratio | load (1 min) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for size, r in res["sizes"].items():
         ours, peer = r.get("ours", {}), r.get("bm25s", {})
         n = ours.get("n_docs") or peer.get("n_docs") or "?"
-        for key, o in ours.get("batch", {}).items():
+        for key, o in (peer.get("ours") or ours.get("batch", {})).items():
             p = peer.get("batch", {}).get(key)
             nq, k, t = key.split("/")
             pq = f"{p['e2e_qps']:,.0f}" if p else "-"
-            ratio = f"{o['e2e_qps'] / p['e2e_qps']:.2f}x" if p else "-"
+            rr = o.get("round_ratios") or []
+            span = f" ({min(rr):.2f}-{max(rr):.2f})" if rr else ""
+            ratio = f"{o['e2e_qps'] / p['e2e_qps']:.2f}x{span}" if p else "-"
             pc = f"{p['qps_per_cpu_s']:,.0f}" if p else "-"
             cratio = f"{o['qps_per_cpu_s'] / p['qps_per_cpu_s']:.2f}x" if p else "-"
             lines.append(f"| {size} ({n:,} docs) | {nq[1:]} | {k[1:]} | {t[1:]} | {o['e2e_qps']:,.0f} | {pq} | {ratio} "
-                         f"| {o['qps_per_cpu_s']:,.0f} | {pc} | {cratio} | {o['load'][0]} / {p['load'][0] if p else '-'} |")
+                         f"| {o['qps_per_cpu_s']:,.0f} | {pc} | {cratio} | {o['load'][0]} |")
     lines += ["", "Shipped defaults (acronym expansion on; the rows above have it off, the same tokens as bm25s):", "",
               "| corpus | queries | k | threads | ours e2e q/s, expansion on | q per CPU-s |", "|---|---|---|---|---|---|"]
     for size, r in res["sizes"].items():
@@ -333,8 +402,9 @@ def report(res: dict) -> str:
             nq, k, t = key.split("/")
             lines.append(f"| {size} | {nq[1:]} | {k[1:]} | {t[1:]} | {o['e2e_qps']:,.0f} | {o['qps_per_cpu_s']:,.0f} |")
     lines += ["", "| corpus | ours build s | ours build peak RSS MB | postings | bm25s build s (+ read) | "
-                  "bm25s peak RSS MB (build / all) | first CLI query s, wall (first / median of 3) | full check instead |",
-              "|---|---|---|---|---|---|---|---|"]
+                  "bm25s peak RSS MB (build / all) | first CLI query s, wall (first / median of 3) | full check instead | "
+                  "numba cache empty |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for size, r in res["sizes"].items():
         b, p, f = r.get("build", {}), r.get("bm25s", {}), r.get("first_query", {})
         lines.append(
@@ -343,7 +413,8 @@ def report(res: dict) -> str:
             f"{p.get('build_peak_rss_mb', float('nan')):,.0f} / {p.get('peak_rss_mb', float('nan')):,.0f} | "
             f"{f.get('first_s', float('nan')):.2f} / {f.get('median_s', float('nan')):.2f} (CPU "
             f"{f.get('first_cpu_s', float('nan')):.2f} / {f.get('median_cpu_s', float('nan')):.2f}) | "
-            f"{f.get('full_check_s', float('nan')):.2f} (CPU {f.get('full_check_cpu_s', float('nan')):.2f}) |")
+            f"{f.get('full_check_s', float('nan')):.2f} (CPU {f.get('full_check_cpu_s', float('nan')):.2f}) | "
+            f"{f.get('jit_cold_s', float('nan')):.2f} (CPU {f.get('jit_cold_cpu_s', float('nan')):.2f}) |")
     return "\n".join(lines)
 
 
