@@ -89,7 +89,7 @@ def _push(hs, hi, size, k, s, d):
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _drain(hs, hi, size, out_ids, out_scores):
     """Pop the heap's size hits worst-first into out[:size], so the row reads best first; returns size."""
     n = size
