@@ -205,12 +205,15 @@ def test_sweep_chunks_the_grid(monkeypatch):
 def test_tiled_path_equals_reference(monkeypatch, tile, density):
     """The tiled path (in production only for corpora over ``_TILED_MIN_DOCS``) brought down to small
     corpora: tiles that do not divide the corpus, every query tiled or a mix of tiled and table queries,
-    ties, k beyond the corpus and field weights must all give the reference's ids and scores bit for bit."""
+    ties, k beyond the corpus and field weights must all give the reference's ids and scores bit for bit.
+    k = 1 and 10 keep a heap; 40 and 5000 collect past a threshold (``_COLLECT_MIN_K`` lowered to 20), 40
+    with many cuts of the buffer and ties at the cut."""
     from kernels import cpu
 
     monkeypatch.setattr(cpu, "_TILE", tile)
     monkeypatch.setattr(cpu, "_TILED_DENSITY", density)
     monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
+    monkeypatch.setattr(cpu, "_COLLECT_MIN_K", 20)
     cases = [dict(seed=7, n_docs=3000, n_terms=50, density=0.1),
              dict(seed=8, n_docs=500, n_terms=40, density=0.3, ties=True),
              dict(seed=9, n_docs=257, n_terms=30, density=0.2)]
@@ -218,14 +221,15 @@ def test_tiled_path_equals_reference(monkeypatch, tile, density):
         p = random_postings(**case)
         q = random_queries(case["seed"], p.n_terms, 40)
         for params in (BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=3.0, b=1.0)):
-            for k in (1, 10, 5000):
+            for k in (1, 10, 40, 5000):
                 assert_same_topk(cpu.score_topk(p, q, params, k), reference.score_topk(p, q, params, k))
         rng = np.random.default_rng(case["seed"])
         f_t = (p.tf * rng.random(p.tf.shape[0])).astype(np.int32)
         pf = Postings(p.indptr, p.indices, p.tf, p.doc_len, {"title": f_t, "abstract": p.tf - f_t})
         for fw in ((("title", 2.0),), (("title", 0.0), ("abstract", 3.0))):
             params = BM25Params(field_weights=fw)
-            assert_same_topk(cpu.score_topk(pf, q, params, 10), reference.score_topk(pf, q, params, 10))
+            for k in (10, 40):
+                assert_same_topk(cpu.score_topk(pf, q, params, k), reference.score_topk(pf, q, params, k))
 
 
 def zipf_postings(seed, n_docs, n_terms, ties=False, fields=False):
