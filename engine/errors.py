@@ -12,7 +12,9 @@ __all__ = [
     "CorpusError",
     "WorkspaceError",
     "WorkspaceBusy",
+    "IndexDamaged",
     "UsageError",
+    "OutputError",
     "MissingExtra",
 ]
 
@@ -37,8 +39,16 @@ class WorkspaceBusy(WorkspaceError):
     """Another process holds the workspace's write lock."""
 
 
+class IndexDamaged(WorkspaceError):
+    """An index cache found damaged while it was being read (a table entry out of range)."""
+
+
 class UsageError(ChitraguptaError):
     """A call with arguments that cannot be honoured (k < 1, an unknown citekey, ...)."""
+
+
+class OutputError(ChitraguptaError):
+    """An output file that could not be written (a full disk, a closed pipe's peer gone, a device error)."""
 
 
 class MissingExtra(ChitraguptaError, ImportError):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from engine.corpus.ledger import Ledger
+from engine.index import doc as doc_index
 from engine.index import store
 from engine.index.manage import doc_folder, open_current, refresh
 from engine.search import Retriever
@@ -161,7 +162,7 @@ def test_arrays_are_memory_mapped_and_pickle_free(tmp_path):
     for p in gen.glob("*.npy"):
         np.load(p, allow_pickle=False)
     man = json.loads((gen / "manifest.json").read_text())
-    assert man["schema"] == 3 and man["kind"] == "doc" and set(man["files"]) >= {"indptr", "indices", "tf"}
+    assert man["schema"] == doc_index.SCHEMA_VERSION and man["kind"] == "doc" and set(man["files"]) >= {"indptr", "indices", "tf"}
 
 
 def test_empty_corpus(tmp_path):

@@ -33,7 +33,7 @@ from engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_bytes
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest"]
 
-SCHEMA_VERSION = 3  # 2: the reference cut; 3: title and abstract field counts
+SCHEMA_VERSION = 4  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table
 FIELDS = ("title", "abstract")
 KIND = "doc"
 
@@ -67,6 +67,7 @@ class DocIndex(TermIndex):
         self.postings.fields.update({f: arrays[f"tf_{f}"] for f in FIELDS})
         self.manifest = manifest
         self.path = path
+        self.where = f"the document index ({path})" if path else "the document index"
         self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
         self.fingerprints = arrays["fingerprints"]
         self.flags = arrays["flags"]
@@ -167,10 +168,12 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
 
     vocab, arrays = acc.finish(n)
     citekeys = StringTable.from_sorted([s.citekey for s in sources])
+    from kernels.lookup import build_table  # numba: imported only when an index is built
+
     vt = StringTable.from_sorted(vocab)
     arrays.update(
         citekeys_blob=citekeys.blob, citekeys_offsets=citekeys.offsets,
-        vocab_blob=vt.blob, vocab_offsets=vt.offsets,
+        vocab_blob=vt.blob, vocab_offsets=vt.offsets, vocab_slots=build_table(vt.blob, vt.offsets),
         fingerprints=fps, flags=flags,
     )
     report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(arrays["indices"].shape[0])

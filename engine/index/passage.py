@@ -34,7 +34,7 @@ from engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
 __all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "build_passages", "open_passages"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the vocabulary lookup table
 KIND = "passage"
 _DROPPED = frozenset(DROPPED_RUNS)
 
@@ -62,6 +62,7 @@ class PassageIndex(TermIndex):
         super().__init__(arrays, manifest)
         self.manifest = manifest
         self.path = path
+        self.where = f"the passage index ({path})" if path else "the passage index"
         self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
         self.fingerprints = arrays["fingerprints"]
         self.flags = arrays["flags"]
@@ -152,10 +153,13 @@ def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: Passa
     n = len(p_doc)
     vocab, arrays = acc.finish(n)
     citekeys = StringTable.from_sorted([s.citekey for s in sources])
+    from kernels.lookup import build_table  # numba: imported only when an index is built
+
     vt = StringTable.from_sorted(vocab)
     arrays.update(
         citekeys_blob=citekeys.blob, citekeys_offsets=citekeys.offsets,
-        vocab_blob=vt.blob, vocab_offsets=vt.offsets, fingerprints=fps, flags=flags,
+        vocab_blob=vt.blob, vocab_offsets=vt.offsets, vocab_slots=build_table(vt.blob, vt.offsets),
+        fingerprints=fps, flags=flags,
         p_doc=np.asarray(p_doc, dtype=np.int32), p_item=np.asarray(p_item, dtype=np.int32),
     )
     with_text = (flags & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED)) == 0

@@ -23,6 +23,7 @@ class StringTable:
         self._dict: dict[str, int] | None = None
         self._bytes_dict: dict[bytes, int] | None = None
         self._list: list[str] | None = None
+        self._array: np.ndarray | None = None  # object array of the strings, for many lookups at once
 
     @classmethod
     def from_sorted(cls, strings: Sequence[str]) -> "StringTable":
@@ -52,6 +53,28 @@ class StringTable:
             off = self.offsets.tolist()
             self._list = [data[off[i]:off[i + 1]].decode("utf-8", "surrogatepass") for i in range(len(self))]
         return self._list
+
+    def strings_at(self, rows) -> list[str]:
+        """The strings at many positions, as a list aligned with ``rows``. Decodes each distinct position
+        once, and only those: a batch's hits in a million-entry table do not decode the whole table."""
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        if rows.size == 0:
+            return []
+        if self._array is None and (self._list is not None or rows.size * 4 >= len(self)):
+            self._array = np.empty(len(self), dtype=object)
+            self._array[:] = self.to_list()
+        if self._array is not None:
+            return self._array[rows].tolist()
+        uniq, inverse = np.unique(rows, return_inverse=True)
+        starts = np.asarray(self.offsets[uniq], dtype=np.int64)
+        lengths = np.asarray(self.offsets[uniq + 1], dtype=np.int64) - starts
+        ends = np.cumsum(lengths)
+        # one gather of every needed byte, then a slice per string
+        gather = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if ends.size else 0)
+        data = np.asarray(self.blob)[gather].tobytes()
+        cuts = np.concatenate(([0], ends)).tolist()
+        decoded = [data[cuts[i]:cuts[i + 1]].decode("utf-8", "surrogatepass") for i in range(uniq.size)]
+        return [decoded[i] for i in inverse.tolist()]
 
     def mapping(self) -> dict[str, int]:
         """string -> position, built once."""

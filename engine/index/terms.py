@@ -7,6 +7,7 @@ from itertools import chain
 
 import numpy as np
 
+from engine.errors import IndexDamaged
 from engine.index.csr import postings_matrix
 from engine.index.strings import StringTable
 from engine.stem import NONE, get_stemmer
@@ -15,7 +16,7 @@ from kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
 __all__ = ["TermIndex"]
 
-_NUMBA_LOOKUP_MIN = 32  # queries; below this the lookup's hash table is not worth building
+_NUMBA_LOOKUP_MIN = 32  # queries; below this, Python (no numba kernel to load for a single query)
 
 
 class TermIndex:
@@ -29,8 +30,11 @@ class TermIndex:
         self.postings = Postings(
             indptr=arrays["indptr"], indices=arrays["indices"], tf=arrays["tf"], doc_len=arrays["doc_len"],
         )
+        # the vocabulary's hash table for the numba lookup, built with the index (kernels.lookup)
+        self.slots = arrays["vocab_slots"]
+        self.where = "the index cache"  # named in errors; the subclasses say which one
         self._idf: np.ndarray | None = None
-        self._slots = None
+        self._expansion = None
         self._norms: dict[tuple[float, float], np.ndarray] = {}
         self._bounds: dict[tuple, np.ndarray] = {}
 
@@ -76,44 +80,63 @@ class TermIndex:
         lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
         return self._batch(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
 
-    def query_batch_from_strings(self, queries) -> QueryBatch:
+    def query_batch_from_strings(self, queries, expander=None) -> QueryBatch:
         """Tokenize raw query strings and look their terms up, for a whole batch at once.
 
         The same terms as ``query_batch([query_terms(q)[0] for q in queries])``: stopwords and short
         runs are never in the vocabulary, so a vocabulary miss drops them without a separate pass.
-        Large batches go through the numba lookup (``kernels.lookup``) when numba is importable.
+        ``expander`` (an ``engine.expand.Expander``) adds each query's acronym expansions, exactly as
+        ``query_batch`` of the typed terms plus ``expander.expand(q).added`` would. Large batches go
+        through the numba lookup (``kernels.lookup``) over the hash table stored with the index.
         """
+        if self.stem is None and len(queries) >= _NUMBA_LOOKUP_MIN:
+            from kernels.lookup import TableCorrupt, lookup_batch
+
+            encoded = [q.lower().encode("ascii", "replace") for q in queries]
+            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+            np.cumsum(lengths + 1, out=starts[1:])
+            buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
+            try:
+                indptr, terms = lookup_batch(buf, starts, self.vocab.blob, self.vocab.offsets, self.slots,
+                                             self._expansion_arrays(expander))
+            except TableCorrupt as err:
+                raise IndexDamaged(f"{self.where}: {err}; rebuild it with `chitragupta index --force`") from None
+            return QueryBatch(indptr=indptr, terms=terms)
+        if expander is not None:
+            added = [expander.expand(q).added for q in queries]
+            queries = [q + " " + " ".join(a) if a else q for q, a in zip(queries, added)]
         encoded = [q.lower().encode("ascii", "replace") for q in queries]
         if self.stem is not None:  # stems need Python; the numba lookup matches surface bytes
             runs = [[t.decode("ascii") for t in q.translate(_SEPARATE).split()] for q in encoded]
             keep = [[t for t in r if len(t) >= MIN_TOKEN_CHARS and t not in STOPWORDS] for r in runs]
             return self.query_batch(keep)
-        if len(encoded) >= _NUMBA_LOOKUP_MIN and self._lookup_slots() is not None:
-            from kernels.lookup import lookup_batch
-
-            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-            starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-            np.cumsum(lengths + 1, out=starts[1:])
-            buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
-            indptr, terms = lookup_batch(buf, starts, np.asarray(self.vocab.blob), np.asarray(self.vocab.offsets),
-                                         self._slots)
-            return QueryBatch(indptr=indptr, terms=terms)
         runs = [q.translate(_SEPARATE).split() for q in encoded]  # the runs_bytes rule
         lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
         flat = list(chain.from_iterable(runs))
         ids = np.asarray(self.vocab.find_many([t.decode("ascii") for t in flat]), dtype=np.int64)
         return self._batch(ids, lengths)
 
-    def _lookup_slots(self):
-        """The vocabulary's hash table for the numba lookup, built once; None without numba."""
-        if self._slots is None:
-            try:
-                from kernels.lookup import build_table
-            except ImportError:
-                self._slots = False
-            else:
-                self._slots = build_table(np.asarray(self.vocab.blob), np.asarray(self.vocab.offsets))
-        return None if self._slots is False else self._slots
+    def _expansion_arrays(self, expander):
+        """The acronym keys as a lookup table and the vocabulary ids each adds, for ``lookup_batch``;
+        built once per expander (it is small: a key per acronym)."""
+        from kernels.lookup import NO_EXPANSION, build_table
+
+        if expander is None:
+            return NO_EXPANSION
+        cached = self._expansion
+        if cached is not None and cached[0] is expander:
+            return cached[1]
+        keys = sorted(expander.tokens)
+        table = StringTable.from_sorted(keys)
+        ids = [[t for t in self.vocab.find_many([self.index_term(w) for w in expander.tokens[k]]) if t >= 0]
+               for k in keys]
+        exp_indptr = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in ids], out=exp_indptr[1:])
+        exp_terms = np.asarray([t for x in ids for t in x], dtype=np.int64)
+        arrays = (table.blob, table.offsets, build_table(table.blob, table.offsets), exp_indptr, exp_terms)
+        self._expansion = (expander, arrays)
+        return arrays
 
     def _batch(self, ids: np.ndarray, lengths: np.ndarray) -> QueryBatch:
         n = lengths.shape[0]
