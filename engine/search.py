@@ -32,17 +32,23 @@ __all__ = ["Retriever", "Ranked"]
 
 class Ranked:
     """The batched fast path's output: top-k unit ids and scores (``topk``; documents, or passages for
-    ``unit="passage"``); each query's scored terms and notes are worked out on first access, so the
-    fast path does not pay for them."""
+    ``unit="passage"``) and the ``batch`` of term ids that was scored. Each query's terms, expansions
+    and notes are worked out on first access (once for the whole batch), so the fast path does not pay
+    for them; ``keys`` and ``run_chunks`` turn the arrays into citekeys and run files without Python per
+    hit."""
 
     def __init__(self, topk: TopK, queries: Sequence[str], retriever: "Retriever", unit: str = "document",
-                 expansions: list | None = None):
+                 expander=None, batch: QueryBatch | None = None):
         self.topk = topk
         self.queries = list(queries)
         self.unit = unit
-        self.expansions = expansions  # per query, or None when expansion is off
+        self.batch = batch
+        self._expander = expander
         self._retriever = retriever
         self._parsed: list[tuple[list[str], list[str]]] | None = None
+        self._expansions: list | None = None
+        self._terms: list[list[str]] | None = None
+        self._notes: list[list[Note]] | None = None
 
     def _parse(self):
         if self._parsed is None:
@@ -50,31 +56,93 @@ class Ranked:
         return self._parsed
 
     @property
+    def expansions(self) -> list | None:
+        """Each query's ``Expansion`` (what acronym expansion added), or None when expansion is off."""
+        if self._expander is None:
+            return None
+        if self._expansions is None:
+            self._expansions = [self._expander.expand(q) for q in self.queries]
+        return self._expansions
+
+    @property
     def terms(self) -> list[list[str]]:
         """Each query's scored terms: what it typed, then what expansion added."""
-        if self.expansions is None:
-            return [p[0] for p in self._parse()]
-        return [p[0] + list(e.added) for p, e in zip(self._parse(), self.expansions)]
+        if self._terms is None:
+            exp = self.expansions
+            if exp is None:
+                self._terms = [p[0] for p in self._parse()]
+            else:
+                self._terms = [p[0] + list(e.added) for p, e in zip(self._parse(), exp)]
+        return self._terms
 
     @property
     def notes(self) -> list[list[Note]]:
-        out = []
-        for i, (q, (t, d)) in enumerate(zip(self.queries, self._parse())):
-            notes = self._retriever._query_notes(q, t, d, self.unit)
-            if self.expansions is not None and self.expansions[i].pairs:
-                notes.append(Note("expansion", self.expansions[i].note()))
-            out.append(notes)
+        """Each query's notes (dropped words, unknown terms, expansions)."""
+        if self._notes is None:
+            exp = self.expansions
+            out = []
+            for i, (q, (t, d)) in enumerate(zip(self.queries, self._parse())):
+                notes = self._retriever._query_notes(q, t, d, self.unit)
+                if exp is not None and exp[i].pairs:
+                    notes.append(Note("expansion", exp[i].note()))
+                out.append(notes)
+            self._notes = out
+        return self._notes
+
+    def unmatched(self) -> int:
+        """How many queries had no term the index knows (and so no hits)."""
+        if self.batch is None:
+            return int(np.count_nonzero(self.topk.counts() == 0))
+        return int(np.count_nonzero(np.diff(self.batch.indptr) == 0))
+
+    # -- ids to citable keys, for the whole batch ----------------------------------------------------
+    def _hits(self):
+        """(counts per query, flat unit ids, flat scores) of the real hits, in rank order."""
+        ids, scores = self.topk.ids, self.topk.scores
+        mask = ids >= 0
+        return mask.sum(axis=1), ids[mask], scores[mask]
+
+    def _key_rows(self, units: np.ndarray):
+        """(citekey table, row per hit, item per hit or None) for unit ids."""
+        r = self._retriever
+        if self.unit == "document":
+            return r.index.citekeys, units, None
+        pidx = r.passage_index()
+        return pidx.citekeys, np.asarray(pidx.p_doc)[units].astype(np.int64), \
+            np.asarray(pidx.p_item)[units].astype(np.int64)
+
+    def keys(self) -> list[list[str]]:
+        """Every query's hits as doc ids, best first: the citekey, or ``<citekey>#<item>`` for passages."""
+        counts, units, _scores = self._hits()
+        table, rows, items = self._key_rows(units)
+        flat = table.strings_at(rows)
+        if items is not None:
+            flat = [f"{k}#{i}" for k, i in zip(flat, items.tolist())]
+        out, at = [], 0
+        for c in counts.tolist():
+            out.append(flat[at:at + c])
+            at += c
         return out
 
     def docids(self, q: int) -> list[tuple[str, float]]:
         """Query q's hits as (doc id, score): the citekey, or ``<citekey>#<item>`` for passages."""
-        r = self._retriever
-        out = []
-        for u, s in zip(self.topk.ids[q].tolist(), self.topk.scores[q].tolist()):
-            if u < 0:
-                break
-            out.append((r._unit_docid(self.unit, u), s))
-        return out
+        ids, scores = self.topk.ids[q], self.topk.scores[q]
+        keep = ids >= 0
+        table, rows, items = self._key_rows(ids[keep])
+        keys = table.strings_at(rows)
+        if items is not None:
+            keys = [f"{k}#{i}" for k, i in zip(keys, items.tolist())]
+        return list(zip(keys, scores[keep].tolist()))
+
+    def run_chunks(self, qids: Sequence[str], *, fmt: str = "trec", tag: str | None = None):
+        """The batch as a run file (``fmt`` "trec" or "jsonl"), in chunks of bytes (``engine.trec``)."""
+        from engine.trec import RUN_TAG, run_chunks
+
+        if len(qids) != len(self.queries):
+            raise UsageError(f"{len(qids)} query ids for {len(self.queries)} queries")
+        counts, units, scores = self._hits()
+        table, rows, items = self._key_rows(units)
+        return run_chunks(qids, counts, rows, scores, table, items, fmt=fmt, tag=tag or RUN_TAG)
 
 
 def _near(key: str, table, limit: int = 5) -> str:
@@ -222,21 +290,18 @@ class Retriever:
         """
         k = _check_k(k)
         self._check_unit(unit)
-        expansions, scored = None, queries
+        queries = list(queries)
         expander = self._expander()
-        if expander is not None:
-            expansions = [expander.expand(q) for q in queries]
-            scored = [q + " " + " ".join(e.added) if e.added else q for q, e in zip(queries, expansions)]
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         if unit == "document":
             k = min(k, max(1, self.index.n_docs))
-            top = self._score(self.index, self.index.query_batch_from_strings(scored), k)
-            return Ranked(top, queries, self, "document", expansions)
+            batch = self.index.query_batch_from_strings(queries, expander)
+            return Ranked(self._score(self.index, batch, k), queries, self, "document", expander, batch)
         pidx = self.passage_index()
         k = min(k, max(1, pidx.n_passages))
-        batch = pidx.query_batch_from_strings(scored)
+        batch = pidx.query_batch_from_strings(queries, expander)
         cap = self.workspace.config.retrieval.max_passages_per_source
-        return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage", expansions)
+        return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage", expander, batch)
 
     def _expander(self):
         """The acronym vocabulary, reloaded when content/acronyms.toml changes; None when switched off

@@ -393,6 +393,18 @@ def test_cli_single_query_and_batch_trec_run(built, tmp_path, capsys):
 
     assert read_run(run)["q1"][0][1] == pytest.approx(_searcher(built).search("coral reef bleaching", k=1)[0].score,
                                                       abs=1e-6)
+    # the array-built run is the per-line reference's, byte for byte; --json gives JSON lines with the chunk
+    from engine.trec import format_run_lines
+
+    s = _searcher(built)
+    ranked = s.rank_many(["coral reef bleaching", "fabricated citations in language models"], 4)
+    want = "".join(x + "\n" for qid, hits in zip(["q1", "q2"], ranked)
+                   for x in format_run_lines(qid, [(s.docid(r), sc) for r, sc in hits]))
+    assert run.read_text() == want
+    assert _cli("search", "-w", built, "--engine", "embed", "--queries", q, "--run", run, "-k", "4", "--json") == 0
+    rows = [json.loads(line) for line in run.read_text().splitlines()]
+    assert [f"{d['citekey']}#{d['chunk']}" for d in rows] == [l[2] for l in lines]
+    assert [d["rank"] for d in rows] == [1, 2, 3, 4] * 2
 
 
 @pytest.mark.enrich

@@ -55,26 +55,37 @@ def search_embed(args) -> int:
                                               len(resp.hits), payload_chars(resp.hits))])
         return 0
 
+    import numpy as np
+
     from engine.corpus.jsonl import read_queries
-    from engine.trec import format_run_lines
-    from engine.workspace import atomic_write_text
+    from engine.index.strings import StringTable
+    from engine.output import describe, open_output
+    from engine.trec import run_chunks
 
     problems: list[str] = []
     queries = read_queries(Path(args.queries), problems)
     print_problems(problems)
     k = args.k or 100
     ranked = searcher.rank_many([q for _, q in queries], k)
-    lines: list[str] = []
-    for (qid, _text), hits in zip(queries, ranked):
-        lines += format_run_lines(qid, [(searcher.docid(r), s) for r, s in hits])
-    out = Path(args.run)
-    atomic_write_text(out, "\n".join(lines) + ("\n" if lines else ""), durable=False)
+    chunk_rows = np.asarray([r for hits in ranked for r, _s in hits], dtype=np.int64)
+    keys = [searcher.citekey(r) for r in chunk_rows.tolist()]
+    table = StringTable.from_sorted(sorted(set(keys)))
+    rows = np.asarray(table.find_many(keys), dtype=np.int64)
+    items = np.asarray(searcher.store.chunk_no, dtype=np.int64)[chunk_rows]  # docid: <citekey>#<chunk>
+    scores = np.asarray([s for hits in ranked for _r, s in hits], dtype=np.float64)
+    counts = np.asarray([len(hits) for hits in ranked], dtype=np.int64)
+    out = args.run
+    with open_output(out) as f:
+        for chunk in run_chunks([qid for qid, _ in queries], counts, rows, scores, table, items,
+                                fmt="jsonl" if args.json else "trec", item_field="chunk"):
+            f.write(chunk)
+    lines = keys
     if args.log:
         from engine.dossier import LogRow, append_rows
 
         append_rows(ws, args.log, [LogRow("search --engine embed --queries", searcher.UNIT, text, "", k, len(h), 0)
                                    for (_qid, text), h in zip(queries, ranked)])
     print_notes(searcher.index_notes())
-    print(f"search: {len(queries)} queries, {len(lines)} hits (k={k}, engine embed) written to {out}",
+    print(f"search: {len(queries)} queries, {len(lines)} hits (k={k}, engine embed) written to {describe(out)}",
           file=sys.stderr)
     return 0

@@ -10,9 +10,12 @@ def add_arguments(p) -> None:
 
     p.add_argument("query", nargs="?", help="the query (omit with --queries)")
     p.add_argument("-k", type=int, default=None, help="hits per query (default 10; 100 with --queries)")
-    p.add_argument("--json", action="store_true", help="print a JSON list of hits instead of a table")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON list of hits instead of a table; with --queries, write JSON lines "
+                        '({"qid", "rank", "citekey", "score"}) instead of a TREC run')
     p.add_argument("--queries", metavar="Q.jsonl", help='batch mode: BEIR queries, one {"_id", "text"} per line')
-    p.add_argument("--run", metavar="OUT.trec", help="batch mode: where to write the TREC run")
+    p.add_argument("--run", metavar="OUT.trec",
+                   help="batch mode: where to write the run (- for stdout; a FIFO or device is written directly)")
     p.add_argument("--backend", choices=list(BACKENDS), default=None,
                    help="scoring backend (default: [retrieval].backend)")
     p.add_argument("--device", choices=list(DEVICES), default=None,
@@ -77,36 +80,36 @@ def _batch(args, retriever) -> int:
 
     from engine.cli._common import print_notes, print_problems
     from engine.corpus.jsonl import read_queries
-    from engine.trec import format_run_lines
-    from engine.workspace import atomic_write_text
+    from engine.output import describe, open_output
 
     problems: list[str] = []
     queries = read_queries(Path(args.queries), problems)
     print_problems(problems)
     k = args.k or 100
-    ranked = retriever.rank_many([q for _, q in queries], k, unit=args.unit)
-    lines: list[str] = []
-    sizes: list[int] = []  # characters of run lines per query: the payload a batch hands back
-    no_terms = 0
-    for q, (qid, _text) in enumerate(queries):
-        mine = format_run_lines(qid, ranked.docids(q))
-        sizes.append(sum(len(x) + 1 for x in mine))
-        lines += mine
-        no_terms += not ranked.terms[q]
-    out = Path(args.run)
-    atomic_write_text(out, "\n".join(lines) + ("\n" if lines else ""), durable=False)
+    qids = [qid for qid, _ in queries]
+    ranked = retriever.rank_many([text for _, text in queries], k, unit=args.unit)
+    with open_output(args.run) as out:
+        for chunk in ranked.run_chunks(qids, fmt="jsonl" if args.json else "trec"):
+            out.write(chunk)
+    n_hits = int(ranked.topk.counts().sum())
     notes = retriever.index_notes(args.unit)
     if args.log:
         from engine.dossier import LogRow, append_rows
+        from engine.trec import format_run_lines
 
         all_notes = ranked.notes
+        counts = ranked.topk.counts()
         append_rows(retriever.workspace, args.log, [
-            LogRow("search --queries", args.unit, text, _expanded(all_notes[q]), k,
-                   int(ranked.topk.counts()[q]), sizes[q]) for q, (_qid, text) in enumerate(queries)])
-    if no_terms:
-        notes.append(f"{no_terms} of {len(queries)} queries had no indexable term and got no hits")
+            LogRow("search --queries", args.unit, text, _expanded(all_notes[q]), k, int(counts[q]),
+                   sum(len(x) + 1 for x in format_run_lines(qid, ranked.docids(q))))
+            for q, (qid, text) in enumerate(queries)])
+    unmatched = ranked.unmatched()
+    if unmatched:
+        notes.append(f"{unmatched} of {len(queries)} queries had no indexable term that the index holds, and got no hits")
     print_notes(notes)
-    print(f"search: {len(queries)} queries, {len(lines)} hits (k={k}) written to {out}", file=sys.stderr)
+    what = "JSON lines" if args.json else "TREC run"
+    print(f"search: {len(queries)} queries, {n_hits} hits (k={k}) written to {describe(args.run)} ({what})",
+          file=sys.stderr)
     return 0
 
 
@@ -119,7 +122,7 @@ def run(args) -> int:
         raise UsageError(f"-k must be >= 1, got {args.k}")
     if args.queries or args.run:
         if not (args.queries and args.run):
-            raise UsageError("batch mode needs both --queries Q.jsonl and --run OUT.trec")
+            raise UsageError("batch mode needs both --queries Q.jsonl and --run OUT.trec (--run - for stdout)")
         if args.query:
             raise UsageError("give either a QUERY or --queries, not both")
     elif not args.query:
