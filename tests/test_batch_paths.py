@@ -280,6 +280,25 @@ def test_cli_run_destinations_that_are_not_regular_files(cli_ws, tmp_path):
         assert p.returncode == 1 and "error: cannot write --run /dev/full" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_cli_run_to_dev_stdout_writes_the_open_descriptor(cli_ws, tmp_path):
+    import subprocess
+    import sys
+
+    ws, q = cli_ws
+    base = [sys.executable, "-m", "engine.cli.main", "search", "-w", str(ws), "--queries", str(q), "-k", "3", "--run"]
+    piped = subprocess.run(base + ["/dev/stdout"], capture_output=True, text=True, check=True)
+    assert piped.stdout.count("\n") > 40
+    log = tmp_path / "log.txt"
+    log.write_text("kept line\n")
+    with open(log, "a") as f:  # `>> log`: appended to, never truncated or replaced
+        subprocess.run(base + ["/dev/stdout"], stdout=f, stderr=subprocess.DEVNULL, check=True)
+    assert log.read_text() == "kept line\n" + piped.stdout
+    p = run_cli("search", "-w", ws, "--queries", q, "--run", "/dev/fd/9", "-k", "3")
+    assert p.returncode == 1 and "name the file itself" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("search", "-w", ws, "--queries", q, "--run", "/proc/self/status", "-k", "3")
+    assert p.returncode == 1 and "kernel interface" in p.stderr
+
+
 def test_cli_passage_batch_writes_item_docids(tmp_path):
     from engine.corpus.ledger import Ledger
     from engine.corpus.sidecar import dump_sidecar, join_items
