@@ -113,15 +113,23 @@ class Ranked:
 
     def keys(self) -> list[list[str]]:
         """Every query's hits as doc ids, best first: the citekey, or ``<citekey>#<item>`` for passages."""
-        counts, units, _scores = self._hits()
-        table, rows, items = self._key_rows(units)
-        flat = table.strings_at(rows)
-        if items is not None:
-            flat = [f"{k}#{i}" for k, i in zip(flat, items.tolist())]
-        out, at = [], 0
-        for c in counts.tolist():
-            out.append(flat[at:at + c])
-            at += c
+        ids = self.topk.ids
+        counts = (ids >= 0).sum(axis=1)
+        if self.unit == "passage":
+            flat_units = ids[ids >= 0]
+            table, rows, items = self._key_rows(flat_units)
+            flat = [f"{k}#{i}" for k, i in zip(table.strings_at(rows).tolist(), items.tolist())]
+            out, at = [], 0
+            for c in counts.tolist():
+                out.append(flat[at:at + c])
+                at += c
+            return out
+        if not counts.any():
+            return [[] for _ in range(ids.shape[0])]
+        # rows are hits then padding (-1): name every cell, then cut the short rows
+        out = self._retriever.index.citekeys.strings_at(np.where(ids >= 0, ids, ids.max())).tolist()
+        for q in np.flatnonzero(counts < ids.shape[1]).tolist():
+            del out[q][counts[q]:]
         return out
 
     def docids(self, q: int) -> list[tuple[str, float]]:
@@ -129,7 +137,7 @@ class Ranked:
         ids, scores = self.topk.ids[q], self.topk.scores[q]
         keep = ids >= 0
         table, rows, items = self._key_rows(ids[keep])
-        keys = table.strings_at(rows)
+        keys = table.strings_at(rows).tolist()
         if items is not None:
             keys = [f"{k}#{i}" for k, i in zip(keys, items.tolist())]
         return list(zip(keys, scores[keep].tolist()))

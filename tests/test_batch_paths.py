@@ -200,11 +200,13 @@ def test_strings_at_decodes_only_what_it_needs_and_agrees_with_indexing():
     table = StringTable.from_sorted(keys)
     table._list = None
     rows = np.array([4999, 3, 3, 0, 1234, 7])
-    assert table.strings_at(rows) == [keys[i] for i in rows]
+    assert table.strings_at(rows).tolist() == [keys[i] for i in rows]
+    assert table.strings_at(rows.reshape(2, 3)).tolist() == [[keys[i] for i in r] for r in rows.reshape(2, 3)]
     assert table._list is None  # a few rows: no full decode
-    many = np.random.default_rng(0).integers(0, 5000, 4000)
-    assert table.strings_at(many) == [keys[i] for i in many]
-    assert table.strings_at(np.zeros(0, np.int64)) == []
+    many = np.random.default_rng(0).integers(0, 5000, (1000, 4))
+    assert table.strings_at(many).tolist() == [[keys[i] for i in r] for r in many]
+    assert table._list is not None  # many rows: the table decoded once, and kept
+    assert table.strings_at(np.zeros(0, np.int64)).tolist() == []
 
 
 def test_ranked_keys_match_the_per_hit_reference(retriever):

@@ -54,27 +54,29 @@ class StringTable:
             self._list = [data[off[i]:off[i + 1]].decode("utf-8", "surrogatepass") for i in range(len(self))]
         return self._list
 
-    def strings_at(self, rows) -> list[str]:
-        """The strings at many positions, as a list aligned with ``rows``. Decodes each distinct position
-        once, and only those: a batch's hits in a million-entry table do not decode the whole table."""
-        rows = np.asarray(rows, dtype=np.int64).ravel()
+    def strings_at(self, rows) -> np.ndarray:
+        """The strings at many positions: an object array shaped like ``rows``. Decodes each distinct
+        position once, and only those, so a batch's hits in a million-entry table do not decode the
+        whole table; when the rows are many next to the table, the whole table is decoded once and kept."""
+        rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
-            return []
+            return np.empty(rows.shape, dtype=object)
         if self._array is None and (self._list is not None or rows.size * 4 >= len(self)):
             self._array = np.empty(len(self), dtype=object)
             self._array[:] = self.to_list()
         if self._array is not None:
-            return self._array[rows].tolist()
+            return self._array[rows]
         uniq, inverse = np.unique(rows, return_inverse=True)
         starts = np.asarray(self.offsets[uniq], dtype=np.int64)
         lengths = np.asarray(self.offsets[uniq + 1], dtype=np.int64) - starts
         ends = np.cumsum(lengths)
         # one gather of every needed byte, then a slice per string
-        gather = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if ends.size else 0)
+        gather = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))
         data = np.asarray(self.blob)[gather].tobytes()
         cuts = np.concatenate(([0], ends)).tolist()
-        decoded = [data[cuts[i]:cuts[i + 1]].decode("utf-8", "surrogatepass") for i in range(uniq.size)]
-        return [decoded[i] for i in inverse.tolist()]
+        decoded = np.empty(uniq.size, dtype=object)
+        decoded[:] = [data[cuts[i]:cuts[i + 1]].decode("utf-8", "surrogatepass") for i in range(uniq.size)]
+        return decoded[inverse.reshape(rows.shape)]
 
     def mapping(self) -> dict[str, int]:
         """string -> position, built once."""
