@@ -205,16 +205,44 @@ def _block_max(acc, bmax):
 
 
 @njit(cache=True)
-def _select_dense(acc, k, hs, hi, bmax, buf, out_ids, out_scores):
+def _block_max_of(acc, bmax, size):
+    """bmax[i] = max(0, max of acc over block i of ``size`` documents): ``_block_max`` for other sizes."""
+    n = acc.shape[0]
+    nb = (n + size - 1) // size
+    for bi in range(nb):
+        m = 0.0
+        for d in range(bi * size, min(bi * size + size, n)):
+            m = max(m, acc[d])
+        bmax[bi] = m
+    return nb
+
+
+# With fewer blocks than k the block bound is 0 and every hit goes to the heap (scifact's 5,183 documents
+# are 81 blocks of 64): smaller blocks are taken then (down to _MIN_BLOCK documents), and when even those
+# are fewer than k the hits are collected and cut instead. Measurements in RESULTS.md (2026-12-03).
+_BLOCK_SPARE = 1.0
+_MIN_BLOCK = 8
+
+
+@njit(cache=True)
+def _select_dense(acc, k, hs, hi, bmax, buf, cs, out_ids, out_scores):
     """The best k documents of a dense accumulator (hits are acc > 0), best first.
 
     The k-th largest block maximum is a lower bound on the k-th largest score (k blocks each hold a
     score at least that high), so only blocks reaching it are read, and only their scores reaching
-    it are offered to the heap.
+    it are offered to the heap. ``bmax`` holds n_docs / _MIN_BLOCK blocks; ``cs`` n_docs scores.
     """
     n_docs = acc.shape[0]
-    _block_max(acc, bmax)
-    nb = bmax.shape[0]
+    size_b = _BLOCK
+    while size_b > _MIN_BLOCK and (n_docs + size_b - 1) // size_b < _BLOCK_SPARE * k:
+        size_b //= 2
+    if (n_docs + size_b - 1) // size_b < _BLOCK_SPARE * k:
+        return _collect_all(acc, k, buf, cs, out_ids, out_scores)
+    if size_b == _BLOCK:
+        _block_max(acc, bmax)
+        nb = (n_docs + _BLOCK - 1) // _BLOCK
+    else:
+        nb = _block_max_of(acc, bmax, size_b)
     # k-th largest block maximum, through the value heap (ids unused here).
     size = 0
     for bi in range(nb):
@@ -234,12 +262,31 @@ def _select_dense(acc, k, hs, hi, bmax, buf, out_ids, out_scores):
     c = 0
     for bi in range(nb):
         if bmax[bi] >= thr and bmax[bi] > 0.0:
-            lo = bi * _BLOCK
-            for d in range(lo, min(lo + _BLOCK, n_docs)):
+            lo = bi * size_b
+            for d in range(lo, min(lo + size_b, n_docs)):
                 buf[c] = d
                 c += (acc[d] >= thr) & (acc[d] > 0.0)
     size = _offer(acc, buf, 0, c, k, hs, hi, 0)
     return _drain(hs, hi, size, out_ids, out_scores)
+
+
+@njit(cache=True)
+def _collect_all(acc, k, ci, cs, out_ids, out_scores):
+    """Every hit of acc in ascending id, cut to the best k (``_kth_cut``) and stably sorted by score:
+    for k near the corpus, where no block bound prunes and a heap would take every hit."""
+    m = 0
+    for d in range(acc.shape[0]):
+        s = acc[d]
+        cs[m] = s
+        ci[m] = d
+        m += s > 0.0
+    if m > k:
+        m, _thr = _kth_cut(cs, ci, m, k)
+    order = np.argsort(-cs[:m], kind="mergesort")  # stable: ties stay in ascending id
+    for j in range(m):
+        out_scores[j] = cs[order[j]]
+        out_ids[j] = ci[order[j]]
+    return m
 
 
 @njit(cache=True, inline="always")
@@ -286,7 +333,8 @@ def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k,
         acc = np.zeros(n_docs, dtype=np.float64)
         touched = np.empty(n_docs + 1, dtype=np.int64)
         buf = np.empty(n_docs, dtype=np.int64)
-        bmax = np.empty((n_docs + _BLOCK - 1) // _BLOCK, dtype=np.float64)
+        cs = np.empty(n_docs, dtype=np.float64)
+        bmax = np.empty((n_docs + _MIN_BLOCK - 1) // _MIN_BLOCK, dtype=np.float64)
         hs = np.empty(k, dtype=np.float64)
         hi = np.empty(k, dtype=np.int64)
         lo = (c * n_q) // n_chunks
@@ -316,7 +364,7 @@ def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k,
                         m += (a == 0.0) & (s > 0.0)
                         acc[d] = a + s
             if dense:
-                _select_dense(acc, k, hs, hi, bmax, buf, out_ids[q], out_scores[q])
+                _select_dense(acc, k, hs, hi, bmax, buf, cs, out_ids[q], out_scores[q])
                 acc[:] = 0.0
             else:
                 _select_into(acc, touched, m, k, hs, hi, buf, out_ids[q], out_scores[q])

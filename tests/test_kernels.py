@@ -61,7 +61,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("k", [1, 10, 5000])
+@pytest.mark.parametrize("k", [1, 10, 40, 100, 5000])
 @pytest.mark.parametrize("params", [BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=3.0, b=1.0)])
 def test_numba_equals_reference(case, k, params):
     p = random_postings(**case)
@@ -349,3 +349,26 @@ def test_seek_and_gallop_find_the_lower_bound():
         assert _gallop(a, s, e, x) == want
         for guess in (s - 3, s, (s + e) // 2, e - 1, e + 4):
             assert _seek(a, s, e, x, guess) == want
+
+
+@pytest.mark.parametrize("n_docs", [1, 63, 300, 5183])
+def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
+    """``_select_dense`` picks 64-, 32-, 16- or 8-document blocks, or collects every hit, by k against
+    the corpus; each must give the exact best k by (score desc, id asc), ties included."""
+    from kernels import cpu
+    from kernels.topk import topk_from_dense
+
+    rng = np.random.default_rng(n_docs)
+    for k in (1, 5, 10, 40, 100, 300, 1000):
+        for trial in range(6):
+            acc = np.zeros(n_docs)
+            hit = rng.random(n_docs) < rng.choice([0.05, 0.5, 1.0])
+            acc[hit] = np.round(rng.gamma(2.0, 2.0, int(hit.sum())), 1 if trial % 2 else 6)  # coarse: ties
+            hs, hi = np.empty(k), np.empty(k, np.int64)
+            bmax = np.empty((n_docs + cpu._MIN_BLOCK - 1) // cpu._MIN_BLOCK)
+            buf, cs = np.empty(n_docs, np.int64), np.empty(n_docs)
+            ids, scores = np.full(k, -1, np.int64), np.full(k, -np.inf)
+            m = cpu._select_dense(acc.copy(), k, hs, hi, bmax, buf, cs, ids, scores)
+            want_ids, want_scores = topk_from_dense(acc, acc > 0, k)
+            n = want_ids.shape[0]
+            assert m == n and np.array_equal(ids[:n], want_ids) and np.array_equal(scores[:n], want_scores)
