@@ -13,6 +13,7 @@ COMMANDS = {
     "units": ("bench.units", "the reference cut, snippet shares and passage-unit costs"),
     "experiments": ("bench.experiments", "re-run the spec's experiments on the real arms"),
     "synth": ("bench.synth", "a seeded synthetic workspace drawn from a collection's statistics"),
+    "ingest": ("bench.ingest", "import and index at scale, whole process: fresh, unchanged, 1% changed"),
     "cli_batch": ("bench.cli_batch", "what users run beside bm25s: a whole-process CLI batch, the API strings -> citekeys"),
     "scale": ("bench.scale", "100k / 1M documents beside bm25s: queries/s, build memory, first CLI query"),
     "reliability": ("bench.reliability", "SIGKILL campaigns, concurrent writers, hostile input: the reliability table"),

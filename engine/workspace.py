@@ -27,7 +27,7 @@ from typing import Iterator
 from engine.config import Config, load_config
 from engine.errors import WorkspaceBusy, WorkspaceError
 
-__all__ = ["Workspace", "safe_name", "atomic_write_bytes", "atomic_write_text", "fsync_dir"]
+__all__ = ["Workspace", "safe_name", "atomic_write_bytes", "atomic_write_text", "replace_in_folder", "fsync_dir"]
 
 CONFIG_NAME = "config.toml"
 LEDGER_NAME = "ledger.sqlite"
@@ -100,6 +100,39 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def replace_in_folder(folder: str, name: str, data: bytes, tag: str) -> None:
+    """``atomic_write_bytes(folder / name, data, durable=False)`` for a writer of many small files into a
+    folder it has already checked (``Workspace.inside_content``) and created: no path resolution, no
+    random temp name. The temp file is ``folder/.<name>.<tag>.tmp`` (``tag``: the writer's pid, say),
+    created exclusively and never through a symlink; the rename replaces ``name`` whole, or a symlink
+    there, never what it points to. ``name`` must be one plain path component."""
+    if not name or "/" in name or "\x00" in name or name in (".", ".."):
+        raise ValueError(f"not a plain file name: {name!r}")
+    tmp = f"{folder}/.{name}.{tag}.tmp"
+    try:
+        fd = os.open(tmp, _TEMP_FLAGS, 0o600)
+    except FileExistsError:  # left by a killed writer of the same tag
+        os.unlink(tmp)
+        fd = os.open(tmp, _TEMP_FLAGS, 0o600)
+    try:
+        try:
+            done = os.write(fd, data)
+            while done < len(data):
+                done += os.write(fd, memoryview(data)[done:])
+        finally:
+            os.close(fd)
+        os.rename(tmp, f"{folder}/{name}")
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 @dataclass

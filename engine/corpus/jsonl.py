@@ -7,13 +7,14 @@ first record.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from engine.errors import CorpusError
 
-__all__ = ["JsonlRecord", "iter_jsonl", "read_queries", "NOT_JSON"]
+__all__ = ["JsonlRecord", "iter_jsonl", "iter_records", "read_queries", "NOT_JSON"]
 
 NOT_JSON = "not valid JSON"  # the problem text of a line that does not parse
 
@@ -38,8 +39,28 @@ def _str_field(obj: dict, name: str, where: str, problems: list[str]) -> str | N
     return v.replace("\x00", " ")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(*fields) -> bool:
+    """Whether a lone surrogate is in any field (strings, or a list of them): an all-ASCII string holds none."""
+    strs = [f for f in fields if isinstance(f, str)] + [k for f in fields if isinstance(f, list) for k in f]
+    return not all(x.isascii() for x in strs) and any(_SURROGATE.search(x) for x in strs if not x.isascii())
+
+
+Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int]  # JsonlRecord's fields, in its order
+
+
 def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
     """Yield the good records of ``path`` in file order; append a message to ``problems`` per bad line."""
+    for rec in iter_records(path, problems):
+        yield JsonlRecord(*rec)
+
+
+def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
+    """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line): the bulk import's
+    reader. A lone surrogate escape (``"\\ud800"``, which no UTF-8 file can hold) is replaced with U+FFFD
+    in a field and reported; in an ``_id`` it skips the line."""
     try:
         f = open(path, "rb")
     except FileNotFoundError as err:
@@ -47,51 +68,77 @@ def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
     except OSError as err:
         raise CorpusError(f"{path}: cannot read corpus file: {err}") from err
     seen: set[str] = set()
+    loads = json.loads
+    scan = json.decoder.JSONDecoder().scan_once  # json.loads' own scanner (its default decoder's settings)
     with f:
         for n, raw in enumerate(f, start=1):
-            where = f"{path}:{n}"
-            if not raw.strip():
+            if raw.isspace():
                 continue
             try:
                 line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
             except UnicodeDecodeError:
-                problems.append(f"{where}: not UTF-8; undecodable bytes replaced with U+FFFD")
+                problems.append(f"{path}:{n}: not UTF-8; undecodable bytes replaced with U+FFFD")
                 line = raw.decode("utf-8", errors="replace")
             try:
-                obj = json.loads(line)
+                try:  # the C scanner json.loads ends in, without its Python wrappers; anything odd goes to loads
+                    obj, end = scan(line, 0)
+                    if line[end:].strip(" \t\n\r"):  # after the value, only JSON's own white space
+                        obj = loads(line)  # what follows the value: loads says how it is wrong
+                except (StopIteration, ValueError, RecursionError):
+                    obj = loads(line)
             except json.JSONDecodeError as err:
-                problems.append(f"{where}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
+                problems.append(f"{path}:{n}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
                 continue
             except RecursionError:  # json's own nesting limit
-                problems.append(f"{where}: {NOT_JSON} (nested too deeply); line skipped")
+                problems.append(f"{path}:{n}: {NOT_JSON} (nested too deeply); line skipped")
                 continue
-            if not isinstance(obj, dict):
-                problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
+            if type(obj) is not dict:
+                problems.append(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}; line skipped")
                 continue
             key = obj.get("_id")
-            if isinstance(key, bool) or not isinstance(key, (str, int)):
-                problems.append(f"{where}: '_id' must be a string or an integer; line skipped")
-                continue
-            key = str(key)
+            if type(key) is not str:
+                if isinstance(key, bool) or not isinstance(key, int):
+                    problems.append(f"{path}:{n}: '_id' must be a string or an integer; line skipped")
+                    continue
+                key = str(key)
             if not key.strip() or "\x00" in key:
-                problems.append(f"{where}: '_id' {key!r} is empty or holds a NUL byte; line skipped")
+                problems.append(f"{path}:{n}: '_id' {key!r} is empty or holds a NUL byte; line skipped")
                 continue
             if key in seen:
-                problems.append(f"{where}: duplicate _id {key!r}; the first record is kept, this one skipped")
+                problems.append(f"{path}:{n}: duplicate _id {key!r}; the first record is kept, this one skipped")
                 continue
-            title = _str_field(obj, "title", where, problems)
-            text = _str_field(obj, "text", where, problems)
-            abstract = _str_field(obj, "abstract", where, problems)
-            if title is None or text is None or abstract is None:
-                continue
+            title, text, abstract = obj.get("title"), obj.get("text"), obj.get("abstract")
+            if type(title) is str and type(text) is str and (abstract is None or type(abstract) is str):
+                if "\x00" in title:
+                    title = title.replace("\x00", " ")
+                if "\x00" in text:
+                    text = text.replace("\x00", " ")
+                if abstract and "\x00" in abstract:
+                    abstract = abstract.replace("\x00", " ")
+            else:  # a missing field is "", anything else but a string skips the line (each reported)
+                where = f"{path}:{n}"
+                title = _str_field(obj, "title", where, problems)
+                text = _str_field(obj, "text", where, problems)
+                abstract = _str_field(obj, "abstract", where, problems)
+                if title is None or text is None or abstract is None:
+                    continue
             kws = obj.get("keywords") or []
             if isinstance(kws, str):
                 kws = [k for k in (x.strip() for x in kws.split(";")) if k]
             if not isinstance(kws, list) or not all(isinstance(k, str) for k in kws):
-                problems.append(f"{where}: 'keywords' must be a list of strings; line skipped")
+                problems.append(f"{path}:{n}: 'keywords' must be a list of strings; line skipped")
                 continue
+            if b"\\" in raw and _has_surrogate(key, title, text, abstract, kws):  # only a \\u escape makes one
+                if _SURROGATE.search(key):
+                    problems.append(f"{path}:{n}: '_id' {key!r} holds a lone surrogate escape (not Unicode text); "
+                                    "line skipped")
+                    continue
+                problems.append(f"{path}:{n}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
+                title, text = _SURROGATE.sub("\ufffd", title), _SURROGATE.sub("\ufffd", text)
+                abstract = _SURROGATE.sub("\ufffd", abstract) if abstract else abstract
+                kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
             seen.add(key)
-            yield JsonlRecord(key, title, text, tuple(kws), abstract or None, n)
+            yield (key, title, text, tuple(kws), abstract or None, n)
 
 
 def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:

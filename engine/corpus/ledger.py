@@ -26,7 +26,7 @@ from typing import Iterable, Iterator
 
 from engine.errors import WorkspaceError
 
-__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION"]
+__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS"]
 
 SCHEMA_VERSION = 1
 STATUSES = ("parsed", "no-file", "failed")
@@ -59,6 +59,7 @@ _COLUMNS = (
     "citekey", "title", "abstract", "keywords", "status", "reason", "parsed_path", "origin",
     "source_path", "source_size", "source_mtime_ns", "source_hash", "backend", "updated_at",
 )
+COLUMNS = _COLUMNS  # the order of ``Ledger.upsert_values``' tuples
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,17 @@ class Ledger:
                 out[key] = r
         return out
 
+    def import_state(self) -> dict[str, tuple[str, str, str | None, str | None, str | None]]:
+        """citekey -> (origin, status, parsed_path, source_hash, keywords as stored: JSON or None) of every
+        row: what ``import`` compares a record with, without building a ``LedgerRow`` per row."""
+        out = {}
+        shared: dict[str, str] = {}  # one string object per distinct origin and status
+        for key, origin, status, path, digest, kws in self._db.execute(
+                "SELECT citekey, origin, status, parsed_path, source_hash, keywords FROM sources"):
+            origin = shared.setdefault(origin, origin)
+            out[key] = (origin, shared.setdefault(status, status), path, digest, kws)
+        return out
+
     def get_meta(self, key: str) -> str | None:
         r = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return r[0] if r else None
@@ -211,8 +223,24 @@ class Ledger:
         )
         self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'")
 
+    def upsert_values(self, values: list[tuple]) -> None:
+        """``upsert`` for rows given as tuples in ``COLUMNS`` order, keywords already JSON (what
+        ``LedgerRow._values`` returns): the bulk import's path, without a ``LedgerRow`` per row."""
+        if not values:
+            return
+        marks = ", ".join("?" for _ in _COLUMNS)
+        self._db.executemany(f"INSERT OR REPLACE INTO sources ({', '.join(_COLUMNS)}) VALUES ({marks})", values)
+        self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'")
+
     def delete(self, citekeys: Iterable[str]) -> None:
         self._db.executemany("DELETE FROM sources WHERE citekey = ?", [(k,) for k in citekeys])
 
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def delete_meta(self, key: str) -> None:
+        self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    def cache_for_bulk(self, mib: int = 64) -> None:
+        """A larger page cache for this connection (a bulk write into a big ledger touches many index pages)."""
+        self._db.execute(f"PRAGMA cache_size = {-int(mib) * 1024}")

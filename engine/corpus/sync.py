@@ -2,27 +2,28 @@
 
 Both are incremental and resumable: unchanged sources are not re-parsed, parsed files are written before
 their ledger rows, and rows are committed in batches, so a killed run loses at most the batch in flight
-and the next run carries on (and removes the temp files the killed one left). Call them under the
-workspace lock (``Workspace.lock``), as the CLI does.
+and the next run carries on (and removes the temp files the killed one left). ``import`` also removes a
+file only after the commit that stops a row pointing at it (see "-- import --" below). Call them under
+the workspace lock (``Workspace.lock``), as the CLI does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 from engine.corpus.bibtex import MALFORMED, read_bibtex
-from engine.corpus.jsonl import NOT_JSON, iter_jsonl
+from engine.corpus.jsonl import NOT_JSON, iter_records
 from engine.corpus.ledger import Ledger, LedgerRow
 from engine.corpus.parsers import ParseError, parse
 from engine.corpus.sidecar import dump_sidecar
-from engine.errors import CorpusError
-from engine.workspace import Workspace, atomic_write_text, hashed_name, safe_name
+from engine.errors import CorpusError, WorkspaceError
+from engine.workspace import Workspace, atomic_write_text, hashed_name, replace_in_folder, safe_name
 
 __all__ = ["SyncReport", "sync", "import_jsonl", "assign_names", "docling_artifacts_path"]
 
@@ -60,14 +61,23 @@ class SyncReport:
 
 
 def assign_names(citekeys: Iterable[str]) -> dict[str, str]:
-    """Safe file-name stems for a set of citekeys, unique even on case-insensitive file systems."""
-    names = {k: safe_name(k) for k in citekeys}
-    groups: dict[str, list[str]] = defaultdict(list)
-    for k, n in names.items():
-        groups[n.casefold()].append(k)
-    for members in groups.values():
-        if len(members) > 1:
-            for k in members:
+    """Safe file-name stems for a set of citekeys, unique even on case-insensitive file systems: a key
+    whose safe name case-folds to another key's is hashed (``hashed_name``), and so is that other key."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()  # case-folded names seen
+    clash: set[str] = set()  # ... more than once
+    for k in citekeys:
+        if k in names:
+            continue
+        n = names[k] = safe_name(k)
+        folded = n.casefold()
+        if folded in taken:
+            clash.add(folded)
+        else:
+            taken.add(folded)
+    if clash:
+        for k, n in names.items():
+            if n.casefold() in clash:
                 names[k] = hashed_name(k)
     return names
 
@@ -279,6 +289,210 @@ def _text_hash(title: str, text: str, abstract: str | None) -> str:
     return h.hexdigest()
 
 
+# -- import -----------------------------------------------------------------------------------------
+#
+# One read of the file. Per record: its text goes to ``content/parsed/<name>.txt`` by temp file + rename
+# (``replace_in_folder``: the folder is checked once, names are plain by construction), then its row joins
+# a batch committed every ``_IMPORT_BATCH_ROWS`` rows or ``_BATCH_SECONDS``. ``_Names`` draws the names as
+# the keys arrive; the few whose final name is only known at the end (a case-folded collision found late,
+# or one that the removals undo) are rewritten by a second read of just those records, after the
+# removals are committed. A file that stops being a row's (the row removed, or moved to a new name) is
+# unlinked only after the transaction that stops referring to it commits, and that transaction also
+# lists it under ``meta.unlink_pending``: a run killed before the unlinks leaves no row pointing at a
+# missing file, and the next import finishes them.
+
+_IMPORT_BATCH_ROWS = 5000
+_PENDING = "unlink_pending"
+_TXT = ".txt"
+
+
+class _Parsed:
+    """``content/parsed/`` as the import sees it: checked once, scanned once (temp files a killed writer
+    left are removed; the sidecars there, and the files when asked, are remembered)."""
+
+    def __init__(self, ws: Workspace, *, list_files: bool):
+        self.ws = ws
+        ws.parsed_dir.mkdir(parents=True, exist_ok=True)
+        self.folder = str(ws.inside_content(ws.parsed_dir))
+        self.prefix = ws.relative(Path(self.folder)) + "/"  # "content/parsed/", what rows store
+        self.sidecars: set[str] = set()
+        self.files: set[str] = set()
+        stale = []
+        try:
+            with os.scandir(self.folder) as it:
+                for e in it:
+                    name = e.name
+                    if name.startswith("."):
+                        if name.endswith(".tmp") and e.is_file():
+                            stale.append(e.path)
+                    elif name.endswith(_SIDECAR_SUFFIX):
+                        self.sidecars.add(name)
+                    elif list_files and e.is_file():
+                        self.files.add(name)
+        except OSError:
+            pass
+        for path in stale:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def plain(self, rel: str) -> str | None:
+        """The file name of ``rel`` when it is a plain file right in this folder, else None."""
+        if rel.startswith(self.prefix):
+            name = rel[len(self.prefix):]
+            if name and "/" not in name and "\\" not in name and not name.startswith(".") and "\x00" not in name:
+                return name
+        return None
+
+    def drop_sidecar(self, name: str) -> None:
+        """Remove ``<stem>.passages.json`` beside the file ``name`` if the scan saw it."""
+        side = (name[: -len(_TXT)] if name.endswith(_TXT) else name) + _SIDECAR_SUFFIX
+        if side in self.sidecars:
+            try:
+                os.unlink(f"{self.folder}/{side}")
+            except OSError:
+                pass
+            self.sidecars.discard(side)
+
+    def remove(self, rel: str) -> None:
+        """``_remove_parsed`` for a row's path: the file and its sidecar."""
+        name = self.plain(rel)
+        if name is None:  # a path put there by hand: the checked, resolving route
+            try:
+                _remove_parsed(self.ws, rel)
+            except WorkspaceError:
+                pass  # outside content/: never touched
+            return
+        try:
+            os.unlink(f"{self.folder}/{name}")
+        except OSError:
+            pass
+        self.files.discard(name)
+        self.drop_sidecar(name)
+
+
+class _ImportBatch:
+    """Rows (``Ledger.upsert_values`` tuples) and files to unlink once those rows are committed."""
+
+    def __init__(self, ledger: Ledger, parsed: _Parsed):
+        self.ledger, self.parsed = ledger, parsed
+        self.rows: list[tuple] = []
+        self.unlinks: list[str] = []
+        self.t = time.monotonic()
+
+    def put(self, row: tuple) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= _IMPORT_BATCH_ROWS or time.monotonic() - self.t > _BATCH_SECONDS:
+            self.flush()
+
+    def flush(self, deletes: list[str] = ()) -> None:
+        if self.rows or deletes or self.unlinks:
+            with self.ledger.transaction():
+                self.ledger.upsert_values(self.rows)
+                self.ledger.delete(deletes)
+                if self.unlinks:
+                    self.ledger.set_meta(_PENDING, json.dumps(self.unlinks))
+            if self.unlinks:
+                for rel in self.unlinks:
+                    self.parsed.remove(rel)
+                with self.ledger.transaction():
+                    self.ledger.delete_meta(_PENDING)
+        self.rows, self.unlinks, self.t = [], [], time.monotonic()
+
+
+def _finish_unlinks(ledger: Ledger, parsed: _Parsed, existing: dict[str, tuple]) -> None:
+    """The unlinks a killed import committed but did not do (a path a row took since is kept)."""
+    raw = ledger.get_meta(_PENDING)
+    if raw is None:
+        return
+    try:
+        pending = json.loads(raw)
+    except ValueError:
+        pending = []
+    if isinstance(pending, list):
+        used = {t[2] for t in existing.values()}
+        for rel in pending:
+            if isinstance(rel, str) and rel not in used:
+                parsed.remove(rel)
+    with ledger.transaction():
+        ledger.delete_meta(_PENDING)
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
+    except OSError:
+        return None
+
+
+def _keywords_json(kws: tuple[str, ...]) -> str | None:
+    return json.dumps(list(kws), ensure_ascii=False) if kws else None  # as LedgerRow._values stores them
+
+
+class _Names:
+    """``assign_names`` over the keys the ledger keeps and the file's, drawn while the file is read once.
+
+    Every ledger key is known before the read; a record's key is named as ``assign_names`` would name it
+    given the keys seen so far. Two things are only known at the end: a *new* key can join a case-folded
+    group late (the member named plainly earlier must be hashed), and a group can lose members to the
+    removal of keys the file no longer lists (a lone survivor gets its plain name back). ``redo`` lists
+    those keys, to be rewritten under their final names after the removals are committed (a second read
+    of just those records), so a run ends at ``assign_names(ledger - removed | file)`` -- the names the
+    next run draws too.
+    """
+
+    def __init__(self, ledger_keys: Iterable[str]):
+        self.first: dict[str, str] = {}  # case-folded safe name -> the first key that has it
+        self.clash: set[str] = set()  # folded names with more than one key: hashed
+        self.members: dict[str, list[str]] = {}  # a clashing folded name -> its keys
+        self.late: set[str] = set()
+        for k in ledger_keys:
+            f = self._fold(safe_name(k))
+            owner = self.first.setdefault(f, k)
+            if owner != k:
+                self.clash.add(f)
+                self.members.setdefault(f, [owner]).append(k)
+
+    @staticmethod
+    def _fold(n: str) -> str:
+        f = n.casefold()
+        return n if f == n else f  # one string object for the common lower-case name
+
+    def name(self, key: str, new: bool, seen: set[str]) -> str:
+        """``key``'s name now; ``new``: not in the ledger; ``seen``: the keys already named in this run."""
+        n = safe_name(key)
+        f = self._fold(n)
+        if new:
+            owner = self.first.setdefault(f, key)
+            if owner != key:
+                if f not in self.clash:
+                    self.clash.add(f)
+                    self.members[f] = [owner]
+                    if owner in seen:  # named plainly earlier in this run: to be hashed
+                        self.late.add(owner)
+                self.members[f].append(key)
+        return hashed_name(key) if f in self.clash else n
+
+    def redo(self, removed: Iterable[str], seen: set[str]) -> dict[str, str]:
+        """After the read: the keys of this run whose final name differs from the one they were given,
+        each with that first name; the names drawn from here on are the final ones."""
+        out = {k: safe_name(k) for k in self.late}
+        self.late = set()
+        removed = set(removed)
+        if removed:
+            for f in [f for f, keys in self.members.items() if any(k in removed for k in keys)]:
+                left = [k for k in self.members[f] if k not in removed]
+                if len(left) > 1:
+                    self.members[f] = left
+                    continue
+                del self.members[f]
+                self.clash.discard(f)
+                out.update((k, hashed_name(k)) for k in left if k in seen)
+        return out
+
+
 def import_jsonl(ws: Workspace, path: Path, progress: Progress | None = None) -> SyncReport:
     """Import a BEIR-style corpus: ``_id`` becomes the citekey, ``text`` the parsed text."""
     path = Path(path)
@@ -286,53 +500,108 @@ def import_jsonl(ws: Workspace, path: Path, progress: Progress | None = None) ->
         raise CorpusError(f"{path}: corpus file not found")
     origin = _origin(ws, path)
     report = SyncReport(origin=origin)
-    ws.parsed_dir.mkdir(parents=True, exist_ok=True)
-    _sweep_temp(ws)
-    # First pass for the key set (names must be collision-free across the whole ledger).
-    scan_problems: list[str] = []
-    keys = [r.citekey for r in iter_jsonl(path, scan_problems)]
     with Ledger(ws.ledger_path) as ledger:
-        existing = {r.citekey: r for r in ledger.rows()}
-        names = _names_for(ledger, keys)
-        batch = _Batcher(ledger)
-        seen = set()
-        for i, rec in enumerate(iter_jsonl(path, report.problems)):
-            if progress and i % 256 == 0:
-                progress(i, len(keys))
-            report.entries += 1
-            old = existing.get(rec.citekey)
-            if old is not None and old.origin != origin:
-                report.problems.append(
-                    f"{path}:{rec.line}: _id {rec.citekey!r} is already in the ledger from {old.origin}; line skipped"
-                )
-                continue
-            seen.add(rec.citekey)
-            rel = ws.relative(ws.parsed_path(names[rec.citekey]))
-            digest = _text_hash(rec.title, rec.text, rec.abstract)
-            row = LedgerRow(citekey=rec.citekey, title=rec.title, abstract=rec.abstract, keywords=rec.keywords,
-                            status="parsed", origin=origin, parsed_path=rel, source_hash=digest, backend="jsonl")
-            _rename_if_moved(ws, old, rel)
-            if (old is not None and old.status == "parsed" and old.source_hash == digest
-                    and old.parsed_path == rel and (ws.root / rel).is_file()):
-                report.unchanged += 1
-                if old.keywords != rec.keywords:
-                    batch.put(row)
-                continue
-            _remove_sidecar(ws, rel)  # imported text has no structure; a stale sidecar must not describe it
-            atomic_write_text(ws.absolute(rel), rec.text, durable=False)
-            batch.put(row)
-            report.parsed += 1
-        damage = ("it yields no records" if not keys else
+        ledger.cache_for_bulk()
+        existing = ledger.import_state()
+        parsed = _Parsed(ws, list_files=bool(existing))
+        _finish_unlinks(ledger, parsed, existing)
+        names = _Names(existing)
+        batch = _ImportBatch(ledger, parsed)
+        seen: set[str] = set()
+        tick = None
+        if progress:
+            total = _count_lines(path)  # what the bar runs to (blank and bad lines included)
+            progress(0, total)
+            tick = lambda done, _total: progress(done, total)  # noqa: E731
+        _import_records(ws, path, origin, existing, names, seen, parsed, batch, report, tick, None)
+        damage = ("it yields no records" if not report.entries else
                   "it has lines that are not JSON (a truncated file?)" if any(NOT_JSON in p for p in report.problems)
                   else None)
-        gone = _gone(existing, origin, seen, damage, str(path), report)
-        for k in gone:
-            _remove_parsed(ws, existing[k].parsed_path)
-        batch.deletes = gone
+        gone = [k for k, t in existing.items() if t[0] == origin and k not in seen]
+        if gone and damage:
+            report.problems.append(f"{path}: {damage}; the {len(gone)} source(s) it no longer lists were kept, not "
+                                   "removed (fix the file and run again; to drop them all, delete content/ledger.sqlite)")
+            gone = []
+        redo = names.redo(gone, seen)
+        batch.unlinks.extend(p for p in (existing[k][2] for k in gone) if p)
+        batch.flush(gone)  # the removals committed and their files gone before any name is reused
         report.removed = len(gone)
-        batch.flush()
+        if redo:
+            _import_records(ws, path, origin, existing, names, seen, parsed, batch, report, None, redo)
+            if redo:
+                report.problems.append(f"{path}: changed while it was imported ({len(redo)} record(s) not found "
+                                       "again); run the import again")
+            batch.flush()
         with ledger.transaction():
             ledger.set_meta("last_source", origin)
         if progress:
-            progress(len(keys), len(keys))
+            progress(report.entries, report.entries)
     return report
+
+
+def _import_records(ws: Workspace, path: Path, origin: str, existing: dict[str, tuple], names: _Names,
+                    seen: set[str], parsed: _Parsed, batch: _ImportBatch, report: SyncReport,
+                    progress: Progress | None, wanted: dict[str, str] | None) -> None:
+    """One read of ``path``: each record's file written (unless unchanged) and its row batched. With
+    ``wanted`` (key -> the name the first read gave it), only those keys, each moved to its final name;
+    the keys found are taken out of ``wanted``."""
+    folder, prefix, files, sidecars = parsed.folder, parsed.prefix, parsed.files, parsed.sidecars
+    tag = str(os.getpid())
+    put = batch.put
+    now = time.time
+    blake2b = hashlib.blake2b
+    problems = report.problems if wanted is None else []
+    for key, title, text, kws, abstract, line in iter_records(path, problems):
+        if wanted is not None:
+            if key not in wanted:
+                continue
+            old_rel = prefix + wanted.pop(key) + _TXT  # where the first read put it
+        else:
+            n = report.entries
+            if progress and not n & 4095:
+                progress(n, None)
+            report.entries = n + 1
+        old = existing.get(key)
+        if old is not None and old[0] != origin:
+            if wanted is None:
+                report.problems.append(
+                    f"{path}:{line}: _id {key!r} is already in the ledger from {old[0]}; line skipped"
+                )
+            continue
+        if wanted is None:
+            if key in seen:  # a duplicate is reported and skipped by the reader; this cannot happen
+                continue
+            name = names.name(key, old is None, seen)
+            seen.add(key)
+        else:
+            name = names.name(key, False, seen)
+        fname = name + _TXT
+        rel = prefix + fname
+        data = text.encode("utf-8")
+        tb = title.encode("utf-8")
+        ab = abstract.encode("utf-8") if abstract else b""
+        digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
+                                   len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # _text_hash
+        kw = _keywords_json(kws)
+        row = (key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now())
+        if wanted is None and old is not None and old[1] == "parsed" and old[3] == digest and old[2] == rel \
+                and fname in files:
+            report.unchanged += 1
+            if old[4] != kw and (tuple(json.loads(old[4])) if old[4] else ()) != kws:
+                put(row)
+            continue
+        if sidecars:  # imported text has no structure; a stale sidecar must not describe it
+            parsed.drop_sidecar(fname)
+        replace_in_folder(folder, fname, data, tag)
+        if wanted is not None:
+            if old_rel != rel:
+                batch.unlinks.append(old_rel)  # once the row points at its new name
+            if old is not None and old[1] == "parsed" and old[3] == digest and old[2] == old_rel \
+                    and old_rel[len(prefix):] in files:
+                report.unchanged -= 1  # counted unchanged by the first read; rewritten after all
+                report.parsed += 1
+        else:
+            if old is not None and old[2] and old[2] != rel:
+                batch.unlinks.append(old[2])
+            report.parsed += 1
+        put(row)
