@@ -73,9 +73,9 @@ def keyword_arm(name: str, data: Path | None = None) -> Arm:
 
 def workspace_for(corpus: Path, name: str | None = None) -> Path:
     """A workspace holding ``corpus`` (imported once, re-imported incrementally), indexed."""
-    from engine.corpus.sync import import_jsonl
-    from engine.index.manage import refresh
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.workspace import Workspace
 
     root = WORK / "ws" / (name or corpus.parent.name)
     root.mkdir(parents=True, exist_ok=True)

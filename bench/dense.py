@@ -70,7 +70,7 @@ def collapse(run: dict[str, list[tuple[str, float]]], depth: int = 100) -> dict[
 
 
 def _cli(*argv) -> None:
-    from engine.cli.main import main as cli
+    from chitragupta.cli.main import main as cli
 
     rc = cli([str(a) for a in argv])
     if rc != 0:
@@ -81,11 +81,11 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     from bench.arms import get
     from bench.data import data_dir
     from bench.metrics import evaluate
-    from engine.config import load_config
-    from engine.trec import read_run
-    from engine.workspace import Workspace
-    from enrich.embed import load_encoder
-    from enrich.search import EmbedSearcher
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.trec import read_run
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.embed import load_encoder
+    from chitragupta.enrich.search import EmbedSearcher
 
     arm = get(name)
     corpus = data_dir() / name / "corpus.jsonl"

@@ -46,9 +46,9 @@ def counts(base_run, other_run, qrels, measure: str) -> str:
 
 
 def _retriever(root, **overrides):
-    from engine.config import load_config
-    from engine.search import Retriever
-    from engine.workspace import Workspace
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
 
     cfg_path = root / "config.toml"
     cfg = load_config(cfg_path if cfg_path.exists() else None, overrides={"retrieval": overrides} if overrides else None)
@@ -57,7 +57,7 @@ def _retriever(root, **overrides):
 
 # -- k1 and b ---------------------------------------------------------------------------------------
 def exp_kb(data) -> str:
-    from kernels.sweep import grid_of
+    from chitragupta.kernels.sweep import grid_of
 
     out = ["### k1 and b, one at a time (`python -m bench experiments --only kb`)", ""]
     bs = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -111,7 +111,7 @@ WEIGHTS = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0]
 
 
 def _weight_sweep(arm, field: str) -> list[list]:
-    from kernels.sweep import grid_of
+    from chitragupta.kernels.sweep import grid_of
 
     grid = grid_of([1.5], [0.75], WEIGHTS if field == "title" else [1.0], WEIGHTS if field == "abstract" else [1.0])
     runs = sweep_runs(arm, grid, 10)
@@ -134,7 +134,7 @@ def exp_title(data) -> str:
 
 
 def exp_abstract(data) -> str:
-    from engine.index.source import FLAG_HAS_ABSTRACT
+    from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT
 
     arm = arms_mod.get("semeval2010-md", data)
     r = _retriever(arm.workspace())
@@ -147,7 +147,7 @@ def exp_abstract(data) -> str:
 
 # -- the reference cut ------------------------------------------------------------------------------
 def exp_cut(data) -> str:
-    import engine.text.refcut as refcut
+    import chitragupta.engine.text.refcut as refcut
     from bench.units import snippet_stats
 
     arm = arms_mod.get("semeval2010-md", data)
@@ -190,7 +190,7 @@ def _unit_stats(r, arm, unit: str, k: int = 5, cap: int | None = None) -> dict:
         expander = r._expander()
         scored = [t + " " + " ".join(e.added) if expander and (e := expander.expand(t)).added else t for t in texts]
         top = r._capped(pidx, pidx.query_batch_from_strings(scored), k, cap)
-        from engine.search import Ranked
+        from chitragupta.engine.search import Ranked
 
         ranked = Ranked(top, texts, r, "passage")
     else:
@@ -214,7 +214,7 @@ def _unit_stats(r, arm, unit: str, k: int = 5, cap: int | None = None) -> dict:
                 b, e = _passage_edges(hit.snippet)
                 paged += hit.page is not None
             else:
-                from engine.text.windows import choose_windows
+                from chitragupta.engine.text.windows import choose_windows
 
                 body = r._body(u)
                 wins = choose_windows(body.text, terms[i], r.workspace.config.retrieval.snippet_chars, 1,

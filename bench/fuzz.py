@@ -49,8 +49,8 @@ class Finding(Exception):
 
 
 def _check_bibtex(path: Path) -> None:
-    from engine.corpus.bibtex import read_bibtex
-    from engine.errors import CorpusError
+    from chitragupta.engine.corpus.bibtex import read_bibtex
+    from chitragupta.errors import CorpusError
 
     try:
         entries, problems = read_bibtex(path)
@@ -71,7 +71,7 @@ def _check_bibtex(path: Path) -> None:
 
 
 def _check_sidecar(path: Path) -> None:
-    from engine.corpus.sidecar import SidecarError, dump_sidecar, read_sidecar
+    from chitragupta.engine.corpus.sidecar import SidecarError, dump_sidecar, read_sidecar
 
     try:
         items = read_sidecar(path)
@@ -92,8 +92,8 @@ def _check_sidecar(path: Path) -> None:
 
 
 def _check_jsonl(path: Path) -> None:
-    from engine.corpus.jsonl import iter_jsonl
-    from engine.errors import CorpusError
+    from chitragupta.engine.corpus.jsonl import iter_jsonl
+    from chitragupta.errors import CorpusError
 
     problems: list[str] = []
     try:
@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     with atheris.instrument_imports():
         import bibtexparser  # noqa: F401  (the BibTeX reader's parser is what most of the input reaches)
 
-        import engine.corpus.bibtex  # noqa: F401
-        import engine.corpus.jsonl  # noqa: F401
-        import engine.corpus.sidecar  # noqa: F401
+        import chitragupta.engine.corpus.bibtex  # noqa: F401
+        import chitragupta.engine.corpus.jsonl  # noqa: F401
+        import chitragupta.engine.corpus.sidecar  # noqa: F401
 
     targets = TARGETS if args.target == "all" else (args.target,)
     work = Path(tempfile.mkdtemp(prefix="chitragupta-fuzz-"))

@@ -10,7 +10,7 @@ Steps, all in one process (the corpora are built once, in memory):
       the device (the query arrays' upload included), and the results' download, each timed on its own
       (``torch.cuda.synchronize()`` before every timer read); the index's one-time upload apart, and the
       (k1, b) contribution table built on the warm-up run (an engine builds it once per parameter set);
-  (c) an 11 x 11 (k1, b) grid over 1,000 queries at 1M documents through ``kernels.sweep.sweep``;
+  (c) an 11 x 11 (k1, b) grid over 1,000 queries at 1M documents through ``chitragupta.kernels.sweep.sweep``;
   (d) parity of CUDA against numba on a sample: same rankings up to ties, scores to 1e-5 relative.
 It prints a Markdown block for bench/RESULTS.md, and writes it (with a JSON of the figures) under $OUT
 when that variable is set.
@@ -59,7 +59,7 @@ SMALL = dict(docs=(2_000, 20_000), queries=(100, 1_000), ks=(10, 100), repeats=2
 
 @dataclass
 class Corpus:
-    postings: object  # kernels.types.Postings
+    postings: object  # chitragupta.kernels.types.Postings
     blob: np.ndarray  # the vocabulary as one byte string (uint8) ...
     offsets: np.ndarray  # ... and (VOCAB + 1,) int64 offsets into it
     slots: np.ndarray  # the lookup's hash table
@@ -78,8 +78,8 @@ def synth_corpus(n_docs: int, seed: int, device: str) -> Corpus:
     (sorting 10^8 (term, doc) keys takes seconds there, minutes in numpy)."""
     import torch
 
-    from kernels.lookup import build_table
-    from kernels.types import Postings
+    from chitragupta.kernels.lookup import build_table
+    from chitragupta.kernels.types import Postings
 
     t0 = time.perf_counter()
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -131,8 +131,8 @@ def synth_queries(n: int, probs: np.ndarray, seed: int) -> list[str]:
 
 def to_batch(corpus: Corpus, queries: list[str]):
     """Query strings -> QueryBatch through the engine's numba lookup (the engine's batched path)."""
-    from kernels.lookup import lookup_batch
-    from kernels.types import QueryBatch
+    from chitragupta.kernels.lookup import lookup_batch
+    from chitragupta.kernels.types import QueryBatch
 
     encoded = [q.lower().encode("ascii", "replace") for q in queries]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
@@ -154,8 +154,8 @@ def time_batch(corpus: Corpus, queries: list[str], k: int, device: str, repeats:
     """Medians over ``repeats`` runs after a warm-up (one run only when the warm-up took over 5 s):
     tokenize, device scoring, download. ``dtype``: the scores' dtype on the device (default: the
     backend's, float32 on CUDA)."""
-    from kernels.torch_backend import default_dtype, score_grid_device
-    from kernels.types import BM25Params
+    from chitragupta.kernels.torch_backend import default_dtype, score_grid_device
+    from chitragupta.kernels.types import BM25Params
 
     dtype = dtype or default_dtype(device)
     params = [BM25Params()]
@@ -186,7 +186,7 @@ def time_batch(corpus: Corpus, queries: list[str], k: int, device: str, repeats:
 
 
 def upload_time(corpus: Corpus, device: str) -> tuple[float, int]:
-    from kernels import torch_backend as tb
+    from chitragupta.kernels import torch_backend as tb
 
     tb.release(corpus.postings)
     _sync(device)
@@ -216,8 +216,8 @@ def same_ranking(got_ids, got_scores, want_ids, want_scores, rel: float = 1e-5) 
 
 
 def parity(corpus: Corpus, n_queries: int, k: int, device: str, seed: int) -> dict:
-    from kernels import score_topk
-    from kernels.types import BM25Params
+    from chitragupta.kernels import score_topk
+    from chitragupta.kernels.types import BM25Params
 
     batch = to_batch(corpus, synth_queries(n_queries, corpus.probs, seed))
     params = BM25Params(k1=1.2, b=0.75)
@@ -232,7 +232,7 @@ def parity(corpus: Corpus, n_queries: int, k: int, device: str, seed: int) -> di
 
 
 def time_sweep(corpus: Corpus, n_queries: int, k: int, grid_n: int, device: str, seed: int) -> dict:
-    from kernels.sweep import grid_of, sweep
+    from chitragupta.kernels.sweep import grid_of, sweep
 
     batch = to_batch(corpus, synth_queries(n_queries, corpus.probs, seed))
     grid = grid_of(np.linspace(0.5, 2.5, grid_n), np.linspace(0.0, 1.0, grid_n))
@@ -299,7 +299,7 @@ def markdown(res: dict) -> str:
         if s["docs"] == 1_000_000 and s["queries"] == 1_000 and s["grid"] == "11x11":
             verdict = f" (target < {TARGET_SWEEP_S:.0f} s: {'met' if s['seconds'] < TARGET_SWEEP_S else 'NOT met'})"
         lines.append(f"Sweep: {s['grid']} (k1, b) grid, {s['queries']:,} queries, {s['docs']:,} documents, "
-                     f"k={s['k']}, through `kernels.sweep.sweep(backend=\"torch\")`: {s['seconds']:.3f} s{verdict}.")
+                     f"k={s['k']}, through `chitragupta.kernels.sweep.sweep(backend=\"torch\")`: {s['seconds']:.3f} s{verdict}.")
     p = res.get("parity")
     if p:
         lines.append(f"Parity with numba ({p['docs']:,} documents, {p['queries']} queries, k={p['k']}): "
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         say("pytest -m gpu -q ...")
         res["tests"] = run_tests(device)
         say(f"tests: {res['tests']['summary']}")
-    from kernels import torch_backend as tb
+    from chitragupta.kernels import torch_backend as tb
 
     deadline = t_start + args.time_budget
     res["skipped"] = []

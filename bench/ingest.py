@@ -6,7 +6,7 @@
 The corpus is ``bench.synth``'s (documents drawn from scifact's statistics, ``_id`` = ``syn0000042``),
 written once to ``WORK/corpus-<docs>-s<seed>.jsonl`` and reused after; a copy with every
 ``round(1 / changed)``-th text changed (a word appended) beside it. Then, each as its own process
-(``python -m engine.cli.main ...``, what the ``chitragupta`` script runs), timed from start to exit with
+(``python -m chitragupta.cli.main ...``, what the ``chitragupta`` script runs), timed from start to exit with
 the child's own CPU time and peak RSS (``wait4``):
 
   import fresh     ``import`` into a new, empty workspace ``WORK/ws-<docs>`` (the corpus imported through one
@@ -103,7 +103,7 @@ def timed(argv: list[str], env: dict | None = None) -> dict:
 
 def _run(argv: list[str]) -> dict:
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # this checkout first
-    return timed([sys.executable, "-m", "engine.cli.main", *map(str, argv)], env=dict(os.environ, PYTHONPATH=path))
+    return timed([sys.executable, "-m", "chitragupta.cli.main", *map(str, argv)], env=dict(os.environ, PYTHONPATH=path))
 
 
 def machine(work: Path) -> dict:
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             os.link(version, into)
             what += f" ({version.name})"
         else:
-            time.sleep(2.5)  # past the parsed folder's racy window (engine.index.manage.RACY_NS)
+            time.sleep(2.5)  # past the parsed folder's racy window (chitragupta.engine.index.manage.RACY_NS)
         log(f"{what}: {_cmd(cmd)}")
         got = _run(cmd)
         log(f"  {got}")

@@ -4,7 +4,7 @@ search racing a rebuild, and the hostile-input table.
     python -m bench.reliability --kills 30            # everything, a Markdown table on stdout
     python -m bench.reliability --kills 8 --only kills
 
-A kill is real: the command runs as ``python -m engine.cli.main ...`` with ``bench/_faults`` on
+A kill is real: the command runs as ``python -m chitragupta.cli.main ...`` with ``bench/_faults`` on
 PYTHONPATH, whose ``sitecustomize`` SIGKILLs the process just before its Nth write inside the
 workspace (N drawn per stratum of the uninterrupted run's write count, from a seed). After each kill
 the workspace is checked as a reader would find it (every parsed file and sidecar is the old version or
@@ -48,7 +48,7 @@ WORDS = ("twin digital model sensor fidelity bridge water leak retrieval ranking
 
 def cli(args, *, cwd: Path | None = None, fault_root: Path | None = None, kill_at: int = 0,
         count_file: Path | None = None, popen: bool = False, env: dict | None = None):
-    """``python -m engine.cli.main ARGS`` in a subprocess; with ``fault_root`` the fault hook is armed."""
+    """``python -m chitragupta.cli.main ARGS`` in a subprocess; with ``fault_root`` the fault hook is armed."""
     e = dict(os.environ, **_OFFLINE)  # never the network (the enrich model is installed locally)
     e.pop("CHITRAGUPTA_FAULT_ROOT", None)
     e.update(env or {})
@@ -60,7 +60,7 @@ def cli(args, *, cwd: Path | None = None, fault_root: Path | None = None, kill_a
         e["CHITRAGUPTA_FAULT_KILL_AT"] = str(kill_at)
         if count_file is not None:
             e["CHITRAGUPTA_FAULT_COUNT_FILE"] = str(count_file)
-    argv = [sys.executable, "-m", "engine.cli.main", *map(str, args)]
+    argv = [sys.executable, "-m", "chitragupta.cli.main", *map(str, args)]
     if popen:
         return subprocess.Popen(argv, cwd=cwd or ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
@@ -108,7 +108,7 @@ def _write_jsonl(path: Path, records) -> None:
 
 def _write_bib_sources(papers: Path, records: list[dict], kind: str) -> None:
     """``records`` as documents in ``papers/`` (PDFs, or Markdown for docling) plus bibliography.bib."""
-    from engine.demo.tinypdf import write_pdf
+    from chitragupta.engine.demo.tinypdf import write_pdf
 
     papers.mkdir(parents=True, exist_ok=True)
     wanted = set()
@@ -235,7 +235,7 @@ def _h(data: bytes) -> str:
 
 
 def _results(ws_dir: Path, units, *, with_snippets: bool) -> dict:
-    from engine.search import Retriever
+    from chitragupta.engine.search import Retriever
 
     out = {}
     r = Retriever.open(ws_dir, update=False, backend="numpy")
@@ -250,10 +250,10 @@ def _results(ws_dir: Path, units, *, with_snippets: bool) -> dict:
 
 def snapshot(ws_dir: Path, units=("document", "passage")) -> dict:
     """Everything a run leaves that a reader can see, made comparable across folders."""
-    from engine.corpus.ledger import Ledger
-    from engine.index import store
-    from engine.index.manage import index_folder
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.index import store
+    from chitragupta.engine.index.manage import index_folder
+    from chitragupta.engine.workspace import Workspace
 
     ws = Workspace.open(ws_dir)
     prefix = str(ws.root.parent)
@@ -365,7 +365,7 @@ def _allowed_files(before: dict, after: dict) -> dict[str, set]:
 
 def _reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) -> list[str]:
     """What a reader would see right after a kill: each problem found (empty when all is whole)."""
-    from engine.corpus.sidecar import SidecarError, read_sidecar
+    from chitragupta.engine.corpus.sidecar import SidecarError, read_sidecar
 
     problems = []
     parsed = ws_dir / "content" / "parsed"
@@ -382,7 +382,7 @@ def _reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) ->
                 problems.append(f"{p.name}: {err}")
     faiss_dir = ws_dir / "content" / "faiss"
     if faiss_dir.is_dir():
-        from enrich.store import StoreCorrupt, load_store
+        from chitragupta.enrich.store import StoreCorrupt, load_store
 
         slugs = {p.name.lstrip(".").split(".old-")[0].split(".tmp-")[0] for p in faiss_dir.iterdir() if p.is_dir()}
         for slug in sorted(slugs):
@@ -526,7 +526,7 @@ def concurrent_writers(name: str, base: Path, *, runs: int = 2, seed: int = 0, n
 
 _SEARCHER = r"""
 import json, sys, os
-from engine.search import Retriever
+from chitragupta.engine.search import Retriever
 ws, stop, out, queries = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 n = 0
 with open(out, "w") as f:
@@ -630,7 +630,7 @@ def _docling_bib(text: str, link: tuple[str, str] | None = None):
 def _synced_then(bib: str):
     """A workspace synced from four PDFs, then its bibliography replaced by ``bib``."""
     def setup(d: Path):
-        from engine.demo.tinypdf import write_pdf
+        from chitragupta.engine.demo.tinypdf import write_pdf
 
         papers = d / "ws" / "papers"
         papers.mkdir(parents=True)
@@ -869,7 +869,7 @@ def _tree(folder: Path, skip: Path | None = None) -> dict[str, tuple[int, int]]:
 
 def run_hostile(case: Hostile, base: Path) -> HostileOutcome:
     """Set the case up under ``base/case``, run its command in-process (so a traceback is seen as such)."""
-    from engine.cli.main import main as cli_main
+    from chitragupta.cli.main import main as cli_main
 
     d = base / "case"
     if d.exists():

@@ -1,4 +1,4 @@
-"""Runs of the engine on an arm: one configuration, a grid through ``kernels.sweep``, or a scratch
+"""Runs of the engine on an arm: one configuration, a grid through ``chitragupta.kernels.sweep``, or a scratch
 copy of a workspace with other settings (stemmer, passage floor) so the measured workspace is never
 rewritten."""
 
@@ -26,7 +26,7 @@ def collapse(ids: list[str]) -> list[str]:
 
 def run(arm: Arm, k: int = 100, *, unit: str = "document", root: Path | None = None, retriever=None):
     """qid -> ranked citekeys (passage hits collapsed to citekeys) with the workspace's own config."""
-    from engine.search import Retriever
+    from chitragupta.engine.search import Retriever
 
     r = retriever or Retriever.open(root or arm.workspace())
     qids = list(arm.queries)
@@ -40,8 +40,8 @@ def run(arm: Arm, k: int = 100, *, unit: str = "document", root: Path | None = N
 
 def sweep_runs(arm: Arm, grid, k: int = 100, *, root: Path | None = None) -> list[dict[str, list[str]]]:
     """One run per grid point (document unit), every point from one pass over the postings."""
-    from engine.search import Retriever
-    from kernels.sweep import sweep
+    from chitragupta.engine.search import Retriever
+    from chitragupta.kernels.sweep import sweep
 
     r = Retriever.open(root or arm.workspace())
     qids = list(arm.queries)

@@ -87,9 +87,9 @@ def workspace(size: str, ws_root: Path) -> Path:
 
 def _settle(ws_root: Path) -> None:
     """Wait until content/parsed/ is ``RACY_NS`` old: a build that starts sooner (a workspace generated a
-    moment ago) cannot record its stamp (``engine.index.manage``), so the first query would pay the full
+    moment ago) cannot record its stamp (``chitragupta.engine.index.manage``), so the first query would pay the full
     check that ``first_query`` measures on its own."""
-    from engine.index.manage import RACY_NS
+    from chitragupta.engine.index.manage import RACY_NS
 
     age = time.time_ns() - os.stat(ws_root / "content" / "parsed").st_mtime_ns
     if age < RACY_NS:
@@ -98,7 +98,7 @@ def _settle(ws_root: Path) -> None:
 
 def stress_queries(ws_root: Path, n: int = N_QUERIES, seed: int = 0) -> list[str]:
     """``bench.speed``'s stress set drawn from a workspace's parsed files: windows of 4-16 words."""
-    from engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.ledger import Ledger
 
     with Ledger(ws_root / "content" / "ledger.sqlite", create=False) as led:
         rows = [r for r in led.index_view() if r[2] == "parsed" and r[3]]
@@ -133,8 +133,8 @@ def _figures(n: int, wall: float, cpu: float) -> dict:
 
 # -- children ----------------------------------------------------------------------------------------------
 def child_build(ws_root: Path) -> dict:
-    from engine.index.manage import refresh
-    from engine.workspace import Workspace
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.workspace import Workspace
 
     ws = Workspace.open(ws_root)
     t = time.perf_counter()
@@ -146,9 +146,9 @@ def child_build(ws_root: Path) -> dict:
 
 
 def _retriever(ws_root: Path, expansion: bool):
-    from engine.config import load_config
-    from engine.search import Retriever
-    from engine.workspace import Workspace
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
 
     cfg = ws_root / "config.toml"
     config = load_config(cfg if cfg.is_file() else None, overrides={"retrieval": {"acronym_expansion": expansion}})
@@ -185,7 +185,7 @@ def child_ours(ws_root: Path, qfile: Path, plan: dict) -> dict:
 
 def _read_corpus(ws_root: Path) -> tuple[list[str], list[str]]:
     """Citekeys and title + newline + text, from the corpus.jsonl the workspace was imported from."""
-    from engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.ledger import Ledger
 
     with Ledger(ws_root / "content" / "ledger.sqlite", create=False) as led:
         origin = led.get_meta("last_source")
@@ -268,11 +268,11 @@ def child_pair(ws_root: Path, qfile: Path, plan: dict) -> dict:
 
 
 def first_query(ws_root: Path, query: str) -> dict:
-    from engine.index.manage import _verified_path
-    from engine.workspace import Workspace
+    from chitragupta.engine.index.manage import _verified_path
+    from chitragupta.engine.workspace import Workspace
 
     exe = Path(sys.executable).with_name("chitragupta")
-    cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "engine.cli.main"]),
+    cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "chitragupta.cli.main"]),
            "search", "-w", str(ws_root), query, "-k", "10"]
 
     cpu: list[float] = []

@@ -74,9 +74,9 @@ def _bm25s_agrees() -> list[str]:
 
 def _pdfs() -> list[str]:
     """The real PDFs in pdfs/papermage through a BibTeX file and ``sync`` (pdftotext backend)."""
-    from engine.corpus.sync import sync
-    from engine.search import Retriever
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
 
     folder = data_dir() / "pdfs" / "papermage"
     pdfs = sorted(folder.glob("*.pdf"))

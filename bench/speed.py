@@ -62,11 +62,11 @@ def _query_sets(collection: Path, texts: list[str]) -> dict[str, list[str]]:
 def measure_ours(collection: Path, repeats: int) -> dict:
     import numba
 
-    from engine.index.manage import refresh
-    from engine.search import Retriever
-    from engine.tokenize import query_terms
-    from engine.workspace import Workspace
-    from kernels.dispatch import score_topk
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.tokenize import query_terms
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.kernels.dispatch import score_topk
 
     ws_root = workspace_for(collection / "corpus.jsonl", collection.name)
     ws = Workspace.open(ws_root)
@@ -136,7 +136,7 @@ def measure_bm25s(collection: Path, repeats: int) -> dict:
 def cli_wall(collection: Path, repeats: int) -> dict:
     ws_root = workspace_for(collection / "corpus.jsonl", collection.name)
     exe = Path(sys.executable).with_name("chitragupta")
-    cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "engine.cli.main"]),
+    cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "chitragupta.cli.main"]),
            "search", "-w", str(ws_root), "vitamin D deficiency and bone density", "-k", "10"]
     subprocess.run(cmd, capture_output=True, check=True)  # warm: index current, numba cache written
     times = []

@@ -4,7 +4,7 @@
                           [--metric nDCG@10] [--k 100] [--out bench/out/sweeps]
     chitragupta bench sweep ...        (the same, through the CLI)
 
-Every grid point is scored from one pass over the postings (``kernels.sweep``); the index is not
+Every grid point is scored from one pass over the postings (``chitragupta.kernels.sweep``); the index is not
 rebuilt between points. A range is START:STOP:STEP (STOP included) or a comma list.
 """
 
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(WORK / "sweeps"))
     args = ap.parse_args(argv)
     from bench.runs import sweep_runs
-    from kernels.sweep import grid_of
+    from chitragupta.kernels.sweep import grid_of
 
     t0 = time.perf_counter()
     arm = arms_mod.get(args.arm, args.data)

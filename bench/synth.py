@@ -210,10 +210,10 @@ def _write_jsonl(path: Path, docs) -> int:
 
 def _fast_import(root: Path, corpus: Path, progress=None) -> int:
     """What ``import_jsonl`` leaves in a fresh workspace, written in bulk: same rows, same files."""
-    from engine.corpus.jsonl import iter_jsonl
-    from engine.corpus.ledger import Ledger, LedgerRow
-    from engine.corpus.sync import _text_hash
-    from engine.workspace import Workspace, safe_name
+    from chitragupta.engine.corpus.jsonl import iter_jsonl
+    from chitragupta.engine.corpus.ledger import Ledger, LedgerRow
+    from chitragupta.engine.corpus.sync import _text_hash
+    from chitragupta.engine.workspace import Workspace, safe_name
 
     ws = Workspace.open(root)
     ws.parsed_dir.mkdir(parents=True, exist_ok=True)
@@ -267,8 +267,8 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: s
         if log:
             log(f"generated {n:,} documents into {corpus.name} in {t1 - t0:.1f} s")
         if writer == "import":
-            from engine.corpus.sync import import_jsonl
-            from engine.workspace import Workspace
+            from chitragupta.engine.corpus.sync import import_jsonl
+            from chitragupta.engine.workspace import Workspace
 
             ws = Workspace.open(tmp)
             with ws.lock("synth import"):

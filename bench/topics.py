@@ -3,7 +3,7 @@
     python -m bench.topics [--data ../shared/data] [--arm scifact] [--workspace DIR] [--cold] [--refits 2]
 
 Imports the arm's ``corpus.jsonl`` into a workspace under /tmp (as ``chitragupta import`` does), then runs
-the stage (``enrich.topics.run_stage``) once with whatever encoding cache the workspace holds (``--cold``
+the stage (``chitragupta.enrich.topics.run_stage``) once with whatever encoding cache the workspace holds (``--cold``
 deletes it first, so the first run encodes every chunk), then ``--refits`` more times with the cache warm:
 those runs encode nothing and re-fit the whole corpus, which is what every later ``enrich`` run costs.
 Reports the fit's wall time (UMAP + HDBSCAN + c-TF-IDF, timed around ``fit_topics``: the first run's,
@@ -68,12 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refits", type=int, default=2, help="warm-cache runs after the first (default 2)")
     args = ap.parse_args(argv)
 
-    from engine.corpus.ledger import Ledger
-    from engine.corpus.sync import import_jsonl
-    from engine.workspace import Workspace
-    from enrich import topics as tm
-    from enrich.device import resolve_device
-    from enrich.embed import load_encoder
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich import topics as tm
+    from chitragupta.enrich.device import resolve_device
+    from chitragupta.enrich.embed import load_encoder
 
     corpus = data_dir(args.data) / args.arm / "corpus.jsonl"
     root = args.workspace or Path("/tmp/chitragupta-bench-topics") / args.arm

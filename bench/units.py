@@ -28,8 +28,8 @@ from bench.data import WORK, data_dir
 from bench.metrics import sentence_edges
 
 def sync_semeval_md(data: Path) -> Path:
-    from engine.corpus.sync import sync
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.workspace import Workspace
 
     root = WORK / "ws" / "semeval2010-md"
     root.mkdir(parents=True, exist_ok=True)
@@ -42,7 +42,7 @@ def sync_semeval_md(data: Path) -> Path:
 
 
 def keyword_queries(root: Path) -> dict[str, str]:
-    from engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.ledger import Ledger
 
     with Ledger(root / "content" / "ledger.sqlite") as led:
         return {r.citekey: " ".join(r.keywords) for r in led.rows() if r.keywords}
@@ -50,9 +50,9 @@ def keyword_queries(root: Path) -> dict[str, str]:
 
 def cut_share(items: list[dict]) -> tuple[int, int]:
     """(tokens before the cut, tokens in all kept-label items) of one sidecar."""
-    from engine.corpus.sidecar import EXCLUDED_LABELS
-    from engine.text.refcut import reference_cut
-    from engine.tokenize import tokenize
+    from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
+    from chitragupta.engine.text.refcut import reference_cut
+    from chitragupta.engine.tokenize import tokenize
 
     cut = reference_cut(items)
     total = kept = 0
@@ -67,8 +67,8 @@ def cut_share(items: list[dict]) -> tuple[int, int]:
 
 
 def cut_stats(sidecars: list[Path]) -> dict:
-    from engine.corpus.sidecar import read_sidecar
-    from engine.text.refcut import reference_cut
+    from chitragupta.engine.corpus.sidecar import read_sidecar
+    from chitragupta.engine.text.refcut import reference_cut
 
     shares, kept_all, total_all, with_heading = [], 0, 0, 0
     for p in sidecars:
@@ -85,11 +85,11 @@ def cut_stats(sidecars: list[Path]) -> dict:
 
 def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5) -> dict:
     """Top-k document-unit snippets over the keyword queries, in a scratch copy when ``cut`` is off."""
-    import engine.text.refcut as refcut
-    from engine.index.source import load_body
-    from engine.search import Retriever
-    from engine.text.windows import choose_windows
-    from engine.workspace import Workspace
+    import chitragupta.engine.text.refcut as refcut
+    from chitragupta.engine.index.source import load_body
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.text.windows import choose_windows
+    from chitragupta.engine.workspace import Workspace
 
     original = refcut.reference_cut
     scratch = None
@@ -137,8 +137,8 @@ def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5)
 
 def _reference_offset(text_path: Path) -> int | None:
     """Where the reference list starts in the *uncut* body text of a document (None: no heading)."""
-    from engine.corpus.sidecar import EXCLUDED_LABELS, ITEM_SEPARATOR, read_sidecar
-    from engine.text.refcut import reference_cut
+    from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, ITEM_SEPARATOR, read_sidecar
+    from chitragupta.engine.text.refcut import reference_cut
 
     side = text_path.with_suffix(".passages.json")
     if not side.exists():
@@ -162,9 +162,9 @@ def _reference_offset(text_path: Path) -> int | None:
 
 
 def unit_costs(root: Path, queries: dict[str, str], repeats: int = 5) -> dict:
-    from engine.index.manage import index_folder
-    from engine.search import Retriever
-    from engine.workspace import Workspace
+    from chitragupta.engine.index.manage import index_folder
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
 
     ws = Workspace.open(root)
     r = Retriever.open(ws)
@@ -213,8 +213,8 @@ def main(argv=None) -> int:
 
 
 def _groundtruth_sidecars(data: Path) -> list[Path]:
-    from engine.corpus.sync import sync
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.workspace import Workspace
 
     root = WORK / "ws" / "docling-groundtruth"
     (root / "papers").mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,11 @@
 """chitragupta's engine: a workspace's corpus, ledger, BM25 indexes and search API.
 
-    from engine import Retriever
+    from chitragupta.engine import Retriever   # also: from chitragupta import Retriever
     hits = Retriever.open("my-workspace").search("digital twin fidelity", k=10)
 
-Names are loaded on first use, so ``import engine`` (and the CLI's ``--help``) stays instant; nothing
-here imports torch or faiss.
+Names are loaded on first use, so ``import chitragupta.engine`` stays instant; nothing here imports
+numba, torch or faiss. The engine imports ``chitragupta.kernels`` and the bottom layer (errors, extras,
+device), never ``chitragupta.enrich`` or the CLI.
 """
 
 from __future__ import annotations
@@ -14,24 +15,24 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Retriever": "engine.search",
-    "Ranked": "engine.search",
-    "SearchResult": "engine.results",
-    "SearchResponse": "engine.results",
-    "Note": "engine.results",
-    "Workspace": "engine.workspace",
-    "Config": "engine.config",
-    "load_config": "engine.config",
-    "ChitraguptaError": "engine.errors",
-    "ConfigError": "engine.errors",
-    "CorpusError": "engine.errors",
-    "UsageError": "engine.errors",
-    "WorkspaceError": "engine.errors",
-    "WorkspaceBusy": "engine.errors",
-    "tokenize": "engine.tokenize",
-    "sync": "engine.corpus.sync",
-    "import_jsonl": "engine.corpus.sync",
-    "refresh_index": ("engine.index.manage", "refresh"),
+    "Retriever": "chitragupta.engine.search",
+    "Ranked": "chitragupta.engine.search",
+    "SearchResult": "chitragupta.engine.results",
+    "SearchResponse": "chitragupta.engine.results",
+    "Note": "chitragupta.engine.results",
+    "Workspace": "chitragupta.engine.workspace",
+    "Config": "chitragupta.engine.config",
+    "load_config": "chitragupta.engine.config",
+    "ChitraguptaError": "chitragupta.errors",
+    "ConfigError": "chitragupta.errors",
+    "CorpusError": "chitragupta.errors",
+    "UsageError": "chitragupta.errors",
+    "WorkspaceError": "chitragupta.errors",
+    "WorkspaceBusy": "chitragupta.errors",
+    "tokenize": "chitragupta.engine.tokenize",
+    "sync": "chitragupta.engine.corpus.sync",
+    "import_jsonl": "chitragupta.engine.corpus.sync",
+    "refresh_index": ("chitragupta.engine.index.manage", "refresh"),
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -40,7 +41,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 def __getattr__(name: str):
     target = _EXPORTS.get(name)
     if target is None:
-        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+        raise AttributeError(f"module 'chitragupta.engine' has no attribute {name!r}")
     module, attr = target if isinstance(target, tuple) else (target, name)
     value = getattr(importlib.import_module(module), attr)
     globals()[name] = value

@@ -14,12 +14,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.errors import ConfigError
+from chitragupta.device import DEVICES
+from chitragupta.errors import ConfigError
 
 __all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "toml_error", "DEFAULTS_NAME"]
 
 DEFAULTS_NAME = "defaults.toml"
-DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -41,19 +41,19 @@ def _choice(names: Callable[[], list[str]]) -> tuple[Callable[[Any], bool], Call
 
 
 def _backends() -> list[str]:
-    from kernels.dispatch import BACKENDS
+    from chitragupta.kernels.dispatch import BACKENDS
 
     return list(BACKENDS)
 
 
 def _parsers() -> list[str]:
-    from engine.corpus.parsers import PARSERS
+    from chitragupta.engine.corpus.parsers import PARSERS
 
     return list(PARSERS)
 
 
 def _stemmers() -> list[str]:
-    from engine.stem import languages
+    from chitragupta.engine.stem import languages
 
     return languages()
 
@@ -141,7 +141,7 @@ class Config:
 
 def defaults_text() -> str:
     """The packaged defaults file, comments and all (what ``chitragupta init`` writes)."""
-    return resources.files("engine").joinpath(DEFAULTS_NAME).read_text(encoding="utf-8")
+    return resources.files("chitragupta.engine").joinpath(DEFAULTS_NAME).read_text(encoding="utf-8")
 
 
 def toml_error(where: str, err: Exception) -> str:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.workspace import Workspace, safe_name
+from chitragupta.engine.workspace import Workspace, safe_name
 
 __all__ = ["LogRow", "COLUMNS", "append_rows", "dossier_path", "payload_chars"]
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from engine.config import toml_error
-from engine.errors import ConfigError
-from engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, _SEPARATE, tokenize
+from chitragupta.engine.config import toml_error
+from chitragupta.errors import ConfigError
+from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, _SEPARATE, tokenize
 
 __all__ = ["Expander", "Expansion", "load_expander", "STARTER", "PACKAGED"]
 
@@ -112,7 +112,7 @@ def load_expander(content_dir: Path, enabled: bool) -> Expander | None:
     """The packaged vocabulary with ``content/acronyms.toml`` over it; None when expansion is off."""
     if not enabled:
         return None
-    packaged = resources.files("engine").joinpath(PACKAGED).read_text(encoding="utf-8")
+    packaged = resources.files("chitragupta.engine").joinpath(PACKAGED).read_text(encoding="utf-8")
     vocab = _read(f"<package>/{PACKAGED}", packaged)
     user = Path(content_dir) / "acronyms.toml"
     if user.is_file():

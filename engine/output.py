@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from engine.errors import OutputError, UsageError
+from chitragupta.errors import OutputError, UsageError
 
 __all__ = ["open_output", "describe"]
 

@@ -15,17 +15,17 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.config import Config
-from engine.errors import UsageError
-from engine.expand import load_expander
-from engine.index.manage import OpenedIndex, open_current
-from engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, load_body
-from engine.results import Note, SearchResponse, SearchResult
-from engine.text.windows import choose_windows
-from engine.tokenize import query_terms
-from engine.workspace import Workspace
-from kernels import BM25Params, QueryBatch, TopK
-from kernels.dispatch import Backend, resolve, score_topk, set_threads
+from chitragupta.engine.config import Config
+from chitragupta.errors import UsageError
+from chitragupta.engine.expand import load_expander
+from chitragupta.engine.index.manage import OpenedIndex, open_current
+from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, load_body
+from chitragupta.engine.results import Note, SearchResponse, SearchResult
+from chitragupta.engine.text.windows import choose_windows
+from chitragupta.engine.tokenize import query_terms
+from chitragupta.engine.workspace import Workspace
+from chitragupta.kernels import BM25Params, QueryBatch, TopK
+from chitragupta.kernels.dispatch import Backend, resolve, score_topk, set_threads
 
 __all__ = ["Retriever", "Ranked"]
 
@@ -143,8 +143,8 @@ class Ranked:
         return list(zip(keys, scores[keep].tolist()))
 
     def run_chunks(self, qids: Sequence[str], *, fmt: str = "trec", tag: str | None = None):
-        """The batch as a run file (``fmt`` "trec" or "jsonl"), in chunks of bytes (``engine.trec``)."""
-        from engine.trec import RUN_TAG, run_chunks
+        """The batch as a run file (``fmt`` "trec" or "jsonl"), in chunks of bytes (``chitragupta.engine.trec``)."""
+        from chitragupta.engine.trec import RUN_TAG, run_chunks
 
         if len(qids) != len(self.queries):
             raise UsageError(f"{len(qids)} query ids for {len(self.queries)} queries")

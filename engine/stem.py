@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Callable
 
-from engine.errors import MissingExtra
+from chitragupta.extras import require
 
 __all__ = ["NONE", "languages", "get_stemmer"]
 
@@ -32,10 +32,7 @@ def get_stemmer(name: str) -> Callable[[str], str] | None:
     """A cached ``token -> stem`` function, or None for ``"none"``."""
     if name == NONE:
         return None
-    try:
-        import snowballstemmer
-    except ImportError as err:
-        raise MissingExtra("[retrieval].stemmer needs snowballstemmer (pip install snowballstemmer)") from err
+    snowballstemmer = require("snowballstemmer", None, "[retrieval].stemmer")
     algo = snowballstemmer.stemmer(name)
 
     @lru_cache(maxsize=1 << 18)

@@ -2,7 +2,7 @@
 one line per hit.
 
 ``run_chunks`` turns a whole batch's top-k arrays into the file's bytes with the numba formatter in
-``kernels.runfmt`` (no Python per hit), in chunks of whole queries so memory stays bounded; the bytes
+``chitragupta.kernels.runfmt`` (no Python per hit), in chunks of whole queries so memory stays bounded; the bytes
 are exactly what ``format_run_lines`` (the per-line reference, kept for tests and small callers)
 writes. A docid is the citekey, or ``<citekey>#<item>`` for a passage (JSON lines: the citekey and a
 ``"passage"`` field); a TREC docid that holds whitespace is refused, since the format cannot carry it.
@@ -17,7 +17,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from engine.errors import IndexDamaged, UsageError
+from chitragupta.errors import IndexDamaged, UsageError
 
 __all__ = ["format_run_lines", "read_run", "run_chunks", "RUN_TAG", "FORMATS"]
 
@@ -73,7 +73,7 @@ def _qid_table(qids: Sequence[str], fmt: str) -> tuple[np.ndarray, np.ndarray]:
 def _key_overrides(keys, docs: np.ndarray, fmt: str, mode: int):
     """Per hit, -1 (copy the key's bytes) or a row of an override table holding the key's checked or
     escaped text; the override table."""
-    from kernels.runfmt import key_flags
+    from chitragupta.kernels.runfmt import key_flags
 
     flagged = key_flags(keys.blob, keys.offsets, docs, mode)
     src = np.full(docs.shape[0], -1, dtype=np.int64)
@@ -112,7 +112,7 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     in TREC, an ``item_field`` field in JSON lines); scores[h]: its score. Each chunk is a view of one
     reused buffer: write it before asking for the next.
     """
-    from kernels.runfmt import JSONL, TREC, query_sizes, score_lengths, write_queries
+    from chitragupta.kernels.runfmt import JSONL, TREC, query_sizes, score_lengths, write_queries
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown run format {fmt!r}; allowed: {', '.join(FORMATS)}")

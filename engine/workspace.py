@@ -2,9 +2,9 @@
 
     <workspace>/config.toml                 optional; packaged defaults otherwise
     <workspace>/papers/bibliography.bib     what ``sync`` reads (``[corpus].bibliography``)
-    <workspace>/content/ledger.sqlite       one row per source (``engine.corpus.ledger``)
+    <workspace>/content/ledger.sqlite       one row per source (``chitragupta.engine.corpus.ledger``)
     <workspace>/content/parsed/<name>.txt   extracted text, ``<name>`` made safe from the citekey
-    <workspace>/content/index/doc/          the BM25 document index cache (``engine.index.store``)
+    <workspace>/content/index/doc/          the BM25 document index cache (``chitragupta.engine.index.store``)
     <workspace>/content/.lock               held by every command that writes
 
 Every path the engine writes is resolved and checked to stay inside ``content/``.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from engine.config import Config, load_config
-from engine.errors import WorkspaceBusy, WorkspaceError
+from chitragupta.engine.config import Config, load_config
+from chitragupta.errors import WorkspaceBusy, WorkspaceError
 
 __all__ = ["Workspace", "safe_name", "atomic_write_bytes", "atomic_write_text", "replace_in_folder", "fsync_dir"]
 

@@ -2,7 +2,7 @@
 
     document_text(ws, citekey, parsed_path) -> str     content/docling/<name>.md when the docling stage
                                                        wrote one, else the parsed text before the
-                                                       reference cut (engine.index.source.load_body)
+                                                       reference cut (chitragupta.engine.index.source.load_body)
     chunk_spans(text, words=200, overlap=40) -> [(start, end), ...]   character offsets into ``text``
 
 A chunk is ``words`` whitespace-separated words; consecutive chunks share ``overlap`` words, so the step
@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.index.source import load_body, read_text
-from engine.text.refcut import is_reference_heading
-from engine.workspace import Workspace, safe_name
+from chitragupta.engine.index.source import load_body, read_text
+from chitragupta.engine.text.refcut import is_reference_heading
+from chitragupta.engine.workspace import Workspace, safe_name
 
 __all__ = ["chunk_spans", "document_text", "docling_name", "docling_paths", "cut_markdown_references"]
 

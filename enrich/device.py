@@ -1,4 +1,5 @@
-"""Where enrichment runs, decided in one place: ``[enrich].device = "auto" | "cuda" | "cpu"``.
+"""Where enrichment runs: ``[enrich].device = "auto" | "cuda" | "cpu"``, resolved by ``chitragupta.device``
+(the one resolver), and what the installed packages can do there.
 
 "auto" picks CUDA when torch sees a device, else the CPU, and logs the choice at info: for encoding,
 rerank and exact FAISS search that changes speed only. Capabilities are detected, not package names:
@@ -11,31 +12,16 @@ from __future__ import annotations
 
 import logging
 
-from engine.errors import UsageError
-from enrich._optional import require
+from chitragupta.device import resolve_device as _resolve
 
 __all__ = ["resolve_device", "faiss_gpu_available", "cuml_available"]
 
 log = logging.getLogger(__name__)
 
-DEVICES = ("auto", "cpu", "cuda")
 
-
-def resolve_device(setting: str = "auto") -> str:
-    """``"cuda"`` or ``"cpu"``. ``"cuda"`` without a usable device is an error, never a silent fallback."""
-    if setting not in DEVICES:
-        raise UsageError(f"unknown device {setting!r}; allowed: {', '.join(DEVICES)}")
-    if setting == "cpu":
-        return "cpu"
-    torch = require("torch", "enrich", "the enrichment layer")
-    has_cuda = bool(torch.cuda.is_available())
-    if setting == "cuda":
-        if not has_cuda:
-            raise UsageError("[enrich].device = \"cuda\" but torch sees no CUDA device; use \"auto\" or \"cpu\"")
-        return "cuda"
-    chosen = "cuda" if has_cuda else "cpu"
-    log.info("enrich device auto -> %s", chosen)
-    return chosen
+def resolve_device(requested: str = "auto") -> str:
+    """``[enrich].device`` through the one resolver (``chitragupta.device``); torch is the enrich extra's."""
+    return _resolve(requested, setting="[enrich].device", extra="enrich", purpose="the enrichment layer")
 
 
 def faiss_gpu_available() -> bool:

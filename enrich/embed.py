@@ -9,10 +9,10 @@ Hugging Face cache. Nothing is ever fetched from a hub: ``HF_HUB_OFFLINE`` is se
 ``local_files_only`` passed before loading, and a model that is not local is a one-line error naming
 the key.
 
-The embed stage (``run_stage``, below) chunks each ledger row's text (``enrich.chunking``), encodes
-``title + newline + chunk``, and keeps the vectors in the FAISS store (``enrich.store``) under
+The embed stage (``run_stage``, below) chunks each ledger row's text (``chitragupta.enrich.chunking``), encodes
+``title + newline + chunk``, and keeps the vectors in the FAISS store (``chitragupta.enrich.store``) under
 ``content/faiss/<model-slug>/``; a document whose text hash is unchanged keeps its vectors. Search is
-``enrich.search.EmbedSearcher``.
+``chitragupta.enrich.search.EmbedSearcher``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Callable
 
 import numpy as np
 
-from engine.errors import UsageError
-from enrich._optional import require
+from chitragupta.errors import UsageError
+from chitragupta.extras import require
 
 __all__ = ["Encoder", "load_encoder", "model_slug", "DEFAULT_MODEL", "resolve_model_source", "offline_env"]
 
@@ -187,7 +187,7 @@ def _segments(fresh: list, size: int):
 
 def _assemble(enc: Encoder, want: dict, docs: list, parts: dict):
     """A Store of ``docs`` (in order) from each one's (vectors, chunk numbers, starts, ends)."""
-    from enrich.store import Store
+    from chitragupta.enrich.store import Store
 
     def cat(i, dtype, shape=(0,)):
         arrs = [parts[d[0]][i] for d in docs]
@@ -209,11 +209,11 @@ def _names(keys: list[str], limit: int = 8) -> str:
 def run_stage(ws, rows, *, device: str, progress=None) -> list[str]:
     """Chunk, encode and store every ledger row in ``rows``; unchanged documents keep their vectors.
 
-    A document's text is ``enrich.chunking.document_text`` (its ledger abstract when it has no text);
+    A document's text is ``chitragupta.enrich.chunking.document_text`` (its ledger abstract when it has no text);
     rows with neither are skipped and counted. Returns the report lines.
     """
-    from enrich.chunking import chunk_spans, document_text
-    from enrich.store import StoreCorrupt, load_store, recover, save_store, store_folder
+    from chitragupta.enrich.chunking import chunk_spans, document_text
+    from chitragupta.enrich.store import StoreCorrupt, load_store, recover, save_store, store_folder
 
     enc = load_encoder(ws.config.enrich, device)
     folder = ws.inside_content(store_folder(ws.content, enc.slug))

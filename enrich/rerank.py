@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import UsageError
-from enrich._optional import require
+from chitragupta.errors import UsageError
+from chitragupta.extras import require
 
 __all__ = ["Reranker", "load_reranker"]
 
@@ -60,7 +60,7 @@ def load_reranker(cfg_enrich, device: str) -> Reranker | None:
     key = (str(folder.resolve()), device)
     if key in _LOADED:
         return _LOADED[key]
-    from enrich.embed import offline_env
+    from chitragupta.enrich.embed import offline_env
 
     offline_env()
     st = require("sentence_transformers", "enrich", "cross-encoder rerank")

@@ -16,16 +16,16 @@ from collections import Counter
 from contextlib import nullcontext
 from typing import Callable, ContextManager, Iterable
 
-from engine.errors import UsageError
-from engine.workspace import Workspace
+from chitragupta.errors import UsageError
+from chitragupta.engine.workspace import Workspace
 
 __all__ = ["STAGES", "parse_stages", "corpus_header", "run"]
 
 # stage name -> the module holding its run_stage (the order is the run order)
 STAGES: dict[str, str] = {
-    "docling": "enrich.docling_stage",
-    "embed": "enrich.embed",
-    "bertopic": "enrich.topics",
+    "docling": "chitragupta.enrich.docling_stage",
+    "embed": "chitragupta.enrich.embed",
+    "bertopic": "chitragupta.enrich.topics",
 }
 # stages that never touch torch: the device is not resolved for them alone
 _NO_DEVICE = {"docling"}
@@ -64,7 +64,7 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
     """Run ``stages`` over every ledger row; returns every report line (each also passed to ``echo`` as
     it is produced, the corpus header first). ``device`` overrides ``[enrich].device``; ``progress`` is
     ``(description, unit) -> context manager yielding a (done, total) callback or None``."""
-    from engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.ledger import Ledger
 
     names = parse_stages(stages)
     say = echo or (lambda _line: None)
@@ -84,7 +84,7 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
             return lines
         chosen = "cpu"
         if any(s not in _NO_DEVICE for s in names):
-            from enrich.device import resolve_device
+            from chitragupta.enrich.device import resolve_device
 
             chosen = resolve_device(device or ws.config.enrich.device)
         for name in names:

@@ -22,12 +22,12 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.config import Config
-from engine.errors import UsageError
-from engine.results import Note, SearchResponse, SearchResult
-from engine.text.windows import choose_windows, normalize_ws
-from engine.workspace import Workspace
-from enrich._optional import require
+from chitragupta.engine.config import Config
+from chitragupta.errors import UsageError
+from chitragupta.engine.results import Note, SearchResponse, SearchResult
+from chitragupta.engine.text.windows import choose_windows, normalize_ws
+from chitragupta.engine.workspace import Workspace
+from chitragupta.extras import require
 
 __all__ = ["EmbedSearcher", "NOT_BUILT_HINT"]
 
@@ -66,7 +66,7 @@ class EmbedSearcher:
         self.reranker = reranker
         self._search_fn = None
         self._live, self._titles, self._notes = self._ledger_view()
-        from engine.stem import get_stemmer
+        from chitragupta.engine.stem import get_stemmer
 
         self._stem = get_stemmer(ws.config.retrieval.stemmer)
 
@@ -75,10 +75,10 @@ class EmbedSearcher:
              device: str | None = None) -> "EmbedSearcher":
         """Open the store for ``[enrich].embed_model``. UsageError when it has not been built (naming the
         command that builds it) or fails its checks; MissingExtra when the enrich extra is absent."""
-        from enrich.device import resolve_device
-        from enrich.embed import load_encoder, model_slug, recipe
-        from enrich.rerank import load_reranker
-        from enrich.store import StoreCorrupt, load_store, store_folder
+        from chitragupta.enrich.device import resolve_device
+        from chitragupta.enrich.embed import load_encoder, model_slug, recipe
+        from chitragupta.enrich.rerank import load_reranker
+        from chitragupta.enrich.store import StoreCorrupt, load_store, store_folder
 
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
         require("faiss", "enrich", "embedding search")
@@ -100,7 +100,7 @@ class EmbedSearcher:
 
     # -- the ledger: every hit must still be a ledger row ---------------------------------------------
     def _ledger_view(self) -> tuple[np.ndarray, list[str], list[Note]]:
-        from engine.corpus.ledger import Ledger
+        from chitragupta.engine.corpus.ledger import Ledger
 
         store = self.store
         titles = list(store.titles)
@@ -137,7 +137,7 @@ class EmbedSearcher:
         """``(queries (q, dim) float32, n) -> (scores (q, n), rows (q, n))``, chosen once per device."""
         if self._search_fn is not None:
             return self._search_fn
-        from enrich.device import faiss_gpu_available
+        from chitragupta.enrich.device import faiss_gpu_available
 
         index = self.store.faiss_index()
         if self.device == "cuda" and faiss_gpu_available():
@@ -217,7 +217,7 @@ class EmbedSearcher:
     def snippet(self, row: int, query: str, width: int) -> str:
         """The chunk's text, whitespace-normalised; when wider than ``width``, the window of that width in
         the chunk holding the most query words (the shared window chooser), else its first words."""
-        from engine.tokenize import query_terms
+        from chitragupta.engine.tokenize import query_terms
 
         text = self.store.chunk_text(row)
         if len(normalize_ws(text)) <= width:

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import ChitraguptaError
-from engine.workspace import fsync_dir
-from enrich._optional import require
+from chitragupta.errors import ChitraguptaError
+from chitragupta.engine.workspace import fsync_dir
+from chitragupta.extras import require
 
 __all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build_index", "store_folder", "recover"]
 

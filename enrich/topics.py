@@ -6,7 +6,7 @@ re-fits the whole corpus on every run. Only the encoding is cached.
 
 The pipeline, for every ledger row with text:
 
-1. The document is ``enrich.chunking.document_text`` (the docling Markdown when the docling stage wrote
+1. The document is ``chitragupta.enrich.chunking.document_text`` (the docling Markdown when the docling stage wrote
    one, else the parsed text, cut at its reference list), else its ledger abstract, as the embed stage
    reads it; a row with neither is skipped and named.
 2. It is cut into 200-word chunks overlapping by 40 words (``chunk_spans``), every chunk is encoded as the
@@ -64,7 +64,7 @@ file first under a new name, so ``keys.json`` switches generations in one rename
 corpus's chunks only. A cache that does not read back, or that belongs to another model or dimension, is
 rebuilt with a note. On the CPU the same input gives the same ``topics.json`` apart from ``created``.
 
-The caller (``enrich.run``) holds the workspace lock.
+The caller (``chitragupta.enrich.run``) holds the workspace lock.
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.errors import CorpusError, UsageError
-from engine.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
-from enrich._optional import require
-from enrich.device import cuml_available, resolve_device
+from chitragupta.errors import CorpusError, UsageError
+from chitragupta.engine.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
+from chitragupta.extras import require
+from chitragupta.enrich.device import cuml_available, resolve_device
 
 __all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedCache",
            "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
@@ -370,7 +370,7 @@ def _collect(ws: Workspace, rows) -> tuple[list[str], list[str], list[str], dict
     A body is ``document_text`` (the docling Markdown or the parsed text), else the ledger abstract, as
     the embed stage reads it; a row with neither is skipped with its status as the reason.
     """
-    from enrich.chunking import document_text
+    from chitragupta.enrich.chunking import document_text
 
     keys, titles, bodies, skipped = [], [], [], {}
     for row in sorted(rows, key=lambda r: r.citekey):
@@ -395,15 +395,15 @@ def document_vectors(titles: list[str], bodies: list[str], encoder, cache: Embed
     """One float32 ``(len(bodies), dim)`` row per document: the normalised mean of its chunk vectors.
 
     A body is cut by ``chunk_spans`` (200 words, 40 overlap) and each chunk encoded as the embed stage
-    encodes it, ``enrich.embed.encode_input(title, chunk)`` (the title on a line above the chunk).
+    encodes it, ``chitragupta.enrich.embed.encode_input(title, chunk)`` (the title on a line above the chunk).
 
     Chunks already in ``cache`` are reused, then chunks in ``known`` (the embed stage's vectors of the
     same model, keyed the same way); the rest are encoded in blocks (the cache saved after each) with
     ``progress(done, total)`` over the chunks to encode. Returns the vectors and counts
     ``{"chunks", "unique", "encoded", "reused", "from_embed"}``.
     """
-    from enrich.chunking import chunk_spans
-    from enrich.embed import encode_input
+    from chitragupta.enrich.chunking import chunk_spans
+    from chitragupta.enrich.embed import encode_input
 
     if len(titles) != len(bodies):
         raise UsageError(f"{len(titles)} titles for {len(bodies)} documents")
@@ -461,8 +461,8 @@ def embed_store_vectors(ws: Workspace, encoder) -> dict[str, np.ndarray]:
     """The embed stage's chunk vectors for ``encoder``'s model, keyed like the cache (``chunk_key`` of the
     encoded string), so ``--stages embed,bertopic`` encodes each chunk once. Empty when there is no
     store for this model and recipe, or it does not read back (the embed stage reports that itself)."""
-    from enrich.embed import encode_input, recipe
-    from enrich.store import StoreCorrupt, load_store, store_folder
+    from chitragupta.enrich.embed import encode_input, recipe
+    from chitragupta.enrich.store import StoreCorrupt, load_store, store_folder
 
     try:
         want = recipe(encoder)
@@ -480,7 +480,7 @@ def embed_store_vectors(ws: Workspace, encoder) -> dict[str, np.ndarray]:
 
 
 def _load_encoder(ws: Workspace, device: str):
-    from enrich.embed import load_encoder
+    from chitragupta.enrich.embed import load_encoder
 
     return load_encoder(ws.config.enrich, device)
 
@@ -491,7 +491,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     ``rows``: ledger rows (``.citekey``, ``.title``, ``.status``, ``.parsed_path``, ``.reason``).
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (resolved here). ``progress(done, total)`` counts
     chunks encoded. ``encoder`` (``.model_name``, ``.slug``, ``.dim``, ``.encode``) defaults to
-    ``enrich.embed.load_encoder(ws.config.enrich, device)``. Fewer than two documents with text is a
+    ``chitragupta.enrich.embed.load_encoder(ws.config.enrich, device)``. Fewer than two documents with text is a
     CorpusError naming the count.
     """
     rows = list(rows)

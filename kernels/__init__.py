@@ -4,7 +4,7 @@ Kernels see CSR arrays and parameters, never a workspace, a path or a config obj
 package imports neither numba nor torch; a backend's module is imported when it is first resolved.
 """
 
-from kernels.types import BM25Params, Postings, QueryBatch, TopK
-from kernels.dispatch import BACKENDS, resolve, score_topk
+from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK
+from chitragupta.kernels.dispatch import BACKENDS, resolve, score_topk
 
 __all__ = ["BM25Params", "Postings", "QueryBatch", "TopK", "BACKENDS", "resolve", "score_topk"]

@@ -1,6 +1,6 @@
 """Exact top-k with MaxScore pruning for dense queries over large corpora (numba), tile by tile.
 
-Used by ``kernels.cpu.score_topk`` for the queries its tiled path would take (corpora over
+Used by ``chitragupta.kernels.cpu.score_topk`` for the queries its tiled path would take (corpora over
 ``_TILED_MIN_DOCS`` documents, many postings per query) when k is small next to the corpus. The answer
 is the exhaustive one to the last bit: same ids, same scores, same tie-break.
 
@@ -18,7 +18,7 @@ Per tile of documents (the first one ``first_tile`` wide, so that thr is high be
 
 - ``ne == 0`` (the heap is not full yet, or thr is low): every term is added into the tile's
   accumulator in ascending term id -- the reference's order, so these sums are exact -- and the tile's
-  hits are offered to the heap (``kernels.cpu._tile_add`` / ``_tile_offer``, the unpruned tiled path).
+  hits are offered to the heap (``chitragupta.kernels.cpu._tile_add`` / ``_tile_offer``, the unpruned tiled path).
 - ``ne == n_terms``: no document from here on can reach thr; the query is done.
 - otherwise the essential terms are added into the accumulator; a document is a candidate only if its
   essential partial plus the bound of the non-essential terms still reaches thr. The non-essential term
@@ -41,8 +41,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from kernels._intrinsics import prefetch
-from kernels.cpu import _contrib, _drain, _lower_bound, _push, _tile_add, _tile_offer
+from chitragupta.kernels._intrinsics import prefetch
+from chitragupta.kernels.cpu import _contrib, _drain, _lower_bound, _push, _tile_add, _tile_offer
 
 __all__ = ["topk_maxscore", "term_bounds", "MARGIN", "N_COUNTERS"]
 
@@ -99,7 +99,7 @@ _AHEAD = 16
 
 @njit(cache=True)
 def _ess_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
-    """``kernels.cpu._tile_add`` (the same expression, the same bits) prefetching norm _AHEAD ahead."""
+    """``chitragupta.kernels.cpu._tile_add`` (the same expression, the same bits) prefetching norm _AHEAD ahead."""
     if d1 != 0.0 or d2 != 0.0:
         _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc)
         return

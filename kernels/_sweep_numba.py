@@ -1,11 +1,11 @@
-"""numba kernel behind ``kernels.sweep`` (see there for the formula and the layout)."""
+"""numba kernel behind ``chitragupta.kernels.sweep`` (see there for the formula and the layout)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
-from kernels.cpu import _select_into
+from chitragupta.kernels.cpu import _select_into
 
 
 @njit(parallel=True, cache=True)

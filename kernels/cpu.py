@@ -20,7 +20,7 @@ where a whole-corpus accumulator (8 MB at 1M documents), its per-query reset and
 missed cache on every random add. The per-document sum is the same sum in the same term order.
 
 When k is small next to the corpus (k * _PRUNE_DOCS_PER_K <= n_docs) those dense queries are pruned
-instead (``kernels._maxscore``, MaxScore over the same tiles): per tile, the terms whose summed bound
+instead (``chitragupta.kernels._maxscore``, MaxScore over the same tiles): per tile, the terms whose summed bound
 (each term's largest contribution under the params in use) cannot lift a document to the heap's k-th
 score are only probed for the documents that still could, and those few are re-scored exactly. Same
 ids, same scores, to the bit; at 1M documents and k = 10 it reads about a third of the postings.
@@ -32,7 +32,7 @@ import numpy as np
 import numba
 from numba import njit, prange
 
-from kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
+from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
 
 __all__ = ["score_topk", "warmup"]
 
@@ -615,18 +615,18 @@ TABLE_BUDGET_BYTES = 256 * 1024 * 1024
 def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int,
                *, idf: np.ndarray | None = None, norm: np.ndarray | None = None,
                bounds: np.ndarray | None = None, counters: np.ndarray | None = None) -> TopK:
-    """Top-k of every query, in parallel over queries. Same contract as ``kernels.reference.score_topk``.
+    """Top-k of every query, in parallel over queries. Same contract as ``chitragupta.kernels.reference.score_topk``.
 
     The contribution of each posting of the batch's distinct terms is computed once per batch (k1, b
     and field weights applied here, at query time), then every query sums its terms' contributions in
     ascending term order -- the reference's order, so scores agree to the last bit. Over more than
     _TILED_MIN_DOCS documents, the dense queries are scored by tiles instead (``_topk_tiled``, same sums).
     ``idf`` and ``norm`` may be passed precomputed (the engine caches them per index and (k1, b)).
-    When k is small next to the corpus those dense queries are pruned (``kernels._maxscore``: MaxScore,
+    When k is small next to the corpus those dense queries are pruned (``chitragupta.kernels._maxscore``: MaxScore,
     exact). Pruning needs each query term's largest contribution under these params: ``bounds``, a
     float64 array of n_terms kept by the caller for one (k1, b, field weights) and filled with -1, gets
     them filled in as queries need them (the engine keeps one per index and params); without it they
-    are computed for this call. ``counters``, an int64 array of ``kernels._maxscore.N_COUNTERS``, then
+    are computed for this call. ``counters``, an int64 array of ``chitragupta.kernels._maxscore.N_COUNTERS``, then
     receives the pruning's counts (full tiles, pruned tiles, queries stopped early, postings read in full).
     """
     out = TopK.empty(queries.n_queries, k)
@@ -657,7 +657,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
         q_terms = queries.terms[pos].astype(np.int64)
         n_chunks = max(1, min(rows.size, numba.get_num_threads()))
         if k * _PRUNE_DOCS_PER_K <= postings.n_docs:
-            from kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
+            from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
 
             if bounds is None:
                 bounds = np.full(postings.n_terms, -1.0)
@@ -753,7 +753,7 @@ def warmup() -> None:
     _topk_tiled_collect(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
                         q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids,
                         out.scores)
-    from kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
+    from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
 
     bounds = np.zeros(1)
     term_bounds(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,

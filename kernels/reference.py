@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.topk import topk_from_dense
-from kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
+from chitragupta.kernels.topk import topk_from_dense
+from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
 
 __all__ = ["score_topk", "score_dense"]
 
@@ -43,7 +43,7 @@ def score_dense(postings: Postings, terms: np.ndarray, params: BM25Params) -> tu
 
 
 def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int) -> TopK:
-    """Top-k of every query; see :class:`kernels.types.TopK` for the layout and tie-break."""
+    """Top-k of every query; see :class:`chitragupta.kernels.types.TopK` for the layout and tie-break."""
     out = TopK.empty(queries.n_queries, k)
     for q in range(queries.n_queries):
         terms = queries.terms[queries.indptr[q] : queries.indptr[q + 1]]

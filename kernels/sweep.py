@@ -13,7 +13,7 @@ inner loop over grid points is contiguous. The grid is split into chunks when G 
 would not fit ``SWEEP_BUDGET_BYTES`` per thread.
 
 Backends: ``"numba"`` (this module), ``"numpy"`` (the reference, one grid point at a time) and
-``"torch"`` (``kernels.torch_backend.score_grid`` on ``device``: one upload of the postings; per block of
+``"torch"`` (``chitragupta.kernels.torch_backend.score_grid`` on ``device``: one upload of the postings; per block of
 grid points one elementwise pass making every posting's contribution under each, then per query chunk one
 gather of its postings' contributions into the block's dense accumulators, and top-k per row). ``"auto"``
 is numba here, whatever the machine: a sweep's figures go into RESULTS.md, and float32 on CUDA could
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
+from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
 
 __all__ = ["sweep", "SWEEP_BUDGET_BYTES", "grid_of"]
 
@@ -76,11 +76,11 @@ def sweep(postings: Postings, queries: QueryBatch, grid: list[BM25Params], k: in
     if not grid:
         return []
     if backend == "numpy":
-        from kernels import reference
+        from chitragupta.kernels import reference
 
         return [reference.score_topk(postings, queries, p, k) for p in grid]
     if backend == "torch":
-        from kernels.dispatch import import_torch_backend, resolve_torch_device
+        from chitragupta.kernels.dispatch import import_torch_backend, resolve_torch_device
 
         _field_deltas(grid)  # the same fields, and the same error for others, as the numba path
         where = resolve_torch_device(device)
@@ -89,7 +89,7 @@ def sweep(postings: Postings, queries: QueryBatch, grid: list[BM25Params], k: in
                                                   field_order=_SWEEP_FIELDS)
     import numba
 
-    from kernels import _sweep_numba as impl
+    from chitragupta.kernels import _sweep_numba as impl
 
     n_q, n_docs = queries.n_queries, postings.n_docs
     outs = [TopK.empty(n_q, k) for _ in grid]

@@ -1,7 +1,7 @@
 """Exact top-k with the engine's tie-break: score descending, then document id ascending.
 
 Document ids follow citekey order, so the id tie-break is the citekey tie-break. The numba kernels carry
-their own heap (``kernels.cpu``); this module is the numpy form used by the reference and for merging.
+their own heap (``chitragupta.kernels.cpu``); this module is the numpy form used by the reference and for merging.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """torch backend: BM25 and exact top-k on any torch device (CUDA in production, the CPU in CI).
 
-The same contract as ``kernels.reference.score_topk``; the formula, applied on the device at query time:
+The same contract as ``chitragupta.kernels.reference.score_topk``; the formula, applied on the device at query time:
 
     idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))                  (once per index, on the host)
     norm[d]  = k1 * (1 - b + b * dl[d] / avgdl)                            (per (k1, b), on the device)
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf
+from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf
 
 __all__ = ["score_topk", "score_grid", "score_grid_device", "topk_rows", "contributions", "device_index",
            "DeviceIndex", "release", "default_dtype", "CPU_BUDGET_BYTES", "CUDA_MEMORY_FRACTION"]
@@ -457,6 +457,6 @@ def score_grid(postings: Postings, queries: QueryBatch, grid: list[BM25Params], 
 
 def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int,
                *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> TopK:
-    """Top-k of every query; the contract of ``kernels.reference.score_topk``. ``device``: any torch
+    """Top-k of every query; the contract of ``chitragupta.kernels.reference.score_topk``. ``device``: any torch
     device; ``dtype``: the scores' dtype on the device (default float64 on the CPU, float32 elsewhere)."""
     return score_grid(postings, queries, [params], k, device, dtype=dtype)[0]

@@ -42,8 +42,8 @@ def write_jsonl(path: Path, records) -> Path:
 
 def make_workspace(tmp: Path, records) -> Path:
     """A workspace imported from ``records`` (not yet indexed)."""
-    from engine.corpus.sync import import_jsonl
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.workspace import Workspace
 
     ws_dir = tmp / "ws"
     ws_dir.mkdir(parents=True, exist_ok=True)
@@ -55,7 +55,7 @@ def make_workspace(tmp: Path, records) -> Path:
 def run_cli(*args, cwd=None, env=None, check=False) -> subprocess.CompletedProcess:
     e = dict(os.environ)
     e.update(env or {})
-    p = subprocess.run([sys.executable, "-m", "engine.cli.main", *map(str, args)], cwd=cwd or ROOT,
+    p = subprocess.run([sys.executable, "-m", "chitragupta.cli.main", *map(str, args)], cwd=cwd or ROOT,
                        capture_output=True, text=True, env=e)
     if check and p.returncode != 0:
         raise AssertionError(f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
@@ -65,10 +65,10 @@ def run_cli(*args, cwd=None, env=None, check=False) -> subprocess.CompletedProce
 @pytest.fixture(scope="session")
 def demo_workspace(tmp_path_factory) -> Path:
     """The built-in sample corpus as PDFs + BibTeX, synced and indexed once per session."""
-    from engine.corpus.sync import sync
-    from engine.demo.build import build_sources
-    from engine.index.manage import refresh
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.demo.build import build_sources
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.workspace import Workspace
 
     root = tmp_path_factory.mktemp("demo")
     build_sources(root)

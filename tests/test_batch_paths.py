@@ -12,12 +12,12 @@ import threading
 import numpy as np
 import pytest
 
-from engine.errors import IndexDamaged, UsageError
-from engine.expand import Expander
-from engine.index.strings import StringTable
-from engine.search import Retriever
-from engine.tokenize import query_terms
-from engine.trec import format_run_lines, run_chunks
+from chitragupta.errors import IndexDamaged, UsageError
+from chitragupta.engine.expand import Expander
+from chitragupta.engine.index.strings import StringTable
+from chitragupta.engine.search import Retriever
+from chitragupta.engine.tokenize import query_terms
+from chitragupta.engine.trec import format_run_lines, run_chunks
 from conftest import make_workspace, random_docs, run_cli, write_jsonl
 
 ACRONYMS = {"dt": "digital twin", "ml": "machine learning model", "gpu": "graphics processing unit",
@@ -77,7 +77,7 @@ def test_rank_many_with_expansion_matches_scoring_the_expanded_strings(ws):
 
 
 def test_the_lookup_table_is_stored_with_the_index_and_not_rebuilt(ws, monkeypatch):
-    import kernels.lookup as lookup
+    import chitragupta.kernels.lookup as lookup
 
     r = Retriever.open(ws)
     index = r.index
@@ -92,7 +92,7 @@ def test_the_lookup_table_is_stored_with_the_index_and_not_rebuilt(ws, monkeypat
 
 @pytest.mark.parametrize("damage", ["slot", "offsets", "full"])
 def test_a_damaged_lookup_table_is_an_error_not_a_crash(retriever, damage):
-    from engine.index.terms import TermIndex
+    from chitragupta.engine.index.terms import TermIndex
 
     index = retriever.index
     arrays = {"vocab_blob": np.asarray(index.vocab.blob), "vocab_offsets": np.asarray(index.vocab.offsets).copy(),
@@ -171,7 +171,7 @@ def test_run_chunks_equal_the_per_line_reference(fmt, passages):
 
 
 def test_score_text_is_pythons_g10_everywhere():
-    from kernels.runfmt import score_lengths
+    from chitragupta.kernels.runfmt import score_lengths
 
     rng = np.random.default_rng(7)
     xs = np.concatenate([rng.random(50_000) * 40, np.exp(rng.uniform(-60, 120, 50_000)),
@@ -287,7 +287,7 @@ def test_cli_run_to_dev_stdout_writes_the_open_descriptor(cli_ws, tmp_path):
     import sys
 
     ws, q = cli_ws
-    base = [sys.executable, "-m", "engine.cli.main", "search", "-w", str(ws), "--queries", str(q), "-k", "3", "--run"]
+    base = [sys.executable, "-m", "chitragupta.cli.main", "search", "-w", str(ws), "--queries", str(q), "-k", "3", "--run"]
     piped = subprocess.run(base + ["/dev/stdout"], capture_output=True, text=True, check=True)
     assert piped.stdout.count("\n") > 40
     log = tmp_path / "log.txt"
@@ -302,9 +302,9 @@ def test_cli_run_to_dev_stdout_writes_the_open_descriptor(cli_ws, tmp_path):
 
 
 def test_cli_passage_batch_writes_item_docids(tmp_path):
-    from engine.corpus.ledger import Ledger
-    from engine.corpus.sidecar import dump_sidecar, join_items
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.sidecar import dump_sidecar, join_items
+    from chitragupta.engine.workspace import Workspace
 
     items = [{"text": f"soil microbiome yield paragraph number {i} with biochar amendment", "label": "text",
               "page": 1 + i // 3} for i in range(9)]

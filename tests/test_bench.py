@@ -77,10 +77,10 @@ def beir(tmp_path, monkeypatch):
 def test_qrels_arm_and_sweep_points_equal_standalone_searches(beir):
     from bench.arms.qrels import beir as beir_arm
     from bench.runs import run, sweep_runs
-    from engine.config import load_config
-    from engine.search import Retriever
-    from engine.workspace import Workspace
-    from kernels.sweep import grid_of
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.kernels.sweep import grid_of
 
     arm = beir_arm("toy", beir)
     assert len(arm.queries) == 15 and arm.qrels["q0"] == {"d0000": 1}  # grade 0 is not relevant
@@ -122,10 +122,10 @@ def test_floor_variant_two_reproduces_the_engine(beir):
     from bench.data import read_jsonl
     from bench.runs import run
     from bench.variants import build_floor_index, dropped_runs
-    from engine.config import load_config
-    from engine.search import Retriever
-    from engine.tokenize import DROPPED_RUNS
-    from engine.workspace import Workspace
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.tokenize import DROPPED_RUNS
+    from chitragupta.engine.workspace import Workspace
 
     assert dropped_runs(2) == DROPPED_RUNS
     arm = beir_arm("toy", beir)

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from engine.corpus.bibtex import file_field_paths, read_bibtex
+from chitragupta.engine.corpus.bibtex import file_field_paths, read_bibtex
 
 
 def test_file_field_formats(tmp_path):

@@ -87,7 +87,7 @@ def test_demo_runs_end_to_end(tmp_path):
 
 
 def test_import_engine_is_light():
-    code = ("import sys, engine, engine.search, engine.cli.main; engine.Retriever; "
+    code = ("import sys, chitragupta, chitragupta.engine, chitragupta.engine.search, chitragupta.cli.main; chitragupta.Retriever; "
             "print(sorted(m for m in ('torch', 'faiss', 'numba', 'scipy', 'sentence_transformers') if m in sys.modules))")
     out = run_cli_python(code)
     assert out.strip() == "[]"

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import SCHEMA, defaults_text, load_config
-from engine.errors import ConfigError
+from chitragupta.engine.config import SCHEMA, defaults_text, load_config
+from chitragupta.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ def test_unknown_key_and_section(tmp_path):
 
 
 def test_parser_backend_choices_come_from_the_registry(tmp_path):
-    from engine.corpus.parsers import PARSERS
+    from chitragupta.engine.corpus.parsers import PARSERS
 
     with pytest.raises(ConfigError) as e:
         load_config(write(tmp_path, '[parser]\nbackend = "tika"\n'))

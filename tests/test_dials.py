@@ -6,14 +6,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from engine.config import load_config
-from engine.corpus.ledger import Ledger
-from engine.corpus.sidecar import dump_sidecar, join_items
-from engine.errors import ConfigError
-from engine.index.source import FLAG_HAS_ABSTRACT
-from engine.search import Retriever
-from engine.workspace import Workspace
-from kernels import BM25Params, reference, score_topk
+from chitragupta.engine.config import load_config
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.corpus.sidecar import dump_sidecar, join_items
+from chitragupta.errors import ConfigError
+from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT
+from chitragupta.engine.search import Retriever
+from chitragupta.engine.workspace import Workspace
+from chitragupta.kernels import BM25Params, reference, score_topk
 from conftest import make_workspace, run_cli
 from oracle import tokens
 
@@ -183,7 +183,7 @@ def test_workspace_vocabulary_wins_and_one_character_keys_never_expand(acro):
 
 
 def test_switched_off_loads_nothing(acro, monkeypatch):
-    import engine.search as search
+    import chitragupta.engine.search as search
 
     (acro.root / "config.toml").write_text("[retrieval]\nacronym_expansion = false\n")
     (acro.content / "acronyms.toml").write_text("this is not toml [")

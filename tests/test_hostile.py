@@ -40,7 +40,7 @@ def test_hostile_input_gets_a_clear_line_and_harms_nothing(tmp_path, case):
 def test_hostile_citekeys_end_to_end_stay_citable(tmp_path):
     """Keys that are paths, device names or 10,000 characters: imported, indexed, found, written to a
     TREC run under their real names, and every file they produced is inside content/parsed."""
-    from engine.search import Retriever
+    from chitragupta.engine.search import Retriever
 
     keys = ["../../x", "CON", "a/b", "k" * 10_000, "/etc/y", "nul.txt", "..", "x\\y"]
     src = tmp_path / "c.jsonl"
@@ -63,7 +63,7 @@ def test_every_write_stays_inside_the_workspace(tmp_path):
     inside the workspace, except the --run file the user named (and Python's/numba's own caches)."""
     ws = tmp_path / "ws"
     (ws / "papers").mkdir(parents=True)
-    from engine.demo.tinypdf import write_pdf
+    from chitragupta.engine.demo.tinypdf import write_pdf
 
     write_pdf(ws / "papers" / "a.pdf", ["A title", "digital twin bridge"])
     (ws / "papers" / "bibliography.bib").write_text(
@@ -77,7 +77,7 @@ def test_every_write_stays_inside_the_workspace(tmp_path):
                 ["search", "-w", ws, "twin", "--log", "../../../draft"], ["evidence", "-w", ws, "twin", "--citekey", "a/b"],
                 ["search", "-w", ws, "--queries", tmp_path / "q.jsonl", "--run", tmp_path / "out.trec"]]
     for argv in commands:
-        p = subprocess.run([sys.executable, "-m", "engine.cli.main", *map(str, argv)], cwd=tmp_path, env=env,
+        p = subprocess.run([sys.executable, "-m", "chitragupta.cli.main", *map(str, argv)], cwd=tmp_path, env=env,
                            capture_output=True, text=True)
         assert p.returncode == 0, (argv, p.stderr)
     writes = [line.split("\t", 1) for line in log.read_text().splitlines()]
@@ -98,7 +98,7 @@ def test_every_write_stays_inside_the_workspace(tmp_path):
 
 # -- the source tree holds no unsafe calls ---------------------------------------------------------
 
-SCANNED = ("engine", "kernels", "enrich", "bench")
+SCANNED = ("chitragupta", "engine", "kernels", "enrich", "bench")
 
 
 def _calls(tree):

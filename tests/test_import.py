@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import engine.corpus.sync as sync_mod
-from engine.corpus.jsonl import iter_jsonl
-from engine.corpus.ledger import Ledger
-from engine.corpus.sync import _text_hash, assign_names, import_jsonl
-from engine.workspace import Workspace, hashed_name, replace_in_folder, safe_name
+import chitragupta.engine.corpus.sync as sync_mod
+from chitragupta.engine.corpus.jsonl import iter_jsonl
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.corpus.sync import _text_hash, assign_names, import_jsonl
+from chitragupta.engine.workspace import Workspace, hashed_name, replace_in_folder, safe_name
 from conftest import random_docs, write_jsonl
 
 

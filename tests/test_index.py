@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.corpus.ledger import Ledger
-from engine.index import doc as doc_index
-from engine.index import store
-from engine.index.manage import doc_folder, open_current, refresh
-from engine.search import Retriever
-from engine.workspace import Workspace
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.index import doc as doc_index
+from chitragupta.engine.index import store
+from chitragupta.engine.index.manage import doc_folder, open_current, refresh
+from chitragupta.engine.search import Retriever
+from chitragupta.engine.workspace import Workspace
 from conftest import make_workspace, random_docs, write_jsonl
 from oracle import bm25, same_ranking, tokens
 
@@ -62,7 +62,7 @@ def test_incremental_update_equals_fresh_build(tmp_path):
     docs[5]["text"] += " brandnewterm twin"
     del docs[17]
     docs += [{"_id": "zz-new", "title": "New paper", "text": "ocean heat"}, {"_id": "a-first", "title": "", "text": "x"}]
-    from engine.corpus.sync import import_jsonl
+    from chitragupta.engine.corpus.sync import import_jsonl
 
     import_jsonl(ws, write_jsonl(tmp_path / "a" / "corpus.jsonl", docs))
     with Ledger(ws.ledger_path) as l:
@@ -93,7 +93,7 @@ def test_search_updates_a_stale_index(tmp_path):
     ws = Workspace.open(root)
     refresh(ws)
     docs.append({"_id": "late", "title": "Late arrival", "text": "quasarword"})
-    from engine.corpus.sync import import_jsonl
+    from chitragupta.engine.corpus.sync import import_jsonl
 
     import_jsonl(ws, write_jsonl(tmp_path / "corpus.jsonl", docs))
     resp = Retriever.open(ws).search("quasarword")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kernels import BM25Params, Postings, QueryBatch, TopK, resolve, score_topk
-from kernels import reference
-from kernels.dispatch import BACKENDS
-from kernels.types import bm25_idf, length_norm
+from chitragupta.kernels import BM25Params, Postings, QueryBatch, TopK, resolve, score_topk
+from chitragupta.kernels import reference
+from chitragupta.kernels.dispatch import BACKENDS
+from chitragupta.kernels.types import bm25_idf, length_norm
 from oracle import bm25, same_ranking
 
 
@@ -135,7 +135,7 @@ def test_bad_arguments():
 def test_thread_counts_do_not_change_results():
     import numba
 
-    from kernels.dispatch import set_threads
+    from chitragupta.kernels.dispatch import set_threads
 
     p = random_postings(2, 1000, 400, density=0.01)
     q = random_queries(2, p.n_terms, 97)
@@ -150,7 +150,7 @@ def test_thread_counts_do_not_change_results():
 
 
 def test_posting_table_budget_splits_the_batch_without_changing_results(monkeypatch):
-    from kernels import cpu
+    from chitragupta.kernels import cpu
 
     p = random_postings(2, 1000, 400, density=0.01)
     q = random_queries(2, p.n_terms, 80)
@@ -172,7 +172,7 @@ def test_dense_and_sparse_accumulation_agree():
 
 
 def test_sweep_grid_points_equal_single_scorings():
-    from kernels.sweep import grid_of, sweep
+    from chitragupta.kernels.sweep import grid_of, sweep
 
     p = random_postings(7, 400, 90, density=0.05)
     rng = np.random.default_rng(7)
@@ -190,7 +190,7 @@ def test_sweep_grid_points_equal_single_scorings():
 
 
 def test_sweep_chunks_the_grid(monkeypatch):
-    import kernels.sweep as ks
+    import chitragupta.kernels.sweep as ks
 
     p = random_postings(8, 300, 50, density=0.1)
     q = random_queries(8, p.n_terms, 30)
@@ -208,7 +208,7 @@ def test_tiled_path_equals_reference(monkeypatch, tile, density):
     ties, k beyond the corpus and field weights must all give the reference's ids and scores bit for bit.
     k = 1 and 10 keep a heap; 40 and 5000 collect past a threshold (``_COLLECT_MIN_K`` lowered to 20), 40
     with many cuts of the buffer and ties at the cut."""
-    from kernels import cpu
+    from chitragupta.kernels import cpu
 
     monkeypatch.setattr(cpu, "_TILE", tile)
     monkeypatch.setattr(cpu, "_TILED_DENSITY", density)
@@ -279,8 +279,8 @@ def test_pruned_path_equals_reference(monkeypatch, tile, first):
     k) brought down to small corpora: it must skip work -- the counters say it pruned tiles and read
     fewer postings than an exhaustive pass -- and still give the reference's ids and scores bit for bit, ties, every (k1, b)
     corner and field weights included."""
-    from kernels import cpu
-    from kernels._maxscore import N_COUNTERS
+    from chitragupta.kernels import cpu
+    from chitragupta.kernels._maxscore import N_COUNTERS
 
     monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
     monkeypatch.setattr(cpu, "_TILE", 50)
@@ -314,8 +314,8 @@ def test_pruned_path_equals_reference(monkeypatch, tile, first):
 def test_term_bounds_are_each_terms_largest_contribution():
     """The pruning's bound is the largest contribution of any of the term's postings under the params in
     use -- the kernels' own expression, so the same bits as numpy computing it posting by posting."""
-    from kernels._maxscore import term_bounds
-    from kernels.cpu import _field_args
+    from chitragupta.kernels._maxscore import term_bounds
+    from chitragupta.kernels.cpu import _field_args
 
     p = zipf_postings(seed=21, n_docs=700, n_terms=90, fields=True)
     terms = np.arange(p.n_terms, dtype=np.int64)
@@ -337,7 +337,7 @@ def test_term_bounds_are_each_terms_largest_contribution():
 
 
 def test_seek_and_gallop_find_the_lower_bound():
-    from kernels._maxscore import _gallop, _seek
+    from chitragupta.kernels._maxscore import _gallop, _seek
 
     rng = np.random.default_rng(3)
     for _ in range(300):
@@ -355,8 +355,8 @@ def test_seek_and_gallop_find_the_lower_bound():
 def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
     """``_select_dense`` picks 64-, 32-, 16- or 8-document blocks, or collects every hit, by k against
     the corpus; each must give the exact best k by (score desc, id asc), ties included."""
-    from kernels import cpu
-    from kernels.topk import topk_from_dense
+    from chitragupta.kernels import cpu
+    from chitragupta.kernels.topk import topk_from_dense
 
     rng = np.random.default_rng(n_docs)
     for k in (1, 5, 10, 40, 100, 300, 1000):

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from engine.corpus.ledger import Ledger
-from engine.corpus.sidecar import dump_sidecar, join_items
-from engine.errors import UsageError
-from engine.search import Retriever
-from engine.workspace import Workspace
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.corpus.sidecar import dump_sidecar, join_items
+from chitragupta.errors import UsageError
+from chitragupta.engine.search import Retriever
+from chitragupta.engine.workspace import Workspace
 from conftest import make_workspace, run_cli
 
 LONG = "the digital twin of the bridge deck streams strain data to a finite element model every minute"
@@ -94,7 +94,7 @@ def test_corrupt_sidecar_is_reported_and_nothing_else_disturbed(ws):
 @pytest.mark.parametrize("bad", ['"a string"', '[{"text": "x"}]', '[{"text": "x", "label": "text", "page": -2}]',
                                  '[1, 2]', '[{"label": "text"}]'])
 def test_sidecar_shapes_rejected(ws, bad):
-    from engine.corpus.sidecar import SidecarError, read_sidecar
+    from chitragupta.engine.corpus.sidecar import SidecarError, read_sidecar
 
     with Ledger(ws.ledger_path) as led:
         side = (ws.root / led.get("alpha2020twin").parsed_path).with_suffix(".passages.json")
@@ -190,7 +190,7 @@ def test_corpus_without_sidecars_says_so(tmp_path):
 
 
 def test_passage_index_incremental_equals_fresh(ws):
-    from engine.index.manage import refresh
+    from chitragupta.engine.index.manage import refresh
 
     first = refresh(ws, unit="passage")
     with Ledger(ws.ledger_path) as led:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from engine.config import SCHEMA, load_config
-from engine.errors import ConfigError
-from engine.text.windows import _occurrences, _run_occurrences, choose_windows, lower_same_length, normalize_ws
-from engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, query_terms, term_pattern, tokenize, tokenize_raw
+from chitragupta.engine.config import SCHEMA, load_config
+from chitragupta.errors import ConfigError
+from chitragupta.engine.text.windows import _occurrences, _run_occurrences, choose_windows, lower_same_length, normalize_ws
+from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, query_terms, term_pattern, tokenize, tokenize_raw
 
 # Text that exercises the tokenizer's edges: ASCII words, digits, stopwords, underscores, accents,
 # characters whose lowercase is longer (İ) or ASCII (K, the Kelvin sign), whitespace and pipes.

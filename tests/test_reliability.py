@@ -1,6 +1,6 @@
 """Crash safety and concurrency, tested the way SQLite tests itself: real SIGKILLs at seeded write points.
 
-Each kill runs the command as ``python -m engine.cli.main ...`` with the fault hook in
+Each kill runs the command as ``python -m chitragupta.cli.main ...`` with the fault hook in
 ``bench/_faults`` armed to SIGKILL it just before its Nth write in the workspace; a reader then checks
 what it would see, the same command runs again, and the workspace must equal one whose run was never
 interrupted (ledger rows, parsed files, index arrays, hits with scores and snippets). The campaign
@@ -90,7 +90,7 @@ def test_two_writers_without_waiting_one_says_busy_or_both_finish(tmp_path):
 
 
 def test_busy_workspace_is_one_clear_line_and_changes_nothing(tmp_path):
-    from engine.workspace import Workspace
+    from chitragupta.engine.workspace import Workspace
 
     sc = build_scenario("import", tmp_path / "sc", n_docs=200, seed=7)
     ws_dir = sc.start / "ws"

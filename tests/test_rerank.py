@@ -42,16 +42,16 @@ def encoder():
     import os
 
     os.environ["HF_HUB_OFFLINE"] = "1"
-    from engine.config import load_config
-    from enrich.embed import load_encoder
+    from chitragupta.engine.config import load_config
+    from chitragupta.enrich.embed import load_encoder
 
     return load_encoder(load_config().enrich, "cpu")
 
 
 def _open(root, **enrich):
-    from engine.config import load_config
-    from engine.workspace import Workspace
-    from enrich.search import EmbedSearcher
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.search import EmbedSearcher
 
     cfg = root / "config.toml"
     config = load_config(cfg if cfg.is_file() else None, overrides={"enrich": enrich})
@@ -109,7 +109,7 @@ def test_rerank_happens_before_the_cap(ws_root, cross_encoder):
 
 
 def test_rerank_model_must_be_a_local_folder(ws_root, tmp_path):
-    from engine.errors import UsageError
+    from chitragupta.errors import UsageError
 
     with pytest.raises(UsageError, match=r"\[enrich\].rerank_model = 'cross-encoder/ms-marco-MiniLM-L6-v2' is not a "
                                          r"folder; a cross-encoder is loaded from a local folder only"):

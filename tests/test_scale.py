@@ -8,13 +8,13 @@ import time
 import numpy as np
 import pytest
 
-from engine.corpus.ledger import Ledger
-from engine.corpus.sync import import_jsonl
-from engine.index import csr, manage, store
-from engine.index.manage import LedgerRows, doc_folder, open_current, refresh
-from engine.index.source import FLAG_TEXT_MISSING
-from engine.search import Retriever
-from engine.workspace import Workspace, atomic_write_text
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.corpus.sync import import_jsonl
+from chitragupta.engine.index import csr, manage, store
+from chitragupta.engine.index.manage import LedgerRows, doc_folder, open_current, refresh
+from chitragupta.engine.index.source import FLAG_TEXT_MISSING
+from chitragupta.engine.search import Retriever
+from chitragupta.engine.workspace import Workspace, atomic_write_text
 from conftest import make_workspace, random_docs, run_cli, write_jsonl
 from test_index import arrays_of, assert_identical
 

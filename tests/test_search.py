@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from engine.errors import UsageError
-from engine.results import SearchResult
-from engine.search import Retriever
+from chitragupta.errors import UsageError
+from chitragupta.engine.results import SearchResult
+from chitragupta.engine.search import Retriever
 from conftest import make_workspace
 
 
@@ -81,7 +81,7 @@ def test_numpy_backend_same_results(tmp_path, retriever):
 def test_batched_tokenization_equals_the_tokenizer(retriever):
     from hypothesis import given, settings, strategies as st
 
-    from engine.tokenize import query_terms
+    from chitragupta.engine.tokenize import query_terms
 
     index = retriever.index
     words = index.vocab.to_list() + ["the", "a", "x", "İstanbul", "ai_model", "naïve"]
@@ -98,7 +98,7 @@ def test_batched_tokenization_equals_the_tokenizer(retriever):
 
 
 def test_demo_fixture_backends_agree_and_find_the_judged_papers(demo_workspace):
-    from engine.demo.build import load_queries
+    from chitragupta.engine.demo.build import load_queries
 
     queries = load_queries()
     fast = Retriever.open(demo_workspace)

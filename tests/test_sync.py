@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.corpus.ledger import Ledger
-from engine.corpus.sync import import_jsonl, sync
-from engine.demo.tinypdf import write_pdf
-from engine.errors import CorpusError
-from engine.workspace import Workspace
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.corpus.sync import import_jsonl, sync
+from chitragupta.engine.demo.tinypdf import write_pdf
+from chitragupta.errors import CorpusError
+from chitragupta.engine.workspace import Workspace
 from conftest import write_jsonl
 
 

@@ -4,9 +4,9 @@ import os
 import subprocess
 import sys
 
-from engine.text.refcut import is_reference_heading, kept_items, reference_cut
-from engine.text.tables import TABLE_CAP, render_block, table_blocks
-from engine.text.windows import choose_windows
+from chitragupta.engine.text.refcut import is_reference_heading, kept_items, reference_cut
+from chitragupta.engine.text.tables import TABLE_CAP, render_block, table_blocks
+from chitragupta.engine.text.windows import choose_windows
 from conftest import ROOT
 
 TEXT = ("Digital twins mirror assets. " * 5 + "An unrelated middle part. " * 60
@@ -36,7 +36,7 @@ def test_word_boundary_is_the_tokenizers():
 
 
 def test_deterministic_across_hash_seeds():
-    code = ("from engine.text.windows import choose_windows; import json; t = open(%r).read(); "
+    code = ("from chitragupta.engine.text.windows import choose_windows; import json; t = open(%r).read(); "
             "print(json.dumps([(w.start, w.end, w.text) for w in choose_windows(t, "
             "['twin', 'fidelity', 'digital', 'metrics', 'tail'], 90, 4)]))")
     path = ROOT / "tests" / "test_text.py"

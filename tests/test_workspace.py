@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.corpus.sync import assign_names
-from engine.errors import WorkspaceBusy, WorkspaceError
-from engine.workspace import Workspace, atomic_write_text, safe_name
+from chitragupta.engine.corpus.sync import assign_names
+from chitragupta.errors import WorkspaceBusy, WorkspaceError
+from chitragupta.engine.workspace import Workspace, atomic_write_text, safe_name
 
 
 @pytest.mark.parametrize("key", ["../x", "../../x", "a/b", "a\\b", "x\x00y", "CON", "con.txt", "nul", ".hidden",

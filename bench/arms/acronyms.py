@@ -17,9 +17,9 @@ def vocabulary(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The packaged acronym list (what a default install expands), plus ``extra``."""
     from importlib import resources
 
-    from engine.expand import PACKAGED, _read
+    from chitragupta.engine.expand import PACKAGED, _read
 
-    text = resources.files("engine").joinpath(PACKAGED).read_text(encoding="utf-8")
+    text = resources.files("chitragupta.engine").joinpath(PACKAGED).read_text(encoding="utf-8")
     vocab = _read(PACKAGED, text)
     vocab.update(extra or {})
     return vocab

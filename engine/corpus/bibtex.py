@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import CorpusError
+from chitragupta.errors import CorpusError
 
 __all__ = ["BibEntry", "read_bibtex", "file_field_paths", "MALFORMED"]
 

@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from engine.corpus.parsers import ParseError
-from engine.corpus.sidecar import EXCLUDED_LABELS
-from engine.errors import MissingExtra
+from chitragupta.engine.corpus.parsers import ParseError
+from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
+from chitragupta.extras import INSTALL_HINT as EXTRA_HINTS, missing
 
 if TYPE_CHECKING:  # pragma: no cover
     from docling_core.types.doc import DoclingDocument
@@ -41,8 +41,8 @@ __all__ = ["FORMATS", "INSTALL_HINT", "PDF_INSTALL_HINT", "detect_format", "conv
 
 # Every kind detect_format can answer, in the order it checks them.
 FORMATS = ("pdf", "docx", "json_docling", "xml_jats", "html", "md", "latex")
-INSTALL_HINT = "pip install 'chitragupta[docling]'"
-PDF_INSTALL_HINT = "pip install 'chitragupta[docling-pdf]'"
+INSTALL_HINT = EXTRA_HINTS["docling"]
+PDF_INSTALL_HINT = EXTRA_HINTS["docling-pdf"]
 MD_SUFFIXES = frozenset({".md", ".markdown"})
 
 _HEAD = 64 * 1024
@@ -168,7 +168,7 @@ def _declarative_backend(kind: str):
         else:  # pragma: no cover - callers pass detect_format's kinds
             raise ParseError(f"docling: unknown document kind {kind!r}")
     except ImportError as err:
-        raise MissingExtra(f"the docling backend needs docling ({INSTALL_HINT}): {err}") from err
+        raise missing("docling", "the docling backend needs docling", err) from err
     return InputFormat(kind), backend
 
 
@@ -179,7 +179,7 @@ def _convert_declarative(path: Path, kind: str) -> "DoclingDocument":
     try:
         in_doc = InputDocument(path_or_stream=path, format=fmt, backend=backend)
     except ImportError as err:  # a backend's own optional dependency (marko, bs4, python-docx, ...)
-        raise MissingExtra(f"docling's {kind} reader is not installed ({INSTALL_HINT}): {err}") from err
+        raise missing("docling", f"docling's {kind} reader is not installed", err) from err
     except Exception as err:  # a broken file surfaces as whatever its parser raises
         raise ParseError(f"docling could not open this {kind} document ({type(err).__name__}: {err})") from err
     if not in_doc.valid or not in_doc._backend.is_valid():
@@ -189,7 +189,7 @@ def _convert_declarative(path: Path, kind: str) -> "DoclingDocument":
     try:
         return in_doc._backend.convert()
     except ImportError as err:
-        raise MissingExtra(f"docling's {kind} reader is not installed ({INSTALL_HINT}): {err}") from err
+        raise missing("docling", f"docling's {kind} reader is not installed", err) from err
     except Exception as err:
         raise ParseError(f"docling failed to convert this {kind} document ({type(err).__name__}: {err})") from err
 
@@ -232,7 +232,7 @@ def _pdf_converter(folder: Path):
         try:
             import docling  # noqa: F401
         except ImportError as err:
-            raise MissingExtra(f"the docling backend needs docling ({INSTALL_HINT}): {err}") from err
+            raise missing("docling", "the docling backend needs docling", err) from err
         try:
             import torch  # noqa: F401  (named first: docling's PDF pipeline cannot run without it)
             from docling.datamodel.base_models import InputFormat
@@ -240,8 +240,7 @@ def _pdf_converter(folder: Path):
             from docling.document_converter import DocumentConverter, PdfFormatOption
         except Exception as err:  # ImportError, or an import-time failure inside an optional piece
             raise ParseError(
-                f"docling's PDF conversion is not installed ({PDF_INSTALL_HINT}, which brings torch and "
-                f"the layout models' runtime): {type(err).__name__}: {err}"
+                f"docling's PDF conversion is not installed ({PDF_INSTALL_HINT}): {type(err).__name__}: {err}"
             ) from err
         try:
             opts = PdfPipelineOptions(artifacts_path=str(folder), do_ocr=False)

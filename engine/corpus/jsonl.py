@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from engine.errors import CorpusError
+from chitragupta.errors import CorpusError
 
 __all__ = ["JsonlRecord", "iter_jsonl", "iter_records", "read_queries", "NOT_JSON"]
 

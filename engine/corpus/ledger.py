@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from engine.errors import WorkspaceError
+from chitragupta.errors import WorkspaceError
 
 __all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS"]
 

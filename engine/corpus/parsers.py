@@ -77,8 +77,8 @@ DOCLING_KINDS = ("pdf", "docx", "html", "xml_jats", "json_docling", "latex", "md
 
 def _docling(path: Path, *, kind: str | None = None, docling_artifacts_path: str = "") -> ParseResult:
     """docling's reading-ordered items (labels, pages) and their joined text; see docling_convert."""
-    from engine.corpus.docling_convert import convert, document_items
-    from engine.corpus.sidecar import join_items
+    from chitragupta.engine.corpus.docling_convert import convert, document_items
+    from chitragupta.engine.corpus.sidecar import join_items
 
     doc = convert(path, artifacts_path=docling_artifacts_path or None, kind=kind)
     items = document_items(doc)
@@ -88,7 +88,7 @@ def _docling(path: Path, *, kind: str | None = None, docling_artifacts_path: str
 
 
 def _docling_kind(path: Path) -> str | None:
-    from engine.corpus.docling_convert import detect_format
+    from chitragupta.engine.corpus.docling_convert import detect_format
 
     return detect_format(path)
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from engine.corpus.bibtex import MALFORMED, read_bibtex
-from engine.corpus.jsonl import NOT_JSON, iter_records
-from engine.corpus.ledger import Ledger, LedgerRow
-from engine.corpus.parsers import ParseError, parse
-from engine.corpus.sidecar import dump_sidecar
-from engine.errors import CorpusError, WorkspaceError
-from engine.workspace import Workspace, atomic_write_text, hashed_name, replace_in_folder, safe_name
+from chitragupta.engine.corpus.bibtex import MALFORMED, read_bibtex
+from chitragupta.engine.corpus.jsonl import NOT_JSON, iter_records
+from chitragupta.engine.corpus.ledger import Ledger, LedgerRow
+from chitragupta.engine.corpus.parsers import ParseError, parse
+from chitragupta.engine.corpus.sidecar import dump_sidecar
+from chitragupta.errors import CorpusError, WorkspaceError
+from chitragupta.engine.workspace import Workspace, atomic_write_text, hashed_name, replace_in_folder, safe_name
 
 __all__ = ["SyncReport", "sync", "import_jsonl", "assign_names", "docling_artifacts_path"]
 

@@ -2,7 +2,7 @@
 
 The sample corpus (``sample_corpus.jsonl``) is the project's own: three dozen short papers on six
 themes, some with a Markdown table and some with a reference list. ``build_sources`` writes each paper
-as a real PDF (``engine.demo.tinypdf``) and one BibTeX entry per paper pointing at it, plus one entry
+as a real PDF (``chitragupta.engine.demo.tinypdf``) and one BibTeX entry per paper pointing at it, plus one entry
 with no file, so that ``sync`` does the same work it does on a researcher's bibliography.
 """
 
@@ -12,7 +12,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from engine.demo.tinypdf import paginate, pdf_bytes
+from chitragupta.engine.demo.tinypdf import paginate, pdf_bytes
 
 __all__ = ["load_corpus", "load_queries", "build_sources", "paper_paragraphs", "MARKER"]
 
@@ -20,7 +20,7 @@ MARKER = ".chitragupta-demo"
 
 
 def _read_jsonl(name: str) -> list[dict]:
-    text = resources.files("engine.demo").joinpath(name).read_text(encoding="utf-8")
+    text = resources.files("chitragupta.engine.demo").joinpath(name).read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 

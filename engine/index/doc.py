@@ -1,6 +1,6 @@
 """The BM25 document index: building it, updating it incrementally, and opening it for search.
 
-Layout (all arrays, see ``engine.index.store``): the vocabulary and the citekeys as sorted string tables
+Layout (all arrays, see ``chitragupta.engine.index.store``): the vocabulary and the citekeys as sorted string tables
 (term id = vocabulary position, document id = citekey position, so ties by id are ties by citekey); a
 term-major CSR of raw term frequencies (``indptr``, ``indices``, ``tf``: a term's row is its posting
 list); document lengths; one fingerprint and one flag byte per document. BM25 itself is applied at query
@@ -21,14 +21,14 @@ from typing import Callable
 
 import numpy as np
 
-from engine.index import store
-from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED,
+from chitragupta.engine.index import store
+from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED,
                                  FLAG_TEXT_MISSING, Body, DocSource, fingerprints, load_body, read_text)
-from engine.index.strings import StringTable
-from engine.index.csr import Accumulator, add_reused, matching_documents
-from engine.index.terms import TermIndex
-from engine.stem import NONE, get_stemmer
-from engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_bytes
+from chitragupta.engine.index.strings import StringTable
+from chitragupta.engine.index.csr import Accumulator, add_reused, matching_documents
+from chitragupta.engine.index.terms import TermIndex
+from chitragupta.engine.stem import NONE, get_stemmer
+from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_bytes
 
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest"]
@@ -168,7 +168,7 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
 
     vocab, arrays = acc.finish(n)
     citekeys = StringTable.from_sorted([s.citekey for s in sources])
-    from kernels.lookup import build_table  # numba: imported only when an index is built
+    from chitragupta.kernels.lookup import build_table  # numba: imported only when an index is built
 
     vt = StringTable.from_sorted(vocab)
     arrays.update(

@@ -7,7 +7,7 @@ search that finds its index stale updates it (taking the workspace lock); if ano
 lock, it answers from the previous index and says so.
 
 Is the index current? The full answer reads every ledger row and stats every parsed file, compares the
-per-document fingerprints (``engine.index.source``) and the citekey sequence: about 3 us a document, so
+per-document fingerprints (``chitragupta.engine.index.source``) and the citekey sequence: about 3 us a document, so
 seconds at a million. After any full check or build that finds the index current, the *stamp* of what it
 read is recorded beside the index (``content/index/<kind>/VERIFIED``: the generation and the stamp), and
 the next open compares stamps only:
@@ -38,14 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.corpus.ledger import Ledger
-from engine.errors import WorkspaceBusy, WorkspaceError
-from engine.index import doc as doc_index
-from engine.index import passage as passage_index
-from engine.index import store
-from engine.index.source import fingerprints
-from engine.results import Note
-from engine.workspace import Workspace, atomic_write_text
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.errors import WorkspaceBusy, WorkspaceError
+from chitragupta.engine.index import doc as doc_index
+from chitragupta.engine.index import passage as passage_index
+from chitragupta.engine.index import store
+from chitragupta.engine.index.source import fingerprints
+from chitragupta.engine.results import Note
+from chitragupta.engine.workspace import Workspace, atomic_write_text
 
 __all__ = ["OpenedIndex", "LedgerRows", "UNITS", "RACY_NS", "refresh", "open_current", "doc_folder", "index_folder",
            "stamp"]

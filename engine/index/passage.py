@@ -20,17 +20,17 @@ from typing import Callable
 
 import numpy as np
 
-from engine.corpus.sidecar import HEADING_LABELS
-from engine.index import store
-from engine.index.csr import Accumulator, add_reused, matching_documents
-from engine.index.doc import citekeys_digest
-from engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
+from chitragupta.engine.corpus.sidecar import HEADING_LABELS
+from chitragupta.engine.index import store
+from chitragupta.engine.index.csr import Accumulator, add_reused, matching_documents
+from chitragupta.engine.index.doc import citekeys_digest
+from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
                                  fingerprints, load_body)
-from engine.index.strings import StringTable
-from engine.index.terms import TermIndex
-from engine.stem import NONE, get_stemmer
-from engine.text.refcut import kept_items
-from engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
+from chitragupta.engine.index.strings import StringTable
+from chitragupta.engine.index.terms import TermIndex
+from chitragupta.engine.stem import NONE, get_stemmer
+from chitragupta.engine.text.refcut import kept_items
+from chitragupta.engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
 __all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "build_passages", "open_passages"]
 
@@ -153,7 +153,7 @@ def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: Passa
     n = len(p_doc)
     vocab, arrays = acc.finish(n)
     citekeys = StringTable.from_sorted([s.citekey for s in sources])
-    from kernels.lookup import build_table  # numba: imported only when an index is built
+    from chitragupta.kernels.lookup import build_table  # numba: imported only when an index is built
 
     vt = StringTable.from_sorted(vocab)
     arrays.update(

@@ -159,8 +159,8 @@ def load_body(text_path: Path | None) -> Body:
         return Body("")
     side = sidecar_path(text_path)
     if side.exists():
-        from engine.corpus.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
-        from engine.text.refcut import kept_items
+        from chitragupta.engine.corpus.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
+        from chitragupta.engine.text.refcut import kept_items
 
         try:
             items = read_sidecar(side)

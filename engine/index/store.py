@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.workspace import atomic_write_text, fsync_dir
+from chitragupta.engine.workspace import atomic_write_text, fsync_dir
 
 __all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "CHECKSUM_LIMIT"]
 

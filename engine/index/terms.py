@@ -7,12 +7,12 @@ from itertools import chain
 
 import numpy as np
 
-from engine.errors import IndexDamaged
-from engine.index.csr import postings_matrix
-from engine.index.strings import StringTable
-from engine.stem import NONE, get_stemmer
-from engine.tokenize import _SEPARATE, MIN_TOKEN_CHARS, STOPWORDS
-from kernels.types import Postings, QueryBatch, bm25_idf, length_norm
+from chitragupta.errors import IndexDamaged
+from chitragupta.engine.index.csr import postings_matrix
+from chitragupta.engine.index.strings import StringTable
+from chitragupta.engine.stem import NONE, get_stemmer
+from chitragupta.engine.tokenize import _SEPARATE, MIN_TOKEN_CHARS, STOPWORDS
+from chitragupta.kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
 __all__ = ["TermIndex"]
 
@@ -30,7 +30,7 @@ class TermIndex:
         self.postings = Postings(
             indptr=arrays["indptr"], indices=arrays["indices"], tf=arrays["tf"], doc_len=arrays["doc_len"],
         )
-        # the vocabulary's hash table for the numba lookup, built with the index (kernels.lookup)
+        # the vocabulary's hash table for the numba lookup, built with the index (chitragupta.kernels.lookup)
         self.slots = arrays["vocab_slots"]
         self.where = "the index cache"  # named in errors; the subclasses say which one
         self._idf: np.ndarray | None = None
@@ -85,12 +85,12 @@ class TermIndex:
 
         The same terms as ``query_batch([query_terms(q)[0] for q in queries])``: stopwords and short
         runs are never in the vocabulary, so a vocabulary miss drops them without a separate pass.
-        ``expander`` (an ``engine.expand.Expander``) adds each query's acronym expansions, exactly as
+        ``expander`` (an ``chitragupta.engine.expand.Expander``) adds each query's acronym expansions, exactly as
         ``query_batch`` of the typed terms plus ``expander.expand(q).added`` would. Large batches go
-        through the numba lookup (``kernels.lookup``) over the hash table stored with the index.
+        through the numba lookup (``chitragupta.kernels.lookup``) over the hash table stored with the index.
         """
         if self.stem is None and len(queries) >= _NUMBA_LOOKUP_MIN:
-            from kernels.lookup import TableCorrupt, lookup_batch
+            from chitragupta.kernels.lookup import TableCorrupt, lookup_batch
 
             encoded = [q.lower().encode("ascii", "replace") for q in queries]
             lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
@@ -120,7 +120,7 @@ class TermIndex:
     def _expansion_arrays(self, expander):
         """The acronym keys as a lookup table and the vocabulary ids each adds, for ``lookup_batch``;
         built once per expander (it is small: a key per acronym)."""
-        from kernels.lookup import NO_EXPANSION, build_table
+        from chitragupta.kernels.lookup import NO_EXPANSION, build_table
 
         if expander is None:
             return NO_EXPANSION

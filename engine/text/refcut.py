@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from engine.corpus.sidecar import EXCLUDED_LABELS
+from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
 
 __all__ = ["is_reference_heading", "reference_cut", "kept_items"]
 

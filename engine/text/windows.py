@@ -6,7 +6,7 @@ the number of distinct query terms that occur whole inside it; candidates are ta
 position), skipping any that overlaps one already taken, and returned in document order. Nothing reads
 a set's iteration order, so the result is deterministic by construction.
 
-A chosen window touching a pipe table is widened to take in the whole table (``engine.text.tables``),
+A chosen window touching a pipe table is widened to take in the whole table (``chitragupta.engine.text.tables``),
 the table rendered line by line; two windows widened into the same table come back as one, so fewer
 windows than asked for may return.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.text.tables import render_block, table_blocks
-from engine.tokenize import term_pattern
+from chitragupta.engine.text.tables import render_block, table_blocks
+from chitragupta.engine.tokenize import term_pattern
 
 __all__ = ["Window", "choose_windows", "lower_same_length", "normalize_ws"]
 

@@ -15,10 +15,10 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     import json
 
-    from engine.cli._common import open_workspace, print_notes
-    from engine.dossier import LogRow, append_rows, payload_chars
-    from engine.errors import UsageError
-    from engine.search import Retriever
+    from chitragupta.cli._common import open_workspace, print_notes
+    from chitragupta.engine.dossier import LogRow, append_rows, payload_chars
+    from chitragupta.errors import UsageError
+    from chitragupta.engine.search import Retriever
 
     if args.n < 1 or args.width < 1:
         raise UsageError(f"-n and --width must be >= 1, got -n {args.n}, --width {args.width}")

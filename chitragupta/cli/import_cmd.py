@@ -10,8 +10,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from engine.cli._common import open_workspace, print_problems, progress_bar
-    from engine.corpus.sync import import_jsonl
+    from chitragupta.cli._common import open_workspace, print_problems, progress_bar
+    from chitragupta.engine.corpus.sync import import_jsonl
 
     ws = open_workspace(args, create=True)
     with ws.lock("import"), progress_bar("importing") as cb:

@@ -10,8 +10,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from engine.cli._common import open_workspace, print_problems, progress_bar
-    from engine.corpus.sync import sync
+    from chitragupta.cli._common import open_workspace, print_problems, progress_bar
+    from chitragupta.engine.corpus.sync import sync
 
     ws = open_workspace(args)
     with ws.lock("sync"), progress_bar("parsing") as cb:

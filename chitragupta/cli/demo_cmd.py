@@ -19,15 +19,15 @@ def run(args) -> int:
     import json
     from pathlib import Path
 
-    from engine.cli._common import print_notes, print_problems
-    from engine.cli.search_cmd import _table
-    from engine.corpus.sync import sync
-    from engine.demo.build import MARKER, build_sources, load_queries
-    from engine.errors import UsageError
-    from engine.index.manage import refresh
-    from engine.search import Retriever
-    from engine.trec import format_run_lines
-    from engine.workspace import Workspace
+    from chitragupta.cli._common import print_notes, print_problems
+    from chitragupta.cli.search_cmd import _table
+    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.demo.build import MARKER, build_sources, load_queries
+    from chitragupta.errors import UsageError
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.trec import format_run_lines
+    from chitragupta.engine.workspace import Workspace
 
     root = Path(DEFAULT_DIR if args.workspace == "." else args.workspace).expanduser()
     if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():

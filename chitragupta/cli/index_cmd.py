@@ -10,9 +10,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from engine.cli._common import open_workspace, print_notes, progress_bar
-    from engine.index.manage import refresh
-    from engine.index.source import FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
+    from chitragupta.cli._common import open_workspace, print_notes, progress_bar
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
 
     ws = open_workspace(args)
     units = ["document", "passage"] if args.unit == "all" else [args.unit]

@@ -10,9 +10,9 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from engine.config import defaults_text
-    from engine.errors import UsageError
-    from engine.workspace import CONFIG_NAME, atomic_write_text
+    from chitragupta.engine.config import defaults_text
+    from chitragupta.errors import UsageError
+    from chitragupta.engine.workspace import CONFIG_NAME, atomic_write_text
 
     root = Path(args.workspace).expanduser()
     root.mkdir(parents=True, exist_ok=True)
@@ -22,7 +22,7 @@ def run(args) -> int:
     if cfg.exists() and not args.force:
         raise UsageError(f"{cfg} exists; pass --force to overwrite it")
     atomic_write_text(cfg, defaults_text())
-    from engine.expand import STARTER
+    from chitragupta.engine.expand import STARTER
 
     acr = root / "content" / "acronyms.toml"
     if not acr.exists():

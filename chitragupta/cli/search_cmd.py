@@ -6,7 +6,7 @@ import sys
 
 
 def add_arguments(p) -> None:
-    from kernels.dispatch import BACKENDS, DEVICES
+    from chitragupta.kernels.dispatch import BACKENDS, DEVICES
 
     p.add_argument("query", nargs="?", help="the query (omit with --queries)")
     p.add_argument("-k", type=int, default=None, help="hits per query (default 10; 100 with --queries)")
@@ -50,7 +50,7 @@ def print_response(resp, as_json: bool) -> None:
     """One query's notes on stderr, then its hits as a table or a JSON list (every search engine)."""
     import json
 
-    from engine.cli._common import print_notes
+    from chitragupta.cli._common import print_notes
 
     print_notes(resp.notes)
     if as_json:
@@ -68,7 +68,7 @@ def _single(args, retriever) -> int:
     resp = retriever.search(args.query, k=k, unit=args.unit, snippet_chars=args.snippet_chars)
     print_response(resp, args.json)
     if args.log:
-        from engine.dossier import LogRow, append_rows, payload_chars
+        from chitragupta.engine.dossier import LogRow, append_rows, payload_chars
 
         append_rows(retriever.workspace, args.log, [LogRow("search", args.unit, args.query, _expanded(resp.notes),
                                                            k, len(resp.hits), payload_chars(resp.hits))])
@@ -78,9 +78,9 @@ def _single(args, retriever) -> int:
 def _batch(args, retriever) -> int:
     from pathlib import Path
 
-    from engine.cli._common import print_notes, print_problems
-    from engine.corpus.jsonl import read_queries
-    from engine.output import describe, open_output
+    from chitragupta.cli._common import print_notes, print_problems
+    from chitragupta.engine.corpus.jsonl import read_queries
+    from chitragupta.engine.output import describe, open_output
 
     problems: list[str] = []
     queries = read_queries(Path(args.queries), problems)
@@ -94,8 +94,8 @@ def _batch(args, retriever) -> int:
     n_hits = int(ranked.topk.counts().sum())
     notes = retriever.index_notes(args.unit)
     if args.log:
-        from engine.dossier import LogRow, append_rows
-        from engine.trec import format_run_lines
+        from chitragupta.engine.dossier import LogRow, append_rows
+        from chitragupta.engine.trec import format_run_lines
 
         all_notes = ranked.notes
         counts = ranked.topk.counts()
@@ -114,9 +114,9 @@ def _batch(args, retriever) -> int:
 
 
 def run(args) -> int:
-    from engine.cli._common import open_workspace, progress_bar
-    from engine.errors import UsageError
-    from engine.search import Retriever
+    from chitragupta.cli._common import open_workspace, progress_bar
+    from chitragupta.errors import UsageError
+    from chitragupta.engine.search import Retriever
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"-k must be >= 1, got {args.k}")
@@ -130,7 +130,7 @@ def run(args) -> int:
     if args.snippet_chars is not None and args.snippet_chars < 1:
         raise UsageError(f"--snippet-chars must be >= 1, got {args.snippet_chars}")
     if args.engine == "embed":
-        from engine.cli.enrich_cmd import search_embed
+        from chitragupta.cli.enrich_cmd import search_embed
 
         return search_embed(args)
     ws = open_workspace(args)

@@ -14,8 +14,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from engine.cli._common import open_workspace, progress_bar
-    from enrich.run import parse_stages, run as run_pipeline
+    from chitragupta.cli._common import open_workspace, progress_bar
+    from chitragupta.enrich.run import parse_stages, run as run_pipeline
 
     stages = parse_stages(args.stages)  # an unknown stage is refused before the workspace is touched
     ws = open_workspace(args)
@@ -30,10 +30,10 @@ def search_embed(args) -> int:
     (doc ids ``<citekey>#<chunk>``). Called by search_cmd after its own argument checks."""
     from pathlib import Path
 
-    from engine.cli._common import open_workspace, print_notes, print_problems
-    from engine.cli.search_cmd import print_response
-    from engine.errors import UsageError
-    from enrich.search import EmbedSearcher
+    from chitragupta.cli._common import open_workspace, print_notes, print_problems
+    from chitragupta.cli.search_cmd import print_response
+    from chitragupta.errors import UsageError
+    from chitragupta.enrich.search import EmbedSearcher
 
     if args.unit != "document":
         raise UsageError(f"--unit {args.unit} is for --engine bm25; --engine embed ranks its own unit, "
@@ -49,7 +49,7 @@ def search_embed(args) -> int:
         resp = searcher.search(args.query, k=k, snippet_chars=args.snippet_chars)
         print_response(resp, args.json)
         if args.log:
-            from engine.dossier import LogRow, append_rows, payload_chars
+            from chitragupta.engine.dossier import LogRow, append_rows, payload_chars
 
             append_rows(ws, args.log, [LogRow("search --engine embed", searcher.UNIT, args.query, "", k,
                                               len(resp.hits), payload_chars(resp.hits))])
@@ -57,10 +57,10 @@ def search_embed(args) -> int:
 
     import numpy as np
 
-    from engine.corpus.jsonl import read_queries
-    from engine.index.strings import StringTable
-    from engine.output import describe, open_output
-    from engine.trec import run_chunks
+    from chitragupta.engine.corpus.jsonl import read_queries
+    from chitragupta.engine.index.strings import StringTable
+    from chitragupta.engine.output import describe, open_output
+    from chitragupta.engine.trec import run_chunks
 
     problems: list[str] = []
     queries = read_queries(Path(args.queries), problems)
@@ -81,7 +81,7 @@ def search_embed(args) -> int:
             f.write(chunk)
     lines = keys
     if args.log:
-        from engine.dossier import LogRow, append_rows
+        from chitragupta.engine.dossier import LogRow, append_rows
 
         append_rows(ws, args.log, [LogRow("search --engine embed --queries", searcher.UNIT, text, "", k, len(h), 0)
                                    for (_qid, text), h in zip(queries, ranked)])

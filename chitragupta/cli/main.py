@@ -12,15 +12,14 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "init": ("engine.cli.init_cmd", "create a workspace: papers/, content/ and a commented config.toml"),
-    "sync": ("engine.cli.sync_cmd", "read papers/bibliography.bib, parse what changed, update the ledger"),
-    "import": ("engine.cli.import_cmd", "import a BEIR-style corpus.jsonl as the workspace's sources"),
-    "index": ("engine.cli.index_cmd", "build or update the BM25 index"),
-    "search": ("engine.cli.search_cmd", "search the workspace (one query, or a batch to a TREC run file)"),
-    "evidence": ("engine.cli.evidence_cmd", "one document's passages that bear on a query"),
-    "enrich": ("engine.cli.enrich_cmd", "optional enrichment: --stages docling,embed,bertopic (the enrich extra)"),
-    "bench": ("engine.cli.bench_cmd", "the measurement harness (python -m bench): quality, speed, sweep, ..."),
-    "demo": ("engine.cli.demo_cmd", "build a workspace from the built-in sample corpus and search it"),
+    "init": ("chitragupta.cli.init_cmd", "create a workspace: papers/, content/ and a commented config.toml"),
+    "sync": ("chitragupta.cli.sync_cmd", "read papers/bibliography.bib, parse what changed, update the ledger"),
+    "import": ("chitragupta.cli.import_cmd", "import a BEIR-style corpus.jsonl as the workspace's sources"),
+    "index": ("chitragupta.cli.index_cmd", "build or update the BM25 index"),
+    "search": ("chitragupta.cli.search_cmd", "search the workspace (one query, or a batch to a TREC run file)"),
+    "evidence": ("chitragupta.cli.evidence_cmd", "one document's passages that bear on a query"),
+    "enrich": ("chitragupta.cli.enrich_cmd", "optional enrichment: --stages docling,embed,bertopic (the enrich extra)"),
+    "demo": ("chitragupta.cli.demo_cmd", "build a workspace from the built-in sample corpus and search it"),
 }
 
 
@@ -56,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="[%(levelname)s] %(name)s: %(message)s")
-    from engine.errors import ChitraguptaError
+    from chitragupta.errors import ChitraguptaError
 
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
