@@ -185,38 +185,28 @@ def _passage_edges(text: str) -> tuple[bool, bool]:
 def _unit_stats(r, arm, unit: str, k: int = 5, cap: int | None = None) -> dict:
     qids = list(arm.queries)
     texts = [arm.queries[q] for q in qids]
-    if unit == "passage" and cap is not None:
-        pidx = r.passage_index()
-        expander = r._expander()
-        scored = [t + " " + " ".join(e.added) if expander and (e := expander.expand(t)).added else t for t in texts]
-        top = r._capped(pidx, pidx.query_batch_from_strings(scored), k, cap)
-        from chitragupta.engine.search import Ranked
-
-        ranked = Ranked(top, texts, r, "passage")
-    else:
-        ranked = r.rank_many(texts, k, unit=unit)
+    ranked = r.rank_many(texts, k, unit=unit, max_per_source=cap)
+    hits = r.search_many(texts, k, unit="passage", max_per_source=cap) if unit == "passage" else None
     from bench.runs import collapse
 
     run_ = {}
     mid = paged = n = 0
     sources = []
-    cache = {}
     terms = ranked.terms
+    keys = ranked.keys()
     for i, q in enumerate(qids):
-        ids = [d for d, _ in ranked.docids(i)]
+        ids = keys[i]
         run_[q] = collapse(ids) if unit == "passage" else ids
         sources.append(len(set(collapse(ids))))
-        for u in ranked.topk.ids[i].tolist():
-            if u < 0:
-                break
+        for j, key in enumerate(ids):
             if unit == "passage":
-                hit = r._passage_hit(u, 0.0, cache)
+                hit = hits[i].hits[j]
                 b, e = _passage_edges(hit.snippet)
                 paged += hit.page is not None
             else:
                 from chitragupta.engine.text.windows import choose_windows
 
-                body = r._body(u)
+                body = r.body(key)
                 wins = choose_windows(body.text, terms[i], r.workspace.config.retrieval.snippet_chars, 1,
                                       stem=r.index.stem)
                 if not wins:
@@ -284,7 +274,7 @@ def exp_acronyms(data) -> str:
 
 def _expands(root, text: str) -> bool:
     r = _retriever(root)
-    ex = r._expander()
+    ex = r.expander()
     return bool(ex and ex.expand(text).added)
 
 

@@ -46,10 +46,7 @@ def sweep_runs(arm: Arm, grid, k: int = 100, *, root: Path | None = None) -> lis
     r = Retriever.open(root or arm.workspace())
     qids = list(arm.queries)
     texts = [arm.queries[q] for q in qids]
-    expander = r._expander()
-    if expander is not None:
-        texts = [t + " " + " ".join(e.added) if (e := expander.expand(t)).added else t for t in texts]
-    batch = r.index.query_batch_from_strings(texts)
+    batch = r.index.query_batch_from_strings(texts, r.expander())
     keys = r.index.citekeys.to_list()
     outs = []
     for top in sweep(r.index.postings, batch, grid, k):

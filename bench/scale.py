@@ -268,7 +268,7 @@ def child_pair(ws_root: Path, qfile: Path, plan: dict) -> dict:
 
 
 def first_query(ws_root: Path, query: str) -> dict:
-    from chitragupta.engine.index.manage import _verified_path
+    from chitragupta.engine.index.manage import verified_path
     from chitragupta.engine.workspace import Workspace
 
     exe = Path(sys.executable).with_name("chitragupta")
@@ -291,7 +291,7 @@ def first_query(ws_root: Path, query: str) -> dict:
     warm = [once() for _ in range(3)]
     with tempfile.TemporaryDirectory() as empty:  # numba's cache empty: a fresh install's first query
         cold = once({**os.environ, "NUMBA_CACHE_DIR": empty})
-    _verified_path(Workspace.open(ws_root), "document").unlink(missing_ok=True)
+    verified_path(Workspace.open(ws_root), "document").unlink(missing_ok=True)
     full = once()  # the full check (and it records the stamp again)
     after = once()
     return {"command": "chitragupta " + " ".join(cmd[-6:]), "first_s": first, "first_cpu_s": cpu[0],

@@ -212,7 +212,7 @@ def _fast_import(root: Path, corpus: Path, progress=None) -> int:
     """What ``import_jsonl`` leaves in a fresh workspace, written in bulk: same rows, same files."""
     from chitragupta.engine.corpus.jsonl import iter_jsonl
     from chitragupta.engine.corpus.ledger import Ledger, LedgerRow
-    from chitragupta.engine.corpus.sync import _text_hash
+    from chitragupta.engine.corpus.sync import text_hash
     from chitragupta.engine.workspace import Workspace, safe_name
 
     ws = Workspace.open(root)
@@ -237,7 +237,7 @@ def _fast_import(root: Path, corpus: Path, progress=None) -> int:
                 f.write(rec.text.encode("utf-8"))
             batch.append(LedgerRow(citekey=rec.citekey, title=rec.title, abstract=rec.abstract, keywords=rec.keywords,
                                    status="parsed", origin=origin, parsed_path=ws.relative(path),
-                                   source_hash=_text_hash(rec.title, rec.text, rec.abstract), backend="jsonl"))
+                                   source_hash=text_hash(rec.title, rec.text, rec.abstract), backend="jsonl"))
             n += 1
             if len(batch) >= 20_000:
                 flush()

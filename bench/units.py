@@ -105,13 +105,14 @@ def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5)
         qids = list(queries)
         ranked = r.rank_many([queries[q] for q in qids], k)
         terms = ranked.terms
+        keys = ranked.keys()
         n = begins = ends = either = paged = in_refs = 0
         hits_at_1 = 0
         for i, q in enumerate(qids):
-            ids = [int(d) for d in ranked.topk.ids[i] if d >= 0]
-            hits_at_1 += bool(ids) and r.citekey(ids[0]) == q
+            ids = keys[i]
+            hits_at_1 += bool(ids) and ids[0] == q
             for d in ids:
-                body = r._body(d)
+                body = r.body(d)
                 wins = choose_windows(body.text, terms[i], ws.config.retrieval.snippet_chars, 1)
                 if not wins:
                     continue
@@ -124,7 +125,7 @@ def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5)
                 paged += body.page_at(w.anchor) is not None
                 # A reference list starts at the cut heading's item, located in the uncut text.
                 refcut.reference_cut = original
-                ref_start = _reference_offset(ws.root / r._rows[d][3])
+                ref_start = _reference_offset(r.parsed_path(d))
                 if not cut:
                     refcut.reference_cut = lambda items: None
                 in_refs += ref_start is not None and w.anchor >= ref_start

@@ -62,6 +62,23 @@ def run_cli(*args, cwd=None, env=None, check=False) -> subprocess.CompletedProce
     return p
 
 
+def run_main(*args) -> subprocess.CompletedProcess:
+    """``run_cli`` in this process (``chitragupta.cli.main.main``): the same exit status and output
+    without a Python start and numba's first load (~0.8 s), for tests of messages and flags."""
+    import contextlib
+    import io
+
+    from chitragupta.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse
+            rc = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture(scope="session")
 def demo_workspace(tmp_path_factory) -> Path:
     """The built-in sample corpus as PDFs + BibTeX, synced and indexed once per session."""

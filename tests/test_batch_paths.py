@@ -64,11 +64,11 @@ def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever):
 def test_rank_many_with_expansion_matches_scoring_the_expanded_strings(ws):
     r = Retriever.open(ws)
     queries = [f"dt {w} ml" for w in r.index.vocab.to_list()[:40]] + ["gpu", "ocean9 heat", "zz"]
-    expander = r._expander()
+    expander = r.expander()
     assert expander is not None and "dt" in expander.tokens
     expanded = [q + " " + " ".join(expander.expand(q).added) for q in queries]
     got = r.rank_many(queries, 10)
-    r._expander = lambda: None  # score the spelled-out strings instead
+    r.expander = lambda: None  # score the spelled-out strings instead
     want = r.rank_many(expanded, 10)
     assert np.array_equal(got.topk.ids, want.topk.ids) and np.array_equal(got.topk.scores, want.topk.scores)
     assert got.terms[0][:1] == ["dt"] and "digital" in got.terms[0]
@@ -230,6 +230,7 @@ def cli_ws(ws, tmp_path_factory):
     return ws, q
 
 
+@pytest.mark.slow
 def test_cli_run_to_stdout_file_and_json_lines(cli_ws, tmp_path):
     ws, q = cli_ws
     out = tmp_path / "run.trec"
@@ -249,6 +250,7 @@ def test_cli_run_to_stdout_file_and_json_lines(cli_ws, tmp_path):
                zip(rows, [h for i in range(len(texts)) for h in ranked.docids(i)]))
 
 
+@pytest.mark.slow
 def test_cli_run_destinations_that_are_not_regular_files(cli_ws, tmp_path):
     ws, q = cli_ws
     p = run_cli("search", "-w", ws, "--queries", q, "--run", tmp_path, "-k", "5")
@@ -282,6 +284,7 @@ def test_cli_run_destinations_that_are_not_regular_files(cli_ws, tmp_path):
         assert p.returncode == 1 and "error: cannot write --run /dev/full" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_cli_run_to_dev_stdout_writes_the_open_descriptor(cli_ws, tmp_path):
     import subprocess
     import sys
@@ -301,6 +304,7 @@ def test_cli_run_to_dev_stdout_writes_the_open_descriptor(cli_ws, tmp_path):
     assert p.returncode == 1 and "kernel interface" in p.stderr
 
 
+@pytest.mark.slow
 def test_cli_passage_batch_writes_item_docids(tmp_path):
     from chitragupta.engine.corpus.ledger import Ledger
     from chitragupta.engine.corpus.sidecar import dump_sidecar, join_items

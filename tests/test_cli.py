@@ -1,5 +1,6 @@
 """The CLI end to end, in subprocesses."""
 
+import pytest
 import json
 import os
 import sys
@@ -71,6 +72,7 @@ def test_init_writes_commented_config(tmp_path):
     assert p.returncode == 1 and "--force" in p.stderr
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path):
     p = run_cli("demo", "-w", tmp_path / "demo", check=True)
     assert "sync: 37 entries" in p.stdout and "36 parsed" in p.stdout and "1 without a file" in p.stdout

@@ -14,7 +14,7 @@ from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT
 from chitragupta.engine.search import Retriever
 from chitragupta.engine.workspace import Workspace
 from chitragupta.kernels import BM25Params, reference, score_topk
-from conftest import make_workspace, run_cli
+from conftest import make_workspace, run_cli, run_main
 from oracle import tokens
 
 
@@ -201,13 +201,13 @@ def test_switched_off_loads_nothing(acro, monkeypatch):
 ])
 def test_malformed_vocabulary_names_file_and_line(acro, text, where):
     (acro.content / "acronyms.toml").write_text(text)
-    p = run_cli("search", "-w", acro.root, "dt")
+    p = run_main("search", "-w", acro.root, "dt")
     assert p.returncode == 1 and "acronyms.toml" in p.stderr and where in p.stderr, p.stderr
 
 
 def test_expansion_goes_to_stderr_and_the_log(acro):
-    p = run_cli("search", "-w", acro.root, "DT fidelity", "--log", "draft1", check=True)
-    assert "[note] acronym expansion added: dt -> digital twin" in p.stderr
+    p = run_main("search", "-w", acro.root, "DT fidelity", "--log", "draft1")
+    assert p.returncode == 0 and "[note] acronym expansion added: dt -> digital twin" in p.stderr
     log = (acro.content / "dossiers" / "draft1" / "retrieval.md").read_text().splitlines()
     assert "| dt -> digital twin |" in log[-1]
 

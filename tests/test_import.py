@@ -17,7 +17,7 @@ import pytest
 import chitragupta.engine.corpus.sync as sync_mod
 from chitragupta.engine.corpus.jsonl import iter_jsonl
 from chitragupta.engine.corpus.ledger import Ledger
-from chitragupta.engine.corpus.sync import _text_hash, assign_names, import_jsonl
+from chitragupta.engine.corpus.sync import text_hash, assign_names, import_jsonl
 from chitragupta.engine.workspace import Workspace, hashed_name, replace_in_folder, safe_name
 from conftest import random_docs, write_jsonl
 
@@ -56,7 +56,7 @@ def _consistent(ws, records: list[dict] | None = None) -> None:
         p = ws.root / row.parsed_path
         assert p.is_file(), f"{key}: row points at a missing file {row.parsed_path}"
         text = p.read_text(encoding="utf-8")
-        assert _text_hash(row.title, text, row.abstract) == row.source_hash, f"{key}: file is not the row's text"
+        assert text_hash(row.title, text, row.abstract) == row.source_hash, f"{key}: file is not the row's text"
         if key in by_key:
             assert text == by_key[key]["text"]
 
@@ -105,7 +105,7 @@ def test_fresh_import_writes_one_file_per_row(tmp_path):
     for d in docs:
         r = rows[d["_id"]]
         assert r.parsed_path == f"content/parsed/{d['_id']}.txt" and r.origin == str((tmp_path / "c.jsonl").resolve())
-        assert r.title == d["title"] and r.source_hash == _text_hash(d["title"], d["text"], d.get("abstract"))
+        assert r.title == d["title"] and r.source_hash == text_hash(d["title"], d["text"], d.get("abstract"))
     assert rows["d0005"].keywords == ("k one", "k two") and rows["d0006"].abstract == "an abstract"
     _consistent(ws, docs)
     assert sorted(p.name for p in ws.parsed_dir.iterdir()) == sorted(f"{d['_id']}.txt" for d in docs)
@@ -185,7 +185,7 @@ def test_a_changed_record_replaces_its_file_atomically(tmp_path):
             os.rename = real_rename
         assert p.read_bytes() == old_bytes  # the old file, whole
         assert not any(q.name.startswith(".") for q in ws.parsed_dir.iterdir())  # its temp file removed
-        assert _rows(ws)["d0004"].source_hash == _text_hash(docs[4]["title"], old_bytes.decode(), None)
+        assert _rows(ws)["d0004"].source_hash == text_hash(docs[4]["title"], old_bytes.decode(), None)
         ino = p.stat().st_ino
         import_jsonl(ws, src)
         assert p.read_text() == docs[4]["text"] and p.stat().st_ino != ino  # a new file renamed into place
@@ -374,7 +374,7 @@ def test_an_interrupted_import_leaves_whole_files_and_a_rerun_finishes(tmp_path,
             p = ws.root / row.parsed_path
             assert p.is_file(), f"{step} #{at}: {key} -> missing {row.parsed_path}"
             text = p.read_text(encoding="utf-8")
-            if _text_hash(row.title, text, row.abstract) != row.source_hash:
+            if text_hash(row.title, text, row.abstract) != row.source_hash:
                 assert text == new_text.get(key), f"{step} #{at}: {key}: neither its row's text nor its new one"
         import_jsonl(ws, trial / "c.jsonl")
         assert _state(ws) == want, f"{step} #{at}: the rerun differs from a clean run"
@@ -383,6 +383,7 @@ def test_an_interrupted_import_leaves_whole_files_and_a_rerun_finishes(tmp_path,
     assert at > 1 or step == "unlink"
 
 
+@pytest.mark.slow
 def test_sigkill_at_seeded_writes_with_moves_and_late_collisions(tmp_path):
     """Real SIGKILLs (``bench/_faults``' hook, just before the Nth write in the workspace) during an import
     that rewrites, removes, adds, and renames files for keys that fold together -- some of them found
@@ -417,7 +418,7 @@ def test_sigkill_at_seeded_writes_with_moves_and_late_collisions(tmp_path):
             f = ws.root / row.parsed_path
             assert f.is_file(), f"write {at}: {key} -> missing {row.parsed_path}"
             text = f.read_text(encoding="utf-8")
-            if _text_hash(row.title, text, row.abstract) != row.source_hash:
+            if text_hash(row.title, text, row.abstract) != row.source_hash:
                 assert text == new_text.get(key), f"write {at}: {key}: neither its row's text nor its new one"
         again = cli(argv, cwd=trial)
         assert again.returncode == 0, again.stderr

@@ -18,6 +18,8 @@ import pytest
 from bench.reliability import (_allowed_files, _reader_check, build_scenario, cli, concurrent_writers, diff,
                                kill_campaign, search_during_rebuild, snapshot)
 
+pytestmark = pytest.mark.slow  # SIGKILL campaigns and concurrent writers: the full CI run has them
+
 KILLS = int(os.environ.get("CHITRAGUPTA_KILLS", "6"))
 
 

@@ -122,7 +122,7 @@ def test_a_settled_index_is_opened_on_its_stamp_alone(tmp_path, spied):
     # the titles and snippets of hits come from the rows looked up on demand
     lazy = Retriever.open(ws).search("twin model", k=5)
     spied.clear()
-    manage._verified_path(ws, "document").unlink()
+    manage.verified_path(ws, "document").unlink()
     eager = Retriever.open(ws).search("twin model", k=5)
     assert spied and lazy.hits == eager.hits and lazy.hits
 

@@ -7,6 +7,7 @@ topic -1 is the correct answer, never forced into clusters.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -14,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("bertopic")
-pytest.importorskip("umap")
-pytest.importorskip("hdbscan")
+# Looked up, not imported: bertopic's import (torch, transformers) would cost every run's collection ~7 s.
+for _name in ("bertopic", "umap", "hdbscan"):
+    if importlib.util.find_spec(_name) is None:
+        pytest.skip(f"{_name} is not installed (the enrich extra)", allow_module_level=True)
 
 from conftest import make_workspace  # noqa: E402
 from chitragupta.engine.corpus.ledger import Ledger  # noqa: E402
@@ -162,6 +164,7 @@ def test_fit_needs_two_documents(n):
         fit_topics(X, ["x"] * n, [f"k{i}" for i in range(n)], TopicParams(), "cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3, 5, 9, 10])
 def test_small_corpora_are_all_outliers_not_errors(n):
     # Tight groups that *would* cluster with a smaller min_topic_size: the default keeps them in -1.
@@ -179,6 +182,7 @@ def test_small_corpora_are_all_outliers_not_errors(n):
     assert out["params"]["hdbscan"]["min_cluster_size"] == 10
 
 
+@pytest.mark.slow  # UMAP and HDBSCAN compile their numba kernels on first use
 def test_separated_groups_become_pure_topics():
     X, groups = blobs([25, 20, 15])
     keys = [f"k{i:02d}" for i in range(len(groups))]
@@ -194,6 +198,7 @@ def test_separated_groups_become_pure_topics():
     assert sorted(top[0]) == ["alpha", "beta"]
 
 
+@pytest.mark.slow  # UMAP compile, two fits
 def test_fit_is_reproducible():
     X, groups = blobs([20, 20, 12], seed=3)
     keys = [f"k{i:02d}" for i in range(len(groups))]

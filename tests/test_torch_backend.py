@@ -368,6 +368,7 @@ def test_retriever_on_torch_equals_numba(workspace, device):
         np.testing.assert_allclose([h.score for h in a.hits], [h.score for h in b.hits], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_cli_search_takes_backend_torch_and_device(workspace):
     from conftest import run_cli
 

@@ -54,6 +54,7 @@ def _hold(root, ready, seconds):
         time.sleep(seconds)
 
 
+@pytest.mark.slow
 def test_lock_busy_names_the_holder(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()

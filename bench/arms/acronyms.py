@@ -15,12 +15,9 @@ from bench.arms.keywords import jsonl
 
 def vocabulary(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The packaged acronym list (what a default install expands), plus ``extra``."""
-    from importlib import resources
+    from chitragupta.engine.expand import packaged_vocabulary
 
-    from chitragupta.engine.expand import PACKAGED, _read
-
-    text = resources.files("chitragupta.engine").joinpath(PACKAGED).read_text(encoding="utf-8")
-    vocab = _read(PACKAGED, text)
+    vocab = packaged_vocabulary()
     vocab.update(extra or {})
     return vocab
 

@@ -25,7 +25,7 @@ from chitragupta.engine.corpus.sidecar import dump_sidecar
 from chitragupta.errors import CorpusError, WorkspaceError
 from chitragupta.engine.workspace import Workspace, atomic_write_text, hashed_name, replace_in_folder, safe_name
 
-__all__ = ["SyncReport", "sync", "import_jsonl", "assign_names", "docling_artifacts_path"]
+__all__ = ["SyncReport", "sync", "import_jsonl", "assign_names", "docling_artifacts_path", "text_hash"]
 
 Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
@@ -280,7 +280,7 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
     return report
 
 
-def _text_hash(title: str, text: str, abstract: str | None) -> str:
+def text_hash(title: str, text: str, abstract: str | None) -> str:
     h = hashlib.blake2b(digest_size=16)
     for part in (title, text, abstract or ""):
         b = part.encode("utf-8", "surrogatepass")
@@ -581,7 +581,7 @@ def _import_records(ws: Workspace, path: Path, origin: str, existing: dict[str, 
         tb = title.encode("utf-8")
         ab = abstract.encode("utf-8") if abstract else b""
         digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
-                                   len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # _text_hash
+                                   len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # text_hash
         kw = _keywords_json(kws)
         row = (key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now())
         if wanted is None and old is not None and old[1] == "parsed" and old[3] == digest and old[2] == rel \

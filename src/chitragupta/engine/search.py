@@ -290,16 +290,18 @@ class Retriever:
             cached = {"idf": index.idf_, "norm": index.norm(params.k1, params.b), "bounds": index.bounds(params)}
         return score_topk(index.postings, batch, params, k, backend=self.backend, **cached)
 
-    def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document") -> Ranked:
+    def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document",
+                  max_per_source: int | None = None) -> Ranked:
         """Tokenize and score a batch: the fast path (no snippets, no titles; notes on demand).
 
-        For passages, ``[retrieval].max_passages_per_source`` is applied to the fully ranked list, so a
-        dominant source's excess promotes another source's passage rather than shortening the list.
+        For passages, ``[retrieval].max_passages_per_source`` (or ``max_per_source``) is applied to the
+        fully ranked list, so a dominant source's excess promotes another source's passage rather than
+        shortening the list.
         """
         k = _check_k(k)
         self._check_unit(unit)
         queries = list(queries)
-        expander = self._expander()
+        expander = self.expander()
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         if unit == "document":
             k = min(k, max(1, self.index.n_docs))
@@ -308,12 +310,14 @@ class Retriever:
         pidx = self.passage_index()
         k = min(k, max(1, pidx.n_passages))
         batch = pidx.query_batch_from_strings(queries, expander)
-        cap = self.workspace.config.retrieval.max_passages_per_source
+        cap = self.workspace.config.retrieval.max_passages_per_source if max_per_source is None else max_per_source
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise UsageError(f"max_per_source must be an integer >= 1, got {cap!r}")
         return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage", expander, batch)
 
-    def _expander(self):
-        """The acronym vocabulary, reloaded when content/acronyms.toml changes; None when switched off
-        (and then nothing is read at all)."""
+    def expander(self):
+        """The acronym expander (``engine.expand.Expander``: ``.expand(query)``), reloaded when
+        content/acronyms.toml changes; None when expansion is switched off (nothing is read then)."""
         if not self.workspace.config.retrieval.acronym_expansion:
             return None
         user = self.workspace.content / "acronyms.toml"
@@ -363,13 +367,23 @@ class Retriever:
     def citekey(self, doc_id: int) -> str:
         return self.index.citekeys[int(doc_id)]
 
-    def _unit_docid(self, unit: str, u: int) -> str:
-        if unit == "document":
-            return self.index.citekeys[u]
-        pidx = self.passage_index()
-        return f"{pidx.citekeys[int(pidx.p_doc[u])]}#{int(pidx.p_item[u])}"
-
     # -- turning ids into citable hits --------------------------------------------------------------
+    def _doc(self, citekey: str) -> int:
+        doc_id = self.index.doc_id(citekey)
+        if doc_id < 0:
+            raise UsageError(f"unknown citekey {citekey!r}" + _near(citekey, self.index.citekeys))
+        return doc_id
+
+    def body(self, citekey: str):
+        """The text the index read for ``citekey`` (``engine.index.source.Body``: ``.text`` after the
+        reference cut, ``.page_at(offset)``, the sidecar's ``.items``); empty when it is not on disk."""
+        return self._body(self._doc(citekey))
+
+    def parsed_path(self, citekey: str) -> Path | None:
+        """The parsed text file of ``citekey`` (``content/parsed/<name>.txt``), or None when it has none."""
+        rel = self._rows[self._doc(citekey)][3]
+        return self.workspace.root / rel if rel else None
+
     def _body(self, doc_id: int):
         _key, _title, _status, rel = self._rows[doc_id]
         if not rel or self.index.flags[doc_id] & FLAG_TEXT_MISSING:
@@ -399,10 +413,11 @@ class Retriever:
                             passage=item)
 
     def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document",
-                    snippet_chars: int | None = 0) -> list[SearchResponse]:
+                    snippet_chars: int | None = 0, max_per_source: int | None = None) -> list[SearchResponse]:
         """Batched search. Documents: ``snippet_chars=None`` uses the configured width, 0 (default)
-        skips snippets. Passages: each hit is its whole paragraph, with its page and item number."""
-        ranked = self.rank_many(queries, k, unit=unit)
+        skips snippets. Passages: each hit is its whole paragraph, with its page and item number
+        (``max_per_source`` as for ``rank_many``)."""
+        ranked = self.rank_many(queries, k, unit=unit, max_per_source=max_per_source)
         width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else snippet_chars
         terms, notes = ranked.terms, ranked.notes
         out, cache = [], {}
@@ -432,12 +447,10 @@ class Retriever:
             raise UsageError(f"n must be an integer >= 1, got {n!r}")
         if isinstance(width, bool) or not isinstance(width, int) or width < 1:
             raise UsageError(f"width must be an integer >= 1, got {width!r}")
-        doc_id = self.index.doc_id(citekey)
-        if doc_id < 0:
-            raise UsageError(f"unknown citekey {citekey!r}" + _near(citekey, self.index.citekeys))
+        doc_id = self._doc(citekey)
         terms, dropped = query_terms(query)
         notes = self._query_notes(query, terms, dropped)
-        expander = self._expander()
+        expander = self.expander()
         if expander is not None:
             exp = expander.expand(query)
             terms = terms + list(exp.added)

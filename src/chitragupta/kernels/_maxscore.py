@@ -8,8 +8,7 @@ The bound. ``ub[t]`` is the largest contribution ``idf * tf' * (k1 + 1) / (tf' +
 of term t -- computed at query time for the (k1, b, field weights) in use, by ``term_bounds``, the same
 expression over the term's postings, so nothing is stored in the index for it; the caller may keep the
 array and pass it again (entries < 0: not computed yet), and a term's bound is then computed once. It is
-10-35% below the bound that needs no pass, ``idf * (k1 + 1)``, measured over the terms of 200 stress
-queries on a 1M-document synthetic corpus (the rarer the term, the more). Sort a query's terms by ub
+well below the bound that needs no pass, ``idf * (k1 + 1)`` (bench/RESULTS.md has the figures). Sort a query's terms by ub
 ascending; ``pre[i]`` is the sum of the i smallest. With ``thr`` the heap's k-th score (0 until k hits are held), the ``ne`` terms with
 ``pre[ne] < thr`` are *non-essential*: a document holding none of the others scores at most pre[ne] and
 can never enter the heap -- a document scoring exactly thr could still win its tie by id, hence strict.
@@ -91,10 +90,7 @@ def _seek(a, s, e, x, guess):
     return _lower_bound(a, max(p + 1, s), hi, x)
 
 
-# How many postings ahead the essential adds prefetch norm[d]: sparse terms gather norm from all over
-# the tile (a miss each), the dense terms of the unpruned path walk it in order. Measured at 1M, k = 10:
-# 2.58-2.91 ms a query with the prefetch, 3.79 without (median of 7, one process).
-_AHEAD = 16
+_AHEAD = 16  # postings ahead the essential adds prefetch norm[d]: sparse terms miss cache on every gather
 
 
 @njit(cache=True)

@@ -106,10 +106,7 @@ def _drain(hs, hi, size, out_ids, out_scores):
 @njit(cache=True)
 def _offer(acc, cand, lo, hi_, k, hs, hi, size):
     """Offer ``cand[lo:hi_]`` to the bounded heap of the best k (size entries held); returns the size.
-
-    ``_push`` written out: through it (even inlined by numba) this loop measured 1.17x slower at k = 1000
-    (scifact, 1,000 queries).
-    """
+    ``_push`` written out: through it this loop was slower at large k."""
     for j in range(lo, hi_):
         d = cand[j]
         s = acc[d]
@@ -178,9 +175,7 @@ def _block_max(acc, bmax):
     """bmax[i] = max(0, max of acc over block i of _BLOCK documents).
 
     Eight independent running maxima per block: a single chain of max() waits on itself. The loop of
-    ``_span_max`` written out: through it (inlined) scifact k = 10 measured 0.91-0.92x against 0.99x for
-    two compiled copies of identical code in the same A/B harness (as a plain call 0.84x); the tiles'
-    passes use the helper, where it measured level.
+    ``_span_max`` written out: through the helper this path was slower (the tiles' passes use it).
     """
     n = acc.shape[0]
     full = n // _BLOCK
@@ -372,32 +367,14 @@ def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k,
                     acc[touched[i]] = 0.0
 
 
-# Documents per tile of the tiled dense path: a 512 KB float64 accumulator (plus 512 KB of norm),
-# within a 2 MB L2. Measured at 1M documents, 1 thread, k=10: 1.50 ms a query at 64k, 1.53 at 32k,
-# 1.69 at 128k.
-_TILE = 65536
-# Tiles only pay once the whole accumulator outgrows L2: at 100k documents (800 KB) the table path
-# measured 0.147 ms a query against 0.168-0.174 tiled.
-_TILED_MIN_DOCS = 262144
-# A query is scored by tiles when _TILED_DENSITY * its postings >= n_docs: the tiled pass visits every
-# document's slot (~0.3 ns each) while the sparse path pays ~8-10 ns a posting at 1M. Measured at 1M,
-# k=10, 32k tiles: 1.94 / 1.80 / 1.76 / 1.71 / 1.70 ms a query at 4 / 8 / 16 / 32 / 64.
-_TILED_DENSITY = 32
-# Those tiled queries are pruned (kernels/_maxscore.py, the same answer) when k * _PRUNE_DOCS_PER_K <=
-# n_docs. At 1M documents, 1 thread, kernel only, 1,000 stress queries, against the unpruned tiles in the
-# same process: k = 10 1.5-1.7x faster (loose bounds, 2026-12-02; tight per-term bounds add 1.07-1.11x),
-# k = 100 1.01x, k = 1000 0.80x (the heap's threshold stays low, survivors are many).
-_PRUNE_DOCS_PER_K = 4096
-# Pruned tiles (documents). Measured at 1M, k = 10, tight bounds, interleaved in one process (us a
-# query, tile / first tile): 16k/64k 991, 32k/32k 952, 32k/64k 969, 64k/64k 1031, 8k/64k 1016.
-_PRUNE_TILE = 32768
-_PRUNE_FIRST_TILE = 32768
-# The unpruned tiles keep their best k in a heap below this k, and collect hits past a rising threshold
-# at or above it (``_topk_tiled_collect``). At 1M, 1 thread, kernel only, collect against the heap (us a
-# query): k = 300 2,023 vs 1,852 (0.92x), 500 2,215 vs 2,194 (0.99x), 700 2,288 vs 2,367 (1.04x),
-# 1000 2,484 vs 2,786 (1.12x; again 2,435 vs 2,566), 5000 3,822 vs 6,023 (1.59x); k = 10 1,744 vs 1,466.
-# (Two compiled copies of identical code differed by up to 7% in this harness.)
-_COLLECT_MIN_K = 512
+# The constants below were chosen by measurement; the figures are in bench/RESULTS.md ("kernel constants").
+_TILE = 65536  # documents a tile: its float64 accumulator and norm slice stay in a 2 MB L2
+_TILED_MIN_DOCS = 262144  # below this the whole accumulator fits L2 and the table path is faster
+_TILED_DENSITY = 32  # tiles for a query with postings * this >= n_docs (a slot visit is cheaper than a posting)
+_PRUNE_DOCS_PER_K = 4096  # MaxScore when k * this <= n_docs: with larger k the threshold stays low
+_PRUNE_TILE = 32768  # MaxScore's tiles (documents)
+_PRUNE_FIRST_TILE = 32768  # its first tile, which raises the threshold before pruning starts
+_COLLECT_MIN_K = 512  # from this k the unpruned tiles collect past a threshold instead of keeping a heap
 
 
 @njit(cache=True, inline="always")
@@ -418,8 +395,7 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
 
     c is ``_contrib``, the expression ``_posting_table`` writes, so every addend has the same bits.
     """
-    # Indexing with unsigned ints drops numba's negative-index wraparound test from the hot loop
-    # (measured: 1.79 -> 1.55 ms a query at 1M documents); d - lo is never negative here.
+    # Unsigned indices drop numba's negative-index wraparound test from the hot loop; d - lo >= 0 here.
     if d1 == 0.0 and d2 == 0.0:
         # The common unweighted case: no field counts read, one predictable branch.
         for p in range(np.uint64(s), np.uint64(e)):
@@ -436,8 +412,7 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
 @njit(cache=True, inline="always")
 def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc):
     """Add the query's terms q_terms[a:a + nt] (ascending id) into the tile [lo, end_d); each term's
-    cursor cur[j] moves forward to the tile's end, found by binary search. (Inlined; against the loop
-    written out, 1M k = 300 / 1000 measured 0.94-0.99x, as two copies of identical code did.)"""
+    cursor cur[j] moves forward to the tile's end, found by binary search."""
     for j in range(nt):
         t = q_terms[a + j]
         s = cur[j]

@@ -21,7 +21,7 @@ from chitragupta.engine.config import toml_error
 from chitragupta.errors import ConfigError
 from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, _SEPARATE, tokenize
 
-__all__ = ["Expander", "Expansion", "load_expander", "STARTER", "PACKAGED"]
+__all__ = ["Expander", "Expansion", "load_expander", "packaged_vocabulary", "STARTER", "PACKAGED"]
 
 PACKAGED = "assets/style/acronyms.toml"
 _KEY = re.compile(r"[a-z0-9]+")
@@ -108,12 +108,17 @@ class Expander:
         return Expansion(tuple(added), tuple(pairs))
 
 
+def packaged_vocabulary() -> dict[str, str]:
+    """The acronyms chitragupta ships (``acronym -> phrase``), before a workspace's own."""
+    packaged = resources.files("chitragupta.engine").joinpath(PACKAGED).read_text(encoding="utf-8")
+    return _read(f"<package>/{PACKAGED}", packaged)
+
+
 def load_expander(content_dir: Path, enabled: bool) -> Expander | None:
     """The packaged vocabulary with ``content/acronyms.toml`` over it; None when expansion is off."""
     if not enabled:
         return None
-    packaged = resources.files("chitragupta.engine").joinpath(PACKAGED).read_text(encoding="utf-8")
-    vocab = _read(f"<package>/{PACKAGED}", packaged)
+    vocab = packaged_vocabulary()
     user = Path(content_dir) / "acronyms.toml"
     if user.is_file():
         try:

@@ -48,7 +48,7 @@ from chitragupta.engine.results import Note
 from chitragupta.engine.workspace import Workspace, atomic_write_text
 
 __all__ = ["OpenedIndex", "LedgerRows", "UNITS", "RACY_NS", "refresh", "open_current", "doc_folder", "index_folder",
-           "stamp"]
+           "stamp", "verified_path"]
 
 RACY_NS = 2_000_000_000  # a parsed-folder mtime younger than this is not trusted
 _VERIFIED = "VERIFIED"
@@ -181,7 +181,8 @@ def stamp(ws: Workspace) -> dict | None:
     return {"ledger": ledger_stamp, "parsed": parsed}
 
 
-def _verified_path(ws: Workspace, unit: str) -> Path:
+def verified_path(ws: Workspace, unit: str = "document") -> Path:
+    """Where the stamp of the last full up-to-date check is kept; removing it forces the next full check."""
     return index_folder(ws, unit) / _VERIFIED
 
 
@@ -189,7 +190,7 @@ def _stamp_matches(ws: Workspace, unit: str, index, current: dict | None) -> boo
     if current is None or getattr(index, "path", None) is None:
         return False
     try:
-        got = json.loads(_verified_path(ws, unit).read_text(encoding="utf-8"))
+        got = json.loads(verified_path(ws, unit).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(got, dict) and got.get("generation") == index.path.name and got.get("stamp") == current
@@ -202,7 +203,7 @@ def _record(ws: Workspace, unit: str, index, current: dict | None, rows) -> None
     if any(status == "parsed" and rel and rel.rpartition("/")[0] != "content/parsed" for _k, _t, status, rel in rows):
         return  # a file outside content/parsed/ would change without the folder's mtime noticing
     try:
-        atomic_write_text(_verified_path(ws, unit), json.dumps({"generation": index.path.name, "stamp": current}),
+        atomic_write_text(verified_path(ws, unit), json.dumps({"generation": index.path.name, "stamp": current}),
                           durable=False)
     except OSError:
         pass  # the check is only an optimization; a read-only workspace scans every time
