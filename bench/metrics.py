@@ -1,9 +1,12 @@
 """Retrieval metrics over a run (qid -> ranked doc ids) and judgments (qid -> {doc: grade}).
 
-Recall@k, MRR@k and nDCG@k as trec_eval defines them (linear gains = the grade, log2(rank + 1)
-discount, the ideal ranking over every judged relevant document); tests check them against ir-measures
-on the same runs. Queries without a relevant judgment are not scored; a judged query with no hits
-scores 0. Also: per-query better/worse/unchanged counts between two runs, the mean document frequency
+``evaluate`` is the package's own evaluation (``chitragupta.engine.evaluation.evaluate``: ir-measures on
+exactly the run's order), the same code ``chitragupta eval`` and ``chitragupta sweep`` use. ``recall``,
+``mrr``, ``ndcg`` and ``per_query`` are an independent implementation of Recall@k, MRR@k and nDCG@k as
+trec_eval defines them (linear gains = the grade, log2(rank + 1) discount, the ideal ranking over every
+judged relevant document), kept for per-query comparisons; tests check both against ir-measures called
+directly on the same runs. Queries without a relevant judgment are not scored; a judged query with no
+hits scores 0. Also: per-query better/worse/unchanged counts between two runs, the mean document frequency
 of a query's terms, and what a snippet looks like (mid-sentence edges).
 """
 
@@ -48,12 +51,11 @@ def per_query(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str,
 
 
 def evaluate(run, qrels, measures: Sequence[str] = STANDARD) -> dict[str, float]:
-    """Means over judged queries of measures written like ``"nDCG@10"``, ``"R@100"``, ``"MRR@5"``."""
-    out = {}
-    for m in measures:
-        vals = per_query(run, qrels, m)
-        out[m] = sum(vals.values()) / len(vals) if vals else 0.0
-    return out
+    """Means over judged queries of measures written like ``"nDCG@10"``, ``"R@100"``, ``"MRR@5"``: the
+    package's evaluation (ir-measures underneath), so the bench and ``chitragupta eval`` agree."""
+    from chitragupta.engine.evaluation import evaluate as package_evaluate
+
+    return package_evaluate(run, qrels, list(measures)).means
 
 
 def compare(base: Mapping[str, float], other: Mapping[str, float], eps: float = 1e-12) -> tuple[int, int, int]:

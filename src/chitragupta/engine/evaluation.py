@@ -1,0 +1,381 @@
+"""Evaluating a run against relevance judgments, with ir-measures underneath (the ``eval`` extra).
+
+    qrels = read_qrels("qrels.tsv")                      # BEIR TSV or TREC qrels, told apart by content
+    run = read_trec_run("out.trec")                      # qid -> doc ids, best first
+    result = evaluate(collapse_by_source(run), qrels.judgments, ["nDCG@10", "R@100"])
+    result.means["nDCG@10"]
+
+Judgments (``qrels``) come in two layouts, recognised from the first non-blank line:
+
+- BEIR TSV: ``query-id <TAB> corpus-id <TAB> score``, with a header line (any first line whose third
+  field is not an integer; a headerless file is read too);
+- TREC qrels: ``qid iteration docid relevance``, whitespace separated, no header (the second column is
+  ignored).
+
+Grades are integers; a (query, document) pair judged twice keeps its first grade (counted in ``notes``).
+
+A run is a TREC run, ``qid Q0 docid rank score tag``. A query's hits are ordered by score descending;
+equal scores keep the order of the rank column, then of the file (trec_eval would break such ties by
+docid descending instead; our own runs never disagree, since their ranks follow their scores). A doc id
+listed twice for one query keeps its best-ranked line. The ordered lists are handed to ir-measures with
+strictly decreasing scores, so it evaluates exactly that order.
+
+Which queries count: those of the qrels with at least one judgment of grade >= 1. A judged query with no
+run lines scores 0 on every measure (trec_eval ``-c``); ``skip_missing=True`` averages over the judged
+queries the run has instead. Run queries without judgments are not scored. Measures are written in
+ir-measures' syntax (``nDCG@10``, ``R@100``, ``MRR@10`` = ``RR@10``, ``P@5``, ``AP``, ``R(rel=2)@100``);
+nDCG uses the grades as gains, the binary measures count grade >= 1 as relevant unless told otherwise.
+
+``collapse_by_source`` turns a passage or chunk run (doc ids ``citekey#n``, as ``search --unit passage``
+and ``search --engine embed`` write them) into a source run: each citekey ranked where its best passage
+is (max-P), its other passages dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from chitragupta.errors import CorpusError, UsageError
+
+__all__ = ["DEFAULT_MEASURES", "Qrels", "TrecRun", "Evaluation", "read_qrels", "read_trec_run",
+           "collapse_by_source", "source_of", "split_measures", "parse_measures", "cutoff_of", "evaluate",
+           "passage_hint"]
+
+DEFAULT_MEASURES = ("nDCG@10", "R@100", "MRR@10")
+
+_PASSAGE_ID = re.compile(r"^(.+)#(\d+)$")
+
+
+@dataclass
+class Qrels:
+    """``judgments``: qid -> {docid: grade}, in file order; ``format``: "beir" or "trec"; ``notes``:
+    what was read but not taken as written (duplicate judgments)."""
+
+    judgments: dict[str, dict[str, int]]
+    format: str
+    path: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TrecRun:
+    """``ranked``: qid -> doc ids, best first, each once; ``lines``: the run lines read; ``notes``: what
+    was read but not taken as written (a doc id listed twice for one query)."""
+
+    ranked: dict[str, list[str]]
+    lines: int
+    path: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Evaluation:
+    """``means``: measure -> mean over ``queries``; ``per_query``: measure -> {qid: value} over the same
+    queries (0 for a judged query with no run lines). ``missing``: judged queries with no run lines
+    (scored 0, or left out with ``skip_missing``); ``unjudged``: run queries with no judgment of grade >= 1
+    (not scored); ``no_relevant``: qrels queries whose judgments are all below grade 1 (not scored)."""
+
+    means: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    queries: list[str]
+    missing: list[str]
+    unjudged: int
+    no_relevant: int
+    skip_missing: bool = False
+
+    def summary(self) -> str:
+        """One line on which queries the means are over."""
+        text = f"{len(self.queries)} judged queries evaluated"
+        if self.missing:
+            if self.skip_missing:
+                text += f"; {len(self.missing)} judged queries have no run lines and were left out"
+            else:
+                text += f" ({len(self.missing)} of them have no run lines and score 0)"
+        if self.unjudged:
+            text += f"; {self.unjudged} run queries have no judgment (not scored)"
+        if self.no_relevant:
+            text += f"; {self.no_relevant} qrels queries have no judgment of grade >= 1 (not scored)"
+        return text
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+def _lines(path: Path, what: str):
+    """(line number, text) of ``path``'s non-blank lines (``-``: standard input); unreadable files and non-UTF-8 lines are one
+    CorpusError each."""
+    try:
+        data = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+    except FileNotFoundError as err:
+        raise CorpusError(f"{path}: {what} file not found") from err
+    except IsADirectoryError as err:
+        raise CorpusError(f"{path}: is a directory, not a {what} file") from err
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read {what} file: {err.strerror or err}") from err
+    for n, raw in enumerate(data.splitlines(), start=1):
+        try:
+            text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+        except UnicodeDecodeError as err:
+            raise CorpusError(f"{path}:{n}: not UTF-8 text ({err.reason}); expected a {what} file") from err
+        if text.strip():
+            yield n, text
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+_BEIR = "BEIR qrels (query-id, corpus-id, score: 3 tab-separated fields after a header line)"
+_TREC = "TREC qrels (qid 0 docid relevance: 4 whitespace-separated fields)"
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """Judgments from a BEIR TSV (header line) or a TREC qrels file, told apart by the first line's fields.
+    A line that does not fit is a CorpusError naming the file, the line and what was expected."""
+    path = Path(path)
+    judgments: dict[str, dict[str, int]] = {}
+    fmt = None
+    duplicates = 0
+    first = None
+    for n, text in _lines(path, "qrels"):
+        parts = text.split()
+        if fmt is None:
+            first = n
+            if len(parts) == 3:
+                fmt = "beir"
+                if not _is_int(parts[2]):
+                    continue  # the header line
+            elif len(parts) == 4:
+                fmt = "trec"
+            else:
+                raise CorpusError(f"{path}:{n}: not a qrels line: expected {_BEIR} or {_TREC}, "
+                                  f"got {len(parts)} field(s)")
+        width, expected = (3, _BEIR) if fmt == "beir" else (4, _TREC)
+        if len(parts) != width:
+            raise CorpusError(f"{path}:{n}: expected {expected} like line {first}, got {len(parts)} field(s)")
+        qid, doc, grade = parts[0], parts[width - 2], parts[width - 1]
+        try:
+            g = int(grade)
+        except ValueError:
+            raise CorpusError(f"{path}:{n}: relevance {grade!r} is not an integer; expected {expected}") from None
+        rel = judgments.setdefault(qid, {})
+        if doc in rel:
+            duplicates += 1
+            continue
+        rel[doc] = g
+    if fmt is None or not judgments:
+        raise CorpusError(f"{path}: no judgments; expected {_BEIR} or {_TREC}")
+    notes = []
+    if duplicates:
+        notes.append(f"{path}: {duplicates} (query, document) pair(s) judged more than once; the first grade kept")
+    return Qrels(judgments, fmt, str(path), notes)
+
+
+def read_trec_run(path: str | Path) -> TrecRun:
+    """A TREC run (``qid Q0 docid rank score tag``) as qid -> doc ids best first (score descending, then
+    the rank column, then file order); a doc id listed twice for one query keeps its best line. A line
+    that does not fit is a CorpusError naming the file, the line and what was expected."""
+    path = Path(path)
+    rows: dict[str, list[tuple[float, int, int, str]]] = {}
+    lines = 0
+    for n, text in _lines(path, "run"):
+        parts = text.split()
+        if len(parts) != 6:
+            raise CorpusError(f"{path}:{n}: expected a TREC run line, 6 whitespace-separated fields "
+                              f"(qid Q0 docid rank score tag), got {len(parts)}")
+        qid, _q0, doc, rank, score, _tag = parts
+        try:
+            r = int(rank)
+        except ValueError:
+            raise CorpusError(f"{path}:{n}: rank {rank!r} is not an integer; expected qid Q0 docid rank score tag") \
+                from None
+        try:
+            s = float(score)
+        except ValueError:
+            s = math.nan
+        if not math.isfinite(s):
+            raise CorpusError(f"{path}:{n}: score {score!r} is not a finite number; "
+                              "expected qid Q0 docid rank score tag")
+        rows.setdefault(qid, []).append((-s, r, n, doc))
+        lines += 1
+    if not lines:
+        raise CorpusError(f"{path}: no run lines; expected a TREC run (qid Q0 docid rank score tag)")
+    ranked: dict[str, list[str]] = {}
+    duplicates = 0
+    for qid, hits in rows.items():
+        hits.sort()
+        seen: set[str] = set()
+        out = []
+        for *_, doc in hits:
+            if doc in seen:
+                duplicates += 1
+                continue
+            seen.add(doc)
+            out.append(doc)
+        ranked[qid] = out
+    notes = []
+    if duplicates:
+        notes.append(f"{path}: {duplicates} line(s) repeat a doc id already listed for their query; "
+                     "the best-ranked kept")
+    return TrecRun(ranked, lines, str(path), notes)
+
+
+# -- passages to sources ------------------------------------------------------------------------------
+
+def source_of(docid: str) -> str:
+    """The citekey of a passage or chunk id ``citekey#n``; any other id unchanged."""
+    m = _PASSAGE_ID.match(docid)
+    return m.group(1) if m else docid
+
+
+def collapse_by_source(run: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Max-P: each query's ranked ids mapped to their citekeys (``citekey#n`` -> ``citekey``), each
+    citekey kept at the rank of its best passage."""
+    out = {}
+    for qid, ids in run.items():
+        seen: set[str] = set()
+        keys = []
+        for d in ids:
+            k = source_of(d)
+            if k not in seen:
+                seen.add(k)
+                keys.append(k)
+        out[qid] = keys
+    return out
+
+
+def passage_hint(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> str | None:
+    """A note when a run's doc ids look like passage ids (``citekey#n``), none of them is judged, and their
+    citekeys are: the run wants ``collapse_by_source``."""
+    direct = collapsed = False
+    looks = False
+    for qid, ids in run.items():
+        rel = qrels.get(qid)
+        if not rel:
+            continue
+        for d in ids:
+            if d in rel:
+                direct = True
+                break
+            m = _PASSAGE_ID.match(d)
+            if m:
+                looks = True
+                collapsed = collapsed or m.group(1) in rel
+        if direct:
+            return None
+    if looks and collapsed:
+        return ("the run's doc ids look like passage ids (citekey#n) and none of them is judged, while their "
+                "citekeys are; --by-source scores each source at its best passage")
+    return None
+
+
+# -- measures -----------------------------------------------------------------------------------------
+
+def split_measures(text: str) -> list[str]:
+    """A comma list of measures, commas inside parentheses kept (``R(rel=2,judged_only=True)@10``)."""
+    out, depth, cur = [], 0, []
+    for c in text:
+        if c == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        depth += (c == "(") - (c == ")")
+        cur.append(c)
+    out.append("".join(cur).strip())
+    if any(not m for m in out):
+        raise UsageError(f"measures {text!r}: an empty name in the comma list (e.g. nDCG@10,R@100,MRR@10)")
+    return out
+
+
+def _ir_measures():
+    from chitragupta.extras import require
+
+    return require("ir_measures", "eval", "evaluation")
+
+
+def parse_measures(names: Sequence[str]) -> list[tuple[str, object]]:
+    """(name as written, ir-measures measure) for each name; an unknown or unsupported measure is a
+    UsageError naming it. Each is tried once on a one-document case, so a measure ir-measures cannot
+    compute here fails now, not after a sweep."""
+    ir = _ir_measures()
+    out = []
+    for name in names:
+        try:
+            m = ir.parse_measure(name.strip())
+        except Exception as err:  # ir-measures raises NameError, ValueError, ... for a bad measure
+            raise UsageError(f"unknown measure {name!r} ({err}); write measures as ir-measures does, "
+                             "e.g. nDCG@10, R@100, MRR@10, P@5, AP") from None
+        try:
+            list(ir.iter_calc([m], {"q": {"d": 1}}, {"q": {"d": 1.0}}))
+        except Exception as err:  # a measure no installed provider computes, or one missing a parameter
+            why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UsageError(f"ir-measures cannot compute {name!r} here: {why}") from None
+        out.append((name.strip(), m))
+    if not out:
+        raise UsageError("no measures given")
+    return out
+
+
+def cutoff_of(measure) -> int | None:
+    """A measure's rank cutoff (``@10`` -> 10), None when it has none."""
+    c = getattr(measure, "params", {}).get("cutoff")
+    return c if isinstance(c, int) else None
+
+
+# -- evaluating ---------------------------------------------------------------------------------------
+
+def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
+             measures: Sequence[str] | Sequence[tuple[str, object]] = DEFAULT_MEASURES, *,
+             skip_missing: bool = False) -> Evaluation:
+    """Means and per-query values of ``measures`` for ``run`` (qid -> doc ids, best first) against
+    ``qrels`` (qid -> {docid: grade}), computed by ir-measures on exactly the run's order.
+
+    Queries: those with a judgment of grade >= 1; one with no run lines scores 0 (or, with
+    ``skip_missing``, is left out). A UsageError when no query is left to evaluate."""
+    ir = _ir_measures()
+    if isinstance(measures, str):
+        measures = split_measures(measures)
+    if not measures:
+        raise UsageError("no measures given")
+    parsed = list(measures) if all(isinstance(m, tuple) for m in measures) else \
+        parse_measures([m if isinstance(m, str) else m[0] for m in measures])
+    judged = {q: rel for q, rel in qrels.items() if any(g > 0 for g in rel.values())}
+    no_relevant = len(qrels) - len(judged)
+    scored: dict[str, dict[str, float]] = {}
+    for q, rel in judged.items():
+        ids = run.get(q)
+        if not ids:
+            continue
+        seen: dict[str, float] = {}
+        n = len(ids)
+        for i, d in enumerate(ids):
+            if d not in seen:
+                seen[d] = float(n - i)  # strictly decreasing: ir-measures keeps this order
+        scored[q] = seen
+    missing = [q for q in judged if q not in scored]
+    unjudged = sum(1 for q in run if q not in judged)
+    queries = list(scored) if skip_missing else list(judged)
+    if not queries:
+        raise UsageError(f"nothing to evaluate: none of the run's {len(run)} queries has a judgment of grade >= 1 "
+                         f"in the qrels ({len(judged)} judged queries)" if judged else
+                         "nothing to evaluate: the qrels hold no judgment of grade >= 1")
+    labels: dict[object, list[str]] = {}
+    for label, m in parsed:
+        labels.setdefault(m, []).append(label)
+    values: dict[str, dict[str, float]] = {label: {} for label, _ in parsed}
+    if scored:
+        sub = {q: dict(judged[q]) for q in scored}
+        for metric in ir.iter_calc(list(labels), sub, scored):
+            for label in labels[metric.measure]:
+                values[label][metric.query_id] = float(metric.value)
+    per_query = {label: {q: values[label].get(q, 0.0) for q in queries} for label in values}
+    means = {label: math.fsum(v.values()) / len(queries) for label, v in per_query.items()}
+    return Evaluation(means, per_query, queries, missing, unjudged, no_relevant, skip_missing)
