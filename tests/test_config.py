@@ -38,10 +38,13 @@ def test_file_overrides_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("line, needle", [
-    ("k1 = -0.1", "a finite number >= 0"),
-    ("k1 = nan", "a finite number >= 0"),
-    ("k1 = inf", "a finite number >= 0"),
-    ("k1 = -inf", "a finite number >= 0"),
+    ("k1 = -0.1", "a number in [0, 1000]"),
+    ("k1 = nan", "a number in [0, 1000]"),
+    ("k1 = inf", "a number in [0, 1000]"),
+    ("k1 = -inf", "a number in [0, 1000]"),
+    ("k1 = 1e308", "a number in [0, 1000]"),  # passed before and scored inf
+    ("weight_title = 1e308", "a number in [0, 1000]"),
+    ("weight_abstract = 1001", "a number in [0, 1000]"),
     ("b = 1.01", "[0, 1]"),
     ("b = -0.5", "[0, 1]"),
     ("b = nan", "[0, 1]"),
@@ -100,3 +103,29 @@ def test_config_is_frozen():
     with pytest.raises(Exception):
         cfg.retrieval.k1 = 3.0
     assert math.isfinite(cfg.workspace.lock_timeout)
+
+
+@pytest.mark.parametrize("line, needle", [
+    ('method = "borda"', '"rrf", "minmax"'),
+    ("rrf_k = -1", "[0, 100000]"),
+    ("weight_dense = 1e308", "[0, 1000]"),
+    ("depth = 0", "[1, 100000]"),
+])
+def test_bad_hybrid_values_rejected(tmp_path, line, needle):
+    p = write(tmp_path, f"[hybrid]\n{line}\n")
+    with pytest.raises(ConfigError) as ei:
+        load_config(p)
+    assert "[hybrid]" in str(ei.value) and needle in str(ei.value)
+
+
+def test_the_largest_allowed_dials_score_finite(tmp_path):
+    """k1 and the field weights at their bound still give finite scores (1e308 passed and gave inf)."""
+    import math
+
+    from conftest import make_workspace, random_docs
+    from chitragupta.engine.search import Retriever
+
+    ws = make_workspace(tmp_path, random_docs(5, 40))
+    (ws / "config.toml").write_text("[retrieval]\nk1 = 1000\nweight_title = 1000\nweight_abstract = 1000\n")
+    resp = Retriever.open(ws).search("twin digital model", k=5, snippet_chars=0)
+    assert resp.hits and all(math.isfinite(h.score) and h.score > 0 for h in resp.hits)

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "index": ("chitragupta.cli.index_cmd", "build or update the BM25 index"),
     "search": ("chitragupta.cli.search_cmd", "search the workspace (one query, or a batch to a TREC run file)"),
     "evidence": ("chitragupta.cli.evidence_cmd", "one document's passages that bear on a query"),
+    "explain": ("chitragupta.cli.explain_cmd", "each query term's tf, idf and share of one document's BM25 score"),
     "eval": ("chitragupta.cli.eval_cmd", "score a TREC run against qrels (BEIR TSV or TREC) with ir-measures"),
     "sweep": ("chitragupta.cli.sweep_cmd", "score a k1 x b grid on your queries and qrels: table, CSV, heat map"),
     "enrich": ("chitragupta.cli.enrich_cmd", "optional enrichment: --stages docling,embed,bertopic (the enrich extra)"),

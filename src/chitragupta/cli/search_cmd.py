@@ -23,9 +23,10 @@ def add_arguments(p) -> None:
     p.add_argument("--snippet-chars", type=int, default=None, help="snippet width (default: [retrieval].snippet_chars)")
     p.add_argument("--unit", choices=["document", "passage"], default="document",
                    help="rank whole documents (default) or the sidecar's paragraphs")
-    p.add_argument("--engine", choices=["bm25", "embed"], default="bm25",
-                   help="bm25 (default), or embed: the embedding index `chitragupta enrich --stages embed` builds "
-                        "(ranks chunks; needs the enrich extra)")
+    p.add_argument("--engine", choices=["bm25", "embed", "hybrid"], default="bm25",
+                   help="bm25 (default); embed: the embedding index `chitragupta enrich --stages embed` builds "
+                        "(ranks chunks; needs the enrich extra); hybrid: both fused per source ([hybrid] in the "
+                        "config; BM25 alone, with a note, when the embedding index is missing)")
     p.add_argument("--no-update", action="store_true", help="search the index as it is, even if the ledger changed")
     p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
 
@@ -133,6 +134,10 @@ def run(args) -> int:
         from chitragupta.cli.enrich_cmd import search_embed
 
         return search_embed(args)
+    if args.engine == "hybrid":
+        from chitragupta.cli.hybrid_cmd import search_hybrid
+
+        return search_hybrid(args)
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
         retriever = Retriever.open(ws, update=not args.no_update, backend=args.backend, device=args.device,

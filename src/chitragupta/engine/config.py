@@ -20,6 +20,7 @@ from chitragupta.errors import ConfigError
 __all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "toml_error", "DEFAULTS_NAME"]
 
 DEFAULTS_NAME = "defaults.toml"
+FUSION_METHODS = ("rrf", "minmax")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,15 @@ def _nonneg(v) -> bool:
     return math.isfinite(v) and v >= 0
 
 
+# BM25's dials are bounded far beyond any useful value, but below where scores overflow: with k1 or a
+# field weight of 1e308, tf * (k1 + 1) and tf + (w - 1) * tf_title are inf and every score is inf or nan.
+DIAL_MAX = 1000.0
+
+
+def _dial(v) -> bool:
+    return math.isfinite(v) and 0 <= v <= DIAL_MAX
+
+
 _backend_check, _backend_allowed = _choice(_backends)
 _parser_check, _parser_allowed = _choice(_parsers)
 _stemmer_check, _stemmer_allowed = _choice(_stemmers)
@@ -75,12 +85,12 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "docling_artifacts_path": Setting(str, "a folder path, or empty for none"),
     },
     "retrieval": {
-        "k1": Setting(float, "a finite number >= 0", _nonneg),
+        "k1": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
         "b": Setting(float, "a number in [0, 1]", lambda v: math.isfinite(v) and 0.0 <= v <= 1.0),
         "backend": Setting(str, _backend_allowed, _backend_check),
         "threads": Setting(int, "an integer >= 0 (0: every core)", lambda v: v >= 0),
-        "weight_title": Setting(float, "a finite number >= 0", _nonneg),
-        "weight_abstract": Setting(float, "a finite number >= 0", _nonneg),
+        "weight_title": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
+        "weight_abstract": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
         "acronym_expansion": Setting(bool, "true or false"),
         "stemmer": Setting(str, _stemmer_allowed, _stemmer_check, index_level=True),
         "snippet_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
@@ -100,6 +110,15 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "umap_n_neighbors": Setting(int, "an integer >= 2", lambda v: v >= 2),
         "umap_n_components": Setting(int, "an integer >= 1", lambda v: v >= 1),
         "seed": Setting(int, "an integer >= 0", lambda v: v >= 0),
+        "query_prefix": Setting(str, "a string put before every query before it is encoded (empty: none)"),
+        "passage_prefix": Setting(str, "a string put before every chunk before it is encoded (empty: none)"),
+    },
+    "hybrid": {
+        "method": Setting(str, 'one of "rrf", "minmax"', lambda v: v in FUSION_METHODS),
+        "rrf_k": Setting(float, "a number in [0, 100000]", lambda v: math.isfinite(v) and 0 <= v <= 1e5),
+        "weight_bm25": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
+        "weight_dense": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
+        "depth": Setting(int, "an integer in [1, 100000]", lambda v: 1 <= v <= 100_000),
     },
     "workspace": {
         "lock_timeout": Setting(float, "a finite number of seconds >= 0", _nonneg),
@@ -127,6 +146,7 @@ class Config:
     parser: Any
     retrieval: Any
     enrich: Any
+    hybrid: Any
     workspace: Any
 
     def index_settings(self) -> dict[str, Any]:

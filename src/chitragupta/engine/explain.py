@@ -1,0 +1,111 @@
+"""Why a document scored what it did: each query term's tf, idf and share of its BM25 score.
+
+    ex = explain(Retriever.open("my-review"), "digital twin fidelity", "smith2020")
+    ex.terms          # TermScore per distinct query term (typed, or added by acronym expansion)
+    ex.score          # the sum of the contributions: the document's BM25 score for the query
+    ex.rank           # its rank among every document, ties broken as search breaks them (by index order)
+
+The arithmetic is the reference scorer's (``chitragupta.kernels.reference``), term by term in the order
+it adds them, so ``score`` equals what the reference gives the document bit for bit, and the rank is
+counted over the reference's scores of every document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from chitragupta.engine.tokenize import query_terms
+from chitragupta.kernels.reference import score_dense
+from chitragupta.kernels.types import bm25_idf
+
+__all__ = ["TermScore", "Explanation", "explain"]
+
+
+@dataclass(frozen=True)
+class TermScore:
+    """One distinct indexed query term in one document."""
+
+    term: str                     # as the index holds it (the stem, for a stemmed index)
+    origin: str                   # "query" (typed), or "expansion" (added by acronym expansion)
+    df: int                       # documents holding it
+    idf: float                    # ln(1 + (N - df + 0.5) / (df + 0.5))
+    tf: int                       # occurrences in the document
+    tf_fields: dict[str, int]     # of which in each weighted field (title, abstract)
+    tf_weighted: float            # tf + sum (weight - 1) x tf_field: what BM25 saturates
+    contribution: float           # idf x tf' x (k1 + 1) / (tf' + norm); 0 when tf' is 0
+
+
+@dataclass
+class Explanation:
+    query: str
+    citekey: str
+    title: str
+    k1: float
+    b: float
+    field_weights: dict[str, float]
+    doc_len: int
+    avgdl: float
+    norm: float                   # k1 x (1 - b + b x doc_len / avgdl)
+    n_docs: int
+    terms: list[TermScore] = field(default_factory=list)
+    score: float = 0.0            # sum of the contributions
+    rank: int | None = None       # 1-based among every document; None when the document is not a hit
+    hits: int = 0                 # documents the query matches with a positive score
+    dropped: list[str] = field(default_factory=list)   # query words never indexed (stopwords, short)
+    unknown: list[str] = field(default_factory=list)   # query words in no document
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def explain(retriever, query: str, citekey: str) -> Explanation:
+    """Explain ``citekey``'s BM25 document score for ``query`` under the retriever's k1, b and field
+    weights (its configuration). UsageError for an unknown citekey (with near names)."""
+    index, params = retriever.index, retriever.params
+    doc = retriever._doc(citekey)
+    p = index.postings
+    expander = retriever.expander()
+    batch = index.query_batch_from_strings([query], expander)
+    term_ids = batch.terms[batch.indptr[0]:batch.indptr[1]].astype(np.int64)
+    typed, dropped = query_terms(query)
+    typed_ids = {index.vocab.find(index.index_term(t)) for t in typed}
+    unknown = [t for t in typed if index.vocab.find(index.index_term(t)) < 0]
+
+    idf = bm25_idf(p.df(), p.n_docs)
+    avgdl = p.avgdl()
+    dl = float(p.doc_len[doc])
+    norm = float(params.k1 * (1.0 - params.b + params.b * (dl / avgdl)))
+    k1p1 = params.k1 + 1.0
+    active = params.active_fields()
+    rows, total = [], 0.0
+    for t in term_ids.tolist():
+        lo, hi = int(p.indptr[t]), int(p.indptr[t + 1])
+        docs = p.indices[lo:hi]
+        j = int(np.searchsorted(docs, doc))
+        tf, fields = 0, {name: 0 for name, _ in params.field_weights}
+        if j < docs.shape[0] and int(docs[j]) == doc:
+            tf = int(p.tf[lo + j])
+            fields = {name: int(p.fields[name][lo + j]) for name, _ in params.field_weights if name in p.fields}
+        w = float(tf)
+        for name, delta in active:
+            w = w + delta * float(fields.get(name, 0))
+        contrib = float(idf[t] * w * k1p1 / (w + norm)) if w > 0 else 0.0
+        total += contrib
+        rows.append(TermScore(term=index.vocab[t], origin="query" if t in typed_ids else "expansion",
+                              df=hi - lo, idf=float(idf[t]), tf=tf, tf_fields=fields, tf_weighted=w,
+                              contribution=contrib))
+    ex = Explanation(query=query, citekey=citekey, title=retriever._rows[doc][1], k1=params.k1, b=params.b,
+                     field_weights=dict(params.field_weights), doc_len=int(dl), avgdl=avgdl, norm=norm,
+                     n_docs=p.n_docs, terms=rows, dropped=dropped, unknown=unknown)
+    ex.score = total
+    if term_ids.size:
+        scores, matched = score_dense(p, term_ids, params)  # every document, for the rank
+        hit = matched & (scores > 0)
+        ex.hits = int(hit.sum())
+        if hit[doc]:
+            s = scores[doc]  # equal to ``total``: the same operations in the same order
+            ex.rank = 1 + int(np.count_nonzero(hit & (scores > s))) + \
+                int(np.count_nonzero(hit[:doc] & (scores[:doc] == s)))
+    return ex

@@ -1,0 +1,313 @@
+"""Hybrid search (BM25 + the embedding index, fused per source), the encoder's prefixes, and explain.
+
+The fusion is checked against a plain-Python reference on random lists; the searcher against fusing
+BM25's and the embedding index's own rankings by hand; explain against the search's scores and ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import make_workspace, random_docs, run_main, write_jsonl
+from chitragupta.enrich.hybrid import fuse
+
+
+# -- the fusion, against a slow reference ------------------------------------------------------------
+
+def _reference(b_lists, d_lists, k, method, rrf_k, wb, wd):
+    out = []
+    for b, d in zip(b_lists, d_lists):
+        score, rb, rd = {}, {}, {}
+        for lst, w, ranks in ((b, wb, rb), (d, wd, rd)):
+            if not lst:
+                continue
+            vals = [s for _i, s in lst]
+            lo, hi = min(vals), max(vals)
+            for r, (i, s) in enumerate(lst, start=1):
+                ranks[i] = r
+                if method == "rrf":
+                    c = w / (rrf_k + r)
+                else:
+                    c = w * ((s - lo) / (hi - lo) if hi > lo else 1.0)
+                score[i] = score.get(i, 0.0) + c
+        big = 1 << 62
+        order = sorted(score, key=lambda i: (-score[i], rb.get(i, big), rd.get(i, big), i))[:k]
+        out.append([(i, score[i]) for i in order])
+    return out
+
+
+def _grid(lists, n):
+    ids = np.full((len(lists), n), -1, dtype=np.int64)
+    sc = np.full((len(lists), n), -np.inf)
+    for q, lst in enumerate(lists):
+        for j, (i, s) in enumerate(lst):
+            ids[q, j], sc[q, j] = i, s
+    return ids, sc
+
+
+def _random_lists(rng, nq, n_ids, depth):
+    out = []
+    for _ in range(nq):
+        m = int(rng.integers(0, depth + 1))
+        ids = rng.choice(n_ids, size=min(m, n_ids), replace=False)
+        scores = np.sort(rng.choice([0.5, 1.0, 1.5, 2.0, 3.25], size=ids.size))[::-1]  # ties on purpose
+        out.append(list(zip(ids.tolist(), scores.tolist())))
+    return out
+
+
+@pytest.mark.parametrize("method", ["rrf", "minmax"])
+@pytest.mark.parametrize("seed", range(6))
+def test_fuse_equals_the_reference(method, seed):
+    rng = np.random.default_rng(seed)
+    nq, depth, k = 25, 12, 7
+    b, d = _random_lists(rng, nq, 30, depth), _random_lists(rng, nq, 30, depth)
+    wb, wd = [(1.0, 1.0), (2.0, 0.5), (1.0, 0.0), (0.0, 1.0), (0.3, 1.7), (1.0, 1.0)][seed]
+    rrf_k = [60.0, 0.0, 1.0, 60.0, 10.0, 2.5][seed]
+    bi, bs = _grid(b, depth)
+    di, ds = _grid(d, depth)
+    got = fuse(bi, bs, di, ds, k, method=method, rrf_k=rrf_k, weight_bm25=wb, weight_dense=wd)
+    want = _reference(b, d, k, method, rrf_k, wb, wd)
+    for q in range(nq):
+        n = int((got.ids[q] >= 0).sum())
+        assert got.ids[q, :n].tolist() == [i for i, _ in want[q]], q
+        assert np.allclose(got.scores[q, :n], [s for _, s in want[q]], rtol=1e-12, atol=0)
+        assert (got.ids[q, n:] == -1).all()
+
+
+def test_rrf_by_hand():
+    # A: bm25 rank 1, dense rank 3; B: bm25 2; C: dense 1; D: bm25 3, dense 2
+    bi = np.array([[10, 11, 13]])
+    di = np.array([[12, 13, 10]])
+    got = fuse(bi, np.ones((1, 3)), di, np.ones((1, 3)), 4, rrf_k=60)
+    want = {10: 1 / 61 + 1 / 63, 13: 1 / 63 + 1 / 62, 11: 1 / 62, 12: 1 / 61}
+    assert got.ids[0].tolist() == [10, 13, 12, 11]  # dense rank 1 (1/61) beats BM25 rank 2 (1/62)
+    assert got.ids[0].tolist() == sorted(want, key=lambda i: -want[i])
+    assert got.bm25_rank[0].tolist() == [1, 3, 0, 2] and got.dense_rank[0].tolist() == [3, 2, 1, 0]
+    # an exact tie goes to the better BM25 rank
+    tie = fuse(np.array([[1, 2]]), np.ones((1, 2)), np.array([[2, 1]]), np.ones((1, 2)), 2, rrf_k=60)
+    assert tie.ids[0].tolist() == [1, 2] and tie.scores[0, 0] == tie.scores[0, 1]
+
+
+def test_fuse_refuses_an_unknown_method():
+    from chitragupta.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="rrf"):
+        fuse(np.zeros((1, 1), np.int64), np.ones((1, 1)), np.zeros((1, 1), np.int64), np.ones((1, 1)), 1,
+             method="borda")
+
+
+# -- explain ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bm25_ws(tmp_path_factory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("explain"), random_docs(11, 120))
+
+
+@pytest.mark.parametrize("weights", [(1.0, 1.0), (2.5, 1.0), (0.0, 3.0)])
+def test_explain_terms_sum_to_the_search_score_and_give_its_rank(bm25_ws, weights):
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.explain import explain
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
+
+    cfg = load_config(overrides={"retrieval": {"weight_title": weights[0], "weight_abstract": weights[1],
+                                               "k1": 1.2, "b": 0.6}})
+    r = Retriever.open(Workspace.open(bm25_ws, cfg))
+    for query in ("twin digital model", "sensor fidelity bridge water", "query index bm25 ranking"):
+        resp = r.search(query, k=120, snippet_chars=0)
+        assert resp.hits
+        for rank, hit in enumerate(resp.hits, start=1):
+            ex = explain(r, query, hit.citekey)
+            assert ex.score == pytest.approx(hit.score, rel=1e-9)
+            assert math.fsum(t.contribution for t in ex.terms) == pytest.approx(ex.score, rel=1e-12)
+            assert ex.rank == rank and ex.hits == len(resp.hits)
+            assert all(t.tf_weighted == t.tf + sum((w - 1) * t.tf_fields[f] for f, w in
+                                                   (("title", weights[0]), ("abstract", weights[1])))
+                       for t in ex.terms)
+        miss = next(k for k in (f"d{i:04d}" for i in range(120)) if k not in {h.citekey for h in resp.hits})
+        ex = explain(r, query, miss)
+        assert ex.score == 0 and ex.rank is None and all(t.tf == 0 for t in ex.terms)
+
+
+def test_explain_marks_expansion_terms_and_unknown_citekeys(bm25_ws):
+    from chitragupta.engine.explain import explain
+    from chitragupta.engine.search import Retriever
+    from chitragupta.errors import UsageError
+
+    r = Retriever.open(bm25_ws)
+    (r.workspace.content / "acronyms.toml").write_text('[acronyms]\nDT = "digital twin"\n')
+    try:
+        top = r.search("DT", k=1, snippet_chars=0)[0]
+        ex = explain(r, "DT", top.citekey)
+        assert {t.term: t.origin for t in ex.terms} == {"dt": "query", "digital": "expansion", "twin": "expansion"}
+        assert ex.score == pytest.approx(top.score, rel=1e-9) and ex.rank == 1
+    finally:
+        (r.workspace.content / "acronyms.toml").unlink()
+    with pytest.raises(UsageError, match="unknown citekey 'd9999'"):
+        explain(r, "twin", "d9999")
+
+
+def test_explain_cli_table_and_json(bm25_ws):
+    p = run_main("explain", "-w", bm25_ws, "twin digital model of the", "--citekey", "d0003", "--json")
+    assert p.returncode == 0, p.stderr
+    ex = json.loads(p.stdout)
+    assert ex["citekey"] == "d0003" and "the" in ex["dropped"] and "of" in ex["dropped"]
+    assert sum(t["contribution"] for t in ex["terms"]) == pytest.approx(ex["score"])
+    p = run_main("explain", "-w", bm25_ws, "twin digital model", "-c", "d0003")
+    assert p.returncode == 0 and "contribution" in p.stdout and "(the sum of the contributions)" in p.stdout
+    p = run_main("explain", "-w", bm25_ws, "twin", "-c", "nope")
+    assert p.returncode == 1 and p.stderr.startswith("error: unknown citekey 'nope'")
+
+
+# -- hybrid search over a real embedding index ------------------------------------------------------
+
+from test_enrich import _cli, _import, corpus_records, encoder  # noqa: E402,F401  (the session's MiniLM)
+
+QUERIES = ["digital twin of a bridge", "coral reef bleaching", "fabricated citations in language models",
+           "soil nitrogen and crop yield", "measles vaccine antibody", "ion channel structure"]
+
+
+@pytest.fixture(scope="module")
+def hybrid_ws(tmp_path_factory, encoder) -> Path:
+    root = _import(tmp_path_factory.mktemp("hyb") / "ws", corpus_records())
+    assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
+    return root
+
+
+def _by_hand(root: Path, queries, k, depth=100, rrf_k=60.0):
+    """RRF of BM25's ranking and the embedding index's ranking collapsed to sources, in plain Python."""
+    from chitragupta.engine.search import Retriever
+    from chitragupta.enrich.search import EmbedSearcher
+
+    r = Retriever.open(root)
+    e = EmbedSearcher.open(root, device="cpu")
+    bm = r.rank_many(queries, depth).keys()
+    out = []
+    for q, query in enumerate(queries):
+        dense = []
+        for row, _s in e.rank_many([query], depth * 4, max_per_source=depth)[0]:
+            key = e.citekey(row)
+            if key not in dense:
+                dense.append(key)
+        score, rb, rd = {}, {}, {}
+        for lst, ranks in ((bm[q], rb), (dense[:depth], rd)):
+            for rank, key in enumerate(lst, start=1):
+                ranks[key] = rank
+                score[key] = score.get(key, 0.0) + 1.0 / (rrf_k + rank)
+        keys = sorted(score, key=lambda c: (-score[c], rb.get(c, 1 << 30), rd.get(c, 1 << 30),
+                                            r.index.doc_id(c)))
+        out.append([(c, score[c]) for c in keys[:k]])
+    return out
+
+
+@pytest.mark.enrich
+def test_hybrid_equals_rrf_of_the_two_rankings_by_hand(hybrid_ws):
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    h = HybridSearcher.open(hybrid_ws, device="cpu")
+    hr = h.rank_many(QUERIES, 5)
+    want = _by_hand(hybrid_ws, QUERIES, 5)
+    assert hr.keys() == [[c for c, _ in w] for w in want]
+    for q, w in enumerate(want):
+        assert np.allclose(hr.fused.scores[q, :len(w)], [s for _, s in w], rtol=1e-12)
+    # every source at most once, and the fused list is never shorter than either list's distinct sources
+    assert all(len(set(keys)) == len(keys) for keys in hr.keys())
+
+
+@pytest.mark.enrich
+def test_hybrid_hits_are_citable_with_the_bm25_snippet(hybrid_ws):
+    from chitragupta.engine.search import Retriever
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    h = HybridSearcher.open(hybrid_ws, device="cpu")
+    resp = h.search("digital twin of a bridge", k=3, snippet_chars=120)
+    assert resp.hits[0].citekey == "bridge" and resp.hits[0].title == "A study of bridge"
+    bm = Retriever.open(hybrid_ws).search("digital twin of a bridge", k=7, snippet_chars=120)
+    snippet = {x.citekey: x.snippet for x in bm.hits}
+    for hit in resp.hits:
+        if hit.citekey in snippet:  # BM25 retrieved it: BM25's window
+            assert hit.snippet == snippet[hit.citekey]
+        else:  # the embedding side alone found it: its best chunk's window
+            assert hit.snippet and len(hit.snippet) <= 120
+    notes = " ".join(n.text for n in resp.notes)
+    assert "fusion rrf (k=60)" in notes and "BM25 unit document" in notes
+
+
+@pytest.mark.enrich
+def test_hybrid_without_an_embedding_index_is_bm25_alone_with_a_note(tmp_path, encoder):
+    from chitragupta.engine.search import Retriever
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    root = _import(tmp_path / "ws", corpus_records())
+    h = HybridSearcher.open(root, device="cpu")
+    resp = h.search("coral reef ocean heat", k=4, snippet_chars=0)
+    assert any("hybrid search is BM25 alone" in n.text and "enrich --stages embed" in n.text for n in resp.notes)
+    bm = Retriever.open(root).search("coral reef ocean heat", k=4, snippet_chars=0)
+    assert [x.citekey for x in resp.hits] == [x.citekey for x in bm.hits]
+
+
+@pytest.mark.enrich
+def test_hybrid_notes_sources_the_embedding_index_lacks(tmp_path, encoder):
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    recs = corpus_records()
+    root = _import(tmp_path / "ws", recs)
+    assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
+    _import(root, recs + [{"_id": "late", "title": "A late addition", "text": "coral reef bleaching " * 30}])
+    resp = HybridSearcher.open(root, device="cpu").search("coral reef bleaching", k=3)
+    assert any("not in the embedding index" in n.text for n in resp.notes)
+    assert "late" in [x.citekey for x in resp.hits]  # BM25 still finds it
+
+
+@pytest.mark.enrich
+def test_hybrid_cli_single_and_batch(hybrid_ws, tmp_path):
+    p = run_main("search", "-w", hybrid_ws, "--engine", "hybrid", "digital twin of a bridge", "-k", "3", "--json")
+    assert p.returncode == 0, p.stderr
+    hits = json.loads(p.stdout)
+    assert [h["citekey"] for h in hits][0] == "bridge" and len(hits) == 3
+    q = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": t} for i, t in enumerate(QUERIES)])
+    run = tmp_path / "hyb.trec"
+    p = run_main("search", "-w", hybrid_ws, "--engine", "hybrid", "--queries", q, "--run", run, "-k", "4")
+    assert p.returncode == 0, p.stderr
+    assert "engine hybrid" in p.stderr and "fusion rrf" in p.stderr
+    lines = [x.split() for x in run.read_text().splitlines()]
+    want = _by_hand(hybrid_ws, QUERIES, 4)
+    assert [(x[0], x[2]) for x in lines] == [(f"q{i}", c) for i, w in enumerate(want) for c, _ in w]
+    assert all(x[5] == "chitragupta-hybrid" for x in lines)
+
+
+@pytest.mark.enrich
+def test_hybrid_passage_unit_without_sidecars_is_the_dense_side_with_notes(hybrid_ws):
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    h = HybridSearcher.open(hybrid_ws, unit="passage", device="cpu")
+    resp = h.search("coral reef bleaching", k=3, snippet_chars=100)
+    assert any(n.kind == "no-passages" for n in resp.notes)
+    assert resp.hits and all(hit.snippet and hit.passage is not None for hit in resp.hits)
+
+
+# -- prefixes for e5/bge-style models ---------------------------------------------------------------
+
+@pytest.mark.enrich
+def test_query_and_passage_prefixes(encoder, tmp_path, capsys):
+    from chitragupta.engine.config import load_config
+    from chitragupta.enrich.embed import load_encoder, recipe
+
+    enc = load_encoder(load_config(overrides={"enrich": {"query_prefix": "query: ",
+                                                         "passage_prefix": "passage: "}}).enrich, "cpu")
+    assert enc is not encoder
+    assert np.allclose(enc.encode_queries(["coral reefs"]), encoder.encode(["query: coral reefs"]), atol=1e-6)
+    assert np.allclose(enc.encode(["coral reefs"]), encoder.encode(["passage: coral reefs"]), atol=1e-6)
+    assert "passage_prefix" not in recipe(encoder) and recipe(enc)["passage_prefix"] == "passage: "
+    # a passage prefix changes every vector: the store is rebuilt, not mixed
+    root = _import(tmp_path / "ws", corpus_records()[:2])
+    assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
+    capsys.readouterr()
+    (root / "config.toml").write_text('[enrich]\npassage_prefix = "passage: "\n')
+    assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
+    assert "rebuilt from scratch" in capsys.readouterr().out
