@@ -1,22 +1,43 @@
-"""Reading a BEIR-style corpus (``{"_id", "title", "text", "keywords"?}`` per line), streaming.
+"""Reading a BEIR-style corpus (``{"_id", "title", "text", "keywords"?}`` per line), streaming, and the
+queries of a batch search (``{"_id", "text"}`` per line).
 
 A bad line is reported with its line number and skipped; the rest is read. A duplicate ``_id`` keeps the
-first record.
+first record. What a line may hold, and what becomes of what it may not:
+
+- ``_id``: a string or an integer. Empty, or holding white space, a control character, a NUL or a lone
+  surrogate escape (``"\\ud800"``: not Unicode text), it skips the line with a warning naming the line and
+  the field -- a TREC run is split on white space, so such an id could be imported but never written.
+- ``title``, ``text``, ``abstract``: strings (a missing one is ""). A lone surrogate escape becomes
+  U+FFFD and is reported; a NUL becomes a space.
+- An integer longer than Python's ``int`` conversion allows (``sys.get_int_max_str_digits()``, 4,300
+  digits) never stops the read: in ``_id`` or a text field it skips the line with a warning; in a field
+  this reader ignores, it is ignored.
+- A line longer than ``MAX_LINE_BYTES`` (64 MiB) stops the read with a CorpusError naming the file and
+  the line: nothing past it is read, so ``/dev/zero`` or a file with no newline costs bounded memory.
+
+The input must be a regular file; the queries may also come from a pipe (``--queries /dev/stdin``),
+read once. A folder, a device or a socket is refused by what it is, without being opened.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+import unicodedata
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from chitragupta.errors import CorpusError
 
-__all__ = ["JsonlRecord", "iter_jsonl", "iter_records", "read_queries", "NOT_JSON"]
+__all__ = ["JsonlRecord", "iter_jsonl", "iter_records", "read_queries", "open_input", "bad_id",
+           "NOT_JSON", "MAX_LINE_BYTES"]
 
 NOT_JSON = "not valid JSON"  # the problem text of a line that does not parse
+MAX_LINE_BYTES = 64 << 20  # one line (one record or query) at most; a longer one stops the read
 
 
 @dataclass(frozen=True)
@@ -29,12 +50,41 @@ class JsonlRecord:
     line: int
 
 
+class _HugeInt:
+    """A JSON integer with more digits than ``int()`` converts (Python's ``int_max_str_digits``): kept as
+    its digit count, so the line is judged by the field it is in instead of raising ValueError."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
+def _parse_int(s: str):
+    try:
+        return int(s)
+    except ValueError:
+        return _HugeInt(len(s.lstrip("-")))
+
+
+# json's own decoder (the C scanner json.loads ends in), with integers through the hook above
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
+_SCAN = _DECODER.scan_once
+
+
+def _what(v) -> str:
+    """A value's kind as a message names it."""
+    if isinstance(v, _HugeInt):
+        return f"an integer of {v.digits} digits (over Python's limit)"
+    return type(v).__name__
+
+
 def _str_field(obj: dict, name: str, where: str, problems: list[str]) -> str | None:
     v = obj.get(name)
     if v is None:
         return ""
     if not isinstance(v, str):
-        problems.append(f"{where}: field {name!r} must be a string, got {type(v).__name__}; line skipped")
+        problems.append(f"{where}: field {name!r} must be a string, got {_what(v)}; line skipped")
         return None
     return v.replace("\x00", " ")
 
@@ -42,10 +92,136 @@ def _str_field(obj: dict, name: str, where: str, problems: list[str]) -> str | N
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def bad_id(key: str) -> str | None:
+    """Why ``key`` cannot be an ``_id`` (a citekey or a query id a TREC run carries), or None when it can:
+    empty, white space (which splits a TREC line), a control character, or a lone surrogate."""
+    if not key:
+        return "is empty"
+    if key.isascii() and key.isprintable() and " " not in key:
+        return None  # the common case, decided without a scan
+    for c in key:
+        if "\ud800" <= c <= "\udfff":
+            return f"holds a lone surrogate escape U+{ord(c):04X} (not Unicode text)"
+        if c.isspace():
+            return f"holds white space (U+{ord(c):04X}), which a TREC run cannot carry"
+        if c == "\x00":
+            return "holds a NUL byte"
+        if unicodedata.category(c) == "Cc":
+            return f"holds a control character (U+{ord(c):04X})"
+    return None
+
+
 def _has_surrogate(*fields) -> bool:
     """Whether a lone surrogate is in any field (strings, or a list of them): an all-ASCII string holds none."""
     strs = [f for f in fields if isinstance(f, str)] + [k for f in fields if isinstance(f, list) for k in f]
     return not all(x.isascii() for x in strs) and any(_SURROGATE.search(x) for x in strs if not x.isascii())
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISFIFO, "a pipe (FIFO)"))
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is ("a directory", ...); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_input(path: Path, what: str, *, pipes: bool = False) -> BinaryIO:
+    """``path`` opened for reading in binary, after checking what it is: a regular file, or with
+    ``pipes`` a pipe (read once, as a stream). Anything else -- a folder, a device (``/dev/zero``, a
+    terminal), a socket, a pipe where one cannot be read -- is a CorpusError that says what it is, and is
+    never opened (opening a FIFO waits for a writer). ``what``: "corpus", "queries", for the messages."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as err:
+        raise CorpusError(f"{path}: {what} file not found") from err
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read {what} file ({err.strerror or err})") from err
+    kind = _kind(st.st_mode)
+    if kind is not None and not (pipes and stat.S_ISFIFO(st.st_mode)):
+        if stat.S_ISFIFO(st.st_mode):
+            raise CorpusError(f"{path}: is {kind}; a {what} file is read more than once, so save the stream to "
+                              "a file first (e.g. `cat > corpus.jsonl`) and give that")
+        raise CorpusError(f"{path}: is {kind}, not a {what} file (JSON lines)")
+    try:
+        f = open(path, "rb")
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read {what} file ({err.strerror or err})") from err
+    try:
+        again = _kind(os.fstat(f.fileno()).st_mode)
+    except OSError:
+        again = "not a regular file"
+    if again is not None and again != kind:  # replaced between the check and the open
+        f.close()
+        raise CorpusError(f"{path}: is {again}, not a {what} file (JSON lines)")
+    return f
+
+
+def _lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) of ``f``; a line over MAX_LINE_BYTES is a CorpusError (nothing more is read)."""
+    limit = MAX_LINE_BYTES
+    n = 0
+    for raw in iter(partial(f.readline, limit + 1), b""):
+        n += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            raise CorpusError(f"{path}:{n}: line longer than {limit >> 20} MiB (not a JSON-lines file?); "
+                              "stopped reading there")
+        yield n, raw
+
+
+def _decode_line(raw: bytes, n: int, where: str, problems: list[str]) -> str:
+    try:
+        return raw.decode("utf-8-sig" if n == 1 else "utf-8")
+    except UnicodeDecodeError:
+        problems.append(f"{where}: not UTF-8; undecodable bytes replaced with U+FFFD")
+        return raw.decode("utf-8", errors="replace")
+
+
+def _decode(line: str):
+    """``json.loads(line)`` with the integer hook: its BOM check, then the decoder."""
+    if line.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", line, 0)
+    return _DECODER.decode(line)
+
+
+def _parse(line: str, where: str, problems: list[str]):
+    """The line's JSON value, or None (reported) when it is not JSON."""
+    try:
+        try:  # the C scanner json.loads ends in, without its Python wrappers; anything odd goes to decode
+            obj, end = _SCAN(line, 0)
+            if line[end:].strip(" \t\n\r"):  # after the value, only JSON's own white space
+                obj = _decode(line)  # what follows the value: decode says how it is wrong
+        except (StopIteration, ValueError, RecursionError):
+            obj = _decode(line)
+    except json.JSONDecodeError as err:
+        problems.append(f"{where}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
+    except RecursionError:  # json's own nesting limit
+        problems.append(f"{where}: {NOT_JSON} (nested too deeply); line skipped")
+    except ValueError as err:  # nothing json raises past the hook; kept so no line can stop the read
+        problems.append(f"{where}: {NOT_JSON} ({err}); line skipped")
+    else:
+        return obj
+    return None
+
+
+def _id_of(obj: dict, where: str, problems: list[str]) -> str | None:
+    """The record's ``_id`` as a string, or None (reported) when it cannot be one."""
+    key = obj.get("_id")
+    if type(key) is not str:
+        if isinstance(key, _HugeInt):
+            problems.append(f"{where}: '_id' is {_what(key)}; line skipped")
+            return None
+        if isinstance(key, bool) or not isinstance(key, int):
+            problems.append(f"{where}: '_id' must be a string or an integer; line skipped")
+            return None
+        return str(key)
+    why = bad_id(key)
+    if why is not None:
+        problems.append(f"{where}: '_id' {key!r} {why}; line skipped")
+        return None
+    return key
 
 
 Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int]  # JsonlRecord's fields, in its order
@@ -59,53 +235,26 @@ def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
 
 def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
     """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line): the bulk import's
-    reader. A lone surrogate escape (``"\\ud800"``, which no UTF-8 file can hold) is replaced with U+FFFD
-    in a field and reported; in an ``_id`` it skips the line."""
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError as err:
-        raise CorpusError(f"{path}: corpus file not found") from err
-    except OSError as err:
-        raise CorpusError(f"{path}: cannot read corpus file: {err}") from err
+    reader. See the module docstring for what skips a line and what is replaced."""
+    f = open_input(path, "corpus")
     seen: set[str] = set()
-    loads = json.loads
-    scan = json.decoder.JSONDecoder().scan_once  # json.loads' own scanner (its default decoder's settings)
     with f:
-        for n, raw in enumerate(f, start=1):
+        for n, raw in _lines(f, path):
             if raw.isspace():
                 continue
-            try:
-                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
-            except UnicodeDecodeError:
-                problems.append(f"{path}:{n}: not UTF-8; undecodable bytes replaced with U+FFFD")
-                line = raw.decode("utf-8", errors="replace")
-            try:
-                try:  # the C scanner json.loads ends in, without its Python wrappers; anything odd goes to loads
-                    obj, end = scan(line, 0)
-                    if line[end:].strip(" \t\n\r"):  # after the value, only JSON's own white space
-                        obj = loads(line)  # what follows the value: loads says how it is wrong
-                except (StopIteration, ValueError, RecursionError):
-                    obj = loads(line)
-            except json.JSONDecodeError as err:
-                problems.append(f"{path}:{n}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
-                continue
-            except RecursionError:  # json's own nesting limit
-                problems.append(f"{path}:{n}: {NOT_JSON} (nested too deeply); line skipped")
+            where = f"{path}:{n}"
+            line = _decode_line(raw, n, where, problems)
+            obj = _parse(line, where, problems)
+            if obj is None:
                 continue
             if type(obj) is not dict:
-                problems.append(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}; line skipped")
+                problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
                 continue
-            key = obj.get("_id")
-            if type(key) is not str:
-                if isinstance(key, bool) or not isinstance(key, int):
-                    problems.append(f"{path}:{n}: '_id' must be a string or an integer; line skipped")
-                    continue
-                key = str(key)
-            if not key.strip() or "\x00" in key:
-                problems.append(f"{path}:{n}: '_id' {key!r} is empty or holds a NUL byte; line skipped")
+            key = _id_of(obj, where, problems)
+            if key is None:
                 continue
             if key in seen:
-                problems.append(f"{path}:{n}: duplicate _id {key!r}; the first record is kept, this one skipped")
+                problems.append(f"{where}: duplicate _id {key!r}; the first record is kept, this one skipped")
                 continue
             title, text, abstract = obj.get("title"), obj.get("text"), obj.get("abstract")
             if type(title) is str and type(text) is str and (abstract is None or type(abstract) is str):
@@ -116,7 +265,6 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
                 if abstract and "\x00" in abstract:
                     abstract = abstract.replace("\x00", " ")
             else:  # a missing field is "", anything else but a string skips the line (each reported)
-                where = f"{path}:{n}"
                 title = _str_field(obj, "title", where, problems)
                 text = _str_field(obj, "text", where, problems)
                 abstract = _str_field(obj, "abstract", where, problems)
@@ -126,14 +274,10 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
             if isinstance(kws, str):
                 kws = [k for k in (x.strip() for x in kws.split(";")) if k]
             if not isinstance(kws, list) or not all(isinstance(k, str) for k in kws):
-                problems.append(f"{path}:{n}: 'keywords' must be a list of strings; line skipped")
+                problems.append(f"{where}: 'keywords' must be a list of strings; line skipped")
                 continue
-            if b"\\" in raw and _has_surrogate(key, title, text, abstract, kws):  # only a \\u escape makes one
-                if _SURROGATE.search(key):
-                    problems.append(f"{path}:{n}: '_id' {key!r} holds a lone surrogate escape (not Unicode text); "
-                                    "line skipped")
-                    continue
-                problems.append(f"{path}:{n}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
+            if b"\\" in raw and _has_surrogate(title, text, abstract, kws):  # only a \\u escape makes one
+                problems.append(f"{where}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
                 title, text = _SURROGATE.sub("\ufffd", title), _SURROGATE.sub("\ufffd", text)
                 abstract = _SURROGATE.sub("\ufffd", abstract) if abstract else abstract
                 kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
@@ -142,44 +286,36 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
 
 
 def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:
-    """BEIR queries ``{"_id", "text"}``: (id, text) pairs in file order; bad lines reported and skipped."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as err:
-        raise CorpusError(f"{path}: queries file not found") from err
-    except OSError as err:
-        raise CorpusError(f"{path}: cannot read queries file: {err}") from err
+    """BEIR queries ``{"_id", "text"}``: (id, text) pairs in file order; bad lines reported and skipped.
+    ``path`` may be a pipe (``/dev/stdin``), read once. An ``_id`` follows the corpus's rule (no white
+    space, control character or lone surrogate: a TREC run carries it); a lone surrogate in ``text``
+    becomes U+FFFD, reported."""
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for n, raw in enumerate(data.splitlines(), start=1):
-        where = f"{path}:{n}"
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw.decode("utf-8-sig" if n == 1 else "utf-8", errors="replace"))
-        except json.JSONDecodeError as err:
-            problems.append(f"{where}: not valid JSON ({err.msg} at column {err.colno}); line skipped")
-            continue
-        except RecursionError:
-            problems.append(f"{where}: not valid JSON (nested too deeply); line skipped")
-            continue
-        if not isinstance(obj, dict):
-            problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
-            continue
-        qid, text = obj.get("_id"), obj.get("text")
-        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
-            problems.append(f"{where}: '_id' must be a non-empty string or integer; line skipped")
-            continue
-        qid = str(qid)
-        if any(c.isspace() for c in qid):
-            problems.append(f"{where}: '_id' {qid!r} holds whitespace, which a TREC run cannot carry; line skipped")
-            continue
-        if not isinstance(text, str):
-            problems.append(f"{where}: 'text' must be a string; line skipped")
-            continue
-        if qid in seen:
-            problems.append(f"{where}: duplicate query _id {qid!r}; the first is kept, this one skipped")
-            continue
-        seen.add(qid)
-        out.append((qid, text))
+    with open_input(path, "queries", pipes=True) as f:
+        for n, raw in _lines(f, path):
+            if raw.isspace():
+                continue
+            where = f"{path}:{n}"
+            obj = _parse(_decode_line(raw, n, where, problems), where, problems)
+            if obj is None:
+                continue
+            if not isinstance(obj, dict):
+                problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
+                continue
+            qid = _id_of(obj, where, problems)
+            if qid is None:
+                continue
+            text = obj.get("text")
+            if not isinstance(text, str):
+                problems.append(f"{where}: 'text' must be a string, got {_what(text)}; line skipped")
+                continue
+            if qid in seen:
+                problems.append(f"{where}: duplicate query _id {qid!r}; the first is kept, this one skipped")
+                continue
+            if not text.isascii() and _SURROGATE.search(text):
+                problems.append(f"{where}: lone surrogate escape(s) in 'text' (not Unicode text) replaced with U+FFFD")
+                text = _SURROGATE.sub("\ufffd", text)
+            seen.add(qid)
+            out.append((qid, text))
     return out

@@ -11,14 +11,29 @@ the database when it is created. ``change_stamp()`` returns both with the schema
 mean the rows are as they were, which lets a search skip re-reading a large ledger. (A per-row INSERT
 trigger would catch a hand-typed INSERT too, but costs 30 us a row, 6x an upsert; ``chitragupta index``
 always compares every row, so it is the answer to an INSERT typed by hand.)
+
+Opened with ``create=False`` (every reader: search, index checks, enrich), the ledger is never written
+(``PRAGMA query_only``), so a read-only workspace (``chmod -R a-w``, a read-only mount) can be searched:
+where the file or folder cannot be written it is opened ``mode=ro``, and where even that cannot read it
+(a write-ahead-log database needs a ``-shm`` file the folder cannot hold) ``immutable=1`` -- when no
+write-ahead log is pending; else it says so.
+
+A damaged ledger (bytes overwritten, a truncated file, not SQLite at all) or one that cannot be written
+(a full disk, a read-only folder) is a one-line WorkspaceError naming ``content/ledger.sqlite`` and what
+to do, from any method, never a ``sqlite3`` traceback. Text that is not UTF-8 in a row (a hand edit, a
+damaged page) is read with the bad bytes as U+FFFD and logged once as a warning.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
+import os
 import secrets
 import sqlite3
 import time
+import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +41,9 @@ from typing import Iterable, Iterator
 
 from chitragupta.errors import WorkspaceError
 
-__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS"]
+__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS", "ledger_error"]
+
+_log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 STATUSES = ("parsed", "no-file", "failed")
@@ -98,44 +115,189 @@ class LedgerRow:
     def _from_sql(cls, r: tuple) -> "LedgerRow":
         d = dict(zip(_COLUMNS, r))
         kw = d.pop("keywords")
-        return cls(keywords=tuple(json.loads(kw)) if kw else (), **d)
+        keywords: tuple = ()
+        if kw:
+            try:
+                got = json.loads(kw)
+            except (ValueError, RecursionError):  # a hand-edited or damaged row: no keywords, not a traceback
+                got = []
+            keywords = tuple(k for k in got if isinstance(k, str)) if isinstance(got, list) else ()
+        if d["status"] not in STATUSES:  # only a damaged file gets past the CHECK constraint
+            d["reason"] = f"damaged ledger row (status {d['status']!r}); run sync or import again"
+            d["status"] = "failed"
+        return cls(keywords=keywords, **d)
 
     def with_(self, **changes) -> "LedgerRow":
         return replace(self, **changes)
 
 
+_DECODE = "Could not decode to UTF-8"  # sqlite3's message for TEXT that is not UTF-8
+
+
+def ledger_error(path: Path, err: Exception) -> "WorkspaceError":
+    """The one-line error for a sqlite3 failure on the ledger at ``path``: what it means, what to do."""
+    msg = str(err) or type(err).__name__
+    low = msg.lower()
+    if "readonly" in low or "read-only" in low:
+        return WorkspaceError(f"{path}: cannot write the ledger ({msg}): the workspace is read-only; searching "
+                              "works as it is, writing needs a writable copy of the workspace")
+    if "locked" in low or "busy" in low:
+        return WorkspaceError(f"{path}: the ledger is locked by another process ({msg}); try again when it finishes")
+    if "full" in low or "i/o error" in low or "out of memory" in low:
+        return WorkspaceError(f"{path}: the ledger could not be written ({msg}); nothing was half-written: free "
+                              "space (or fix the disk) and run the command again")
+    if "unable to open" in low:
+        return WorkspaceError(f"{path}: cannot open the ledger ({msg}); check that the file and its folder are "
+                              "readable (and writable, to sync or import)")
+    return WorkspaceError(
+        f"{path}: the ledger is damaged or not a chitragupta ledger ({msg}); move it aside "
+        f"(mv {path} {path}.damaged) and run `chitragupta sync` or `chitragupta import FILE.jsonl` again to "
+        f"rebuild it (the sqlite3 shell's `.recover` may save its rows)")
+
+
+def _checked(method):
+    """Run a Ledger method with sqlite3's failures turned into ``ledger_error``; a read that meets text
+    that is not UTF-8 is run again with the bad bytes decoded as U+FFFD (logged once)."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.OperationalError, UnicodeDecodeError) as err:
+            if (isinstance(err, UnicodeDecodeError) or _DECODE in str(err)) and self._lenient():
+                return run(self, *args, **kwargs)
+            raise ledger_error(self.path, err) from None
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise  # a bug in this code's SQL, not the file's fault
+        except sqlite3.DatabaseError as err:
+            raise ledger_error(self.path, err) from None
+
+    return run
+
+
+_WARNED: set[str] = set()  # ledgers whose undecodable text this process has warned about
+
+
+def _replace_decode(b: bytes) -> str:
+    return b.decode("utf-8", errors="replace")
+
+
 class Ledger:
-    """The SQLite ledger at ``content/ledger.sqlite``. Use as a context manager, or call ``close``."""
+    """The SQLite ledger at ``content/ledger.sqlite``. Use as a context manager, or call ``close``.
+
+    ``create=False``: the ledger must exist, and is opened read-only (see the module docstring)."""
 
     def __init__(self, path: Path, *, create: bool = True, shared: bool = False):
         """``shared``: the connection may be used from other threads (the caller serializes access)."""
         self.path = Path(path)
+        self.problems: list[str] = []  # what was read around (text that is not UTF-8), once each
         if not create and not self.path.exists():
             raise WorkspaceError(
                 f"{self.path}: no ledger yet; run `chitragupta sync` (BibTeX) or `chitragupta import FILE.jsonl` first"
             )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not create and self.path.is_dir():
+            raise WorkspaceError(f"{self.path}: is a directory, not a ledger; move it aside and run sync or import")
+        self._db = None
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=not shared)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_DDL)
-            got = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if got is None:
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(got[0]) != SCHEMA_VERSION:
-                raise WorkspaceError(
-                    f"{self.path}: ledger schema {got[0]} is not the supported {SCHEMA_VERSION}"
-                )
-            if self._db.execute("SELECT value FROM meta WHERE key='ledger_id'").fetchone() is None:
-                # a ledger from before the change stamp (or a new one): its counter starts here
-                self._db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)",
-                                     [("ledger_id", secrets.token_hex(8)), ("changes", "0")])
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                                           check_same_thread=not shared)
+                self._setup()
+            else:
+                self._db = self._open_readonly(shared)
         except sqlite3.DatabaseError as err:
-            raise WorkspaceError(f"{self.path}: not a usable ledger database ({err}); move it aside and re-run sync") from err
+            if self._db is not None:
+                self._db.close()
+            raise ledger_error(self.path, err) from None
+        except WorkspaceError:
+            if self._db is not None:
+                self._db.close()
+            raise
+
+    def _setup(self) -> None:
+        db = self._db
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_DDL)
+        got = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if got is None:
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        else:
+            self._check_schema(got[0])
+        if db.execute("SELECT value FROM meta WHERE key='ledger_id'").fetchone() is None:
+            # a ledger from before the change stamp (or a new one): its counter starts here
+            db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)",
+                           [("ledger_id", secrets.token_hex(8)), ("changes", "0")])
+
+    def _check_schema(self, value) -> None:
+        if str(value) != str(SCHEMA_VERSION):
+            raise WorkspaceError(f"{self.path}: ledger schema {value} is not the supported {SCHEMA_VERSION}")
+
+    def _open_readonly(self, shared: bool) -> sqlite3.Connection:
+        """A connection that never writes: an ordinary one with ``query_only`` set (so closing it tidies the
+        write-ahead log as a writer's would); where the folder or file cannot be written, ``mode=ro``; where
+        even that cannot read a write-ahead-log database (it needs a ``-shm`` file it cannot make),
+        ``immutable=1``."""
+        uri = "file:" + urllib.parse.quote(str(self.path.absolute()))
+        first: sqlite3.DatabaseError | None = None
+        for target, as_uri in ((str(self.path), False), (uri + "?mode=ro", True), (uri + "?mode=ro&immutable=1", True)):
+            if target.endswith("immutable=1"):
+                wal = Path(f"{self.path}-wal")
+                try:
+                    pending = wal.stat().st_size > 0
+                except OSError:
+                    pending = False
+                if pending:  # immutable would read around the log's committed writes
+                    raise WorkspaceError(
+                        f"{self.path}: cannot be read in this read-only folder: its write-ahead log ({wal.name}) "
+                        f"holds writes not yet in the ledger ({first}); open the workspace once where it can "
+                        "be written (any chitragupta command), or copy it somewhere writable")
+            db = None
+            try:
+                db = sqlite3.connect(target, uri=as_uri, timeout=30.0, isolation_level=None,
+                                     check_same_thread=not shared)
+                db.execute("PRAGMA query_only = ON")
+                got = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                db.execute("SELECT citekey FROM sources LIMIT 0").fetchall()
+            except sqlite3.OperationalError as err:
+                if db is not None:
+                    db.close()
+                low = str(err).lower()
+                if not target.endswith("immutable=1") and ("readonly" in low or "read-only" in low
+                                                           or "unable to open" in low):
+                    first = first or err  # a read-only folder or file: the next, more careful way
+                    continue
+                raise
+            except sqlite3.DatabaseError:
+                if db is not None:
+                    db.close()
+                raise
+            if got is not None:
+                try:
+                    self._check_schema(got[0])
+                except WorkspaceError:
+                    db.close()
+                    raise
+            return db
+        raise first  # pragma: no cover - the loop returns or raises
+
+    def _lenient(self) -> bool:
+        """Switch to decoding text with U+FFFD for bad bytes (once); False when already switched."""
+        if self._db.text_factory is _replace_decode:
+            return False
+        self._db.text_factory = _replace_decode
+        note = (f"{self.path}: some rows hold text that is not UTF-8 (a hand edit or a damaged page?); "
+                "read with the bad bytes as U+FFFD; run sync or import again to rewrite them")
+        self.problems.append(note)
+        if str(self.path) not in _WARNED:  # a command opens the ledger more than once: one warning
+            _WARNED.add(str(self.path))
+            _log.warning(note)
+        return True
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
 
     def __enter__(self) -> "Ledger":
         return self
@@ -145,16 +307,32 @@ class Ledger:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """All writes inside commit together or not at all."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """All writes inside commit together or not at all. A failure to begin or commit (locked, a full
+        disk, a damaged file) is ``ledger_error``; after any failure nothing of the transaction is kept."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as err:
+            raise ledger_error(self.path, err) from None
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._rollback()
             raise
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as err:
+            self._rollback()
+            raise ledger_error(self.path, err) from None
+
+    def _rollback(self) -> None:
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite rolls a failed transaction back itself; a rollback that fails has nothing left
 
     # -- reads ----------------------------------------------------------------------------------
+    @_checked
     def rows(self, origin: str | None = None) -> list[LedgerRow]:
         """Every row (or those from one origin), in citekey order."""
         sql = f"SELECT {', '.join(_COLUMNS)} FROM sources"
@@ -166,22 +344,27 @@ class Ledger:
         rows.sort(key=lambda r: r.citekey)
         return rows
 
+    @_checked
     def index_view(self) -> list[tuple[str, str, str, str | None]]:
         """(citekey, title, status, parsed_path) of every row, in citekey order: what the index reads."""
         got = self._db.execute("SELECT citekey, title, status, parsed_path FROM sources").fetchall()
         got.sort(key=lambda r: r[0])
         return got
 
+    @_checked
     def get(self, citekey: str) -> LedgerRow | None:
         r = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM sources WHERE citekey = ?", (citekey,)).fetchone()
         return LedgerRow._from_sql(r) if r else None
 
+    @_checked
     def citekeys(self) -> list[str]:
         return sorted(r[0] for r in self._db.execute("SELECT citekey FROM sources"))
 
+    @_checked
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM sources").fetchone()[0])
 
+    @_checked
     def change_stamp(self) -> str:
         """``<ledger_id>:<changes>:<schema cookie>``: changes whenever any row is written, or the tables or
         triggers are redefined (see the module docstring)."""
@@ -189,6 +372,7 @@ class Ledger:
         cookie = self._db.execute("PRAGMA schema_version").fetchone()[0]
         return f"{got.get('ledger_id', '-')}:{got.get('changes', '-')}:{cookie}"
 
+    @_checked
     def index_rows(self, citekeys: Iterable[str]) -> dict[str, tuple[str, str, str, str | None]]:
         """``index_view``'s (citekey, title, status, parsed_path) for the given citekeys that exist."""
         out = {}
@@ -199,6 +383,7 @@ class Ledger:
                 out[key] = r
         return out
 
+    @_checked
     def import_state(self) -> dict[str, tuple[str, str, str | None, str | None, str | None]]:
         """citekey -> (origin, status, parsed_path, source_hash, keywords as stored: JSON or None) of every
         row: what ``import`` compares a record with, without building a ``LedgerRow`` per row."""
@@ -210,11 +395,13 @@ class Ledger:
             out[key] = (origin, shared.setdefault(status, status), path, digest, kws)
         return out
 
+    @_checked
     def get_meta(self, key: str) -> str | None:
         r = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return r[0] if r else None
 
     # -- writes (call inside ``transaction``) ---------------------------------------------------
+    @_checked
     def upsert(self, rows: Iterable[LedgerRow]) -> None:
         marks = ", ".join("?" for _ in _COLUMNS)
         self._db.executemany(
@@ -223,6 +410,7 @@ class Ledger:
         )
         self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'")
 
+    @_checked
     def upsert_values(self, values: list[tuple]) -> None:
         """``upsert`` for rows given as tuples in ``COLUMNS`` order, keywords already JSON (what
         ``LedgerRow._values`` returns): the bulk import's path, without a ``LedgerRow`` per row."""
@@ -232,15 +420,19 @@ class Ledger:
         self._db.executemany(f"INSERT OR REPLACE INTO sources ({', '.join(_COLUMNS)}) VALUES ({marks})", values)
         self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'")
 
+    @_checked
     def delete(self, citekeys: Iterable[str]) -> None:
         self._db.executemany("DELETE FROM sources WHERE citekey = ?", [(k,) for k in citekeys])
 
+    @_checked
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    @_checked
     def delete_meta(self, key: str) -> None:
         self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
+    @_checked
     def cache_for_bulk(self, mib: int = 64) -> None:
         """A larger page cache for this connection (a bulk write into a big ledger touches many index pages)."""
         self._db.execute(f"PRAGMA cache_size = {-int(mib) * 1024}")

@@ -23,6 +23,8 @@ naming the file; callers index the ``.txt`` uncut and say so.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 __all__ = ["SidecarError", "EXCLUDED_LABELS", "HEADING_LABELS", "read_sidecar", "dump_sidecar", "join_items"]
@@ -57,8 +59,12 @@ def _validate(items, where: str) -> list[dict]:
 
 
 def read_sidecar(path: Path) -> list[dict]:
-    """The validated items of a sidecar (each with text, label, page-or-None); SidecarError if broken."""
+    """The validated items of a sidecar (each with text, label, page-or-None); SidecarError if broken,
+    or when it is not a regular file (a FIFO there is never opened: opening it would wait for a writer)."""
     try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise SidecarError(f"{path}: not a regular file ({_kind(mode)}); expected a JSON list of items")
         raw = Path(path).read_bytes()
     except OSError as err:
         raise SidecarError(f"{path}: unreadable ({err.strerror or err})") from None
@@ -69,6 +75,14 @@ def read_sidecar(path: Path) -> list[dict]:
     except RecursionError:  # json's own nesting limit: ``[[[[...`` a hundred thousand deep
         raise SidecarError(f"{path}: not valid JSON (nested too deeply)") from None
     return _validate(items, str(path))
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def dump_sidecar(items: list[dict]) -> str:

@@ -7,6 +7,11 @@ reported even when a search is served wholly from the cache. Rows that are not p
 
 The fingerprint is cheap by design -- title, parsed_path, ledger status, the parsed file's size and
 mtime, and its sidecar's when there is one -- not the content.
+
+Only regular files are read: a FIFO, a device or a folder where a parsed ``.txt`` (or its sidecar) is
+expected is treated as missing (the ``.txt``: ``FLAG_TEXT_MISSING``) and never opened, so it cannot hang
+an index build or a snippet. Text without a sidecar is cut at its reference list by the plain-text rule
+(``chitragupta.engine.text.refcut.plain_reference_cut``): ``plain_body``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -21,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["RowView", "DocSource", "Body", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "FLAG_BAD_SIDECAR",
-           "FLAG_NO_SIDECAR", "FLAG_HAS_ABSTRACT", "fingerprints", "read_text", "load_body", "sidecar_path"]
+           "FLAG_NO_SIDECAR", "FLAG_HAS_ABSTRACT", "fingerprints", "read_text", "load_body", "plain_body",
+           "sidecar_path", "is_regular"]
 
 FLAG_TEXT_MISSING = 1  # ledger says parsed, the .txt is gone: indexed on its title alone
 FLAG_NOT_PARSED = 2  # no-file or failed: indexed on its title alone
@@ -47,11 +54,22 @@ class DocSource(NamedTuple):
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a regular file; None for anything else (missing, a FIFO, a device, a folder)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
     return (st.st_size, st.st_mtime_ns)
+
+
+def is_regular(path: "Path | str") -> bool:
+    """Whether ``path`` is a regular file (symlinks followed), found without opening it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _inside_content(rel: str) -> bool:
@@ -65,9 +83,11 @@ def sidecar_path(text_path: Path) -> Path:
 
 
 def _stat_folder(folder: Path) -> dict[str, tuple[int, int]]:
-    """name -> (size, mtime_ns) of every file in ``folder``: one directory scan instead of a stat per
-    expected name (most sidecars do not exist, and a failed stat costs as much as a good one)."""
+    """name -> (size, mtime_ns) of every regular file in ``folder`` (symlinks followed): one directory
+    scan instead of a stat per expected name (most sidecars do not exist, and a failed stat costs as much
+    as a good one). A FIFO, a device or a folder is left out: it reads as missing."""
     out = {}
+    isreg = stat.S_ISREG
     try:
         with os.scandir(folder) as it:
             for entry in it:
@@ -75,7 +95,8 @@ def _stat_folder(folder: Path) -> dict[str, tuple[int, int]]:
                     st = entry.stat()
                 except OSError:
                     continue
-                out[entry.name] = (st.st_size, st.st_mtime_ns)
+                if isreg(st.st_mode):
+                    out[entry.name] = (st.st_size, st.st_mtime_ns)
     except OSError:
         pass
     return out
@@ -127,8 +148,9 @@ class Body:
 
     With a valid sidecar: its items before the reference cut (excluded labels left out), joined by blank
     lines, with ``spans`` giving each item's (start, end, item number, page) in that text. Without
-    one: the ``.txt`` as it is (``spans`` empty; pages, if any, are form-feed separated). ``problem``
-    names a sidecar that could not be used.
+    one: the ``.txt`` before its reference list by the plain-text rule (``plain_body``; ``spans`` empty;
+    pages, if any, are form-feed separated). ``problem`` names a sidecar that could not be used (the
+    ``.txt`` is then taken whole).
     """
 
     text: str
@@ -158,7 +180,7 @@ def load_body(text_path: Path | None) -> Body:
     if text_path is None:
         return Body("")
     side = sidecar_path(text_path)
-    if side.exists():
+    if is_regular(side):  # a FIFO or a device there is no sidecar, and is never opened
         from chitragupta.engine.corpus.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
         from chitragupta.engine.text.refcut import kept_items
 
@@ -175,7 +197,15 @@ def load_body(text_path: Path | None) -> Body:
             parts.append(it["text"])
             pos += len(it["text"])
         return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items), abstract=abstract_of(kept))
-    return Body(read_text(text_path))
+    return plain_body(text_path)
+
+
+def plain_body(text_path: "Path | str | None") -> Body:
+    """A parsed ``.txt`` without a sidecar: its text before the reference list (the plain-text rule of
+    ``chitragupta.engine.text.refcut``). What the index reads for a ``FLAG_NO_SIDECAR`` document."""
+    from chitragupta.engine.text.refcut import cut_plain
+
+    return Body(cut_plain(read_text(text_path)))
 
 
 _ABSTRACT = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s+|[ivx]+\.\s+)?abstract\s*[.:]?\s*$", re.IGNORECASE)
@@ -197,11 +227,23 @@ def abstract_of(kept: list[tuple[int, dict]]) -> str:
 
 
 def read_text(path: "Path | str | None") -> str:
-    """A parsed file's text, decoded with errors="replace" (the rule sync uses); "" for None."""
-    if path is None:
+    """A parsed file's text, decoded with errors="replace" (the rule sync uses); "" for None, and for
+    anything but a regular file (a FIFO is never opened: opening it would wait for a writer)."""
+    if path is None or not is_regular(path):
         return ""
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else since the check
+            return ""
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
             return f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+    finally:
+        if fd >= 0:
+            os.close(fd)

@@ -1,0 +1,235 @@
+"""The plain-text reference cut against docling's structural cut, and against hand-read truth on real PDFs.
+
+    python -m bench.refcut [--data ../shared/data] [--show N]
+
+The plain-text rule (``chitragupta.engine.text.refcut.plain_reference_cut``) is what the index applies to
+a parsed ``.txt`` without a sidecar (the default pdftotext backend, an imported corpus); docling's rule
+(``reference_cut`` over a sidecar's items) is the one the docling backend gets. Four measurements:
+
+1. semeval2010: the 243 ACM papers' plain text (``semeval2010/corpus.jsonl``) cut by the plain rule,
+   against the same papers as Markdown (``semeval2010-md``: made from that text, headings recovered)
+   converted by docling (no models needed for Markdown) and cut by the sidecar rule. Both cut, or
+   neither; where both cut, the cuts agree when the kept texts end on the same 8 words.
+2. docling's own conversions: the LaTeX sources in ``pdfs/docling/latex`` (converted here by docling)
+   and its checked-in PDF outputs in ``pdfs/docling/groundtruth``: the sidecar cut's offset against the
+   plain cut's in the ``.txt`` docling writes (the items joined by blank lines) -- the same text, so
+   the offsets must be equal.
+3. The real PDFs in ``pdfs/papermage`` through the pdftotext backend (pdfium): no docling conversion of
+   them is possible offline (docling's PDF layout models are not shipped), so each cut is checked
+   against the first reference entry read by hand from the PDF: correct when only the heading line lies
+   between the cut and that entry.
+4. False cuts: every abstract of scifact, cranfield, cisi, inspec and www (none holds a reference list):
+   any cut there is false.
+5. What each guard of the rule does: the semeval2010 texts and the real PDFs cut again with the
+   position floor off (``PLAIN_MIN_FRACTION = 0``) and with the reference-list test off
+   (``PLAIN_MIN_MARKERS = 0``): how many cuts move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from bench.data import data_dir, read_jsonl
+
+# pdfs/papermage: the first words of each paper's first reference entry, read from the PDF by hand
+FIRST_ENTRY = {
+    "2020.acl-main.447": "Riaz Ahmad and Muhammad Tanvir Afzal",
+    "2023.eacl-main.121": "Nader Akoury, Shufan Wang, Josh Whiting",
+    "2203.00130v1": "[1] 2021. Fermat",
+    "2206.10883v3": "[1] Iz Beltagy, Matthew E Peters",
+    "2302.07302v1": "[1] 2019. CHI",
+    "2304.02623v1": "[1] Griffin Adams, Emily Alsentzer",
+    "papermage": "Waleed Ammar, Dirk Groeneveld",
+}
+ABSTRACT_ARMS = ("scifact", "cranfield", "cisi", "inspec", "www")
+_WORD = re.compile(r"\w+")
+
+
+def _tail_words(text: str, n: int = 8) -> list[str]:
+    return _WORD.findall(text[-2000:].lower())[-n:]
+
+
+def _docling_items(path: Path) -> list[dict] | None:
+    from chitragupta.engine.corpus.parsers import ParseError, parse
+
+    try:
+        return parse(path, "docling").items
+    except ParseError as err:
+        print(f"  {path.name}: docling could not convert it ({err})")
+        return None
+
+
+def _sidecar_offset(items: list[dict]) -> int | None:
+    """The sidecar cut as a character offset into ``join_items(items)`` (the ``.txt`` docling writes)."""
+    from chitragupta.engine.corpus.sidecar import ITEM_SEPARATOR
+    from chitragupta.engine.text.refcut import reference_cut
+
+    cut = reference_cut(items)
+    if cut is None:
+        return None
+    return sum(len(it["text"]) for it in items[:cut]) + len(ITEM_SEPARATOR) * cut
+
+
+def semeval(data: Path, show: int) -> dict:
+    from chitragupta.engine.corpus.sidecar import join_items
+    from chitragupta.engine.text.refcut import kept_items, plain_reference_cut
+
+    folder = data / "semeval2010-md" / "papers"
+    counts = {"papers": 0, "both": 0, "agree": 0, "disagree": 0, "plain_only": 0, "docling_only": 0, "neither": 0}
+    disagreements = []
+    t = time.perf_counter()
+    for rec in read_jsonl(data / "semeval2010" / "corpus.jsonl"):
+        text = rec["text"]
+        md = folder / ("p" + rec["_id"].replace("-", "") + ".md")
+        plain = plain_reference_cut(text)
+        items = _docling_items(md) if md.is_file() else []
+        if items is None:
+            continue
+        counts["papers"] += 1
+        side = _sidecar_offset(items)
+        if plain is None and side is None:
+            counts["neither"] += 1
+        elif side is None:
+            counts["plain_only"] += 1
+            disagreements.append((rec["_id"], "plain cut, docling did not", plain / len(text)))
+        elif plain is None:
+            counts["docling_only"] += 1
+            disagreements.append((rec["_id"], "docling cut, plain did not", None))
+        else:
+            counts["both"] += 1
+            kept = join_items([it for _n, it in kept_items(items)])
+            if _tail_words(text[:plain]) == _tail_words(kept):
+                counts["agree"] += 1
+            else:
+                counts["disagree"] += 1
+                disagreements.append((rec["_id"], f"plain kept ...{' '.join(_tail_words(text[:plain], 5))!r}, "
+                                                  f"docling kept ...{' '.join(_tail_words(kept, 5))!r}", plain / len(text)))
+    counts["seconds"] = round(time.perf_counter() - t, 1)
+    print(f"1. semeval2010, plain text vs docling on its Markdown: {json.dumps(counts)}")
+    for d in disagreements[:show]:
+        print(f"   {d[0]}: {d[1]}" + (f" (plain cut at {d[2]:.0%} of the text)" if d[2] is not None else ""))
+    return counts
+
+
+def docling_outputs(data: Path) -> dict:
+    from chitragupta.engine.corpus.sidecar import join_items
+    from chitragupta.engine.text.refcut import plain_reference_cut
+
+    base = data / "pdfs" / "docling"
+    sources = sorted((base / "latex").glob("*/main.tex")) + sorted((base / "groundtruth").glob("*.md"))
+    counts = {"documents": 0, "agree": 0, "disagree": 0}
+    for src in sources:
+        items = _docling_items(src)
+        if items is None:
+            continue
+        counts["documents"] += 1
+        text = join_items(items)
+        side, plain = _sidecar_offset(items), plain_reference_cut(text)
+        ok = side == plain
+        counts["agree" if ok else "disagree"] += 1
+        name = src.parent.name if src.name == "main.tex" else src.name
+        where = lambda x: "no cut" if x is None else f"{x} ({x / len(text):.0%})"  # noqa: E731
+        print(f"   {'agree   ' if ok else 'DISAGREE'} {name}: docling {where(side)}, plain {where(plain)}, "
+              f"{len(text)} chars")
+    print(f"2. docling's conversions (LaTeX here, PDF outputs checked in): {json.dumps(counts)}")
+    return counts
+
+
+def pdfs(data: Path) -> dict:
+    from chitragupta.engine.corpus.parsers import parse
+    from chitragupta.engine.text.refcut import plain_reference_cut
+
+    counts = {"papers": 0, "correct": 0, "wrong": 0, "missed": 0}
+    for pdf in sorted((data / "pdfs" / "papermage").glob("*.pdf")):
+        text = parse(pdf, "pdftotext").text
+        counts["papers"] += 1
+        cut = plain_reference_cut(text)
+        entry = text.find(FIRST_ENTRY[pdf.stem])
+        if cut is None:
+            verdict = "missed"
+        else:
+            between = text[cut:entry].strip().splitlines() if entry >= cut else None
+            verdict = "correct" if between is not None and len(between) == 1 else "wrong"
+        counts[verdict] += 1
+        shown = "no cut" if cut is None else f"cut at {cut} ({cut / len(text):.0%}): {text[cut:entry].strip()!r}"
+        print(f"   {verdict:<8} {pdf.name}: {shown}; first entry at {entry}, {len(text)} chars, "
+              f"{len(text) - (cut if cut is not None else len(text))} chars cut")
+    print(f"3. real PDFs (pdftotext backend) against the hand-read first reference: {json.dumps(counts)}")
+    return counts
+
+
+def false_cuts(data: Path, show: int) -> dict:
+    from chitragupta.engine.text.refcut import plain_reference_cut
+
+    counts = {}
+    t = time.perf_counter()
+    for arm in ABSTRACT_ARMS:
+        path = data / arm / "corpus.jsonl"
+        if not path.is_file():
+            continue
+        n = cut = 0
+        for rec in read_jsonl(path):
+            n += 1
+            text = rec.get("title", "") + "\n" + rec.get("text", "")
+            at = plain_reference_cut(text)
+            if at is not None:
+                cut += 1
+                if cut <= show:
+                    print(f"   false cut in {arm}/{rec['_id']} at {at}: {text[at:at + 80]!r}")
+        counts[arm] = {"documents": n, "cut": cut}
+    secs = time.perf_counter() - t
+    total = sum(c["documents"] for c in counts.values())
+    print(f"4. false cuts on abstracts: {json.dumps(counts)} ({total} documents in {secs:.1f} s, "
+          f"{secs / max(total, 1) * 1e6:.1f} us a document)")
+    return counts
+
+
+def guards(data: Path) -> dict:
+    from chitragupta.engine.corpus.parsers import parse
+    import chitragupta.engine.text.refcut as refcut
+
+    texts = [rec["text"] for rec in read_jsonl(data / "semeval2010" / "corpus.jsonl")]
+    texts += [parse(pdf, "pdftotext").text for pdf in sorted((data / "pdfs" / "papermage").glob("*.pdf"))]
+    base = [refcut.plain_reference_cut(t) for t in texts]
+    out = {}
+    for name, value in (("PLAIN_MIN_FRACTION", 0.0), ("PLAIN_MIN_MARKERS", 0)):
+        saved = getattr(refcut, name)
+        setattr(refcut, name, value)
+        try:
+            moved = sum(refcut.plain_reference_cut(t) != b for t, b in zip(texts, base))
+        finally:
+            setattr(refcut, name, saved)
+        out[f"{name}={value}"] = moved
+    print(f"5. cuts that move with one guard off, of {len(texts)} papers: {json.dumps(out)}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.refcut", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=None, help="the evaluation data folder (default ../shared/data)")
+    ap.add_argument("--show", type=int, default=10, help="disagreements and false cuts to print (default 10)")
+    args = ap.parse_args(argv)
+    data = data_dir(args.data)
+    try:
+        import docling  # noqa: F401
+    except ImportError:
+        have_docling = False
+        print("docling is not installed (pip install -e '.[docling]'): measurements 1 and 2 skipped")
+    else:
+        have_docling = True
+    if have_docling:
+        semeval(data, args.show)
+        docling_outputs(data)
+    pdfs(data)
+    false_cuts(data, args.show)
+    guards(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
