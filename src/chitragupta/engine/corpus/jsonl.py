@@ -67,9 +67,10 @@ def _parse_int(s: str):
         return _HugeInt(len(s.lstrip("-")))
 
 
-# json's own decoder (the C scanner json.loads ends in), with integers through the hook above
+# json.loads' own scanner (its default decoder's settings) for the fast path; a line it raises on (a
+# huge integer is a ValueError there) is decoded again with integers through the hook above
+_SCAN = json.decoder.JSONDecoder().scan_once
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
-_SCAN = _DECODER.scan_once
 
 
 def _what(v) -> str:
@@ -171,11 +172,11 @@ def _lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
         yield n, raw
 
 
-def _decode_line(raw: bytes, n: int, where: str, problems: list[str]) -> str:
+def _decode_line(raw: bytes, n: int, path: str, problems: list[str]) -> str:
     try:
         return raw.decode("utf-8-sig" if n == 1 else "utf-8")
     except UnicodeDecodeError:
-        problems.append(f"{where}: not UTF-8; undecodable bytes replaced with U+FFFD")
+        problems.append(f"{path}:{n}: not UTF-8; undecodable bytes replaced with U+FFFD")
         return raw.decode("utf-8", errors="replace")
 
 
@@ -186,7 +187,7 @@ def _decode(line: str):
     return _DECODER.decode(line)
 
 
-def _parse(line: str, where: str, problems: list[str]):
+def _parse(line: str, path: str, n: int, problems: list[str]):
     """The line's JSON value, or None (reported) when it is not JSON."""
     try:
         try:  # the C scanner json.loads ends in, without its Python wrappers; anything odd goes to decode
@@ -196,30 +197,30 @@ def _parse(line: str, where: str, problems: list[str]):
         except (StopIteration, ValueError, RecursionError):
             obj = _decode(line)
     except json.JSONDecodeError as err:
-        problems.append(f"{where}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
+        problems.append(f"{path}:{n}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
     except RecursionError:  # json's own nesting limit
-        problems.append(f"{where}: {NOT_JSON} (nested too deeply); line skipped")
+        problems.append(f"{path}:{n}: {NOT_JSON} (nested too deeply); line skipped")
     except ValueError as err:  # nothing json raises past the hook; kept so no line can stop the read
-        problems.append(f"{where}: {NOT_JSON} ({err}); line skipped")
+        problems.append(f"{path}:{n}: {NOT_JSON} ({err}); line skipped")
     else:
         return obj
     return None
 
 
-def _id_of(obj: dict, where: str, problems: list[str]) -> str | None:
+def _id_of(obj: dict, path: str, n: int, problems: list[str]) -> str | None:
     """The record's ``_id`` as a string, or None (reported) when it cannot be one."""
     key = obj.get("_id")
     if type(key) is not str:
         if isinstance(key, _HugeInt):
-            problems.append(f"{where}: '_id' is {_what(key)}; line skipped")
+            problems.append(f"{path}:{n}: '_id' is {_what(key)}; line skipped")
             return None
         if isinstance(key, bool) or not isinstance(key, int):
-            problems.append(f"{where}: '_id' must be a string or an integer; line skipped")
+            problems.append(f"{path}:{n}: '_id' must be a string or an integer; line skipped")
             return None
         return str(key)
     why = bad_id(key)
     if why is not None:
-        problems.append(f"{where}: '_id' {key!r} {why}; line skipped")
+        problems.append(f"{path}:{n}: '_id' {key!r} {why}; line skipped")
         return None
     return key
 
@@ -237,24 +238,24 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
     """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line): the bulk import's
     reader. See the module docstring for what skips a line and what is replaced."""
     f = open_input(path, "corpus")
+    spath = str(path)
     seen: set[str] = set()
     with f:
         for n, raw in _lines(f, path):
             if raw.isspace():
                 continue
-            where = f"{path}:{n}"
-            line = _decode_line(raw, n, where, problems)
-            obj = _parse(line, where, problems)
+            line = _decode_line(raw, n, spath, problems)
+            obj = _parse(line, spath, n, problems)
             if obj is None:
                 continue
             if type(obj) is not dict:
-                problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
+                problems.append(f"{path}:{n}: expected a JSON object, got {type(obj).__name__}; line skipped")
                 continue
-            key = _id_of(obj, where, problems)
+            key = _id_of(obj, spath, n, problems)
             if key is None:
                 continue
             if key in seen:
-                problems.append(f"{where}: duplicate _id {key!r}; the first record is kept, this one skipped")
+                problems.append(f"{path}:{n}: duplicate _id {key!r}; the first record is kept, this one skipped")
                 continue
             title, text, abstract = obj.get("title"), obj.get("text"), obj.get("abstract")
             if type(title) is str and type(text) is str and (abstract is None or type(abstract) is str):
@@ -265,6 +266,7 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
                 if abstract and "\x00" in abstract:
                     abstract = abstract.replace("\x00", " ")
             else:  # a missing field is "", anything else but a string skips the line (each reported)
+                where = f"{path}:{n}"
                 title = _str_field(obj, "title", where, problems)
                 text = _str_field(obj, "text", where, problems)
                 abstract = _str_field(obj, "abstract", where, problems)
@@ -274,10 +276,10 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
             if isinstance(kws, str):
                 kws = [k for k in (x.strip() for x in kws.split(";")) if k]
             if not isinstance(kws, list) or not all(isinstance(k, str) for k in kws):
-                problems.append(f"{where}: 'keywords' must be a list of strings; line skipped")
+                problems.append(f"{path}:{n}: 'keywords' must be a list of strings; line skipped")
                 continue
             if b"\\" in raw and _has_surrogate(title, text, abstract, kws):  # only a \\u escape makes one
-                problems.append(f"{where}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
+                problems.append(f"{path}:{n}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
                 title, text = _SURROGATE.sub("\ufffd", title), _SURROGATE.sub("\ufffd", text)
                 abstract = _SURROGATE.sub("\ufffd", abstract) if abstract else abstract
                 kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
@@ -292,18 +294,19 @@ def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:
     becomes U+FFFD, reported."""
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
+    spath = str(path)
     with open_input(path, "queries", pipes=True) as f:
         for n, raw in _lines(f, path):
             if raw.isspace():
                 continue
             where = f"{path}:{n}"
-            obj = _parse(_decode_line(raw, n, where, problems), where, problems)
+            obj = _parse(_decode_line(raw, n, spath, problems), spath, n, problems)
             if obj is None:
                 continue
             if not isinstance(obj, dict):
                 problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}; line skipped")
                 continue
-            qid = _id_of(obj, where, problems)
+            qid = _id_of(obj, spath, n, problems)
             if qid is None:
                 continue
             text = obj.get("text")
