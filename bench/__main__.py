@@ -20,6 +20,8 @@ COMMANDS = {
     "dense": ("bench.dense", "dense retrieval (MiniLM in FAISS) beside BM25 on the qrels arms; encode, search, rerank cost"),
     "topics": ("bench.topics", "the bertopic stage on scifact: wall time, outlier share, reproducibility"),
     "gpu": ("bench.gpu", "one prepared GPU run: gpu tests, torch CUDA q/s at 5k/100k/1M, the 11x11 grid"),
+    "refcut": ("bench.refcut", "the plain-text reference cut against docling's and hand-read truth"),
+    "hybrid": ("bench.hybrid", "hybrid search (BM25 + MiniLM, fused per source) beside its parts on the qrels arms"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
 }
 

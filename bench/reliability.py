@@ -774,7 +774,7 @@ HOSTILE: list[Hostile] = [
     Hostile("jsonl", "missing file", lambda d: (d / "ws").mkdir(), ("import", "-w", "{ws}", "{dir}/nope.jsonl"), 1,
             "corpus file not found"),
     Hostile("jsonl", "a folder as the corpus", lambda d: (d / "ws").mkdir(), ("import", "-w", "{ws}", "{dir}"), 1,
-            "not found"),
+            "is a directory"),
     # documents
     Hostile("document", "50 MB document", _big_doc, ("search", "-w", "{ws}", "needleword", "-k", "3"), 0, "big"),
     Hostile("document", "one word repeated 2M times", _one_word_doc, ("search", "-w", "{ws}", "twin", "-k", "3"), 0, "rep"),
@@ -784,7 +784,7 @@ HOSTILE: list[Hostile] = [
             "workspace folder does not exist"),
     # config
     Hostile("config", "wrong type", _cfg("[retrieval]\nk1 = \"high\"\n"), ("import", "-w", "{ws}", "{dir}/c.jsonl"), 1,
-            "[retrieval] k1 = 'high' is a str; allowed: a finite number >= 0"),
+            "[retrieval] k1 = 'high' is a str; allowed: a number in [0, 1000]"),
     Hostile("config", "NaN", _cfg("[retrieval]\nb = nan\n"), ("import", "-w", "{ws}", "{dir}/c.jsonl"), 1,
             "[retrieval] b = nan is not allowed; allowed: a number in [0, 1]"),
     Hostile("config", "unknown section", _cfg("[retreival]\nk1 = 1\n"), ("import", "-w", "{ws}", "{dir}/c.jsonl"), 1,
