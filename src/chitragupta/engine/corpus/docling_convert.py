@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from chitragupta.engine.corpus.parsers import ParseError
+from chitragupta.engine.corpus.parsers import ParseError, read_head
 from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
 from chitragupta.extras import INSTALL_HINT as EXTRA_HINTS, missing
 
@@ -61,11 +61,8 @@ _LATEX_RE = re.compile(r"\\documentclass|\\begin\s*\{document\}")
 # -- detection ----------------------------------------------------------------------------------
 
 def _read_head(path: Path, n: int = _HEAD) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read(n)
-    except OSError:
-        return None
+    """The first bytes of a regular file; None for anything else (a FIFO is never waited on)."""
+    return read_head(path, n)
 
 
 def _is_docx(path: Path) -> bool:

@@ -2,16 +2,57 @@
 
 ``PARSERS`` names every backend (config validation and messages are built from its keys). A backend
 checks the document's type by its content, never by its name alone, so a ``file`` field pointing at
-``/etc/passwd`` is refused rather than parsed.
+``/etc/passwd`` is refused rather than parsed. Only regular files are read: a FIFO, a device, a socket or
+a folder is refused by its type (``not_regular``) and never opened for reading, so it cannot hang a sync.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["PARSERS", "DOCLING_KINDS", "ParseResult", "ParseError", "parse", "sniff_kind"]
+__all__ = ["PARSERS", "DOCLING_KINDS", "ParseResult", "ParseError", "parse", "sniff_kind", "document_kind",
+           "refusal", "not_regular", "read_head"]
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is not a regular file (``"is a directory"``, ``"is a FIFO
+    (named pipe), not a regular file"``, ...), as the end of a sentence naming it; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return f"is {what}, not a regular file"
+    return "is not a regular file"
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_head(path: Path, n: int) -> bytes | None:
+    """The first ``n`` bytes of the regular file ``path``, or None (missing, unreadable, not a regular
+    file). Opened non-blocking and checked after opening, so a FIFO swapped in is never waited on."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(n)
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 class ParseError(Exception):
@@ -29,10 +70,8 @@ class ParseResult:
 
 def sniff_kind(path: Path) -> str | None:
     """The document type by its first bytes: ``"pdf"`` or None for anything this build cannot parse."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1024)
-    except OSError:
+    head = read_head(path, 1024)
+    if head is None:
         return None
     # The PDF header may follow a little junk; readers accept it within the first kilobyte.
     if b"%PDF-" in head:
@@ -102,17 +141,37 @@ PARSERS: dict[str, tuple[tuple[str, ...], Callable[..., ParseResult]]] = {
 _SNIFFERS: dict[str, Callable[[Path], str | None]] = {"docling": _docling_kind}
 
 
-def parse(path: Path, backend: str, *, docling_artifacts_path: str = "") -> ParseResult:
+def document_kind(path: Path, backend: str) -> str | None:
+    """The kind of ``path`` by its content when ``backend`` reads it, else None (read only if it is a
+    regular file)."""
+    kinds = PARSERS[backend][0]
+    kind = _SNIFFERS.get(backend, sniff_kind)(path)
+    return kind if kind in kinds else None
+
+
+def refusal(path: Path, backend: str) -> str:
+    """The reason given for a document ``backend`` does not read."""
+    kinds = PARSERS[backend][0]
+    return f"{path} is not a document the {backend} backend reads ({', '.join(kinds)}; checked by content)"
+
+
+def parse(path: Path, backend: str, *, docling_artifacts_path: str = "", kind: str | None = None) -> ParseResult:
     """Parse one document with ``backend``; ParseError with a reason the ledger records.
 
     ``docling_artifacts_path``: the folder of docling's PDF layout models (``[parser]`` config), used
-    by the docling backend for PDF sources only."""
+    by the docling backend for PDF sources only. ``kind``: the document's kind when the caller has
+    already checked it (``document_kind``); sniffed otherwise."""
     kinds, fn = PARSERS[backend]
-    kind = _SNIFFERS.get(backend, sniff_kind)(path)
-    if kind not in kinds:
-        raise ParseError(
-            f"{path} is not a document the {backend} backend reads ({', '.join(kinds)}; checked by content)"
-        )
+    try:
+        what = not_regular(os.stat(path).st_mode)
+    except OSError as err:
+        raise ParseError(f"{path}: {err.strerror or err}") from err
+    if what:
+        raise ParseError(f"{path} {what}")
+    if kind is None or kind not in kinds:
+        kind = document_kind(path, backend)
+    if kind is None:
+        raise ParseError(refusal(path, backend))
     if backend == "docling":
         return fn(path, kind=kind, docling_artifacts_path=docling_artifacts_path)
     return fn(path)

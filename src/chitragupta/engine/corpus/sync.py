@@ -2,9 +2,15 @@
 
 Both are incremental and resumable: unchanged sources are not re-parsed, parsed files are written before
 their ledger rows, and rows are committed in batches, so a killed run loses at most the batch in flight
-and the next run carries on (and removes the temp files the killed one left). ``import`` also removes a
-file only after the commit that stops a row pointing at it (see "-- import --" below). Call them under
-the workspace lock (``Workspace.lock``), as the CLI does.
+and the next run carries on (and removes the temp files the killed one left). Both remove a parsed file
+only after the commit that stops a row pointing at it (listed meanwhile under ``meta.unlink_pending``,
+which the next run of either finishes), and ``sync`` moves a file to a new name (a case-colliding key
+arrived or left) by linking it under the new name first: a committed row points at a file that exists
+at every instant. Call them under the workspace lock (``Workspace.lock``), as the CLI does.
+
+``sync`` picks each entry's document from its ``file`` field's candidates (PDF attachments first): the
+first that is a regular file the backend reads by content; nothing that is not a regular file is opened.
+An entry whose candidates cannot even be looked at (a name over the file system's limit) fails alone.
 """
 
 from __future__ import annotations
@@ -12,15 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from chitragupta.engine.corpus.bibtex import MALFORMED, read_bibtex
+from chitragupta.engine.corpus.bibtex import MALFORMED, DecodeCache, read_bibtex
 from chitragupta.engine.corpus.jsonl import NOT_JSON, iter_records
 from chitragupta.engine.corpus.ledger import Ledger, LedgerRow
-from chitragupta.engine.corpus.parsers import ParseError, parse
+from chitragupta.engine.corpus.parsers import ParseError, document_kind, not_regular, parse, refusal
 from chitragupta.engine.corpus.sidecar import dump_sidecar
 from chitragupta.errors import CorpusError, WorkspaceError
 from chitragupta.engine.workspace import Workspace, atomic_write_text, hashed_name, replace_in_folder, safe_name
@@ -31,6 +38,7 @@ Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
 _BATCH_ROWS = 500
 _BATCH_SECONDS = 2.0
+_PENDING = "unlink_pending"  # meta key: parsed files whose rows are committed away, still to unlink
 
 
 @dataclass
@@ -43,6 +51,7 @@ class SyncReport:
     unchanged: int = 0
     no_file: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    kept: int = 0  # of the failed, those that keep the text of an earlier parse
     removed: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -52,7 +61,8 @@ class SyncReport:
         if self.no_file:
             parts.append(f"{self.no_file} without a file")
         if self.failed:
-            parts.append(f"{len(self.failed)} failed")
+            parts.append(f"{len(self.failed)} failed" + (f" ({self.kept} keep the text parsed before)"
+                                                          if self.kept else ""))
         if self.removed:
             parts.append(f"{self.removed} removed (no longer in the source)")
         if self.problems:
@@ -83,25 +93,64 @@ def assign_names(citekeys: Iterable[str]) -> dict[str, str]:
 
 
 class _Batcher:
-    """Commit ledger writes every few hundred rows or seconds, so a killed run keeps its progress."""
+    """Commit ledger writes every few hundred rows or seconds, so a killed run keeps its progress.
 
-    def __init__(self, ledger: Ledger):
-        self.ledger = ledger
+    Parsed files a row stops pointing at (``unlink``) are removed only after the commit that stops it,
+    and that commit lists them under ``meta.unlink_pending`` (the key ``import`` uses too), so a committed
+    row never points at a missing file, and a run killed before the unlinks has them finished by the next
+    (``_finish_pending``). A path a row of this run points at is never unlinked."""
+
+    def __init__(self, ledger: Ledger, ws: Workspace):
+        self.ledger, self.ws = ledger, ws
         self.rows: list[LedgerRow] = []
         self.deletes: list[str] = []
+        self.unlinks: list[str] = []
+        self.live: set[str] = set()
         self.t = time.monotonic()
 
     def put(self, row: LedgerRow) -> None:
         self.rows.append(row)
+        if row.parsed_path:
+            self.live.add(row.parsed_path)
         if len(self.rows) >= _BATCH_ROWS or time.monotonic() - self.t > _BATCH_SECONDS:
             self.flush()
 
+    def unlink(self, rel: str | None) -> None:
+        if rel:
+            self.unlinks.append(rel)
+
     def flush(self) -> None:
-        if self.rows or self.deletes:
+        unlinks = [r for r in dict.fromkeys(self.unlinks) if r not in self.live]
+        if self.rows or self.deletes or unlinks:
             with self.ledger.transaction():
                 self.ledger.upsert(self.rows)
                 self.ledger.delete(self.deletes)
-        self.rows, self.deletes, self.t = [], [], time.monotonic()
+                if unlinks:
+                    self.ledger.set_meta(_PENDING, json.dumps(unlinks))
+            if unlinks:
+                for rel in unlinks:
+                    _remove_parsed(self.ws, rel)
+                with self.ledger.transaction():
+                    self.ledger.delete_meta(_PENDING)
+        self.rows, self.deletes, self.unlinks, self.t = [], [], [], time.monotonic()
+
+
+def _finish_pending(ws: Workspace, ledger: Ledger, existing: dict[str, LedgerRow]) -> None:
+    """The unlinks a killed sync or import committed but did not do (a path a row points at is kept)."""
+    raw = ledger.get_meta(_PENDING)
+    if raw is None:
+        return
+    try:
+        pending = json.loads(raw)
+    except ValueError:
+        pending = []
+    if isinstance(pending, list):
+        used = {r.parsed_path for r in existing.values() if r.parsed_path}
+        for rel in pending:
+            if isinstance(rel, str) and rel not in used:
+                _remove_parsed(ws, rel)
+    with ledger.transaction():
+        ledger.delete_meta(_PENDING)
 
 
 def _origin(ws: Workspace, path: Path) -> str:
@@ -138,20 +187,58 @@ def _remove_parsed(ws: Workspace, rel: str | None) -> None:
     try:
         p = ws.absolute(rel)
         p.unlink(missing_ok=True)
-    except OSError:
+    except (OSError, WorkspaceError):
         pass
-    _remove_sidecar(ws, rel)
+    try:
+        _remove_sidecar(ws, rel)
+    except WorkspaceError:
+        pass
 
 
-def _rename_if_moved(ws: Workspace, old: LedgerRow | None, new_rel: str) -> None:
-    """Keep a parsed file (and its sidecar) when its safe name changed (a new case-colliding key arrived)."""
-    if old and old.parsed_path and old.parsed_path != new_rel:
-        src = ws.absolute(old.parsed_path)
-        if src.exists():
-            os.replace(src, ws.absolute(new_rel))
-        side = _sidecar_path(ws, old.parsed_path)
-        if side.exists():
-            os.replace(side, _sidecar_path(ws, new_rel))
+def _link(src: Path, dst: Path) -> None:
+    """``dst`` made the same file as ``src`` (a hard link, else a copy) by a temp name and a rename, so
+    ``dst`` is the old file or the new one at every instant and ``src`` is untouched."""
+    tmp = dst.parent / f".{dst.name}.{os.getpid()}.link.tmp"  # the pattern _sweep_temp removes
+    try:
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(src, tmp)
+        except OSError:  # a file system without hard links
+            shutil.copy2(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+def _parsed_file(ws: Workspace, rel: str | None) -> Path | None:
+    """The parsed file a row points at, when it is there (and inside ``content/``)."""
+    if not rel:
+        return None
+    try:
+        p = ws.absolute(rel)
+    except WorkspaceError:
+        return None
+    return p if p.is_file() else None
+
+
+def _carry(ws: Workspace, old_rel: str, new_rel: str, batch: _Batcher) -> None:
+    """Keep a parsed file (and its sidecar) whose safe name changed (a case-colliding key arrived or
+    left). Crash-safe: the file is linked under its new name now, the row that points at the new name is
+    committed by ``batch``, and only then is the old name unlinked -- a committed row points at a file
+    that exists at every instant."""
+    if old_rel == new_rel:
+        return
+    _link(ws.absolute(old_rel), ws.absolute(new_rel))
+    side, new_side = _sidecar_path(ws, old_rel), _sidecar_path(ws, new_rel)
+    if side.is_file():
+        _link(side, new_side)
+    else:
+        new_side.unlink(missing_ok=True)
+    batch.unlink(old_rel)
 
 
 def docling_artifacts_path(ws: Workspace) -> str:
@@ -196,10 +283,123 @@ def _names_for(ledger: Ledger, incoming: Iterable[str]) -> dict[str, str]:
     return assign_names(set(ledger.citekeys()) | set(incoming))
 
 
+@dataclass
+class _Choice:
+    """The document chosen among an entry's candidates, or why none was."""
+
+    doc: Path | None = None
+    st: os.stat_result | None = None
+    kind: str | None = None
+    unchanged: bool = False
+    found: bool = False  # some candidate exists (so none chosen means "failed", not "no file")
+    reasons: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def _same_source(old: LedgerRow | None, backend: str, resolved: Path, st: os.stat_result) -> bool:
+    return (old is not None and old.status == "parsed" and old.backend == backend
+            and old.source_size == st.st_size and old.source_mtime_ns == st.st_mtime_ns
+            and old.source_path == str(resolved))
+
+
+def _choose(files: tuple[Path, ...], backend: str, old: LedgerRow | None) -> _Choice:
+    """The first candidate that is a regular file the backend reads (by content), in the order given
+    (``read_bibtex`` puts PDF attachments first). Nothing that is not a regular file is opened; a
+    candidate that cannot even be looked at (a name too long, no permission) is a reason, not a stop."""
+    c = _Choice()
+    for p in files:
+        try:
+            st = os.stat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            c.missing.append(str(p))
+            continue
+        except (OSError, ValueError) as err:  # ENAMETOOLONG, EACCES, ELOOP, ...; ValueError: an embedded NUL
+            c.found = True
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            shown = str(p) if len(str(p)) <= 300 else str(p)[:300] + "..."
+            c.reasons.append(f"{shown}: {why}")
+            continue
+        what = not_regular(st.st_mode)
+        if what:
+            c.found = True
+            c.reasons.append(f"{p} {what}")
+            continue
+        try:
+            p = p.resolve()  # judged by what it is: a link named .md to /etc/passwd is not Markdown
+        except (OSError, RuntimeError) as err:
+            c.found = True
+            c.reasons.append(f"{p}: {err}")
+            continue
+        if _same_source(old, backend, p, st):
+            c.doc, c.st, c.unchanged = p, st, True
+            return c
+        kind = document_kind(p, backend)
+        if kind is None:
+            c.found = True
+            c.reasons.append(refusal(p, backend) if os.access(p, os.R_OK) else f"{p}: permission denied")
+            continue
+        c.doc, c.st, c.kind = p, st, kind
+        return c
+    return c
+
+
+_DECODED = "bibtex_decoded.json"  # in content/: the LaTeX decodings of the last sync (DecodeCache)
+_DECODED_MAX = 256 << 20
+
+
+def _load_decoded(ws: Workspace) -> DecodeCache:
+    """The last sync's LaTeX decodings; an empty cache when there are none, or they are damaged, of
+    another decoder, or not a regular file (nothing but a regular file is opened). Temp files a killed
+    save left are removed."""
+    path = ws.content / _DECODED
+    try:
+        with os.scandir(ws.content) as it:
+            for e in it:
+                if e.name.startswith(f".{_DECODED}.") and e.name.endswith(".tmp"):
+                    os.unlink(e.path)
+    except OSError:
+        pass
+    try:
+        st = os.stat(path)
+        if not_regular(st.st_mode) or st.st_size > _DECODED_MAX:
+            return DecodeCache()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not_regular(os.fstat(f.fileno()).st_mode):
+                return DecodeCache()
+            obj = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return DecodeCache()
+    if not isinstance(obj, dict) or obj.get("decoder") != DecodeCache.DECODER or not isinstance(obj.get("texts"), dict):
+        return DecodeCache()
+    return DecodeCache(obj["texts"])
+
+
+def _save_decoded(ws: Workspace, cache: DecodeCache) -> None:
+    if not cache.changed:
+        return
+    data = json.dumps({"decoder": DecodeCache.DECODER, "texts": cache.new}, ensure_ascii=False)
+    try:
+        atomic_write_text(ws.inside_content(ws.content / _DECODED), data, durable=False)
+    except OSError:
+        pass  # only a cache: the next sync decodes again
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
-    """Read the bibliography, parse what changed, and bring the ledger in line with it."""
+    """Read the bibliography, parse what changed, and bring the ledger in line with it.
+
+    A source whose document the backend reads but fails to parse (docling without its PDF models, a
+    damaged file) keeps the text of its last successful parse (and its ``parsed`` status) until a parse
+    succeeds; the failure is reported (``SyncReport.failed``, ``kept``) and noted in the row's ``reason``.
+    A source whose ``file`` field no longer names a file, or names one the backend does not read (not a
+    regular file, not a document of its kinds), loses its text."""
     bib = ws.bibliography
-    entries, problems = read_bibtex(bib)
+    decoded = _load_decoded(ws) if ws.content.is_dir() else DecodeCache()
+    entries, problems = read_bibtex(bib, decoded)
     origin = _origin(ws, bib)
     report = SyncReport(origin=origin, entries=len(entries), problems=problems)
     backend = ws.config.parser.backend
@@ -208,8 +408,10 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
     _sweep_temp(ws)
     with Ledger(ws.ledger_path) as ledger:
         existing = {r.citekey: r for r in ledger.rows()}
+        _finish_pending(ws, ledger, existing)
         names = _names_for(ledger, (e.citekey for e in entries))
-        batch = _Batcher(ledger)
+        batch = _Batcher(ledger, ws)
+        prefix = ws.relative(ws.inside_content(ws.parsed_dir)) + "/"  # "content/parsed/", checked once
         seen = set()
         for i, e in enumerate(entries):
             if progress:
@@ -221,40 +423,54 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
                 )
                 continue
             seen.add(e.citekey)
-            rel = ws.relative(ws.parsed_path(names[e.citekey]))
+            rel = f"{prefix}{names[e.citekey]}.txt"  # a safe name: one plain component in the checked folder
             base = LedgerRow(citekey=e.citekey, title=e.title, abstract=e.abstract, keywords=e.keywords,
                              status="no-file", origin=origin, backend=backend)
-            doc = next((p for p in e.files if p.is_file()), None)
-            if doc is None:
-                reason = ("no file field" if not e.files
-                          else "file not found: " + "; ".join(str(p) for p in e.files))
-                _remove_parsed(ws, old.parsed_path if old else None)
-                _remove_sidecar(ws, rel)
+            had = old is not None and old.status == "parsed" and _parsed_file(ws, old.parsed_path) is not None
+            choice = _choose(e.files, backend, old)
+            if choice.doc is None and not choice.found:
+                reason = "no file field" if not e.files else "file not found: " + "; ".join(choice.missing)
+                batch.unlink(old.parsed_path if old else None)
+                batch.unlink(rel)  # a stale sidecar there
                 batch.put(base.with_(reason=reason))
                 report.no_file += 1
                 continue
-            doc = doc.resolve()
-            st = doc.stat()
-            row = base.with_(source_path=str(doc), source_size=st.st_size, source_mtime_ns=st.st_mtime_ns)
-            _rename_if_moved(ws, old, rel)
-            unchanged = (
-                old is not None and old.status == "parsed" and old.source_path == str(doc)
-                and old.source_size == st.st_size and old.source_mtime_ns == st.st_mtime_ns
-                and old.backend == backend and (ws.root / rel).is_file()
-                and (backend != "docling" or _sidecar_path(ws, rel).is_file())
-            )
-            if unchanged:
-                report.unchanged += 1
-                if (old.title, old.abstract, old.keywords, old.parsed_path) != (e.title, e.abstract, e.keywords, rel):
-                    batch.put(row.with_(status="parsed", parsed_path=rel))
-                continue
-            try:
-                result = parse(doc, backend, docling_artifacts_path=artifacts)
-            except ParseError as err:
-                _remove_parsed(ws, old.parsed_path if old else None)
-                _remove_sidecar(ws, rel)
-                batch.put(row.with_(status="failed", reason=str(err)))
-                report.failed.append((e.citekey, str(err)))
+            row = result = None
+            if choice.doc is not None:
+                doc, st = choice.doc, choice.st
+                row = base.with_(source_path=str(doc), source_size=st.st_size, source_mtime_ns=st.st_mtime_ns)
+                unchanged = choice.unchanged and had and (
+                    backend != "docling" or _sidecar_path(ws, old.parsed_path).is_file())
+                if unchanged:
+                    report.unchanged += 1
+                    if old.parsed_path != rel:
+                        _carry(ws, old.parsed_path, rel, batch)
+                    if (old.title, old.abstract, old.keywords, old.parsed_path, old.reason) != (
+                            e.title, e.abstract, e.keywords, rel, None):
+                        batch.put(row.with_(status="parsed", parsed_path=rel))
+                    continue
+                try:
+                    result = parse(doc, backend, docling_artifacts_path=artifacts, kind=choice.kind)
+                    error = None
+                except ParseError as err:
+                    result, error = None, _one_line(str(err)) or type(err).__name__
+            else:
+                error = "; ".join(_one_line(r) for r in choice.reasons)
+            if error is not None:
+                if had and result is None and row is not None:
+                    # A document the backend reads, whose parse failed (no models, a damaged file, a
+                    # parser error): the last good text stays until a parse succeeds. A document the
+                    # backend does not read at all (or no longer a regular file) loses it, as no file does.
+                    _carry(ws, old.parsed_path, rel, batch)
+                    batch.put(old.with_(title=e.title, abstract=e.abstract, keywords=e.keywords, parsed_path=rel,
+                                        reason=f"kept the text of an earlier parse; the last sync failed: {error}"))
+                    report.failed.append((e.citekey, f"{error} (the text parsed before is kept)"))
+                    report.kept += 1
+                    continue
+                batch.unlink(old.parsed_path if old else None)
+                batch.unlink(rel)
+                batch.put((row or base).with_(status="failed", reason=error))
+                report.failed.append((e.citekey, error))
                 continue
             # The sidecar first: a run killed between the two leaves the old row, so it is re-parsed.
             if result.items:
@@ -262,6 +478,8 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
             else:
                 _remove_sidecar(ws, rel)
             atomic_write_text(ws.absolute(rel), result.text, durable=False)
+            if old is not None and old.parsed_path != rel:
+                batch.unlink(old.parsed_path)
             batch.put(row.with_(status="parsed", parsed_path=rel))
             report.parsed += 1
         damage = ("it yields no entries (empty, or not BibTeX)" if not entries else
@@ -269,12 +487,13 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
                   else None)
         gone = _gone(existing, origin, seen, damage, str(bib), report)
         for k in gone:
-            _remove_parsed(ws, existing[k].parsed_path)
+            batch.unlink(existing[k].parsed_path)
         batch.deletes = gone
         report.removed = len(gone)
         batch.flush()
         with ledger.transaction():
             ledger.set_meta("last_source", origin)
+        _save_decoded(ws, decoded)
         if progress:
             progress(len(entries), len(entries))
     return report
@@ -302,7 +521,6 @@ def text_hash(title: str, text: str, abstract: str | None) -> str:
 # missing file, and the next import finishes them.
 
 _IMPORT_BATCH_ROWS = 5000
-_PENDING = "unlink_pending"
 _TXT = ".txt"
 
 
