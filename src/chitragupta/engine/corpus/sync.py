@@ -713,9 +713,10 @@ class _Names:
 
 def import_jsonl(ws: Workspace, path: Path, progress: Progress | None = None) -> SyncReport:
     """Import a BEIR-style corpus: ``_id`` becomes the citekey, ``text`` the parsed text."""
+    from chitragupta.engine.corpus.jsonl import open_input
+
     path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"{path}: corpus file not found")
+    open_input(path, "corpus").close()  # a folder, device, FIFO or socket is named as such, never read
     origin = _origin(ws, path)
     report = SyncReport(origin=origin)
     with Ledger(ws.ledger_path) as ledger:
