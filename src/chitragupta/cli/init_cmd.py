@@ -11,22 +11,27 @@ def run(args) -> int:
     from pathlib import Path
 
     from chitragupta.engine.config import defaults_text
-    from chitragupta.errors import UsageError
+    from chitragupta.engine.expand import STARTER
     from chitragupta.engine.workspace import CONFIG_NAME, atomic_write_text
+    from chitragupta.errors import UsageError, WorkspaceError
 
     root = Path(args.workspace).expanduser()
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "papers").mkdir(exist_ok=True)
-    (root / "content" / "parsed").mkdir(parents=True, exist_ok=True)
     cfg = root / CONFIG_NAME
+    acr = root / "content" / "acronyms.toml"
+    for folder in (root, root / "papers", root / "content", root / "content" / "parsed"):
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{folder} is not a folder; name a folder for the workspace (or move that file away)")
     if cfg.exists() and not args.force:
         raise UsageError(f"{cfg} exists; pass --force to overwrite it")
-    atomic_write_text(cfg, defaults_text())
-    from chitragupta.engine.expand import STARTER
-
-    acr = root / "content" / "acronyms.toml"
-    if not acr.exists():
-        atomic_write_text(acr, STARTER)
+    try:
+        (root / "papers").mkdir(parents=True, exist_ok=True)
+        (root / "content" / "parsed").mkdir(parents=True, exist_ok=True)
+        atomic_write_text(cfg, defaults_text())
+        if not acr.exists():
+            atomic_write_text(acr, STARTER)
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename else ""
+        raise WorkspaceError(f"cannot create the workspace at {root}: {err.strerror or err}{where}") from None
     print(f"workspace ready at {root.resolve()}: put your BibTeX at papers/bibliography.bib, "
           "then run `chitragupta sync` and `chitragupta index`")
     return 0

@@ -117,7 +117,10 @@ def open_output(path: str, what: str = "--run") -> Iterator[BinaryIO]:
             umask = os.umask(0)
             os.umask(umask)
             mode = 0o666 & ~umask
-        os.fchmod(fd, mode)
+        try:
+            os.fchmod(fd, mode)
+        except OSError:
+            pass  # a file system without permission bits (vfat): the run is still written
         with _reported(path, what), os.fdopen(fd, "wb") as f:
             yield f
         with _reported(path, what):

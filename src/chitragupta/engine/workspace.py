@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -205,13 +206,27 @@ class Workspace:
     # -- the write lock -------------------------------------------------------------------------
     @contextmanager
     def lock(self, command: str, timeout: float | None = None) -> Iterator[None]:
-        """Hold the workspace's exclusive write lock; wait up to ``timeout`` seconds, then WorkspaceBusy."""
-        self.content.mkdir(parents=True, exist_ok=True)
+        """Hold the workspace's exclusive write lock; wait up to ``timeout`` seconds, then WorkspaceBusy.
+        A lock file that cannot be opened or locked (a read-only workspace, a folder named ``.lock``)
+        is a WorkspaceError naming it."""
         lock_path = self.content / ".lock"
         wait = self.config.workspace.lock_timeout if timeout is None else timeout
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if self.content.exists() and not self.content.is_dir():
+            raise WorkspaceError(f"{self.content} is not a folder; move it away (the workspace keeps its data there)")
+        try:
+            self.content.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except IsADirectoryError:
+            raise WorkspaceError(f"{lock_path} is a folder, not the workspace's lock file; remove it") from None
+        except OSError as err:
+            raise WorkspaceError(f"cannot take the workspace lock {lock_path} ({err.strerror or err}); "
+                                 f"{command} needs it to write") from None
         acquired = False
         try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise WorkspaceError(f"{lock_path} is not a regular file, so it cannot be the workspace's lock; "
+                                     "remove it")
             deadline = time.monotonic() + wait
             while True:
                 try:
@@ -220,7 +235,8 @@ class Workspace:
                     break
                 except OSError as err:
                     if err.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
+                        raise WorkspaceError(f"cannot take the workspace lock {lock_path} "
+                                             f"({err.strerror or err})") from None
                     if time.monotonic() >= deadline:
                         holder = _read_holder(fd)
                         raise WorkspaceBusy(
@@ -228,8 +244,11 @@ class Workspace:
                             f"holds {lock_path.name}); waited {wait:g} s, try again when it finishes"
                         ) from None
                     time.sleep(0.05)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{command} (pid {os.getpid()})".encode(), 0)
+            try:  # who holds it, for a waiting process's message; a full disk may refuse the bytes
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{command} (pid {os.getpid()})".encode(), 0)
+            except OSError:
+                pass
             yield
         finally:
             if acquired:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -26,12 +26,13 @@ from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT
                                  FLAG_TEXT_MISSING, Body, DocSource, fingerprints, load_body, read_text)
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.index.csr import Accumulator, add_reused, matching_documents
-from chitragupta.engine.index.terms import TermIndex
+from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table
+from chitragupta.errors import IndexDamaged
 from chitragupta.engine.stem import NONE, get_stemmer
 from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_bytes
 
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
-           "citekeys_digest"]
+           "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]
 
 SCHEMA_VERSION = 4  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table
 FIELDS = ("title", "abstract")
@@ -39,6 +40,11 @@ KIND = "doc"
 
 Progress = Callable[[int, int | None], None]
 
+# The arrays whose checksums an open verifies every time: all but the per-posting ones (read once by
+# ``check_arrays`` instead) and the fingerprints (a damaged one only makes a document re-tokenized).
+# Together about 4% of the index's bytes: ~36 MB at a million documents.
+CHECKSUMMED_EVERY_OPEN = frozenset({"indptr", "doc_len", "vocab_blob", "vocab_offsets", "vocab_slots",
+                                    "citekeys_blob", "citekeys_offsets", "flags"})
 
 
 @dataclass
@@ -62,9 +68,13 @@ class IndexReport:
 class DocIndex(TermIndex):
     """An opened document index (arrays possibly memory-mapped) with its query-time caches."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None):
+    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None,
+                 unchecked: tuple[str, ...] = ()):
         super().__init__(arrays, manifest)
-        self.postings.fields.update({f: arrays[f"tf_{f}"] for f in FIELDS})
+        fields = {f: arrays[f"tf_{f}"] for f in FIELDS}
+        if unchecked:
+            fields = _CheckedFields(fields, self, unchecked)
+        self.postings = replace(self.postings, fields=fields)
         self.manifest = manifest
         self.path = path
         self.where = f"the document index ({path})" if path else "the document index"
@@ -92,13 +102,72 @@ def expected_manifest(settings: dict) -> dict:
     return {"kind": KIND, "schema": SCHEMA_VERSION, "tokenizer": TOKENIZER_ID, "settings": settings}
 
 
-def open_index(folder: Path, settings: dict) -> DocIndex:
-    """Open the current index under ``folder``; ``store.IndexCorrupt`` if absent, broken or stale-schema."""
-    stored = store.load(folder, expect=expected_manifest(settings))
+class _CheckedFields(dict):
+    """A document index's field counts, each checked the first time a kernel asks for it (a field is
+    read only when its weight is not 1, so an open does not pay for fields nobody weights)."""
+
+    def __init__(self, fields: dict, index: "DocIndex", unchecked: tuple[str, ...]):
+        super().__init__(fields)
+        self._index = index
+        self._unchecked = set(unchecked)
+
+    def __getitem__(self, name):
+        arr = super().__getitem__(name)
+        if name in self._unchecked:
+            try:
+                check_field(self._index.postings, self._index.manifest, name, arr)
+            except store.IndexCorrupt as err:
+                raise IndexDamaged(f"{self._index.where}: {err}; rebuild it with `chitragupta index --force`") \
+                    from None
+            self._unchecked.discard(name)
+        return arr
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+
+def _field_sums(postings, name: str, arr) -> tuple[int, int, int]:
+    from chitragupta.kernels.integrity import scan_field
+
+    return scan_field(postings.indices, postings.tf, arr)
+
+
+def check_field(postings, manifest: dict, name: str, arr) -> None:
+    """IndexCorrupt unless field ``name``'s counts are within [0, tf] and add up to what the manifest
+    recorded at build time (indexes built before that was recorded: the range only)."""
+    arr = array_of({name: arr}, name, np.int32, length=postings.nnz)
+    bad, s0, s1 = _field_sums(postings, name, arr)
+    if bad >= 0:
+        raise store.IndexCorrupt(f"the {name} field count at posting {bad} is outside 0..tf")
+    want = (manifest.get("field_sums") or {}).get(name) if isinstance(manifest.get("field_sums"), dict) else None
+    if want is not None and want != [s0, s1]:
+        raise store.IndexCorrupt(f"the {name} field counts do not add up to what was written")
+
+
+def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), verify: bool = False) -> DocIndex:
+    """Open the current index under ``folder``; ``store.IndexCorrupt`` if absent, broken, stale-schema,
+    or failing ``check_arrays``. The ``fields`` named (those the configuration weights) are checked now;
+    the others on first use. ``verify``: every checksum (``store.load``)."""
+    stored = store.load(folder, expect=expected_manifest(settings), verify=verify, always=CHECKSUMMED_EVERY_OPEN)
+    arrays = stored.arrays
+    n_docs = check_arrays(arrays)
+    if check_string_table(arrays, "citekeys") != n_docs:
+        raise store.IndexCorrupt(f"the index holds {len(arrays['citekeys_offsets']) - 1} citekeys for {n_docs} "
+                                 "documents")
+    array_of(arrays, "fingerprints", np.uint64, ndim=2, length=n_docs)
+    if arrays["fingerprints"].shape[1] != 2:
+        raise store.IndexCorrupt("array fingerprints is not (documents, 2)")
+    array_of(arrays, "flags", np.uint8, length=n_docs)
+    nnz = arrays["indices"].shape[0]
+    for f in FIELDS:
+        array_of(arrays, f"tf_{f}", np.int32, length=nnz)
     try:
-        return DocIndex(stored.arrays, stored.manifest, stored.path)
+        index = DocIndex(arrays, stored.manifest, stored.path, unchecked=tuple(f for f in FIELDS if f not in fields))
     except KeyError as err:
         raise store.IndexCorrupt(f"array {err} is missing from the manifest") from None
+    for f in fields:
+        check_field(index.postings, index.manifest, f, arrays[f"tf_{f}"])
+    return index
 
 
 def citekeys_digest(rows) -> str:
@@ -180,9 +249,13 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
     report.with_abstract = int(np.count_nonzero(flags & FLAG_HAS_ABSTRACT))
     report.not_parsed = int(np.count_nonzero(flags & FLAG_NOT_PARSED))
+    from chitragupta.kernels.types import Postings
+
+    written = Postings(arrays["indptr"], arrays["indices"], arrays["tf"], arrays["doc_len"])
     manifest = dict(
         expected_manifest(settings),
         citekeys_digest=citekeys_digest(rows),
+        field_sums={f: list(_field_sums(written, f, arrays[f"tf_{f}"])[1:]) for f in FIELDS},
         stats={"n_docs": n, "n_terms": len(vocab), "nnz": report.nnz,
                "avgdl": float(arrays["doc_len"].mean()) if n else 0.0,
                "text_missing": report.text_missing, "not_parsed": report.not_parsed,

@@ -153,14 +153,28 @@ def _rows(ws: Workspace) -> list:
         return ledger.index_view()
 
 
-def _try_open(ws: Workspace, unit: str, notes: list[Note]):
+def _weighted_fields(ws: Workspace) -> tuple[str, ...]:
+    """The document fields the configuration weights (their counts are checked when the index opens)."""
+    cfg = ws.config.retrieval
+    return tuple(f for f, w in (("title", cfg.weight_title), ("abstract", cfg.weight_abstract)) if w != 1.0)
+
+
+def _open_or_why(ws: Workspace, unit: str, *, verify: bool = False):
+    """(the current index, None), or (None, why it is not usable; None when there is none yet).
+    ``verify``: every checksum, for a writer about to reuse it or declare it current."""
     kind = UNITS[unit]
+    extra = {"fields": _weighted_fields(ws)} if unit == "document" else {}
     try:
-        return kind.open(index_folder(ws, unit), kind.settings(ws))
+        return kind.open(index_folder(ws, unit), kind.settings(ws), verify=verify, **extra), None
     except store.IndexCorrupt as err:
-        if str(err) != "no index built yet":
-            notes.append(Note("index", f"the {unit} index cache was not usable ({err}); rebuilding it"))
-        return None
+        return None, (None if str(err) == "no index built yet" else str(err))
+
+
+def _try_open(ws: Workspace, unit: str, notes: list[Note], *, verify: bool = False):
+    index, why = _open_or_why(ws, unit, verify=verify)
+    if why:
+        notes.append(Note("index", f"the {unit} index cache was not usable ({why}); rebuilding it"))
+    return index
 
 
 def stamp(ws: Workspace) -> dict | None:
@@ -190,7 +204,7 @@ def _stamp_matches(ws: Workspace, unit: str, index, current: dict | None) -> boo
     if current is None or getattr(index, "path", None) is None:
         return False
     try:
-        got = json.loads(verified_path(ws, unit).read_text(encoding="utf-8"))
+        got = json.loads(store.read_small(verified_path(ws, unit)))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(got, dict) and got.get("generation") == index.path.name and got.get("stamp") == current
@@ -215,12 +229,14 @@ def _update_locked(ws: Workspace, unit: str, notes: list[Note], *, force: bool,
     current = stamp(ws)  # before the rows: a change while they are read leaves a stamp that will not match
     rows = _rows(ws)
     scanned = fingerprints(ws.root, rows)
-    old = _try_open(ws, unit, notes)
-    if old is not None and not force and kind.is_current(old, rows, scanned[0]):
+    # what is reused, or declared current, is verified whole first: a byte rotted in place must not be
+    # copied into a new checksummed generation. --force reads nothing of the old one.
+    old = None if force else _try_open(ws, unit, notes, verify=True)
+    if old is not None and kind.is_current(old, rows, scanned[0]):
         _record(ws, unit, old, current, rows)
         return OpenedIndex(old, rows, True, None, notes, "scan")
     index, report = kind.build(ws.root, rows, index_folder(ws, unit), kind.settings(ws),
-                               old=None if force else old, progress=progress, scanned=scanned)
+                               old=old, progress=progress, scanned=scanned)
     notes += [Note("sidecar", n) for n in report.notes]
     _record(ws, unit, index, current, rows)
     return OpenedIndex(index, rows, True, report, notes, "built")
@@ -239,7 +255,9 @@ def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,
     """Open an index for searching, updating it first if the ledger or a parsed file changed."""
     kind = UNITS[unit]
     notes: list[Note] = []
-    index = _try_open(ws, unit, notes)
+    index, why = _open_or_why(ws, unit)
+    if why and update:
+        notes.append(Note("index", f"the {unit} index cache was not usable ({why}); rebuilding it"))
     current = stamp(ws)
     if index is not None and _stamp_matches(ws, unit, index, current):
         return OpenedIndex(index, LedgerRows(ws.ledger_path, index.citekeys), True, None, notes, "stamp")
@@ -250,7 +268,8 @@ def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,
         return OpenedIndex(index, rows, True, None, notes, "scan")
     if not update:
         if index is None:
-            raise WorkspaceError(f"{ws.root}: no usable {unit} index; run `chitragupta index`")
+            raise WorkspaceError(f"{ws.root}: no usable {unit} index{f' ({why})' if why else ''}; "
+                                 "run `chitragupta index`")
         notes.append(Note("index", f"the {unit} index is older than the ledger; run `chitragupta index` to update it"))
         return OpenedIndex(index, rows, False, None, notes)
     try:
@@ -262,5 +281,11 @@ def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,
         notes.append(Note("index", "another process is writing this workspace; these results come from the "
                                    "previous index"))
         return OpenedIndex(index, rows, False, None, notes)
-    opened.notes[:0] = [n for n in notes if n not in opened.notes]  # the locked re-open says it again
+    except WorkspaceError as err:  # the lock or the new generation could not be written (read-only, full)
+        if index is None:
+            raise
+        raise WorkspaceError(f"the {unit} index is older than the ledger and could not be updated: {err} "
+                             "(`chitragupta search --no-update` searches the previous index)") from None
+    said = {n.kind for n in opened.notes}  # the locked re-open says why the cache was not usable again
+    opened.notes[:0] = [n for n in notes if n not in opened.notes and not (n.kind == "index" and "index" in said)]
     return opened

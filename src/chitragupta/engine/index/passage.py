@@ -27,7 +27,7 @@ from chitragupta.engine.index.doc import citekeys_digest
 from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
                                  fingerprints, load_body)
 from chitragupta.engine.index.strings import StringTable
-from chitragupta.engine.index.terms import TermIndex
+from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table
 from chitragupta.engine.stem import NONE, get_stemmer
 from chitragupta.engine.text.refcut import kept_items
 from chitragupta.engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
@@ -39,6 +39,10 @@ KIND = "passage"
 _DROPPED = frozenset(DROPPED_RUNS)
 
 Progress = Callable[[int, int | None], None]
+
+# checksummed on every open (see chitragupta.engine.index.doc); the per-posting arrays get check_arrays
+CHECKSUMMED_EVERY_OPEN = frozenset({"indptr", "doc_len", "vocab_blob", "vocab_offsets", "vocab_slots",
+                                    "citekeys_blob", "citekeys_offsets", "flags", "p_doc", "p_item"})
 
 
 @dataclass
@@ -86,10 +90,24 @@ def expected_manifest(settings: dict) -> dict:
     return {"kind": KIND, "schema": SCHEMA_VERSION, "tokenizer": TOKENIZER_ID, "settings": settings}
 
 
-def open_passages(folder: Path, settings: dict) -> PassageIndex:
-    stored = store.load(folder, expect=expected_manifest(settings))
+def open_passages(folder: Path, settings: dict, *, verify: bool = False) -> PassageIndex:
+    """Open the current passage index; ``store.IndexCorrupt`` if absent, broken, stale-schema or failing
+    its checks (``check_arrays``, and every passage's document inside the citekey table)."""
+    stored = store.load(folder, expect=expected_manifest(settings), verify=verify, always=CHECKSUMMED_EVERY_OPEN)
+    arrays = stored.arrays
+    n_units = check_arrays(arrays)
+    n_docs = check_string_table(arrays, "citekeys")
+    fps = array_of(arrays, "fingerprints", np.uint64, ndim=2, length=n_docs)
+    if fps.shape[1] != 2:
+        raise store.IndexCorrupt("array fingerprints is not (documents, 2)")
+    array_of(arrays, "flags", np.uint8, length=n_docs)
+    p_doc = array_of(arrays, "p_doc", np.int32, length=n_units)
+    p_item = array_of(arrays, "p_item", np.int32, length=n_units)
+    if n_units and (int(p_doc[0]) < 0 or int(p_doc[-1]) >= n_docs or (np.diff(p_doc) < 0).any()
+                    or int(p_item.min()) < 0):
+        raise store.IndexCorrupt("a passage names a document or item outside the index")
     try:
-        return PassageIndex(stored.arrays, stored.manifest, stored.path)
+        return PassageIndex(arrays, stored.manifest, stored.path)
     except KeyError as err:
         raise store.IndexCorrupt(f"array {err} is missing from the manifest") from None
 

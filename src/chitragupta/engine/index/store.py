@@ -13,14 +13,28 @@ with ``allow_pickle=False``.
 Checksums are verified once per generation: a load that verified them writes ``CHECKED`` into the
 generation (each array file's size, mtime and inode), and later loads skip the read while those are
 unchanged -- a rewritten, replaced or truncated file has a new mtime or inode. A file younger than
-``RACY_NS`` is never vouched for this way (a change in the same clock tick would keep its mtime).
+``RACY_NS`` is never vouched for this way (a change in the same clock tick would keep its mtime). The
+note cannot see a byte that rots in place (size, mtime and inode unchanged), so a caller names the
+arrays to verify on every load anyway (``always``: the small ones, cheap to read) and checks the rest
+for what its kernels index with (``chitragupta.engine.index.terms``); a writer about to build from a
+generation, or to declare it current, loads it with ``verify=True``: every checksum, whatever the note
+or the size.
+
+Nothing in the folder is trusted: the manifest's schema (types included) is checked, ``CURRENT`` and
+the manifest are read only as small regular files (a folder, FIFO or huge file there is a corrupt
+cache, never a hang), array names are plain names, and ``save`` clears whatever stands where it must
+write inside the index folder (a folder named ``CURRENT``, a file named like the index folder). An OS
+error while saving (a full disk, a read-only folder) is one ``WorkspaceError`` line; the previous
+generation stays current and whole.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import stat
 import time
 import zlib
 from dataclasses import dataclass
@@ -29,12 +43,15 @@ from pathlib import Path
 import numpy as np
 
 from chitragupta.engine.workspace import atomic_write_text, fsync_dir
+from chitragupta.errors import WorkspaceError
 
-__all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "CHECKSUM_LIMIT"]
+__all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "check_manifest", "read_small", "CHECKSUM_LIMIT"]
 
 CHECKSUM_LIMIT = 256 * 1024 * 1024
 RACY_NS = 2_000_000_000
 _KEEP_GENERATIONS = 2  # the live one and its predecessor, which a slow reader may still be opening
+_SMALL_FILE = 1 << 24  # CURRENT, manifest.json, CHECKED: anything bigger is not ours
+_ARRAY_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
 class IndexCorrupt(Exception):
@@ -56,9 +73,108 @@ def _crc(path: Path) -> int:
     return crc
 
 
-def save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
-    """Write a new generation under ``folder`` and make it current. Returns the generation's path."""
+def read_small(path: Path, limit: int = _SMALL_FILE) -> str:
+    """The text of a small regular file, never following a symlink nor opening a FIFO or device (which
+    could block) nor reading more than ``limit`` bytes. OSError (or UnicodeDecodeError) when it is not
+    one: callers treat the file as absent or corrupt."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path.name} is {'a folder' if stat.S_ISDIR(st.st_mode) else 'not a regular file'}")
+        if st.st_size > limit:
+            raise OSError(f"{path.name} is {st.st_size} bytes, more than {limit}")
+        chunks, got = [], 0
+        while got <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        if got > limit:
+            raise OSError(f"{path.name} is more than {limit} bytes")
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")
+
+
+def _non_negative_int(x) -> bool:
+    return type(x) is int and x >= 0
+
+
+def check_manifest(manifest) -> dict:
+    """``manifest`` if it has an index manifest's shape (types included), else IndexCorrupt naming the
+    first field that is wrong. Only ``files`` is the store's; the rest is compared by the caller."""
+    if not isinstance(manifest, dict):
+        raise IndexCorrupt(f"the manifest is a JSON {type(manifest).__name__}, not an object")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise IndexCorrupt("the manifest has no \"files\" object")
+    for name, meta in files.items():
+        if not _ARRAY_NAME.fullmatch(name):
+            raise IndexCorrupt(f"the manifest names an array {name[:80]!r} (allowed: letters, digits, _)")
+        if not isinstance(meta, dict):
+            raise IndexCorrupt(f"the manifest's files.{name} is a {type(meta).__name__}, not an object")
+        shape = meta.get("shape")
+        problems = [
+            not isinstance(meta.get("dtype"), str) and "dtype (a string)",
+            not (isinstance(shape, list) and len(shape) <= 8 and all(map(_non_negative_int, shape)))
+            and "shape (a list of integers >= 0)",
+            not _non_negative_int(meta.get("bytes")) and "bytes (an integer >= 0)",
+            not (_non_negative_int(meta.get("crc32")) and meta["crc32"] < 2**32) and "crc32 (an integer < 2**32)",
+        ]
+        bad = [p for p in problems if p]
+        if bad:
+            raise IndexCorrupt(f"the manifest's files.{name} has no valid {', '.join(bad)}")
+    return manifest
+
+
+def _clear(path: Path) -> None:
+    """Remove a folder (not a symlink to one) standing where a file must be renamed into place."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+
+
+class _NotAFolder(OSError):
+    pass
+
+
+def _folder_ready(folder: Path) -> None:
+    """Make ``folder`` (``content/index/<kind>``, the cache's own) a folder, removing whatever else
+    stands there (a file, a FIFO, a dangling symlink); its parent being something else than a folder is
+    an error (that is not ours to remove)."""
+    parent = folder.parent
+    if parent.exists() and not parent.is_dir():
+        raise _NotAFolder(f"{parent} is not a folder (move it away)")
+    try:
+        os.lstat(folder)
+    except FileNotFoundError:
+        pass
+    else:
+        if not folder.is_dir():
+            os.unlink(folder)
     folder.mkdir(parents=True, exist_ok=True)
+
+
+def save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
+    """Write a new generation under ``folder`` and make it current. Returns the generation's path.
+    WorkspaceError (one line) when the disk or the folder refuses; the previous generation stays."""
+    try:
+        return _save(folder, manifest, arrays)
+    except _NotAFolder as err:
+        raise WorkspaceError(f"cannot write the index in {folder}: {err}") from None
+    except OSError as err:
+        what = err.strerror or str(err)
+        raise WorkspaceError(f"cannot write the index in {folder}: {what}; the previous index is unchanged") \
+            from None
+
+
+def _save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
+    _folder_ready(folder)
     gen = folder / f"g{time.time_ns():x}-{os.getpid()}"
     tmp = folder / f".{gen.name}.tmp"
     tmp.mkdir()
@@ -83,8 +199,16 @@ def save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    atomic_write_text(folder / "CURRENT", gen.name + "\n")
-    _prune(folder, keep=gen.name)
+    try:
+        _clear(folder / "CURRENT")  # a folder there would refuse the rename
+        atomic_write_text(folder / "CURRENT", gen.name + "\n")
+    except OSError:
+        shutil.rmtree(gen, ignore_errors=True)  # never current: leave no newer generation for _prune to keep
+        raise
+    try:
+        _prune(folder, keep=gen.name)
+    except OSError:
+        pass  # old generations are removed by the next save
     return gen
 
 
@@ -119,10 +243,15 @@ def _writer_alive(tmp_name: str) -> bool:
     return True
 
 
-def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
-    """Open the current generation; IndexCorrupt unless every ``expect`` key matches the manifest."""
+def load(folder: Path, *, expect: dict, mmap: bool = True, verify: bool = False,
+         always: tuple[str, ...] | frozenset = ()) -> StoredIndex:
+    """Open the current generation; IndexCorrupt unless every ``expect`` key matches the manifest.
+
+    Checksums: of every array when ``verify`` (a writer about to trust the generation); else of the
+    arrays named in ``always`` on every load, and of all of them on a generation's first load while
+    they total less than ``CHECKSUM_LIMIT`` bytes (see the module docstring)."""
     try:
-        name = (folder / "CURRENT").read_text(encoding="utf-8").strip()
+        name = read_small(folder / "CURRENT", limit=4096).strip()
     except FileNotFoundError:
         raise IndexCorrupt("no index built yet") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -130,14 +259,13 @@ def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
     if not name:
         raise IndexCorrupt("CURRENT is empty (a writer stopped before naming a generation)")
     gen = folder / name
-    if "/" in name or name.startswith(".") or not gen.is_dir():
-        raise IndexCorrupt(f"CURRENT names a generation that is not there ({name!r})")
+    if "/" in name or "\x00" in name or name.startswith(".") or not gen.is_dir():
+        raise IndexCorrupt(f"CURRENT names a generation that is not there ({name[:80]!r})")
     try:
-        manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise IndexCorrupt(f"unreadable manifest ({type(err).__name__}: {err})") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise IndexCorrupt("the manifest is not an index manifest")
+        manifest = json.loads(read_small(gen / "manifest.json"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:  # ValueError: JSON, huge integers
+        raise IndexCorrupt(f"unreadable manifest ({type(err).__name__}: {str(err)[:200]})") from None
+    check_manifest(manifest)
     for key, want in expect.items():
         got = manifest.get(key)
         if got != want:
@@ -145,43 +273,50 @@ def load(folder: Path, *, expect: dict, mmap: bool = True) -> StoredIndex:
                 changed = ", ".join(f"{k}: {got.get(k, '-')!r} -> {want.get(k, '-')!r}"
                                     for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k))
                 raise IndexCorrupt(f"index settings changed ({changed})")
-            raise IndexCorrupt(f"built with {key} = {got!r}, this version needs {want!r}")
+            raise IndexCorrupt(f"built with {key} = {repr(got)[:80]}, this version needs {want!r}")
     files = manifest["files"]
     total = 0
     seen = {}
     for arr_name, meta in files.items():
         p = gen / f"{arr_name}.npy"
         try:
-            st = p.stat()
+            st = os.lstat(p)
         except OSError:
             raise IndexCorrupt(f"array {arr_name} is missing") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise IndexCorrupt(f"array {arr_name} is not a regular file")
         size = st.st_size
-        if size != meta.get("bytes"):
-            raise IndexCorrupt(f"array {arr_name} is {size} bytes, the manifest says {meta.get('bytes')}")
+        if size != meta["bytes"]:
+            raise IndexCorrupt(f"array {arr_name} is {size} bytes, the manifest says {meta['bytes']}")
         total += size
         seen[arr_name] = [size, st.st_mtime_ns, st.st_ino]
-    check = total < CHECKSUM_LIMIT and not _checked_before(gen, seen)
+    check_all = verify or (total < CHECKSUM_LIMIT and not _checked_before(gen, seen))
     arrays = {}
     for arr_name, meta in files.items():
         p = gen / f"{arr_name}.npy"
-        if check and _crc(p) != meta.get("crc32"):
-            raise IndexCorrupt(f"array {arr_name} fails its checksum")
+        if check_all or arr_name in always:
+            try:
+                crc = _crc(p)
+            except OSError as err:
+                raise IndexCorrupt(f"array {arr_name} is unreadable ({err.strerror or err})") from None
+            if crc != meta["crc32"]:
+                raise IndexCorrupt(f"array {arr_name} fails its checksum")
         try:
             arr = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as err:
-            raise IndexCorrupt(f"array {arr_name} is unreadable ({err})") from None
-        if arr.dtype.str != meta.get("dtype") or list(arr.shape) != meta.get("shape"):
+        except (ValueError, OSError, EOFError, TypeError, SyntaxError, OverflowError, MemoryError) as err:
+            raise IndexCorrupt(f"array {arr_name} is unreadable ({str(err)[:200]})") from None
+        if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:
             raise IndexCorrupt(f"array {arr_name} is {arr.dtype.str}{list(arr.shape)}, the manifest says "
-                               f"{meta.get('dtype')}{meta.get('shape')}")
+                               f"{meta['dtype'][:20]}{meta['shape']}")
         arrays[arr_name] = arr
-    if check:
+    if check_all and total < CHECKSUM_LIMIT:
         _note_checked(gen, seen)
     return StoredIndex(manifest=manifest, arrays=arrays, path=gen)
 
 
 def _checked_before(gen: Path, seen: dict) -> bool:
     try:
-        return json.loads((gen / "CHECKED").read_text(encoding="utf-8")) == seen
+        return json.loads(read_small(gen / "CHECKED")) == seen
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
 

@@ -1,5 +1,12 @@
 """What every BM25 index (documents, passages) shares at query time: a vocabulary, term-major
-postings, cached idf and length norms, and turning query strings into a ``QueryBatch``."""
+postings, cached idf and length norms, and turning query strings into a ``QueryBatch``.
+
+``check_arrays`` is what an index opened from disk must pass before any kernel reads it (once per
+open, never per query): the dtypes and shapes the kernels are compiled for, a vocabulary that is a
+sorted ASCII string table with a lookup table holding each term once, and postings whose every row is
+ascending inside the document range with positive counts that sum, per document, to ``doc_len``
+(``chitragupta.kernels.integrity``).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +16,88 @@ import numpy as np
 
 from chitragupta.errors import IndexDamaged
 from chitragupta.engine.index.csr import postings_matrix
+from chitragupta.engine.index.store import IndexCorrupt
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.stem import NONE, get_stemmer
 from chitragupta.engine.tokenize import _SEPARATE, MIN_TOKEN_CHARS, STOPWORDS
 from chitragupta.kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
-__all__ = ["TermIndex"]
+__all__ = ["TermIndex", "check_arrays", "array_of", "check_string_table"]
 
 _NUMBA_LOOKUP_MIN = 32  # queries; below this, Python (no numba kernel to load for a single query)
+
+
+def array_of(arrays: dict, name: str, dtype, ndim: int = 1, length: int | None = None) -> np.ndarray:
+    """``arrays[name]`` if it is a C-contiguous array of exactly ``dtype`` (native order), ``ndim``
+    dimensions and, when given, ``length`` rows; IndexCorrupt otherwise."""
+    arr = arrays.get(name)
+    if arr is None:
+        raise IndexCorrupt(f"array {name} is missing from the manifest")
+    want = np.dtype(dtype)
+    if arr.dtype != want or arr.ndim != ndim or not arr.flags.c_contiguous:
+        raise IndexCorrupt(f"array {name} is {arr.dtype.str}{list(arr.shape)}, not {ndim}-d {want.str}")
+    if length is not None and arr.shape[0] != length:
+        raise IndexCorrupt(f"array {name} has {arr.shape[0]} rows, {length} expected")
+    return arr
+
+
+def check_string_table(arrays: dict, prefix: str, *, ascii_only: bool = False) -> int:
+    """Check ``<prefix>_blob``/``<prefix>_offsets`` (offsets from 0 to the blob's end, never decreasing;
+    each string valid UTF-8, strictly ascending); returns how many strings it holds."""
+    from chitragupta.kernels.integrity import first_unsorted
+
+    blob = array_of(arrays, f"{prefix}_blob", np.uint8)
+    offsets = array_of(arrays, f"{prefix}_offsets", np.int64)
+    if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != blob.shape[0] or (np.diff(offsets) < 0).any():
+        raise IndexCorrupt(f"the {prefix} table's offsets do not run from 0 to its {blob.shape[0]} bytes")
+    if ascii_only:
+        if blob.shape[0] and int(blob.max()) >= 0x80:
+            raise IndexCorrupt(f"the {prefix} table holds a byte that is not ASCII")
+    else:
+        try:
+            bytes(blob).decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as err:
+            raise IndexCorrupt(f"the {prefix} table is not UTF-8 at byte {err.start}") from None
+        starts = offsets[:-1][offsets[:-1] < offsets[1:]]
+        if starts.size and ((blob[starts] & 0xC0) == 0x80).any():
+            raise IndexCorrupt(f"the {prefix} table splits a character between two strings")
+    bad = first_unsorted(blob, offsets)
+    if bad >= 0:
+        raise IndexCorrupt(f"the {prefix} table is not sorted at position {bad}")
+    return int(offsets.shape[0] - 1)
+
+
+def check_arrays(arrays: dict) -> int:
+    """IndexCorrupt unless the vocabulary, its lookup table and the postings are what the kernels may
+    index with (see the module docstring); returns the number of units (documents or passages)."""
+    from chitragupta.kernels.integrity import scan_postings, weighted_sums
+
+    n_terms = check_string_table(arrays, "vocab", ascii_only=True)
+    slots = array_of(arrays, "vocab_slots", np.int32)
+    n_slots = slots.shape[0]
+    if n_slots < 2 or n_slots & (n_slots - 1) or n_slots < 2 * n_terms:
+        raise IndexCorrupt(f"the vocabulary's lookup table has {n_slots} slots for {n_terms} terms")
+    filled = slots[slots >= 0]
+    if (slots < -1).any() or filled.size != n_terms or (filled.size and (
+            int(filled.max()) >= n_terms or not (np.bincount(filled, minlength=n_terms) == 1).all())):
+        raise IndexCorrupt("the vocabulary's lookup table does not hold each term once")
+    indptr = array_of(arrays, "indptr", np.int64, length=n_terms + 1)
+    indices = array_of(arrays, "indices", np.int32)
+    nnz = indices.shape[0]
+    tf = array_of(arrays, "tf", np.int32, length=nnz)
+    doc_len = array_of(arrays, "doc_len", np.int32)
+    n_units = doc_len.shape[0]
+    if indptr[0] != 0 or indptr[-1] != nnz or (np.diff(indptr) < 0).any():
+        raise IndexCorrupt(f"indptr does not run from 0 to the {nnz} postings")
+    if n_units and int(doc_len.min()) < 0:
+        raise IndexCorrupt("a document length is negative")
+    bad, s0, s1 = scan_postings(indptr, indices, tf, n_units)
+    if bad >= 0:
+        raise IndexCorrupt(f"the postings of term {bad} are out of order, out of the document range "
+                           f"(0..{n_units - 1}) or hold a count <= 0")
+    if (s0, s1) != weighted_sums(doc_len):
+        raise IndexCorrupt("the term counts do not add up to the document lengths")
+    return n_units
 
 
 class TermIndex:
