@@ -99,3 +99,19 @@ def run_cli_python(code):
     import subprocess
 
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_stdout_on_a_full_disk_is_one_line(tmp_path):
+    """`search ... > /dev/full`: the table cannot be written; one error line and exit 1, no traceback."""
+    import subprocess
+
+    from conftest import make_workspace
+
+    ws = make_workspace(tmp_path, random_docs(3, 30))
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "chitragupta.cli.main", "search", "-w", str(ws), "twin", "-k", "5"],
+                           stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert p.returncode == 1
+    errors = [line for line in p.stderr.splitlines() if not line.startswith("[note]")]
+    assert errors == ["error: cannot write the output: No space left on device"], p.stderr

@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
 
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
-        return int(module.run(args) or 0)
+        rc = int(module.run(args) or 0)
+        sys.stdout.flush()  # a full disk under stdout fails here, inside the handlers below
+        return rc
     except ChitraguptaError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -71,6 +73,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as err:
+        import errno
+
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise
+        _drop_stdout()
+        print(f"error: cannot write the output: {err.strerror or err}", file=sys.stderr)
+        return 1
+
+
+def _drop_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of what could not be written is silent."""
+    import os
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

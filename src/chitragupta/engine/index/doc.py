@@ -23,7 +23,7 @@ import numpy as np
 
 from chitragupta.engine.index import store
 from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED,
-                                 FLAG_TEXT_MISSING, Body, DocSource, fingerprints, load_body, read_text)
+                                 FLAG_TEXT_MISSING, DocSource, fingerprints, load_body, plain_body)
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.index.csr import Accumulator, add_reused, matching_documents
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table
@@ -34,7 +34,8 @@ from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_byte
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]
 
-SCHEMA_VERSION = 4  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table
+SCHEMA_VERSION = 5  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
+# 5: the plain-text reference cut
 FIELDS = ("title", "abstract")
 KIND = "doc"
 
@@ -220,7 +221,7 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
         acc.add_runs(int(i), title_runs, field="title")
         if src.text_file is not None:
             # the scan found no sidecar: the .txt as it is (a sidecar written since changes the fingerprint)
-            body = Body(read_text(src.text_file)) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
+            body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
             if body.problem:
                 flags[i] |= FLAG_BAD_SIDECAR
                 report.notes.append(f"{body.problem}; indexed from its .txt without the reference cut")

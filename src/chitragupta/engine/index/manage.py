@@ -284,8 +284,10 @@ def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,
     except WorkspaceError as err:  # the lock or the new generation could not be written (read-only, full)
         if index is None:
             raise
-        raise WorkspaceError(f"the {unit} index is older than the ledger and could not be updated: {err} "
-                             "(`chitragupta search --no-update` searches the previous index)") from None
+        # as when another process holds the lock: answer from the previous index, and say why
+        notes.append(Note("index", f"the {unit} index is older than the ledger and could not be updated ({err}); "
+                                   "these results come from the previous index"))
+        return OpenedIndex(index, rows, False, None, notes)
     said = {n.kind for n in opened.notes}  # the locked re-open says why the cache was not usable again
     opened.notes[:0] = [n for n in notes if n not in opened.notes and not (n.kind == "index" and "index" in said)]
     return opened
