@@ -101,6 +101,7 @@ def run_cli_python(code):
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.slow  # a subprocess
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_stdout_on_a_full_disk_is_one_line(tmp_path):
     """`search ... > /dev/full`: the table cannot be written; one error line and exit 1, no traceback."""

@@ -160,6 +160,7 @@ def test_what_the_input_is_is_said_not_file_not_found(tmp_path):
     _one_clear_error(run_main("search", "-w", ws, "--queries", "/dev/null", "--run", "-"), "is a character device")
 
 
+@pytest.mark.slow  # a subprocess
 def test_queries_from_a_pipe_are_read_once(tmp_path):
     ws = _workspace(tmp_path)
     fifo = tmp_path / "q.fifo"
@@ -375,6 +376,7 @@ def test_search_on_a_read_only_workspace(tmp_path):
             path.chmod(mode)
 
 
+@pytest.mark.slow  # a subprocess in a mount namespace
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1) here")
 def test_search_on_a_read_only_mount(tmp_path):
     """A real read-only file system: the workspace bind-mounted read-only in a private mount namespace

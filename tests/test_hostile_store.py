@@ -116,6 +116,7 @@ def _rot_case(tmp_path, name: str, value) -> None:
     assert _hits(ws) == want
 
 
+@pytest.mark.slow  # a search in a subprocess per case (a segfault must not take pytest down)
 @pytest.mark.parametrize("name, value", [("indices", 2_000_000_000), ("indptr", 10**9), ("tf", 1000)])
 def test_bit_rot_in_a_kernel_array_is_caught_not_crashed_on(tmp_path, name, value):
     """Before: indices/indptr rot segfaulted the search (the CHECKED note vouched for the file and the
@@ -243,6 +244,7 @@ def test_damage_with_a_consistent_manifest_fails_the_open_checks(tmp_path, case)
         doc_index.open_index(index_folder(ws), ws.config.index_settings(), verify=True)
 
 
+@pytest.mark.slow  # a subprocess per case
 @pytest.mark.parametrize("case", ["indices-past-the-end", "indptr-decreasing", "vocab_offsets-past-blob"])
 def test_a_crafted_index_is_rebuilt_never_read_out_of_bounds(tmp_path, case):
     ws = _built(tmp_path)

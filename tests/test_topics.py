@@ -207,6 +207,7 @@ def test_fit_is_reproducible():
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
+@pytest.mark.slow  # pays UMAP's first compile in the quick subset
 def test_stop_word_only_documents_still_get_a_representation():
     X, groups = blobs([2, 2])
     out = fit_topics(X, ["the and of", "it is the", "a an the", "of to in"], list("abcd"), TopicParams(), "cpu")
@@ -215,6 +216,7 @@ def test_stop_word_only_documents_still_get_a_representation():
     assert "the" in out["topics"][0]["words"]
 
 
+@pytest.mark.slow  # imports BERTopic and UMAP
 def test_fit_rejects_bad_input():
     X, groups = blobs([3, 3])
     with pytest.raises(UsageError, match="unique"):
@@ -227,6 +229,7 @@ def test_fit_rejects_bad_input():
         TopicParams(min_topic_size=1)
 
 
+@pytest.mark.slow  # a real UMAP fit (its first compile)
 def test_cuda_without_cuml_warns_and_records_the_fallback(monkeypatch, caplog):
     monkeypatch.setattr(tm, "cuml_available", lambda: False)
     X, groups = blobs([20, 20])
@@ -237,6 +240,7 @@ def test_cuda_without_cuml_warns_and_records_the_fallback(monkeypatch, caplog):
     assert any("cuML" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
 
 
+@pytest.mark.slow  # a real UMAP fit
 def test_cuml_failure_falls_back_with_a_record(monkeypatch, caplog):
     def broken(umap_kw, hdbscan_kw):
         raise RuntimeError("simulated cuML failure")
@@ -281,6 +285,7 @@ def test_stage_needs_two_documents_with_text(tmp_path):
         run_stage(ws, ledger_rows(ws), device="cpu", encoder=object())  # fails before any encoding
 
 
+@pytest.mark.slow  # a real BERTopic fit
 def test_three_documents(tmp_path, encoder):
     records = theme_records(3) + [{"_id": "blank", "title": "No body", "text": ""}]
     ws = workspace(tmp_path, records)
@@ -294,6 +299,7 @@ def test_three_documents(tmp_path, encoder):
     assert any("every document is in topic -1" in line for line in lines)
 
 
+@pytest.mark.slow  # a real BERTopic fit
 def test_ten_documents(tmp_path, encoder):
     records = theme_records(10)
     ws = workspace(tmp_path, records)
@@ -315,6 +321,7 @@ def fifty(tmp_path_factory, encoder):
     return ws, records, lines, calls, counting
 
 
+@pytest.mark.slow  # a real BERTopic fit
 def test_fifty_documents_find_the_themes(fifty):
     ws, records, lines, _calls, _enc = fifty
     doc = read_topics(ws)
@@ -334,6 +341,7 @@ def test_fifty_documents_find_the_themes(fifty):
     assert any(f"{doc['n_topics']} topics, {doc['n_outliers']} outliers" in line for line in lines)
 
 
+@pytest.mark.slow  # the fifty fixture fits BERTopic
 def test_progress_and_report_count_the_encoding(fifty):
     ws, records, lines, calls, enc = fifty
     assert enc.encoded == 50  # one chunk per short document, none cached yet
@@ -342,6 +350,7 @@ def test_progress_and_report_count_the_encoding(fifty):
     assert "50 encoded with sentence-transformers/all-MiniLM-L6-v2 on cpu, 0 reused" in lines[0]
 
 
+@pytest.mark.slow  # the fifty fixture fits BERTopic
 def test_second_run_reuses_the_cache_and_refits(fifty, monkeypatch):
     ws, records, _lines, _calls, enc = fifty
     first = read_topics(ws)
@@ -357,6 +366,7 @@ def test_second_run_reuses_the_cache_and_refits(fifty, monkeypatch):
     assert first == second  # reproducible: same input, same topics.json apart from `created`
 
 
+@pytest.mark.slow  # fits BERTopic twice
 def test_new_document_encodes_only_itself_and_is_clustered(tmp_path, encoder):
     records = theme_records(12)
     ws = workspace(tmp_path, records)
@@ -370,6 +380,7 @@ def test_new_document_encodes_only_itself_and_is_clustered(tmp_path, encoder):
     assert "ocean-new" in read_topics(ws)["assignments"]
 
 
+@pytest.mark.slow  # runs the stage: BERTopic's import and UMAP's compile, ~10 s once
 def test_cache_files_and_corrupt_cache_is_rebuilt(tmp_path, encoder):
     records = theme_records(4)
     ws = workspace(tmp_path, records)
@@ -422,6 +433,7 @@ def test_document_vector_is_the_normalised_mean_of_its_chunks(tmp_path, encoder)
     assert not np.allclose(vecs[0], first_only, atol=1e-3)  # the whole document counts
 
 
+@pytest.mark.slow  # runs the stage: BERTopic's import and UMAP's compile, ~10 s once
 def test_chunks_the_embed_stage_encoded_are_not_encoded_again(tmp_path, encoder, monkeypatch):
     """--stages embed,bertopic: the topic stage takes the embed store's vectors for the same model and
     chunk text, encodes nothing, and clusters exactly what it clusters from its own encodings."""
