@@ -135,8 +135,9 @@ class _Batcher:
         self.rows, self.deletes, self.unlinks, self.t = [], [], [], time.monotonic()
 
 
-def _finish_pending(ws: Workspace, ledger: Ledger, existing: dict[str, LedgerRow]) -> None:
-    """The unlinks a killed sync or import committed but did not do (a path a row points at is kept)."""
+def _finish_pending(ledger: Ledger, used: set, remove) -> None:
+    """The unlinks a killed sync or import committed but did not do: ``remove(rel)`` each recorded path
+    that no row points at now (``used``), then forget the record."""
     raw = ledger.get_meta(_PENDING)
     if raw is None:
         return
@@ -145,10 +146,9 @@ def _finish_pending(ws: Workspace, ledger: Ledger, existing: dict[str, LedgerRow
     except ValueError:
         pending = []
     if isinstance(pending, list):
-        used = {r.parsed_path for r in existing.values() if r.parsed_path}
         for rel in pending:
             if isinstance(rel, str) and rel not in used:
-                _remove_parsed(ws, rel)
+                remove(rel)
     with ledger.transaction():
         ledger.delete_meta(_PENDING)
 
@@ -408,7 +408,8 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
     _sweep_temp(ws)
     with Ledger(ws.ledger_path) as ledger:
         existing = {r.citekey: r for r in ledger.rows()}
-        _finish_pending(ws, ledger, existing)
+        _finish_pending(ledger, {r.parsed_path for r in existing.values() if r.parsed_path},
+                        lambda rel: _remove_parsed(ws, rel))
         names = _names_for(ledger, (e.citekey for e in entries))
         batch = _Batcher(ledger, ws)
         prefix = ws.relative(ws.inside_content(ws.parsed_dir)) + "/"  # "content/parsed/", checked once
@@ -619,24 +620,6 @@ class _ImportBatch:
         self.rows, self.unlinks, self.t = [], [], time.monotonic()
 
 
-def _finish_unlinks(ledger: Ledger, parsed: _Parsed, existing: dict[str, tuple]) -> None:
-    """The unlinks a killed import committed but did not do (a path a row took since is kept)."""
-    raw = ledger.get_meta(_PENDING)
-    if raw is None:
-        return
-    try:
-        pending = json.loads(raw)
-    except ValueError:
-        pending = []
-    if isinstance(pending, list):
-        used = {t[2] for t in existing.values()}
-        for rel in pending:
-            if isinstance(rel, str) and rel not in used:
-                parsed.remove(rel)
-    with ledger.transaction():
-        ledger.delete_meta(_PENDING)
-
-
 def _count_lines(path: Path) -> int | None:
     try:
         with open(path, "rb") as f:
@@ -723,7 +706,7 @@ def import_jsonl(ws: Workspace, path: Path, progress: Progress | None = None) ->
         ledger.cache_for_bulk()
         existing = ledger.import_state()
         parsed = _Parsed(ws, list_files=bool(existing))
-        _finish_unlinks(ledger, parsed, existing)
+        _finish_pending(ledger, {t[2] for t in existing.values()}, parsed.remove)
         names = _Names(existing)
         batch = _ImportBatch(ledger, parsed)
         seen: set[str] = set()
