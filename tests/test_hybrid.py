@@ -311,3 +311,36 @@ def test_query_and_passage_prefixes(encoder, tmp_path, capsys):
     (root / "config.toml").write_text('[enrich]\npassage_prefix = "passage: "\n')
     assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
     assert "rebuilt from scratch" in capsys.readouterr().out
+
+
+@pytest.mark.enrich
+def test_hybrid_passage_unit_carries_the_best_bm25_passage(tmp_path, encoder):
+    """With sidecars: each source once, its hit BM25's best passage of it (whole paragraph, page, item)."""
+    from test_passages import PAPERS
+
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.sidecar import dump_sidecar, join_items
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    root = make_workspace(tmp_path, [{"_id": k, "title": items[0]["text"], "text": join_items(items)}
+                                     for k, items in PAPERS.items()])
+    (root / "config.toml").write_text("[retrieval]\nmin_passage_tokens = 5\n")
+    w = Workspace.open(root)
+    with Ledger(w.ledger_path) as led:
+        for key, items in PAPERS.items():
+            (w.root / led.get(key).parsed_path).with_suffix(".passages.json").write_text(dump_sidecar(items))
+    assert _cli("enrich", "-w", w.root, "--stages", "embed", "--device", "cpu") == 0
+    query = "digital twin bridge deck strain"
+    best = {}
+    for hit in Retriever.open(w).search(query, k=10, unit="passage"):
+        best.setdefault(hit.citekey, hit)
+    resp = HybridSearcher.open(w, unit="passage", device="cpu").search(query, k=3)
+    keys = [h.citekey for h in resp.hits]
+    assert len(keys) == len(set(keys)) and keys[0] == "alpha2020twin"
+    assert resp.hits[0].passage is not None and resp.hits[0].page is not None and "alpha2020twin" in best
+    for hit in resp.hits:
+        if hit.citekey in best:
+            b = best[hit.citekey]
+            assert (hit.snippet, hit.page, hit.passage) == (b.snippet, b.page, b.passage)
