@@ -17,41 +17,16 @@ Names here are loaded on first use, so ``import chitragupta`` stays instant (no 
 
 from __future__ import annotations
 
-import importlib
+import chitragupta.engine as _engine  # light: its names too are loaded on first use
 
-__version__ = "0.1.0"
-
-_EXPORTS = {
-    "Retriever": "chitragupta.engine.search",
-    "Ranked": "chitragupta.engine.search",
-    "SearchResult": "chitragupta.engine.results",
-    "SearchResponse": "chitragupta.engine.results",
-    "Note": "chitragupta.engine.results",
-    "Workspace": "chitragupta.engine.workspace",
-    "Config": "chitragupta.engine.config",
-    "load_config": "chitragupta.engine.config",
-    "ChitraguptaError": "chitragupta.errors",
-    "ConfigError": "chitragupta.errors",
-    "CorpusError": "chitragupta.errors",
-    "UsageError": "chitragupta.errors",
-    "WorkspaceError": "chitragupta.errors",
-    "WorkspaceBusy": "chitragupta.errors",
-    "MissingExtra": "chitragupta.errors",
-    "tokenize": "chitragupta.engine.tokenize",
-    "sync": "chitragupta.engine.corpus.sync",
-    "import_jsonl": "chitragupta.engine.corpus.sync",
-    "refresh_index": ("chitragupta.engine.index.manage", "refresh"),
-}
-
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__version__ = _engine.__version__
+__all__ = list(_engine.__all__)
 
 
 def __getattr__(name: str):
-    target = _EXPORTS.get(name)
-    if target is None:
+    if name not in _engine.__all__:
         raise AttributeError(f"module 'chitragupta' has no attribute {name!r}")
-    module, attr = target if isinstance(target, tuple) else (target, name)
-    value = getattr(importlib.import_module(module), attr)
+    value = getattr(_engine, name)
     globals()[name] = value
     return value
 

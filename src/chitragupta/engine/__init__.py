@@ -29,6 +29,7 @@ _EXPORTS = {
     "UsageError": "chitragupta.errors",
     "WorkspaceError": "chitragupta.errors",
     "WorkspaceBusy": "chitragupta.errors",
+    "MissingExtra": "chitragupta.errors",
     "tokenize": "chitragupta.engine.tokenize",
     "sync": "chitragupta.engine.corpus.sync",
     "import_jsonl": "chitragupta.engine.corpus.sync",

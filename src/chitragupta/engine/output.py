@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from chitragupta.engine.workspace import discard
 from chitragupta.errors import OutputError, UsageError
 
 __all__ = ["open_output", "describe"]
@@ -126,8 +127,5 @@ def open_output(path: str, what: str = "--run") -> Iterator[BinaryIO]:
         with _reported(path, what):
             os.replace(tmp, target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise

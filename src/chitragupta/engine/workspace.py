@@ -28,7 +28,8 @@ from typing import Iterator
 from chitragupta.engine.config import Config, load_config
 from chitragupta.errors import WorkspaceBusy, WorkspaceError
 
-__all__ = ["Workspace", "safe_name", "atomic_write_bytes", "atomic_write_text", "replace_in_folder", "fsync_dir"]
+__all__ = ["Workspace", "safe_name", "atomic_write_bytes", "atomic_write_text", "replace_in_folder", "fsync_dir",
+           "discard"]
 
 CONFIG_NAME = "config.toml"
 LEDGER_NAME = "ledger.sqlite"
@@ -74,6 +75,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def discard(path) -> None:
+    """Remove a temp file a failed write leaves, quietly: the error being raised is the one to report."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` via a temp file in the same folder and a rename.
 
@@ -90,10 +99,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise
     if durable:
         fsync_dir(path.parent)
@@ -129,10 +135,7 @@ def replace_in_folder(folder: str, name: str, data: bytes, tag: str) -> None:
             os.close(fd)
         os.rename(tmp, f"{folder}/{name}")
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise
 
 

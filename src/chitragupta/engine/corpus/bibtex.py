@@ -78,35 +78,14 @@ _BRACE_OR_ESCAPE = re.compile(r"[\\{}]")
 _QUOTE_BRACE_OR_ESCAPE = re.compile(r'[\\{}"]')
 
 
-def _close_brace(s: str, i: int) -> int:
-    """The index of the ``}`` matching the ``{`` at ``i`` (a brace after a backslash does not count, as
-    in bibtexparser's splitter), or -1."""
+def _closing(s: str, i: int) -> int:
+    """The index of what closes the ``{`` or ``"`` at ``i``, or -1. A brace or quote after a backslash
+    does not count (as in bibtexparser's splitter); inside a quoted string, quotes within braces do not
+    close it."""
+    quote = s[i] == '"'
+    find = (_QUOTE_BRACE_OR_ESCAPE if quote else _BRACE_OR_ESCAPE).search
     depth = 0
-    find = _BRACE_OR_ESCAPE.search
-    while True:
-        m = find(s, i)
-        if m is None:
-            return -1
-        i = m.start()
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        else:
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-
-
-def _close_quote(s: str, i: int) -> int:
-    """The index of the ``"`` closing the quoted string opened at ``i`` (quotes inside braces do not
-    close it), or -1."""
-    depth = 0
-    i += 1
-    find = _QUOTE_BRACE_OR_ESCAPE.search
+    i += quote
     while True:
         m = find(s, i)
         if m is None:
@@ -119,8 +98,13 @@ def _close_quote(s: str, i: int) -> int:
         if c == "{":
             depth += 1
         elif c == "}":
-            depth = max(0, depth - 1)
-        elif depth == 0:
+            if quote:
+                depth = max(0, depth - 1)
+            else:
+                depth -= 1
+                if depth == 0:
+                    return i
+        elif depth == 0:  # a quote outside braces
             return i
         i += 1
 
@@ -136,7 +120,7 @@ class _Expander:
     def expand(self, raw: str) -> tuple[str, bool]:
         """(value, cut): the text ``raw`` stands for, and whether it was cut at ``limit``."""
         s = raw.strip()
-        if s[:1] == "{" and _close_brace(s, 0) == len(s) - 1:
+        if s[:1] == "{" and _closing(s, 0) == len(s) - 1:
             return s[1:-1], False  # the usual field, at the cost of one scan
         parts: list[str] = []
         size = 0
@@ -147,7 +131,7 @@ class _Expander:
                 i += 1
                 continue
             if c == "{" or c == '"':
-                j = _close_brace(s, i) if c == "{" else _close_quote(s, i)
+                j = _closing(s, i)
                 if j < 0:  # unbalanced: the rest as it is
                     part, i = s[i:], n
                 else:

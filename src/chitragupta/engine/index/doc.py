@@ -26,7 +26,7 @@ from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT
                                  FLAG_TEXT_MISSING, DocSource, fingerprints, load_body, plain_body)
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.index.csr import Accumulator, add_reused, matching_documents
-from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table
+from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.errors import IndexDamaged
 from chitragupta.engine.stem import NONE, get_stemmer
 from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_bytes
@@ -237,15 +237,7 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     report.retokenized = len(todo)
 
     vocab, arrays = acc.finish(n)
-    citekeys = StringTable.from_sorted([s.citekey for s in sources])
-    from chitragupta.kernels.lookup import build_table  # numba: imported only when an index is built
-
-    vt = StringTable.from_sorted(vocab)
-    arrays.update(
-        citekeys_blob=citekeys.blob, citekeys_offsets=citekeys.offsets,
-        vocab_blob=vt.blob, vocab_offsets=vt.offsets, vocab_slots=build_table(vt.blob, vt.offsets),
-        fingerprints=fps, flags=flags,
-    )
+    arrays.update(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps, flags=flags)
     report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(arrays["indices"].shape[0])
     report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
     report.with_abstract = int(np.count_nonzero(flags & FLAG_HAS_ABSTRACT))

@@ -27,7 +27,7 @@ from chitragupta.engine.index.doc import citekeys_digest
 from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
                                  fingerprints, load_body)
 from chitragupta.engine.index.strings import StringTable
-from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table
+from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.engine.stem import NONE, get_stemmer
 from chitragupta.engine.text.refcut import kept_items
 from chitragupta.engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
@@ -170,16 +170,8 @@ def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: Passa
         add_reused(acc, old.postings, old.vocab, np.concatenate(new_units), np.concatenate(old_units))
     n = len(p_doc)
     vocab, arrays = acc.finish(n)
-    citekeys = StringTable.from_sorted([s.citekey for s in sources])
-    from chitragupta.kernels.lookup import build_table  # numba: imported only when an index is built
-
-    vt = StringTable.from_sorted(vocab)
-    arrays.update(
-        citekeys_blob=citekeys.blob, citekeys_offsets=citekeys.offsets,
-        vocab_blob=vt.blob, vocab_offsets=vt.offsets, vocab_slots=build_table(vt.blob, vt.offsets),
-        fingerprints=fps, flags=flags,
-        p_doc=np.asarray(p_doc, dtype=np.int32), p_item=np.asarray(p_item, dtype=np.int32),
-    )
+    arrays.update(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps, flags=flags,
+                  p_doc=np.asarray(p_doc, dtype=np.int32), p_item=np.asarray(p_item, dtype=np.int32))
     with_text = (flags & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED)) == 0
     report.no_sidecar = int(np.count_nonzero(with_text & ((flags & FLAG_NO_SIDECAR) != 0)))
     report.bad_sidecar = int(np.count_nonzero(flags & FLAG_BAD_SIDECAR))

@@ -22,9 +22,20 @@ from chitragupta.engine.stem import NONE, get_stemmer
 from chitragupta.engine.tokenize import _SEPARATE, MIN_TOKEN_CHARS, STOPWORDS
 from chitragupta.kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
-__all__ = ["TermIndex", "check_arrays", "array_of", "check_string_table"]
+__all__ = ["TermIndex", "check_arrays", "array_of", "check_string_table", "table_arrays"]
 
 _NUMBA_LOOKUP_MIN = 32  # queries; below this, Python (no numba kernel to load for a single query)
+
+
+def table_arrays(citekeys: list[str], vocab: list[str]) -> dict[str, np.ndarray]:
+    """The string tables every index stores beside its postings: the sorted citekeys, the sorted
+    vocabulary and the vocabulary's lookup table (``chitragupta.kernels.lookup``)."""
+    from chitragupta.kernels.lookup import build_table  # numba: imported only when an index is built
+
+    keys = StringTable.from_sorted(citekeys)
+    vt = StringTable.from_sorted(vocab)
+    return {"citekeys_blob": keys.blob, "citekeys_offsets": keys.offsets, "vocab_blob": vt.blob,
+            "vocab_offsets": vt.offsets, "vocab_slots": build_table(vt.blob, vt.offsets)}
 
 
 def array_of(arrays: dict, name: str, dtype, ndim: int = 1, length: int | None = None) -> np.ndarray:
