@@ -323,8 +323,11 @@ def test_search_returns_citable_hits_ranked_by_cosine(built):
     assert resp.hits[0].citekey == "oceanlong"
     scores = [h.score for h in resp.hits]
     assert scores == sorted(scores, reverse=True) and all(-1.0 <= x <= 1.0 + 1e-6 for x in scores)
-    # the score is the cosine of the query and the chunk, as a brute-force numpy product says
-    q = s.encoder.encode(["marine heatwaves bleach coral reefs"])[0]
+    # the score is the cosine of the query and the chunk, as a brute-force product with the query as
+    # sentence-transformers encodes it says (the search encodes it in numpy: chitragupta.enrich.query_encoder)
+    from chitragupta.enrich.embed import load_encoder
+
+    q = load_encoder(Workspace.open(built).config.enrich, "cpu").encode_queries(["marine heatwaves bleach coral reefs"])[0]
     brute = s.store.vectors @ q
     order = np.argsort(-brute, kind="stable")
     assert abs(resp.hits[0].score - float(brute[order[0]])) < 1e-5
@@ -335,6 +338,11 @@ def test_search_returns_citable_hits_ranked_by_cosine(built):
     assert s.search("ion channel structure", k=1).hits[0].citekey == "protein"
 
 
+def _docid(s, row: int) -> str:
+    """A chunk's TREC doc id read straight off the store: ``<citekey>#<chunk number>``."""
+    return f"{s.store.citekeys[int(s.store.chunk_doc[row])]}#{int(s.store.chunk_no[row])}"
+
+
 @pytest.mark.enrich
 def test_snippet_width_and_chunk_text(built):
     s = _searcher(built)
@@ -342,7 +350,7 @@ def test_snippet_width_and_chunk_text(built):
     assert hit.citekey == "vaccine" and 40 < len(hit.snippet) <= 80
     assert any(w in hit.snippet.lower() for w in ("vaccine", "antibody", "infants"))
     full = s.search("vaccine antibody response in infants", k=1, snippet_chars=100000).hits[0]
-    row = [r for r in range(s.store.count) if s.docid(r) == f"vaccine#{full.passage}"][0]
+    row = [r for r in range(s.store.count) if _docid(s, r) == f"vaccine#{full.passage}"][0]
     assert full.snippet == " ".join(s.store.chunk_text(row).split())
     assert s.search("vaccine", k=1, snippet_chars=0).hits[0].snippet == ""
 
@@ -398,8 +406,11 @@ def test_cli_single_query_and_batch_trec_run(built, tmp_path, capsys):
 
     s = _searcher(built)
     ranked = s.rank_many(["coral reef bleaching", "fabricated citations in language models"], 4)
-    want = "".join(x + "\n" for qid, hits in zip(["q1", "q2"], ranked)
-                   for x in format_run_lines(qid, [(s.docid(r), sc) for r, sc in hits]))
+    want = "".join(x + "\n" for q, qid in enumerate(["q1", "q2"])
+                   for x in format_run_lines(qid, [(_docid(s, r), sc) for r, sc in
+                                                   zip(ranked.topk.ids[q].tolist(), ranked.topk.scores[q].tolist())
+                                                   if r >= 0]))
+    assert [k for keys in ranked.keys() for k in keys] == [l[2] for l in lines]
     assert run.read_text() == want
     assert _cli("search", "-w", built, "--engine", "embed", "--queries", q, "--run", run, "-k", "4", "--json") == 0
     rows = [json.loads(line) for line in run.read_text().splitlines()]

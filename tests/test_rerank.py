@@ -67,6 +67,12 @@ def test_rerank_is_off_by_default(ws_root):
     assert not any(n.kind == "rerank" for n in s.search("coral", k=2).notes)
 
 
+def _hits(ranked, q: int = 0) -> list[tuple[int, float]]:
+    """Query q's (chunk row, score) pairs, best first."""
+    ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
+    return [(int(r), float(s)) for r, s in zip(ids, scores) if r >= 0]
+
+
 def test_rerank_orders_candidates_by_the_cross_encoder_scores(ws_root, cross_encoder):
     from sentence_transformers import CrossEncoder
 
@@ -78,11 +84,11 @@ def test_rerank_orders_candidates_by_the_cross_encoder_scores(ws_root, cross_enc
     changed = 0
     for q in QUERIES:
         k = 3
-        base = plain.rank_many([q], k * 4)[0]  # the over-fetched candidates, cosine order (k x overfetch 4)
+        base = _hits(plain.rank_many([q], k * 4))  # the over-fetched candidates, cosine order (k x overfetch 4)
         rows = [r for r, _ in base]
         ce = np.asarray(direct.predict([(q, plain.store.chunk_text(r)) for r in rows]), dtype=np.float32).ravel()
         expected = [rows[i] for i in np.argsort(-ce, kind="stable")][:k]
-        got = reranked.rank_many([q], k)[0]
+        got = _hits(reranked.rank_many([q], k))
         assert [r for r, _ in got] == expected
         assert np.allclose([s for _, s in got], np.sort(ce)[::-1][:k], atol=1e-5)  # scores are the CE's
         changed += [r for r, _ in got] != rows[:k]
@@ -93,11 +99,11 @@ def test_rerank_orders_candidates_by_the_cross_encoder_scores(ws_root, cross_enc
 
 def test_rerank_happens_before_the_cap(ws_root, cross_encoder):
     q = "the ocean absorbed excess heat and marine heatwaves bleached coral reefs"
-    capped = _open(ws_root, embed_max_passages_per_source=1, rerank_model=str(cross_encoder)).rank_many([q], 5)[0]
+    capped = _hits(_open(ws_root, embed_max_passages_per_source=1, rerank_model=str(cross_encoder)).rank_many([q], 5))
     s = _open(ws_root)
     # k x overfetch covers all 17 chunks either way, so the capped list must be the reranked full list with
     # each source's later chunks dropped
-    cands = _open(ws_root, embed_max_passages_per_source=10, rerank_model=str(cross_encoder)).rank_many([q], 20)[0]
+    cands = _hits(_open(ws_root, embed_max_passages_per_source=10, rerank_model=str(cross_encoder)).rank_many([q], 20))
     seen, expected = set(), []
     for r, _sc in cands:
         key = s.citekey(r)

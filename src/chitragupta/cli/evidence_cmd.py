@@ -16,7 +16,7 @@ def run(args) -> int:
     import json
 
     from chitragupta.cli._common import open_workspace, print_notes
-    from chitragupta.engine.dossier import LogRow, append_rows, payload_chars
+    from chitragupta.engine.dossier import LogRow, append_rows, expanded_text, payload_chars
     from chitragupta.errors import UsageError
     from chitragupta.engine.search import Retriever
 
@@ -37,10 +37,7 @@ def run(args) -> int:
         if not resp.hits:
             print("no passage bears on the query")
     if args.log:
-        append_rows(ws, args.log, [LogRow("evidence", "evidence", args.query, _expanded(resp), args.n,
+        append_rows(ws, args.log, [LogRow("evidence", "evidence", args.query, expanded_text(resp.notes), args.n,
                                           len(resp.hits), payload_chars(resp.hits))])
     return 0
 
-
-def _expanded(resp) -> str:
-    return "; ".join(n.text.split(": ", 1)[1] for n in resp.notes if n.kind == "expansion")

@@ -1,12 +1,18 @@
-"""``chitragupta search``: one query as a table or JSON, or a batch of queries to a TREC run file."""
+"""``chitragupta search``: one query as a table or JSON, or a batch of queries to a run file, for every
+engine. The engines are a table (``ENGINES``); each opens a searcher with the same three calls --
+``search(query, k, unit=, snippet_chars=)``, ``rank_many(queries, k, unit=)`` returning the one ``Ranked``
+type, ``index_notes(unit)`` -- so there is one single-query path and one batch path."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from typing import Callable
 
 
 def add_arguments(p) -> None:
-    from chitragupta.kernels.dispatch import BACKENDS, DEVICES
+    from chitragupta.device import DEVICES
+    from chitragupta.kernels.dispatch import BACKENDS
 
     p.add_argument("query", nargs="?", help="the query (omit with --queries)")
     p.add_argument("-k", type=int, default=None, help="hits per query (default 10; 100 with --queries)")
@@ -17,18 +23,57 @@ def add_arguments(p) -> None:
     p.add_argument("--run", metavar="OUT.trec",
                    help="batch mode: where to write the run (- for stdout; a FIFO or device is written directly)")
     p.add_argument("--backend", choices=list(BACKENDS), default=None,
-                   help="scoring backend (default: [retrieval].backend)")
+                   help="BM25's scoring backend (default: [retrieval].backend)")
     p.add_argument("--device", choices=list(DEVICES), default=None,
-                   help="where the torch backend runs (default: [retrieval].device)")
+                   help="where torch runs: BM25's torch backend ([retrieval].device), or the embedding model "
+                        "for --engine embed / hybrid ([enrich].device)")
     p.add_argument("--snippet-chars", type=int, default=None, help="snippet width (default: [retrieval].snippet_chars)")
     p.add_argument("--unit", choices=["document", "passage"], default="document",
-                   help="rank whole documents (default) or the sidecar's paragraphs")
-    p.add_argument("--engine", choices=["bm25", "embed", "hybrid"], default="bm25",
-                   help="bm25 (default); embed: the embedding index `chitragupta enrich --stages embed` builds "
-                        "(ranks chunks; needs the enrich extra); hybrid: both fused per source ([hybrid] in the "
-                        "config; BM25 alone, with a note, when the embedding index is missing)")
+                   help="rank whole documents (default) or the sidecar's paragraphs (BM25 and hybrid)")
+    p.add_argument("--engine", choices=list(ENGINES), default="bm25",
+                   help="; ".join(f"{name}: {e.help}" for name, e in ENGINES.items()))
     p.add_argument("--no-update", action="store_true", help="search the index as it is, even if the ledger changed")
     p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One search engine of the CLI: how it opens, which ``--unit`` values it takes, what its log says."""
+
+    open: Callable  # (workspace, args, progress) -> a searcher
+    units: tuple[str, ...]
+    help: str
+    backend: bool = False  # takes --backend
+
+
+def _open_bm25(ws, args, progress):
+    from chitragupta.engine.search import Retriever
+
+    return Retriever.open(ws, update=not args.no_update, backend=args.backend, device=args.device, progress=progress)
+
+
+def _open_embed(ws, args, _progress):
+    from chitragupta.enrich.search import EmbedSearcher
+
+    return EmbedSearcher.open(ws, device=args.device)
+
+
+def _open_hybrid(ws, args, progress):
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    return HybridSearcher.open(ws, unit=args.unit, update=not args.no_update, backend=args.backend,
+                               device=args.device, progress=progress)
+
+
+ENGINES: dict[str, Engine] = {
+    "bm25": Engine(_open_bm25, ("document", "passage"), "BM25 (default)", backend=True),
+    "embed": Engine(_open_embed, ("document",),
+                    "the embedding index `chitragupta enrich --stages embed` builds (ranks 200-word chunks, "
+                    "citekey#n; needs the enrich extra)"),
+    "hybrid": Engine(_open_hybrid, ("document", "passage"),
+                     "BM25 and the embedding index fused per source ([hybrid] in the config; BM25 alone, "
+                     "with a note, when the embedding index is missing)", backend=True),
+}
 
 
 def _table(resp) -> str:
@@ -48,7 +93,7 @@ def _table(resp) -> str:
 
 
 def print_response(resp, as_json: bool) -> None:
-    """One query's notes on stderr, then its hits as a table or a JSON list (every search engine)."""
+    """One query's notes on stderr, then its hits as a table or a JSON list."""
     import json
 
     from chitragupta.cli._common import print_notes
@@ -60,23 +105,29 @@ def print_response(resp, as_json: bool) -> None:
         print(_table(resp))
 
 
-def _expanded(notes) -> str:
-    return "; ".join(n.text.split(": ", 1)[1] for n in notes if n.kind == "expansion")
+def _command(args) -> str:
+    cmd = "search" if args.engine == "bm25" else f"search --engine {args.engine}"
+    return cmd + (" --queries" if args.queries else "")
 
 
-def _single(args, retriever) -> int:
+def _unit_label(searcher, args) -> str:
+    return getattr(searcher, "UNIT", None) or (args.unit if args.engine == "bm25" else f"hybrid-{args.unit}")
+
+
+def _single(args, searcher, ws) -> int:
     k = args.k or 10
-    resp = retriever.search(args.query, k=k, unit=args.unit, snippet_chars=args.snippet_chars)
+    unit = args.unit if args.engine != "embed" else None
+    resp = searcher.search(args.query, k=k, unit=unit, snippet_chars=args.snippet_chars)
     print_response(resp, args.json)
     if args.log:
-        from chitragupta.engine.dossier import LogRow, append_rows, payload_chars
+        from chitragupta.engine.dossier import LogRow, append_rows, expanded_text, payload_chars
 
-        append_rows(retriever.workspace, args.log, [LogRow("search", args.unit, args.query, _expanded(resp.notes),
-                                                           k, len(resp.hits), payload_chars(resp.hits))])
+        append_rows(ws, args.log, [LogRow(_command(args), _unit_label(searcher, args), args.query,
+                                          expanded_text(resp.notes), k, len(resp.hits), payload_chars(resp.hits))])
     return 0
 
 
-def _batch(args, retriever) -> int:
+def _batch(args, searcher, ws) -> int:
     from pathlib import Path
 
     from chitragupta.cli._common import print_notes, print_problems
@@ -88,36 +139,36 @@ def _batch(args, retriever) -> int:
     print_problems(problems)
     k = args.k or 100
     qids = [qid for qid, _ in queries]
-    ranked = retriever.rank_many([text for _, text in queries], k, unit=args.unit)
+    unit = args.unit if args.engine != "embed" else None
+    ranked = searcher.rank_many([text for _, text in queries], k, unit=unit)
     with open_output(args.run) as out:
         for chunk in ranked.run_chunks(qids, fmt="jsonl" if args.json else "trec"):
             out.write(chunk)
-    n_hits = int(ranked.topk.counts().sum())
-    notes = retriever.index_notes(args.unit)
+    counts = ranked.counts()
+    notes = searcher.index_notes(unit)
     if args.log:
-        from chitragupta.engine.dossier import LogRow, append_rows
+        from chitragupta.engine.dossier import LogRow, append_rows, expanded_text
         from chitragupta.engine.trec import format_run_lines
 
         all_notes = ranked.notes
-        counts = ranked.topk.counts()
-        append_rows(retriever.workspace, args.log, [
-            LogRow("search --queries", args.unit, text, _expanded(all_notes[q]), k, int(counts[q]),
+        append_rows(ws, args.log, [
+            LogRow(_command(args), ranked.unit, text, expanded_text(all_notes[q]), k, int(counts[q]),
                    sum(len(x) + 1 for x in format_run_lines(qid, ranked.docids(q))))
             for q, (qid, text) in enumerate(queries)])
-    unmatched = ranked.unmatched()
+    unmatched = ranked.unmatched() if args.engine == "bm25" else 0
     if unmatched:
         notes.append(f"{unmatched} of {len(queries)} queries had no indexable term that the index holds, and got no hits")
     print_notes(notes)
     what = "JSON lines" if args.json else "TREC run"
-    print(f"search: {len(queries)} queries, {n_hits} hits (k={k}) written to {describe(args.run)} ({what})",
-          file=sys.stderr)
+    engine = "" if args.engine == "bm25" else f", engine {args.engine}"
+    print(f"search: {len(queries)} queries, {int(counts.sum())} hits (k={k}{engine}) written to {describe(args.run)} "
+          f"({what})", file=sys.stderr)
     return 0
 
 
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, progress_bar
     from chitragupta.errors import UsageError
-    from chitragupta.engine.search import Retriever
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"-k must be >= 1, got {args.k}")
@@ -130,16 +181,14 @@ def run(args) -> int:
         raise UsageError('give a QUERY, e.g. chitragupta search "digital twin fidelity", or --queries Q.jsonl --run OUT.trec')
     if args.snippet_chars is not None and args.snippet_chars < 1:
         raise UsageError(f"--snippet-chars must be >= 1, got {args.snippet_chars}")
-    if args.engine == "embed":
-        from chitragupta.cli.enrich_cmd import search_embed
-
-        return search_embed(args)
-    if args.engine == "hybrid":
-        from chitragupta.cli.hybrid_cmd import search_hybrid
-
-        return search_hybrid(args)
+    engine = ENGINES[args.engine]
+    if args.unit not in engine.units:
+        raise UsageError(f"--unit {args.unit} is for --engine bm25 or hybrid; --engine {args.engine} ranks its own "
+                         "unit, 200-word chunks (each hit names its chunk as citekey#n)")
+    if args.backend is not None and not engine.backend:
+        raise UsageError(f"--backend chooses BM25's scoring backend; --engine {args.engine} does not use it "
+                         "(its device is [enrich].device)")
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
-        retriever = Retriever.open(ws, update=not args.no_update, backend=args.backend, device=args.device,
-                                   progress=cb)
-    return _batch(args, retriever) if args.queries else _single(args, retriever)
+        searcher = engine.open(ws, args, cb)
+    return _batch(args, searcher, ws) if args.queries else _single(args, searcher, ws)

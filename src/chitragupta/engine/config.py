@@ -74,7 +74,11 @@ def _dial(v) -> bool:
 
 _backend_check, _backend_allowed = _choice(_backends)
 _parser_check, _parser_allowed = _choice(_parsers)
-_stemmer_check, _stemmer_allowed = _choice(_stemmers)
+_stemmer_in, _stemmer_allowed = _choice(_stemmers)
+
+
+def _stemmer_check(v) -> bool:
+    return v == "none" or _stemmer_in(v)  # the default needs no import of the Snowball package
 
 SCHEMA: dict[str, dict[str, Setting]] = {
     "corpus": {

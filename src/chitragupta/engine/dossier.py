@@ -19,7 +19,7 @@ from pathlib import Path
 from chitragupta.engine.workspace import Workspace, safe_name
 from chitragupta.errors import OutputError
 
-__all__ = ["LogRow", "COLUMNS", "append_rows", "dossier_path", "payload_chars"]
+__all__ = ["LogRow", "COLUMNS", "append_rows", "dossier_path", "payload_chars", "expanded_text"]
 
 COLUMNS = ("time", "command", "unit", "query", "expanded", "k", "hits", "payload chars")
 
@@ -33,6 +33,11 @@ class LogRow:
     k: int
     hits: int
     payload_chars: int
+
+
+def expanded_text(notes) -> str:
+    """What acronym expansion added, from a query's notes (the ``expanded`` column): ``dt -> digital twin``."""
+    return "; ".join(n.text.split(": ", 1)[1] for n in notes if n.kind == "expansion")
 
 
 def payload_chars(hits) -> int:

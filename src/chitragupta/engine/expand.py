@@ -19,7 +19,7 @@ from pathlib import Path
 
 from chitragupta.engine.config import toml_error
 from chitragupta.errors import ConfigError
-from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, _SEPARATE, tokenize
+from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, runs_bytes, tokenize
 
 __all__ = ["Expander", "Expansion", "load_expander", "packaged_vocabulary", "STARTER", "PACKAGED"]
 
@@ -93,7 +93,11 @@ class Expander:
 
     def expand(self, query: str) -> Expansion:
         """The tokens acronyms in ``query`` add, in query order, never repeating a typed word."""
-        runs = query.lower().encode("ascii", "replace").translate(_SEPARATE).split()
+        return self.expand_runs(runs_bytes(query))
+
+    def expand_runs(self, runs: list[bytes]) -> Expansion:
+        """``expand`` of a query already cut into its runs (``chitragupta.engine.tokenize.runs_bytes``: the
+        query plan cuts each query once)."""
         if not self._keys_bytes.intersection(runs):
             return Expansion()
         typed = [r.decode("ascii") for r in runs]

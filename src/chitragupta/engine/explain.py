@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from chitragupta.engine.tokenize import query_terms
-from chitragupta.kernels.reference import score_dense
+from chitragupta.errors import IndexDamaged
+from chitragupta.kernels.reference import PostingsDamaged, score_dense
 from chitragupta.kernels.types import bm25_idf
 
 __all__ = ["TermScore", "Explanation", "explain"]
@@ -65,13 +65,12 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     weights (its configuration). UsageError for an unknown citekey (with near names)."""
     index, params = retriever.index, retriever.params
     doc = retriever._doc(citekey)
-    p = index.postings
-    expander = retriever.expander()
-    batch = index.query_batch_from_strings([query], expander)
+    p = index.raw_postings  # read as the numpy scorer reads it: each slice checked
+    plan = retriever.plan([query])
+    batch, parsed = plan.batch, plan.parsed[0]
     term_ids = batch.terms[batch.indptr[0]:batch.indptr[1]].astype(np.int64)
-    typed, dropped = query_terms(query)
-    typed_ids = {index.vocab.find(index.index_term(t)) for t in typed}
-    unknown = [t for t in typed if index.vocab.find(index.index_term(t)) < 0]
+    dropped, unknown = list(parsed.dropped), parsed.unknown
+    typed_ids = set(parsed.ids[:len(parsed.typed)])
 
     idf = bm25_idf(p.df(), p.n_docs)
     avgdl = p.avgdl()
@@ -101,7 +100,10 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
                      n_docs=p.n_docs, terms=rows, dropped=dropped, unknown=unknown)
     ex.score = total
     if term_ids.size:
-        scores, matched = score_dense(p, term_ids, params)  # every document, for the rank
+        try:
+            scores, matched = score_dense(p, term_ids, params)  # every document, for the rank
+        except PostingsDamaged as err:
+            raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
         hit = matched & (scores > 0)
         ex.hits = int(hit.sum())
         if hit[doc]:

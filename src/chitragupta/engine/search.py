@@ -4,8 +4,16 @@
     resp = r.search("digital twin fidelity", k=10)      # SearchResponse: .hits, .notes
     many = r.search_many(["q1", "q2"], k=100)          # the batched fast path
 
-Queries are tokenized exactly like documents, scored by the one dispatch in ``kernels``, and turned into
-citable hits at the edge. Library code never prints; notes come back with the results.
+Queries are tokenized exactly like documents (once, by ``chitragupta.engine.query.QueryPlan``), scored
+by the kernels, and turned into citable hits at the edge. Library code never prints; notes come back
+with the results.
+
+Which scorer: under ``[retrieval].backend = "auto"`` a batch of at most ``FEW_QUERIES`` queries is
+scored by the numpy scorer (``chitragupta.kernels.reference``: it reads only its terms' posting slices,
+checks them, and needs no JIT kernels, so one query from a cold process pays for nothing else), larger
+batches by the dispatch (numba, or torch on CUDA) once the index has passed its deep check. Both give
+the same ids and scores to the bit (tested); once numba has run in a process, small batches use it too.
+A configured backend other than auto is used for everything.
 """
 
 from __future__ import annotations
@@ -16,141 +24,22 @@ from typing import Callable, Sequence
 import numpy as np
 
 from chitragupta.engine.config import Config
-from chitragupta.errors import UsageError
+from chitragupta.errors import IndexDamaged, UsageError
 from chitragupta.engine.expand import load_expander
-from chitragupta.engine.index.manage import OpenedIndex, open_current
+from chitragupta.engine.index.manage import OpenedIndex, open_current, rebuild
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, load_body
+from chitragupta.engine.index.store import IndexCorrupt
+from chitragupta.engine.query import QueryPlan, parse
+from chitragupta.engine.ranked import Ranked
 from chitragupta.engine.results import Note, SearchResponse, SearchResult
 from chitragupta.engine.text.windows import choose_windows
-from chitragupta.engine.tokenize import query_terms
 from chitragupta.engine.workspace import Workspace
 from chitragupta.kernels import BM25Params, QueryBatch, TopK
-from chitragupta.kernels.dispatch import Backend, resolve, score_topk, set_threads
+from chitragupta.kernels.dispatch import Backend, resolve, set_threads
 
-__all__ = ["Retriever", "Ranked"]
+__all__ = ["Retriever", "Ranked", "check_k", "FEW_QUERIES"]
 
-
-class Ranked:
-    """The batched fast path's output: top-k unit ids and scores (``topk``; documents, or passages for
-    ``unit="passage"``) and the ``batch`` of term ids that was scored. Each query's terms, expansions
-    and notes are worked out on first access (once for the whole batch), so the fast path does not pay
-    for them; ``keys`` and ``run_chunks`` turn the arrays into citekeys and run files without Python per
-    hit."""
-
-    def __init__(self, topk: TopK, queries: Sequence[str], retriever: "Retriever", unit: str = "document",
-                 expander=None, batch: QueryBatch | None = None):
-        self.topk = topk
-        self.queries = list(queries)
-        self.unit = unit
-        self.batch = batch
-        self._expander = expander
-        self._retriever = retriever
-        self._parsed: list[tuple[list[str], list[str]]] | None = None
-        self._expansions: list | None = None
-        self._terms: list[list[str]] | None = None
-        self._notes: list[list[Note]] | None = None
-
-    def _parse(self):
-        if self._parsed is None:
-            self._parsed = [query_terms(q) for q in self.queries]
-        return self._parsed
-
-    @property
-    def expansions(self) -> list | None:
-        """Each query's ``Expansion`` (what acronym expansion added), or None when expansion is off."""
-        if self._expander is None:
-            return None
-        if self._expansions is None:
-            self._expansions = [self._expander.expand(q) for q in self.queries]
-        return self._expansions
-
-    @property
-    def terms(self) -> list[list[str]]:
-        """Each query's scored terms: what it typed, then what expansion added."""
-        if self._terms is None:
-            exp = self.expansions
-            if exp is None:
-                self._terms = [p[0] for p in self._parse()]
-            else:
-                self._terms = [p[0] + list(e.added) for p, e in zip(self._parse(), exp)]
-        return self._terms
-
-    @property
-    def notes(self) -> list[list[Note]]:
-        """Each query's notes (dropped words, unknown terms, expansions)."""
-        if self._notes is None:
-            exp = self.expansions
-            out = []
-            for i, (q, (t, d)) in enumerate(zip(self.queries, self._parse())):
-                notes = self._retriever._query_notes(q, t, d, self.unit)
-                if exp is not None and exp[i].pairs:
-                    notes.append(Note("expansion", exp[i].note()))
-                out.append(notes)
-            self._notes = out
-        return self._notes
-
-    def unmatched(self) -> int:
-        """How many queries had no term the index knows (and so no hits)."""
-        if self.batch is None:
-            return int(np.count_nonzero(self.topk.counts() == 0))
-        return int(np.count_nonzero(np.diff(self.batch.indptr) == 0))
-
-    # -- ids to citable keys, for the whole batch ----------------------------------------------------
-    def _hits(self):
-        """(counts per query, flat unit ids, flat scores) of the real hits, in rank order."""
-        ids, scores = self.topk.ids, self.topk.scores
-        mask = ids >= 0
-        return mask.sum(axis=1), ids[mask], scores[mask]
-
-    def _key_rows(self, units: np.ndarray):
-        """(citekey table, row per hit, item per hit or None) for unit ids."""
-        r = self._retriever
-        if self.unit == "document":
-            return r.index.citekeys, units, None
-        pidx = r.passage_index()
-        return pidx.citekeys, np.asarray(pidx.p_doc)[units].astype(np.int64), \
-            np.asarray(pidx.p_item)[units].astype(np.int64)
-
-    def keys(self) -> list[list[str]]:
-        """Every query's hits as doc ids, best first: the citekey, or ``<citekey>#<item>`` for passages."""
-        ids = self.topk.ids
-        counts = (ids >= 0).sum(axis=1)
-        if self.unit == "passage":
-            flat_units = ids[ids >= 0]
-            table, rows, items = self._key_rows(flat_units)
-            flat = [f"{k}#{i}" for k, i in zip(table.strings_at(rows).tolist(), items.tolist())]
-            out, at = [], 0
-            for c in counts.tolist():
-                out.append(flat[at:at + c])
-                at += c
-            return out
-        if not counts.any():
-            return [[] for _ in range(ids.shape[0])]
-        # rows are hits then padding (-1): name every cell, then cut the short rows
-        out = self._retriever.index.citekeys.strings_at(np.where(ids >= 0, ids, ids.max())).tolist()
-        for q in np.flatnonzero(counts < ids.shape[1]).tolist():
-            del out[q][counts[q]:]
-        return out
-
-    def docids(self, q: int) -> list[tuple[str, float]]:
-        """Query q's hits as (doc id, score): the citekey, or ``<citekey>#<item>`` for passages."""
-        ids, scores = self.topk.ids[q], self.topk.scores[q]
-        keep = ids >= 0
-        table, rows, items = self._key_rows(ids[keep])
-        keys = table.strings_at(rows).tolist()
-        if items is not None:
-            keys = [f"{k}#{i}" for k, i in zip(keys, items.tolist())]
-        return list(zip(keys, scores[keep].tolist()))
-
-    def run_chunks(self, qids: Sequence[str], *, fmt: str = "trec", tag: str | None = None):
-        """The batch as a run file (``fmt`` "trec" or "jsonl"), in chunks of bytes (``chitragupta.engine.trec``)."""
-        from chitragupta.engine.trec import RUN_TAG, run_chunks
-
-        if len(qids) != len(self.queries):
-            raise UsageError(f"{len(qids)} query ids for {len(self.queries)} queries")
-        counts, units, scores = self._hits()
-        table, rows, items = self._key_rows(units)
-        return run_chunks(qids, counts, rows, scores, table, items, fmt=fmt, tag=tag or RUN_TAG)
+FEW_QUERIES = 8  # under backend "auto", batches this small are scored by numpy (module docstring)
 
 
 def _near(key: str, table, limit: int = 5) -> str:
@@ -171,9 +60,10 @@ def _names(keys: list[str], limit: int = 10) -> str:
     return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
-def _check_k(k) -> int:
+def check_k(k, what: str = "k") -> int:
+    """``k`` as an int, or UsageError unless it is an integer >= 1 (every engine's k, every cap)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise UsageError(f"k must be an integer >= 1, got {k!r}")
+        raise UsageError(f"{what} must be an integer >= 1, got {k!r}")
     return int(k)
 
 
@@ -186,20 +76,29 @@ class Retriever:
     def __init__(self, ws: Workspace, opened: OpenedIndex, *, backend: str | None = None, update: bool = True,
                  device: str | None = None):
         self.workspace = ws
-        self._opened = opened
         self._update = update
-        self.index = opened.index
         cfg = ws.config.retrieval
         self.params = BM25Params(k1=cfg.k1, b=cfg.b,
                                  field_weights=(("title", cfg.weight_title), ("abstract", cfg.weight_abstract)))
         self.passage_params = BM25Params(k1=cfg.k1, b=cfg.b)  # passages have no fields
         # device: where the torch backend runs ("auto" | "cpu" | "cuda"); numba and numpy ignore it
-        self.backend: Backend = resolve(backend or cfg.backend, device or cfg.device)
-        set_threads(cfg.threads)
-        self._rows = self._aligned_rows(opened)
-        self._passages: OpenedIndex | None = None
+        self._backend_name = backend or cfg.backend
+        self._device = device or cfg.device
+        self._backend: Backend | None = None  # resolved on the first batch that needs it
+        self._numpy: Backend | None = None
         self._expansion_cache = None
+        self._install("document", opened)
+        self._passages: OpenedIndex | None = None
         self._passage_rows: list | None = None
+
+    def _install(self, unit: str, opened: OpenedIndex) -> None:
+        if unit == "document":
+            self._opened = opened
+            self.index = opened.index
+            self._rows = self._aligned_rows(opened)
+        else:
+            self._passages = opened
+            self._passage_rows = self._aligned_rows(opened)
 
     @staticmethod
     def _aligned_rows(opened: OpenedIndex) -> list:
@@ -217,20 +116,61 @@ class Retriever:
         """Open a workspace for search, bringing its index up to date unless ``update`` is False.
         ``backend`` and ``device`` override ``[retrieval].backend`` and ``[retrieval].device``."""
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
+        if backend is not None:
+            resolve_name(backend)
         return cls(ws, open_current(ws, update=update, progress=progress), backend=backend, update=update,
                    device=device)
+
+    # -- the backend, resolved when a batch first needs it ------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        """The backend batches are scored on (``[retrieval].backend`` resolved: numba, numpy or torch)."""
+        if self._backend is None:
+            self._backend = resolve(self._backend_name, self._device)
+            if self._backend.name == "numba":
+                set_threads(self.workspace.config.retrieval.threads)
+        return self._backend
+
+    def _backend_for(self, n_queries: int) -> Backend:
+        if self._backend_name == "auto" and n_queries <= FEW_QUERIES and (
+                self._backend is None or self._backend.name != "numba"):
+            if self._numpy is None:
+                self._numpy = resolve("numpy")
+            return self._numpy
+        return self.backend
 
     # -- the passage index, opened on first use -----------------------------------------------------
     def passage_index(self):
         if self._passages is None:
-            self._passages = open_current(self.workspace, unit="passage", update=self._update)
-            self._passage_rows = self._aligned_rows(self._passages)
+            self._install("passage", open_current(self.workspace, unit="passage", update=self._update))
         return self._passages.index
+
+    def _index(self, unit: str):
+        return self.index if unit == "document" else self.passage_index()
 
     def _check_unit(self, unit: str) -> str:
         if unit not in self.UNITS:
             raise UsageError(f"unknown unit {unit!r}; allowed: {', '.join(self.UNITS)}")
         return unit
+
+    def checked_index(self, unit: str = "document"):
+        """``unit``'s index once it has passed the checks a numba kernel needs (``TermIndex.check_deep``),
+        rebuilt first (with a note) when it fails them; for callers that hand its arrays to a kernel."""
+        index = self._index(self._check_unit(unit))
+        params = self.params if unit == "document" else self.passage_params
+        try:
+            index.check_deep(fields=[name for name, _d in params.active_fields()])
+        except IndexCorrupt as err:
+            index = self._repair(unit, str(err))
+        return index
+
+    def _repair(self, unit: str, why: str):
+        """The index of ``unit`` turned out damaged: rebuild it (with a note), or say how to."""
+        index = self._index(unit)
+        if not self._update:
+            raise IndexDamaged(f"{index.where}: {why}; rebuild it with `chitragupta index --force`")
+        self._install(unit, rebuild(self.workspace, why, unit=unit))
+        return self._index(unit)
 
     # -- notes that hold for every query ------------------------------------------------------------
     def index_notes(self, unit: str = "document") -> list[Note]:
@@ -267,28 +207,30 @@ class Retriever:
                                          f"skipped by the passage unit: {_names(bad)}"))
         return notes
 
-    def _query_notes(self, query: str, terms: list[str], dropped: list[str], unit: str = "document") -> list[Note]:
-        notes = []
-        if dropped:
-            notes.append(Note("dropped", "query words not indexed (stopwords or shorter than 2 characters): "
-                                         + ", ".join(dropped)))
-        if not terms:
-            notes.append(Note("no-terms", f"no indexable term in {query!r}; no hits"))
-        else:
-            index = self.passage_index() if unit == "passage" else self.index
-            unknown = [t for t in terms if index.vocab.find(index.index_term(t)) < 0]
-            if unknown:
-                where = "passage" if unit == "passage" else "document"
-                notes.append(Note("unknown-terms", f"in no indexed {where}: " + ", ".join(unknown)))
-        return notes
-
     # -- scoring ------------------------------------------------------------------------------------
-    def _score(self, index, batch, k: int) -> TopK:
-        params = self.params if index is self.index else self.passage_params
-        cached = {}
-        if self.backend.accepts_cached:
-            cached = {"idf": index.idf_, "norm": index.norm(params.k1, params.b), "bounds": index.bounds(params)}
-        return score_topk(index.postings, batch, params, k, backend=self.backend, **cached)
+    def plan(self, queries: Sequence[str], unit: str = "document") -> QueryPlan:
+        """``queries`` tokenized, expanded and looked up once against ``unit``'s index."""
+        return QueryPlan(queries, self._index(self._check_unit(unit)), self.expander())
+
+    def _score(self, unit: str, batch: QueryBatch, k: int) -> TopK:
+        """The top-k of a batch of term ids; ``_Rebuilt`` when the index turned out damaged on the way
+        and was rebuilt (the caller plans again), IndexDamaged when it could not be."""
+        from chitragupta.kernels.reference import PostingsDamaged
+
+        index = self._index(unit)
+        params = self.params if unit == "document" else self.passage_params
+        backend = self._backend_for(batch.n_queries)
+        try:
+            if backend.name == "numpy":
+                return backend.score_topk(index.raw_postings, batch, params, k)
+            index.check_deep(fields=[name for name, _d in params.active_fields()])
+            if backend.accepts_cached:
+                return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
+                                          norm=index.norm(params.k1, params.b), bounds=index.bounds(params))
+            return backend.score_topk(index.postings, batch, params, k)
+        except (IndexCorrupt, PostingsDamaged) as err:
+            self._repair(unit, str(err))
+            raise _Rebuilt from None
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document",
                   max_per_source: int | None = None) -> Ranked:
@@ -296,24 +238,42 @@ class Retriever:
 
         For passages, ``[retrieval].max_passages_per_source`` (or ``max_per_source``) is applied to the
         fully ranked list, so a dominant source's excess promotes another source's passage rather than
-        shortening the list.
+        shortening the list. An index found damaged while scoring is rebuilt once, with a note.
         """
-        k = _check_k(k)
+        k = check_k(k)
         self._check_unit(unit)
         queries = list(queries)
-        expander = self.expander()
+        cap = None
+        if unit == "passage":
+            cap = self.workspace.config.retrieval.max_passages_per_source if max_per_source is None \
+                else check_k(max_per_source, "max_per_source")
+        try:
+            return self._rank(queries, k, unit, cap)
+        except _Rebuilt:
+            pass
+        try:
+            return self._rank(queries, k, unit, cap)
+        except _Rebuilt:
+            raise IndexDamaged(f"{self._index(unit).where} is damaged again after a rebuild; "
+                               "run `chitragupta index --force`") from None
+
+    def _rank(self, queries: list[str], k: int, unit: str, cap: int | None) -> Ranked:
+        index = self._index(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
+        k = min(k, max(1, index.n_units))
+        plan = QueryPlan(queries, index, self.expander())
         if unit == "document":
-            k = min(k, max(1, self.index.n_docs))
-            batch = self.index.query_batch_from_strings(queries, expander)
-            return Ranked(self._score(self.index, batch, k), queries, self, "document", expander, batch)
-        pidx = self.passage_index()
-        k = min(k, max(1, pidx.n_passages))
-        batch = pidx.query_batch_from_strings(queries, expander)
-        cap = self.workspace.config.retrieval.max_passages_per_source if max_per_source is None else max_per_source
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise UsageError(f"max_per_source must be an integer >= 1, got {cap!r}")
-        return Ranked(self._capped(pidx, batch, k, cap), queries, self, "passage", expander, batch)
+            return Ranked(self._score("document", plan.batch, k), queries, unit="document", table=index.citekeys,
+                          plan=plan)
+        top = self._capped(plan.batch, k, cap)
+        units = np.where(top.ids >= 0, top.ids, 0)
+        p_doc, p_item = np.asarray(index.p_doc), np.asarray(index.p_item)
+        if p_doc.size:
+            rows = np.where(top.ids >= 0, p_doc[units], -1).astype(np.int64)
+            items = np.where(top.ids >= 0, p_item[units], -1).astype(np.int64)
+        else:
+            rows = items = np.full(top.ids.shape, -1, dtype=np.int64)
+        return Ranked(top, queries, unit="passage", table=index.citekeys, rows=rows, items=items, plan=plan)
 
     def expander(self):
         """The acronym expander (``engine.expand.Expander``: ``.expand(query)``), reloaded when
@@ -329,38 +289,33 @@ class Retriever:
             self._expansion_cache = (stamp, load_expander(self.workspace.content, True))
         return self._expansion_cache[1]
 
-    def _capped(self, pidx, batch, k: int, cap: int) -> TopK:
+    def _capped(self, batch: QueryBatch, k: int, cap: int) -> TopK:
         """Top-k passages per query with at most ``cap`` per source, exact: a query whose capped list is
-        short while its ranked prefix was full is ranked again deeper."""
-        out = TopK.empty(batch.n_queries, k)
+        short while its ranked prefix was full is ranked again deeper
+        (``chitragupta.kernels.topk.cap_per_source``)."""
+        from chitragupta.kernels.topk import cap_per_source
+
+        pidx = self.passage_index()
         p_doc = np.asarray(pidx.p_doc)
+        n_units = pidx.n_passages
+        out = TopK.empty(batch.n_queries, k)
         todo = np.arange(batch.n_queries)
+        lens = np.diff(batch.indptr)
         depth = k * cap
         while todo.size:
-            sub = QueryBatch(indptr=np.concatenate(([0], np.cumsum(np.diff(batch.indptr)[todo]))).astype(np.int64),
-                             terms=np.concatenate([batch.terms[batch.indptr[q]:batch.indptr[q + 1]] for q in todo])
-                             if todo.size else batch.terms[:0])
-            depth = min(max(depth, k), max(pidx.n_passages, 1))
-            top = self._score(pidx, sub, depth)
-            again = []
-            for row, q in enumerate(todo):
-                ids, scores = top.ids[row], top.scores[row]
-                kept, per = 0, {}
-                for u, sc in zip(ids.tolist(), scores.tolist()):
-                    if u < 0:
-                        break
-                    d = int(p_doc[u])
-                    if per.get(d, 0) >= cap:
-                        continue
-                    per[d] = per.get(d, 0) + 1
-                    out.ids[q, kept], out.scores[q, kept] = u, sc
-                    kept += 1
-                    if kept == k:
-                        break
-                if kept < k and ids[-1] >= 0 and depth < pidx.n_passages:
-                    out.ids[q], out.scores[q] = -1, -np.inf
-                    again.append(q)
-            todo = np.asarray(again, dtype=np.int64)
+            sub = QueryBatch(indptr=np.concatenate(([0], np.cumsum(lens[todo]))).astype(np.int64),
+                             terms=np.concatenate([batch.terms[batch.indptr[q]:batch.indptr[q + 1]] for q in todo]))
+            depth = min(max(depth, k), max(n_units, 1))
+            top = self._score("passage", sub, depth)
+            src = p_doc[np.where(top.ids >= 0, top.ids, 0)] if p_doc.size else np.zeros_like(top.ids)
+            cols, short = cap_per_source(top.ids, src, cap, k)
+            got = cols >= 0
+            safe = np.where(got, cols, 0)
+            out.ids[todo] = np.where(got, np.take_along_axis(top.ids, safe, axis=1), -1)
+            out.scores[todo] = np.where(got, np.take_along_axis(top.scores, safe, axis=1), -np.inf)
+            again = short & (depth < n_units)
+            out.ids[todo[again]], out.scores[todo[again]] = -1, -np.inf
+            todo = todo[again]
             depth *= 4
         return out
 
@@ -383,6 +338,17 @@ class Retriever:
         """The parsed text file of ``citekey`` (``content/parsed/<name>.txt``), or None when it has none."""
         rel = self._rows[self._doc(citekey)][3]
         return self.workspace.root / rel if rel else None
+
+    def source(self, citekey: str):
+        """``citekey``'s ledger row (``chitragupta.engine.corpus.ledger.Row``: title, authors, year, status,
+        ...); UsageError naming near citekeys when the ledger has none."""
+        from chitragupta.engine.corpus.ledger import Ledger
+
+        with Ledger(self.workspace.ledger_path, create=False) as ledger:
+            row = ledger.get(citekey)
+        if row is None:
+            raise UsageError(f"unknown citekey {citekey!r}" + _near(citekey, self.index.citekeys))
+        return row
 
     def _body(self, doc_id: int):
         _key, _title, _status, rel = self._rows[doc_id]
@@ -422,23 +388,28 @@ class Retriever:
         return SearchResult(citekey=key, title=title, score=float(score), snippet=it["text"], page=it["page"],
                             passage=item)
 
+    def responses(self, ranked: Ranked, *, snippet_chars: int | None = 0) -> list[SearchResponse]:
+        """``ranked`` (from ``rank_many``) as citable hits: documents with a ``snippet_chars`` window (None:
+        the configured width, 0: none), passages as their whole paragraph, page and item number."""
+        width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else snippet_chars
+        terms, notes = ranked.terms, ranked.notes
+        out, cache = [], {}
+        for q, query in enumerate(ranked.queries):
+            ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
+            if ranked.unit == "passage":
+                hits = [self._passage_hit(int(u), float(s), cache) for u, s in zip(ids, scores) if u >= 0]
+            else:
+                hits = [self._hit(int(d), float(s), terms[q], width) for d, s in zip(ids, scores) if d >= 0]
+            out.append(SearchResponse(query=query, hits=hits, notes=list(notes[q]), terms=terms[q], unit=ranked.unit))
+        return out
+
     def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str = "document",
                     snippet_chars: int | None = 0, max_per_source: int | None = None) -> list[SearchResponse]:
         """Batched search. Documents: ``snippet_chars=None`` uses the configured width, 0 (default)
         skips snippets. Passages: each hit is its whole paragraph, with its page and item number
         (``max_per_source`` as for ``rank_many``)."""
         ranked = self.rank_many(queries, k, unit=unit, max_per_source=max_per_source)
-        width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else snippet_chars
-        terms, notes = ranked.terms, ranked.notes
-        out, cache = [], {}
-        for q, query in enumerate(queries):
-            ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
-            if unit == "passage":
-                hits = [self._passage_hit(int(u), float(s), cache) for u, s in zip(ids, scores) if u >= 0]
-            else:
-                hits = [self._hit(int(d), float(s), terms[q], width) for d, s in zip(ids, scores) if d >= 0]
-            out.append(SearchResponse(query=query, hits=hits, notes=notes[q], terms=terms[q], unit=unit))
-        return out
+        return self.responses(ranked, snippet_chars=snippet_chars)
 
     def search(self, query: str, k: int = 10, *, unit: str = "document",
                snippet_chars: int | None = None) -> SearchResponse:
@@ -453,19 +424,11 @@ class Retriever:
         characters from the same text the index read (nothing after the reference cut), chosen by the
         shared window chooser; a window in a table is widened to the whole table. Each hit's score is
         the number of distinct query terms its window holds."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise UsageError(f"n must be an integer >= 1, got {n!r}")
-        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise UsageError(f"width must be an integer >= 1, got {width!r}")
+        n = check_k(n, "n")
+        width = check_k(width, "width")
         doc_id = self._doc(citekey)
-        terms, dropped = query_terms(query)
-        notes = self._query_notes(query, terms, dropped)
-        expander = self.expander()
-        if expander is not None:
-            exp = expander.expand(query)
-            terms = terms + list(exp.added)
-            if exp.pairs:
-                notes.append(Note("expansion", exp.note()))
+        plan = self.plan([query])
+        terms, notes = plan.terms[0], list(plan.notes()[0])
         body = self._body(doc_id)
         title = self._rows[doc_id][1]
         hits = [SearchResult(citekey=citekey, title=title, score=float(w.covered), snippet=w.text,
@@ -475,3 +438,16 @@ class Retriever:
             notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
                                            + (" (its text is not on disk)" if not body.text else "")))
         return SearchResponse(query=query, hits=hits, notes=notes, terms=terms, unit="evidence")
+
+
+class _Rebuilt(Exception):
+    """An index was found damaged while scoring and has been rebuilt: rank the batch again."""
+
+
+def resolve_name(backend: str) -> None:
+    """UsageError unless ``backend`` names a scoring backend (checked when a retriever opens; the backend
+    itself is resolved when a batch first needs it)."""
+    from chitragupta.kernels.dispatch import BACKENDS
+
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")

@@ -158,18 +158,18 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
     ``grid``: the document unit of ``retriever``'s index, ``queries`` as (qid, text), top ``k``. The grid
     is scored in blocks whose top-k arrays fit ``RESULT_BUDGET_BYTES``, each block in one pass."""
     from chitragupta.engine.evaluation import evaluate, parse_measures
-    from chitragupta.engine.search import Ranked
+    from chitragupta.engine.ranked import Ranked
     from chitragupta.kernels.sweep import sweep
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise UsageError(f"k must be an integer >= 1, got {k!r}")
     parsed = measure if isinstance(measure, tuple) else parse_measures([measure])[0]
-    index = retriever.index
+    index = retriever.checked_index()  # the sweep kernels read every posting of the batch's terms
     k = min(k, max(1, index.n_docs))
     qids = [q for q, _ in queries]
     texts = [t for _, t in queries]
-    expander = retriever.expander()
-    batch = index.query_batch_from_strings(texts, expander)
+    plan = retriever.plan(texts)
+    batch = plan.batch
     per_block = max(1, RESULT_BUDGET_BYTES // (16 * k * max(1, len(qids))))
     out: list[float] = []
     for g0 in range(0, len(grid), per_block):
@@ -178,7 +178,7 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
         except ValueError as err:  # an unknown backend, a field the sweep cannot weight
             raise UsageError(str(err)) from None
         for top in tops:
-            keys = Ranked(top, texts, retriever, "document", expander, batch).keys()
+            keys = Ranked(top, texts, unit="document", table=index.citekeys, plan=plan).keys()
             ev = evaluate(dict(zip(qids, keys)), qrels, [parsed], skip_missing=skip_missing)
             out.append(ev.means[parsed[0]])
     return out

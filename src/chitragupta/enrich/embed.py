@@ -29,7 +29,8 @@ import numpy as np
 from chitragupta.errors import UsageError
 from chitragupta.extras import require
 
-__all__ = ["Encoder", "load_encoder", "model_slug", "DEFAULT_MODEL", "resolve_model_source", "offline_env"]
+__all__ = ["Encoder", "QueryEncoder", "load_encoder", "load_query_encoder", "model_slug", "DEFAULT_MODEL",
+           "resolve_model_source", "offline_env"]
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,20 @@ _SLUG_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def offline_env() -> None:
-    """Forbid hub downloads for this process (read by huggingface_hub and transformers at import)."""
+    """Forbid hub downloads for this process (read by huggingface_hub and transformers at import); and,
+    since nothing is downloaded, no download or "Loading weights" progress bars on stderr."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    import sys
+
+    if "transformers" in sys.modules:  # imported already: its bars were switched on at import
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except Exception:  # an older or newer transformers without it: a bar is cosmetic
+            pass
 
 
 def model_slug(model_name: str) -> str:
@@ -127,7 +139,57 @@ def _normalize(vecs: np.ndarray) -> np.ndarray:
     return vecs
 
 
-_ENCODERS: dict[tuple[str, str, int, str, str], Encoder] = {}
+class QueryEncoder:
+    """Queries only, encoded in numpy (``chitragupta.enrich.query_encoder``) for a BERT-family model on
+    the CPU: what a search needs, without importing torch or sentence-transformers. Same attributes as
+    ``Encoder`` for the store's checks (model name, dim, max_seq_length, prefixes)."""
+
+    def __init__(self, numpy_encoder, model_name: str, batch_size: int = 32, *, query_prefix: str = "",
+                 passage_prefix: str = ""):
+        self._enc = numpy_encoder
+        self.query_prefix, self.passage_prefix = str(query_prefix), str(passage_prefix)
+        self.model_name = model_name
+        self.slug = model_slug(model_name)
+        self.device = "cpu"
+        self.batch_size = int(batch_size)
+        self.dim = numpy_encoder.dim
+        self.max_seq_length = numpy_encoder.max_seq_length
+
+    cache_identity = Encoder.cache_identity
+
+    def encode_queries(self, queries: list[str]) -> np.ndarray:
+        """Queries, each after ``[enrich].query_prefix``: (n, dim) float32, rows L2-normalised."""
+        return self._enc.encode_texts([self.query_prefix + q for q in queries], self.batch_size)
+
+
+def load_query_encoder(cfg_enrich, device: str):
+    """What encodes queries for search on ``device``: on the CPU, for a model folder the numpy encoder
+    reads (BERT-family, mean or CLS pooling: the default model, bge, e5), a ``QueryEncoder`` -- no torch;
+    otherwise the sentence-transformers ``Encoder`` (``load_encoder``). Every query path of a process
+    (single query, batch, the server) asks here, so they encode alike."""
+    name = str(cfg_enrich.embed_model).strip()
+    if not name:
+        raise UsageError("[enrich].embed_model is empty; set a model name or a local folder")
+    batch = int(getattr(cfg_enrich, "embed_batch_size", 32))
+    qp, pp = str(getattr(cfg_enrich, "query_prefix", "")), str(getattr(cfg_enrich, "passage_prefix", ""))
+    key = ("numpy", name, device, batch, qp, pp)
+    if key in _ENCODERS:
+        return _ENCODERS[key]
+    if device == "cpu":
+        source = resolve_model_source(name)
+        if Path(source).is_dir():
+            from chitragupta.enrich.query_encoder import load_numpy_encoder
+
+            numpy_encoder = load_numpy_encoder(source)
+            if numpy_encoder is not None:
+                log.info("query encoder: %s in numpy on the CPU", name)
+                enc = QueryEncoder(numpy_encoder, name, batch, query_prefix=qp, passage_prefix=pp)
+                _ENCODERS[key] = enc
+                return enc
+    return load_encoder(cfg_enrich, device)
+
+
+_ENCODERS: dict[tuple, object] = {}
 
 
 def load_encoder(cfg_enrich, device: str) -> Encoder:

@@ -2,7 +2,7 @@
 
     h = HybridSearcher.open("my-workspace", unit="document")   # or unit="passage"
     resp = h.search("digital twin fidelity", k=10)              # SearchResponse, as every engine returns
-    fused = h.rank_many(queries, k=100)                          # Fused arrays; .run_chunks(qids) writes a run
+    ranked = h.rank_many(queries, k=100)                         # Ranked, as every engine returns
 
 Each list is first collapsed to one entry per source: BM25 documents already are; BM25 passages keep each
 source's best passage (``max_per_source=1``); the embedding index keeps each source's best chunk. So a source
@@ -29,12 +29,14 @@ from typing import Sequence
 import numpy as np
 
 from chitragupta.engine.config import Config
+from chitragupta.engine.ranked import Ranked
 from chitragupta.engine.results import Note, SearchResponse, SearchResult
-from chitragupta.engine.search import Retriever
+from chitragupta.engine.search import Retriever, check_k
 from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import ConfigError, UsageError
+from chitragupta.kernels.types import TopK
 
-__all__ = ["HybridSearcher", "Fused", "fuse"]
+__all__ = ["HybridSearcher", "Fused", "fuse", "open_dense"]
 
 log = logging.getLogger(__name__)
 
@@ -136,16 +138,17 @@ def fuse(bm25_ids: np.ndarray, bm25_scores: np.ndarray, dense_ids: np.ndarray, d
 
 
 class HybridSearcher:
-    """BM25 (``unit`` "document" or "passage") fused with the embedding index. Create with :meth:`open`."""
+    """BM25 (``unit`` "document" or "passage") fused with the embedding index. Create with :meth:`open`,
+    or from an open ``Retriever`` and ``EmbedSearcher`` (None: BM25 alone, ``dense_notes`` saying why)."""
 
-    def __init__(self, retriever: Retriever, dense, unit: str, dense_notes: list[Note]):
+    def __init__(self, retriever: Retriever, dense, unit: str = "document", dense_notes: list[Note] | None = None):
         self.retriever = retriever
         self.workspace: Workspace = retriever.workspace
         self.dense = dense  # an EmbedSearcher, or None: BM25 alone (dense_notes say why)
-        self.unit = unit
-        self._dense_notes = dense_notes
-        self._store_to_doc: np.ndarray | None = None
-        self._pdoc_to_doc: np.ndarray | None = None
+        self.unit = retriever._check_unit(unit)
+        self._dense_notes = list(dense_notes or [])
+        self._store_to_doc: tuple | None = None
+        self._pdoc_to_doc: tuple | None = None
         cfg = self.workspace.config.hybrid
         if cfg.weight_bm25 == 0 and cfg.weight_dense == 0:
             raise ConfigError(f"{self.workspace.config.source}: [hybrid] weight_bm25 and weight_dense are both 0; "
@@ -159,24 +162,20 @@ class HybridSearcher:
         ``[enrich].embed_model``. A missing or unusable embedding index is not an error: the searcher
         then ranks by BM25 alone, with a note naming the command that builds it. ``device`` is the
         embedding side's (``[enrich].device``); ``backend`` BM25's."""
-        from chitragupta.enrich.search import EmbedSearcher
-        from chitragupta.errors import MissingExtra
-
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
         if unit not in Retriever.UNITS:
             raise UsageError(f"unknown unit {unit!r}; allowed: {', '.join(Retriever.UNITS)}")
         retriever = Retriever.open(ws, update=update, backend=backend, progress=progress)
-        notes: list[Note] = []
-        try:
-            dense = EmbedSearcher.open(ws, device=device)
-        except (UsageError, MissingExtra) as err:
-            dense = None
-            notes.append(Note("hybrid", f"hybrid search is BM25 alone: {err}"))
+        dense, notes = open_dense(ws, device)
         return cls(retriever, dense, unit, notes)
 
+    def _unit(self, unit: str | None) -> str:
+        return self.unit if unit is None else self.retriever._check_unit(unit)
+
     # -- notes --------------------------------------------------------------------------------------
-    def index_notes(self) -> list[Note]:
-        notes = list(self.retriever.index_notes(self.unit))
+    def index_notes(self, unit: str | None = None) -> list[Note]:
+        unit = self._unit(unit)
+        notes = list(self.retriever.index_notes(unit))
         notes += self._dense_notes
         if self.dense is not None:
             notes += self.dense.index_notes()
@@ -188,7 +187,7 @@ class HybridSearcher:
         cfg = self.workspace.config.hybrid
         notes.append(Note("hybrid", f"fusion {cfg.method}" + (f" (k={cfg.rrf_k:g})" if cfg.method == "rrf" else "")
                           + f", weights bm25 {cfg.weight_bm25:g} / dense {cfg.weight_dense:g}, depth {cfg.depth}, "
-                            f"BM25 unit {self.unit}"))
+                            f"BM25 unit {unit}"))
         return notes
 
     def _stale_sources(self) -> int:
@@ -198,130 +197,124 @@ class HybridSearcher:
     # -- id spaces: everything is a row of the BM25 document index -----------------------------------
     def _store_map(self) -> np.ndarray:
         """Embedding store document position -> BM25 document row (-1: not in the index)."""
-        if self._store_to_doc is None:
-            table = self.retriever.index.citekeys
-            self._store_to_doc = np.asarray(table.find_many(self.dense.store.citekeys), dtype=np.int64)
-        return self._store_to_doc
+        index, store = self.retriever.index, self.dense.store
+        if self._store_to_doc is None or self._store_to_doc[0] is not index or self._store_to_doc[1] is not store:
+            self._store_to_doc = (index, store, np.asarray(index.citekeys.find_many(store.citekeys), dtype=np.int64))
+        return self._store_to_doc[2]
 
     def _pdoc_map(self) -> np.ndarray:
         """Passage index document row -> BM25 document row."""
-        if self._pdoc_to_doc is None:
-            pidx = self.retriever.passage_index()
+        index, pidx = self.retriever.index, self.retriever.passage_index()
+        if self._pdoc_to_doc is None or self._pdoc_to_doc[0] is not index or self._pdoc_to_doc[1] is not pidx:
             keys = pidx.citekeys.strings_at(np.arange(len(pidx.citekeys))).tolist()
-            self._pdoc_to_doc = np.asarray(self.retriever.index.citekeys.find_many(keys), dtype=np.int64)
-        return self._pdoc_to_doc
+            self._pdoc_to_doc = (index, pidx, np.asarray(index.citekeys.find_many(keys), dtype=np.int64))
+        return self._pdoc_to_doc[2]
 
     # -- ranking ------------------------------------------------------------------------------------
-    def _bm25(self, queries: list[str], depth: int):
+    def _bm25(self, queries: list[str], depth: int, unit: str):
         """(ids, scores, passage ids or None, Ranked) of BM25's top ``depth`` sources per query."""
-        if self.unit == "document":
+        if unit == "document":
             ranked = self.retriever.rank_many(queries, depth)
             return ranked.topk.ids.astype(np.int64), ranked.topk.scores, None, ranked
         ranked = self.retriever.rank_many(queries, depth, unit="passage", max_per_source=1)
         units = ranked.topk.ids.astype(np.int64)
-        pidx = self.retriever.passage_index()
-        docs = np.full(units.shape, -1, dtype=np.int64)
         valid = units >= 0
-        docs[valid] = self._pdoc_map()[np.asarray(pidx.p_doc)[units[valid]]]
+        docs = np.where(valid, self._pdoc_map()[np.where(valid, ranked.rows, 0)] if valid.any() else -1, -1)
         return docs, ranked.topk.scores, units, ranked
 
     def _dense(self, queries: list[str], depth: int):
         """(ids, scores, chunk rows) of the embedding index's top ``depth`` sources per query."""
         nq = len(queries)
-        ids = np.full((nq, depth), -1, dtype=np.int64)
-        scores = np.full((nq, depth), -np.inf, dtype=np.float64)
-        rows = np.full((nq, depth), -1, dtype=np.int64)
         if self.dense is None or not nq:
-            return ids, scores, rows
+            return (np.full((nq, depth), -1, dtype=np.int64), np.full((nq, depth), -np.inf),
+                    np.full((nq, depth), -1, dtype=np.int64))
         ranked = self.dense.rank_many(queries, depth, max_per_source=1)
-        s2d = self._store_map()
-        chunk_doc = np.asarray(self.dense.store.chunk_doc, dtype=np.int64)
-        for q, hits in enumerate(ranked):
-            if not hits:
-                continue
-            r = np.fromiter((h[0] for h in hits), dtype=np.int64, count=len(hits))
-            d = s2d[chunk_doc[r]]
-            keep = d >= 0
-            n = int(keep.sum())
-            ids[q, :n], rows[q, :n] = d[keep], r[keep]
-            scores[q, :n] = np.fromiter((h[1] for h in hits), dtype=np.float64, count=len(hits))[keep]
-        return ids, scores, rows
+        rows, chunks, scores = ranked.rows, ranked.topk.ids, ranked.topk.scores
+        valid = chunks >= 0
+        docs = np.where(valid, self._store_map()[np.where(valid, rows, 0)], -1)
+        keep = docs >= 0  # sources the BM25 index lacks drop out; the rest move up, in order
+        order = np.argsort(~keep, axis=1, kind="stable")
+        keep_sorted = np.take_along_axis(keep, order, 1)
+        ids = np.where(keep_sorted, np.take_along_axis(docs, order, 1), -1)
+        out_scores = np.where(keep_sorted, np.take_along_axis(scores, order, 1), -np.inf)
+        out_rows = np.where(keep_sorted, np.take_along_axis(chunks, order, 1), -1)
+        return ids, out_scores, out_rows
 
-    def rank_many(self, queries: Sequence[str], k: int = 10) -> "HybridRanked":
-        """Fuse BM25's and the embedding index's top ``max(depth, k)`` sources per query; keep k."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise UsageError(f"k must be an integer >= 1, got {k!r}")
+    def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None) -> Ranked:
+        """Fuse BM25's and the embedding index's top ``max(depth, k)`` sources per query; keep k.
+        ``topk.ids`` are rows of the BM25 document index; ``columns`` hold each source's rank in either
+        list (0: absent), its best BM25 passage and its best chunk (-1: none)."""
+        k = check_k(k)
+        unit = self._unit(unit)
         queries = list(queries)
         cfg = self.workspace.config.hybrid
         k = int(min(k, max(1, self.retriever.index.n_docs)))
         depth = max(int(cfg.depth), k)
-        b_ids, b_scores, b_aux, ranked = self._bm25(queries, depth)
+        b_ids, b_scores, b_aux, ranked = self._bm25(queries, depth, unit)
         d_ids, d_scores, d_rows = self._dense(queries, depth)
         weight_dense = cfg.weight_dense if self.dense is not None else 0.0
         weight_bm25 = cfg.weight_bm25 if self.dense is not None else 1.0  # BM25 alone: its own order
         fused = fuse(b_ids, b_scores, d_ids, d_scores, k, method=cfg.method, rrf_k=cfg.rrf_k,
                      weight_bm25=weight_bm25, weight_dense=weight_dense, bm25_aux=b_aux, dense_aux=d_rows)
-        return HybridRanked(fused, queries, self, ranked)
+        return Ranked(TopK(fused.ids, fused.scores), queries, unit=f"hybrid-{unit}",
+                      table=self.retriever.index.citekeys, plan=ranked.plan, tag=RUN_TAG,
+                      columns={"bm25_rank": fused.bm25_rank, "dense_rank": fused.dense_rank,
+                               "passage": fused.passage, "chunk": fused.chunk})
 
     # -- citable hits -------------------------------------------------------------------------------
-    def _hit(self, fused: Fused, q: int, j: int, terms: list[str], width: int, cache: dict,
+    def _hit(self, ranked: Ranked, q: int, j: int, terms: list[str], width: int, cache: dict,
              query: str) -> SearchResult:
-        doc, score = int(fused.ids[q, j]), float(fused.scores[q, j])
+        doc, score = int(ranked.topk.ids[q, j]), float(ranked.topk.scores[q, j])
+        cols = ranked.columns
+        passage = int(cols["passage"][q, j])
         r = self.retriever
-        if self.unit == "passage" and fused.passage[q, j] >= 0:
-            return r.passage_hit(int(fused.passage[q, j]), score, cache)
-        if self.unit == "document" and fused.bm25_rank[q, j] > 0:
+        by_passage = ranked.unit == "hybrid-passage"
+        if by_passage and passage >= 0:
+            return r.passage_hit(passage, score, cache)
+        if not by_passage and cols["bm25_rank"][q, j] > 0:
             return r.doc_hit(doc, score, terms, width)
-        hit = r.doc_hit(doc, score, terms, width if self.unit == "document" else 0)
-        row = int(fused.chunk[q, j])
+        hit = r.doc_hit(doc, score, terms, 0 if by_passage else width)
+        row = int(cols["chunk"][q, j])
         if not hit.snippet and row >= 0 and width:
             # BM25 did not retrieve it (no query term, or below its depth): quote the chunk that did
             hit = SearchResult(citekey=hit.citekey, title=hit.title, score=score,
                                snippet=self.dense.snippet(row, query, width), page=None,
-                               passage=int(self.dense.store.chunk_no[row]) if self.unit == "passage" else None)
+                               passage=int(self.dense.store.chunk_no[row]) if by_passage else None)
         return hit
 
-    def search_many(self, queries: Sequence[str], k: int = 10, *,
-                    snippet_chars: int | None = None) -> list[SearchResponse]:
-        """Batched hybrid search with citable hits; ``snippet_chars`` as for BM25 (None: configured)."""
+    def responses(self, ranked: Ranked, *, snippet_chars: int | None = None) -> list[SearchResponse]:
+        """``ranked`` (from ``rank_many``) as citable hits; ``snippet_chars`` as for BM25 (None: configured)."""
         width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else int(snippet_chars)
         if width < 0:
             raise UsageError(f"snippet_chars must be >= 0, got {snippet_chars!r}")
-        hr = self.rank_many(queries, k)
-        terms, notes = hr.ranked.terms, hr.ranked.notes
+        terms, notes = ranked.terms, ranked.notes
         out, cache = [], {}
-        for q, query in enumerate(hr.queries):
-            n = int((hr.fused.ids[q] >= 0).sum())
-            hits = [self._hit(hr.fused, q, j, terms[q], width, cache, query) for j in range(n)]
-            out.append(SearchResponse(query=query, hits=hits, notes=list(notes[q]), terms=terms[q], unit=hr.unit))
+        for q, query in enumerate(ranked.queries):
+            n = int((ranked.topk.ids[q] >= 0).sum())
+            hits = [self._hit(ranked, q, j, terms[q], width, cache, query) for j in range(n)]
+            out.append(SearchResponse(query=query, hits=hits, notes=list(notes[q]), terms=terms[q], unit=ranked.unit))
         return out
 
-    def search(self, query: str, k: int = 10, *, snippet_chars: int | None = None) -> SearchResponse:
+    def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
+                    snippet_chars: int | None = None) -> list[SearchResponse]:
+        """Batched hybrid search with citable hits."""
+        return self.responses(self.rank_many(queries, k, unit=unit), snippet_chars=snippet_chars)
+
+    def search(self, query: str, k: int = 10, *, unit: str | None = None,
+               snippet_chars: int | None = None) -> SearchResponse:
         """One query: fused hits with snippets, and the notes (index notes first)."""
-        resp = self.search_many([query], k, snippet_chars=snippet_chars)[0]
-        resp.notes[:0] = self.index_notes()
+        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars)[0]
+        resp.notes[:0] = self.index_notes(unit)
         return resp
 
 
-class HybridRanked:
-    """A batch's fused ranking (``fused``), the BM25 side's ``Ranked`` (terms, notes), and run writing."""
+def open_dense(ws: Workspace, device: str | None = None):
+    """(the workspace's ``EmbedSearcher``, []), or (None, [a note saying why hybrid search is BM25 alone])
+    when the embedding index is missing or unusable or the enrich extra is not installed."""
+    from chitragupta.enrich.search import EmbedSearcher
+    from chitragupta.errors import MissingExtra
 
-    def __init__(self, fused: Fused, queries: list[str], searcher: HybridSearcher, ranked):
-        self.fused, self.queries, self.searcher, self.ranked = fused, queries, searcher, ranked
-        self.unit = f"hybrid-{searcher.unit}"
-
-    def keys(self) -> list[list[str]]:
-        """Every query's fused sources as citekeys, best first."""
-        table = self.searcher.retriever.index.citekeys
-        return [table.strings_at(row[row >= 0]).tolist() for row in self.fused.ids]
-
-    def run_chunks(self, qids: Sequence[str], *, fmt: str = "trec", tag: str = RUN_TAG):
-        """The batch as a run file (TREC or JSON lines): one line per fused source, docid the citekey."""
-        from chitragupta.engine.trec import run_chunks
-
-        if len(qids) != len(self.queries):
-            raise UsageError(f"{len(qids)} query ids for {len(self.queries)} queries")
-        ids = self.fused.ids
-        mask = ids >= 0
-        return run_chunks(qids, mask.sum(axis=1), ids[mask], self.fused.scores[mask],
-                          self.searcher.retriever.index.citekeys, None, fmt=fmt, tag=tag)
+    try:
+        return EmbedSearcher.open(ws, device=device), []
+    except (UsageError, MissingExtra) as err:
+        return None, [Note("hybrid", f"hybrid search is BM25 alone: {err}")]

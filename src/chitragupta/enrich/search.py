@@ -24,10 +24,13 @@ import numpy as np
 
 from chitragupta.engine.config import Config
 from chitragupta.errors import UsageError
+from chitragupta.engine.ranked import Ranked
 from chitragupta.engine.results import Note, SearchResponse, SearchResult
+from chitragupta.engine.search import check_k
 from chitragupta.engine.text.windows import choose_windows, normalize_ws
 from chitragupta.engine.workspace import Workspace
 from chitragupta.extras import require
+from chitragupta.kernels.types import TopK
 
 __all__ = ["EmbedSearcher", "NOT_BUILT_HINT"]
 
@@ -35,12 +38,6 @@ log = logging.getLogger(__name__)
 
 NOT_BUILT_HINT = "run `chitragupta enrich --stages embed`"
 _QUERY_BLOCK = 256  # queries scored per matmul on the torch path (bounds the (q, n) score matrix)
-
-
-def _check_k(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise UsageError(f"k must be an integer >= 1, got {k!r}")
-    return int(k)
 
 
 def _lead(text: str, width: int) -> str:
@@ -65,6 +62,7 @@ class EmbedSearcher:
         self.folder = folder
         self.reranker = reranker
         self._search_fn = None
+        self._table = None
         self._live, self._titles, self._notes = self._ledger_view()
         from chitragupta.engine.stem import get_stemmer
 
@@ -76,13 +74,12 @@ class EmbedSearcher:
         """Open the store for ``[enrich].embed_model``. UsageError when it has not been built (naming the
         command that builds it) or fails its checks; MissingExtra when the enrich extra is absent."""
         from chitragupta.enrich.device import resolve_device
-        from chitragupta.enrich.embed import load_encoder, model_slug, recipe
+        from chitragupta.enrich.embed import load_query_encoder, model_slug, recipe
         from chitragupta.enrich.rerank import load_reranker
         from chitragupta.enrich.store import StoreCorrupt, load_store, store_folder
 
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
         require("faiss", "enrich", "embedding search")
-        require("sentence_transformers", "enrich", "embedding search")
         cfg = ws.config.enrich
         name = str(cfg.embed_model).strip()
         folder = ws.inside_content(store_folder(ws.content, model_slug(name)))
@@ -90,7 +87,7 @@ class EmbedSearcher:
             raise UsageError(f"no embedding index for [enrich].embed_model = {name!r} "
                              f"(content/faiss/{folder.name}/ does not exist); {NOT_BUILT_HINT}")
         dev = resolve_device(device or cfg.device)
-        enc = load_encoder(cfg, dev)
+        enc = load_query_encoder(cfg, dev)
         try:
             store = load_store(folder, model=enc.model_name, dim=enc.dim, recipe=recipe(enc))
         except StoreCorrupt as err:
@@ -126,7 +123,7 @@ class EmbedSearcher:
                                        f"index and cannot be returned; {NOT_BUILT_HINT}"))
         return live, titles, notes
 
-    def index_notes(self) -> list[Note]:
+    def index_notes(self, unit: str | None = None) -> list[Note]:
         notes = list(self._notes)
         if self.reranker is not None:
             notes.append(Note("rerank", f"candidates reordered by the cross-encoder in {self.reranker.path}"))
@@ -165,52 +162,64 @@ class EmbedSearcher:
             self._search_fn = lambda q, n: index.search(q, n)
         return self._search_fn
 
-    def rank_many(self, queries: Sequence[str], k: int = 10, *,
-                  max_per_source: int | None = None) -> list[list[tuple[int, float]]]:
-        """Per query, up to k (chunk row, score) best first: over-fetch, rerank if configured, cap (at
-        ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut."""
-        k = _check_k(k)
+    def key_table(self):
+        """The store's citekeys as a ``StringTable`` (positions are the store's document positions)."""
+        if self._table is None:
+            from chitragupta.engine.index.strings import StringTable
+
+            self._table = StringTable.from_strings(self.store.citekeys)
+        return self._table
+
+    def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
+                  max_per_source: int | None = None) -> Ranked:
+        """Per query, up to k chunks best first (``topk.ids``: chunk rows of the store): over-fetch, rerank
+        if configured, cap (at ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut.
+        The key table is the store's citekeys; each hit's item is its chunk number."""
+        from chitragupta.kernels.topk import cap_per_source
+
+        self._check_unit(unit)
+        k = check_k(k)
         queries = list(queries)
         cfg = self.workspace.config.enrich
+        cap = int(cfg.embed_max_passages_per_source) if max_per_source is None \
+            else check_k(max_per_source, "max_per_source")
         n_chunks = self.store.count
-        if not queries:
-            return []
-        if n_chunks == 0:
-            return [[] for _ in queries]
-        n = min(k * int(cfg.embed_overfetch), n_chunks)
-        qv = self.encoder.encode_queries(queries)
-        scores, rows = self._searcher()(np.ascontiguousarray(qv, dtype=np.float32), n)
-        scores, rows = np.asarray(scores, dtype=np.float32), np.asarray(rows, dtype=np.int64)
-        cap = int(cfg.embed_max_passages_per_source) if max_per_source is None else _check_k(max_per_source)
-        doc = self.store.chunk_doc
-        out = []
-        for q in range(len(queries)):
-            r, s = rows[q], scores[q]
-            keep = r >= 0
-            r, s = r[keep], s[keep]
-            order = np.lexsort((r, -s))  # score descending, then chunk order: the same on every device
-            r, s = r[order], s[order]
-            r_live = self._live[doc[r]]
-            r, s = r[r_live], s[r_live]
-            if self.reranker is not None and len(r):
-                pos, s = self.reranker.order(queries[q], [self.store.chunk_text(int(x)) for x in r])
-                r = r[pos]
-            per: dict[int, int] = {}
-            hits = []
-            for row, score in zip(r.tolist(), s.tolist()):
-                d = int(doc[row])
-                if per.get(d, 0) >= cap:
-                    continue
-                per[d] = per.get(d, 0) + 1
-                hits.append((row, float(score)))
-                if len(hits) == k:
-                    break
-            out.append(hits)
-        return out
+        top = TopK.empty(len(queries), k)
+        if queries and n_chunks:
+            n = min(k * int(cfg.embed_overfetch), n_chunks)
+            qv = self.encoder.encode_queries(queries)
+            scores, rows = self._searcher()(np.ascontiguousarray(qv, dtype=np.float32), n)
+            scores, rows = np.asarray(scores, dtype=np.float32), np.asarray(rows, dtype=np.int64)
+            rows = np.where(rows < n_chunks, rows, -1)
+            # score descending, then chunk order: the same on every device; dead and padding entries last
+            doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
+            ok = rows >= 0
+            ok[ok] = self._live[doc[rows[ok]]]
+            order = np.lexsort((np.where(ok, rows, n_chunks), np.where(ok, -scores, np.inf)), axis=1)
+            rows = np.where(np.take_along_axis(ok, order, 1), np.take_along_axis(rows, order, 1), -1)
+            scores = np.take_along_axis(scores, order, 1)
+            if self.reranker is not None:
+                for q in range(len(queries)):
+                    m = int((rows[q] >= 0).sum())
+                    if m:
+                        pos, s = self.reranker.order(queries[q], [self.store.chunk_text(int(x)) for x in rows[q, :m]])
+                        rows[q, :m], scores[q, :m] = rows[q, :m][pos], s
+            cols, _short = cap_per_source(rows, doc[np.where(rows >= 0, rows, 0)], cap, k)
+            got = cols >= 0
+            safe = np.where(got, cols, 0)
+            top.ids[:] = np.where(got, np.take_along_axis(rows, safe, 1), -1)
+            top.scores[:] = np.where(got, np.take_along_axis(scores, safe, 1).astype(np.float64), -np.inf)
+        hit = top.ids >= 0
+        safe = np.where(hit, top.ids, 0)
+        doc_rows = np.where(hit, np.asarray(self.store.chunk_doc, dtype=np.int64)[safe] if n_chunks else -1, -1)
+        items = np.where(hit, np.asarray(self.store.chunk_no, dtype=np.int64)[safe] if n_chunks else -1, -1)
+        return Ranked(top, queries, unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
+                      item_field="chunk")
 
-    def docid(self, row: int) -> str:
-        """A chunk's TREC doc id: ``<citekey>#<chunk number>``."""
-        return f"{self.store.citekeys[int(self.store.chunk_doc[row])]}#{int(self.store.chunk_no[row])}"
+    def _check_unit(self, unit: str | None) -> None:
+        if unit not in (None, self.UNIT):
+            raise UsageError(f"unit {unit!r} is for BM25; the embedding index ranks its own unit, 200-word chunks "
+                             "(each hit names its chunk as citekey#n)")
 
     def citekey(self, row: int) -> str:
         return self.store.citekeys[int(self.store.chunk_doc[row])]
@@ -233,19 +242,27 @@ class EmbedSearcher:
                             snippet=self.snippet(row, query, width) if width else "",
                             passage=int(self.store.chunk_no[row]))
 
-    def search_many(self, queries: Sequence[str], k: int = 10, *,
-                    snippet_chars: int | None = None) -> list[SearchResponse]:
-        """Batched search; ``snippet_chars=None`` uses ``[retrieval].snippet_chars``, 0 skips snippets.
-        A hit's ``passage`` is its chunk number within the document."""
+    def responses(self, ranked: Ranked, *, snippet_chars: int | None = None) -> list[SearchResponse]:
+        """``ranked`` (from ``rank_many``) as citable hits; ``snippet_chars=None`` uses
+        ``[retrieval].snippet_chars``, 0 skips snippets. A hit's ``passage`` is its chunk number."""
         width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else int(snippet_chars)
         if width < 0:
             raise UsageError(f"snippet_chars must be >= 0, got {snippet_chars!r}")
-        ranked = self.rank_many(queries, k)
-        return [SearchResponse(query=q, hits=[self._hit(r, s, q, width) for r, s in hits], notes=[], unit=self.UNIT)
-                for q, hits in zip(queries, ranked)]
+        out = []
+        for q, query in enumerate(ranked.queries):
+            ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
+            hits = [self._hit(int(r), float(s), query, width) for r, s in zip(ids, scores) if r >= 0]
+            out.append(SearchResponse(query=query, hits=hits, notes=[], unit=self.UNIT))
+        return out
 
-    def search(self, query: str, k: int = 10, snippet_chars: int | None = None) -> SearchResponse:
+    def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
+                    snippet_chars: int | None = None) -> list[SearchResponse]:
+        """Batched search with citable hits (``responses`` of ``rank_many``)."""
+        return self.responses(self.rank_many(queries, k, unit=unit), snippet_chars=snippet_chars)
+
+    def search(self, query: str, k: int = 10, *, unit: str | None = None,
+               snippet_chars: int | None = None) -> SearchResponse:
         """One query: hits with snippets, best first, and the index's notes."""
-        resp = self.search_many([query], k, snippet_chars=snippet_chars)[0]
+        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars)[0]
         resp.notes[:0] = self.index_notes()
         return resp

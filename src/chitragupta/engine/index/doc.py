@@ -70,18 +70,24 @@ class DocIndex(TermIndex):
     """An opened document index (arrays possibly memory-mapped) with its query-time caches."""
 
     def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None,
-                 unchecked: tuple[str, ...] = ()):
-        super().__init__(arrays, manifest)
-        fields = {f: arrays[f"tf_{f}"] for f in FIELDS}
-        if unchecked:
-            fields = _CheckedFields(fields, self, unchecked)
-        self.postings = replace(self.postings, fields=fields)
+                 unchecked: tuple[str, ...] = (), *, deep_checked: bool = True):
+        super().__init__(arrays, manifest, deep_checked=deep_checked)
+        raw = {f: arrays[f"tf_{f}"] for f in FIELDS}
+        self.raw_postings = replace(self.postings, fields=raw)  # the numpy scorer checks what it reads
+        self.postings = replace(self.postings, fields=_CheckedFields(raw, self, unchecked) if unchecked else raw)
         self.manifest = manifest
         self.path = path
         self.where = f"the document index ({path})" if path else "the document index"
         self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
         self.fingerprints = arrays["fingerprints"]
         self.flags = arrays["flags"]
+
+    def check_field(self, name: str) -> None:
+        """IndexCorrupt unless field ``name``'s counts are within [0, tf] and add up to what was written
+        (once; ``check_deep`` asks for the fields a search weights)."""
+        fields = self.postings.fields
+        if isinstance(fields, _CheckedFields):
+            fields.check(name)
 
     # -- sizes and notes ------------------------------------------------------------------------
     @property
@@ -112,16 +118,18 @@ class _CheckedFields(dict):
         self._index = index
         self._unchecked = set(unchecked)
 
-    def __getitem__(self, name):
-        arr = super().__getitem__(name)
+    def check(self, name: str) -> None:
+        """Check field ``name`` now if it has not been (``store.IndexCorrupt`` when it fails)."""
         if name in self._unchecked:
-            try:
-                check_field(self._index.postings, self._index.manifest, name, arr)
-            except store.IndexCorrupt as err:
-                raise IndexDamaged(f"{self._index.where}: {err}; rebuild it with `chitragupta index --force`") \
-                    from None
+            check_field(self._index.postings, self._index.manifest, name, super().__getitem__(name))
             self._unchecked.discard(name)
-        return arr
+
+    def __getitem__(self, name):
+        try:
+            self.check(name)
+        except store.IndexCorrupt as err:
+            raise IndexDamaged(f"{self._index.where}: {err}; rebuild it with `chitragupta index --force`") from None
+        return super().__getitem__(name)
 
     def get(self, name, default=None):
         return self[name] if name in self else default
@@ -145,14 +153,17 @@ def check_field(postings, manifest: dict, name: str, arr) -> None:
         raise store.IndexCorrupt(f"the {name} field counts do not add up to what was written")
 
 
-def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), verify: bool = False) -> DocIndex:
+def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), verify: bool = False,
+               deep: bool = True) -> DocIndex:
     """Open the current index under ``folder``; ``store.IndexCorrupt`` if absent, broken, stale-schema,
-    or failing ``check_arrays``. The ``fields`` named (those the configuration weights) are checked now;
-    the others on first use. ``verify``: every checksum (``store.load``)."""
+    or failing ``check_arrays``. ``verify``: every checksum (``store.load``). ``deep``: the pass over
+    every posting now, and the ``fields`` named (those the configuration weights); without it, the
+    index checks itself before a numba kernel first reads it (``TermIndex.check_deep``) and each field
+    on first use."""
     stored = store.load(folder, expect=expected_manifest(settings), verify=verify, always=CHECKSUMMED_EVERY_OPEN)
     arrays = stored.arrays
-    n_docs = check_arrays(arrays)
-    if check_string_table(arrays, "citekeys") != n_docs:
+    n_docs = check_arrays(arrays, deep=deep)
+    if check_string_table(arrays, "citekeys", deep=deep) != n_docs:
         raise store.IndexCorrupt(f"the index holds {len(arrays['citekeys_offsets']) - 1} citekeys for {n_docs} "
                                  "documents")
     array_of(arrays, "fingerprints", np.uint64, ndim=2, length=n_docs)
@@ -162,11 +173,13 @@ def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), ve
     nnz = arrays["indices"].shape[0]
     for f in FIELDS:
         array_of(arrays, f"tf_{f}", np.int32, length=nnz)
+    checked_now = fields if deep else ()
     try:
-        index = DocIndex(arrays, stored.manifest, stored.path, unchecked=tuple(f for f in FIELDS if f not in fields))
+        index = DocIndex(arrays, stored.manifest, stored.path, unchecked=tuple(f for f in FIELDS if f not in checked_now),
+                         deep_checked=deep)
     except KeyError as err:
         raise store.IndexCorrupt(f"array {err} is missing from the manifest") from None
-    for f in fields:
+    for f in checked_now:
         check_field(index.postings, index.manifest, f, arrays[f"tf_{f}"])
     return index
 

@@ -48,7 +48,7 @@ from chitragupta.engine.results import Note
 from chitragupta.engine.workspace import Workspace, atomic_write_text
 
 __all__ = ["OpenedIndex", "LedgerRows", "UNITS", "RACY_NS", "refresh", "open_current", "doc_folder", "index_folder",
-           "stamp", "verified_path"]
+           "stamp", "verified_path", "rebuild"]
 
 RACY_NS = 2_000_000_000  # a parsed-folder mtime younger than this is not trusted
 _VERIFIED = "VERIFIED"
@@ -161,11 +161,12 @@ def _weighted_fields(ws: Workspace) -> tuple[str, ...]:
 
 def _open_or_why(ws: Workspace, unit: str, *, verify: bool = False):
     """(the current index, None), or (None, why it is not usable; None when there is none yet).
-    ``verify``: every checksum, for a writer about to reuse it or declare it current."""
+    ``verify``: every checksum and the pass over every posting, for a writer about to reuse it or
+    declare it current; a reader's index checks its postings itself before a numba kernel reads them."""
     kind = UNITS[unit]
     extra = {"fields": _weighted_fields(ws)} if unit == "document" else {}
     try:
-        return kind.open(index_folder(ws, unit), kind.settings(ws), verify=verify, **extra), None
+        return kind.open(index_folder(ws, unit), kind.settings(ws), verify=verify, deep=verify, **extra), None
     except store.IndexCorrupt as err:
         return None, (None if str(err) == "no index built yet" else str(err))
 
@@ -248,6 +249,14 @@ def refresh(ws: Workspace, *, unit: str = "document", force: bool = False,
     ``report`` is None when the index was already current."""
     with ws.lock("index"):
         return _update_locked(ws, unit, [], force=force, progress=progress)
+
+
+def rebuild(ws: Workspace, why: str, *, unit: str = "document", progress: Progress | None = None) -> OpenedIndex:
+    """Build ``unit``'s index from scratch because the one opened turned out damaged (``why``: found by
+    the deep check, or by the numpy scorer in a posting slice), under the workspace lock."""
+    notes = [Note("index", f"the {unit} index cache was not usable ({why}); rebuilt it")]
+    with ws.lock(f"search (rebuilding the damaged {unit} index)"):
+        return _update_locked(ws, unit, notes, force=True, progress=progress)
 
 
 def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,

@@ -62,8 +62,9 @@ class PassageReport:
 class PassageIndex(TermIndex):
     """An opened passage index: postings over passages plus each passage's (document, item)."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None):
-        super().__init__(arrays, manifest)
+    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, path: Path | None = None, *,
+                 deep_checked: bool = True):
+        super().__init__(arrays, manifest, deep_checked=deep_checked)
         self.manifest = manifest
         self.path = path
         self.where = f"the passage index ({path})" if path else "the passage index"
@@ -90,13 +91,14 @@ def expected_manifest(settings: dict) -> dict:
     return {"kind": KIND, "schema": SCHEMA_VERSION, "tokenizer": TOKENIZER_ID, "settings": settings}
 
 
-def open_passages(folder: Path, settings: dict, *, verify: bool = False) -> PassageIndex:
+def open_passages(folder: Path, settings: dict, *, verify: bool = False, deep: bool = True) -> PassageIndex:
     """Open the current passage index; ``store.IndexCorrupt`` if absent, broken, stale-schema or failing
-    its checks (``check_arrays``, and every passage's document inside the citekey table)."""
+    its checks (``check_arrays``, and every passage's document inside the citekey table); ``deep`` as
+    for ``chitragupta.engine.index.doc.open_index``."""
     stored = store.load(folder, expect=expected_manifest(settings), verify=verify, always=CHECKSUMMED_EVERY_OPEN)
     arrays = stored.arrays
-    n_units = check_arrays(arrays)
-    n_docs = check_string_table(arrays, "citekeys")
+    n_units = check_arrays(arrays, deep=deep)
+    n_docs = check_string_table(arrays, "citekeys", deep=deep)
     fps = array_of(arrays, "fingerprints", np.uint64, ndim=2, length=n_docs)
     if fps.shape[1] != 2:
         raise store.IndexCorrupt("array fingerprints is not (documents, 2)")
@@ -107,7 +109,7 @@ def open_passages(folder: Path, settings: dict, *, verify: bool = False) -> Pass
                     or int(p_item.min()) < 0):
         raise store.IndexCorrupt("a passage names a document or item outside the index")
     try:
-        return PassageIndex(arrays, stored.manifest, stored.path)
+        return PassageIndex(arrays, stored.manifest, stored.path, deep_checked=deep)
     except KeyError as err:
         raise store.IndexCorrupt(f"array {err} is missing from the manifest") from None
 

@@ -21,12 +21,17 @@ class StringTable:
         self.blob = blob  # (total_bytes,) uint8
         self.offsets = offsets  # (n + 1,) int64
         self._dict: dict[str, int] | None = None
-        self._bytes_dict: dict[bytes, int] | None = None
         self._list: list[str] | None = None
         self._array: np.ndarray | None = None  # object array of the strings, for many lookups at once
 
     @classmethod
     def from_sorted(cls, strings: Sequence[str]) -> "StringTable":
+        """A table of ``strings``, which must be sorted for ``find`` (positions work either way)."""
+        return cls.from_strings(strings)
+
+    @classmethod
+    def from_strings(cls, strings: Sequence[str]) -> "StringTable":
+        """A table of ``strings`` in the order given: addressable by position (``find`` needs them sorted)."""
         encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         if encoded:
@@ -83,14 +88,6 @@ class StringTable:
         if self._dict is None:
             self._dict = {s: i for i, s in enumerate(self.to_list())}
         return self._dict
-
-    def byte_mapping(self) -> dict[bytes, int]:
-        """UTF-8 bytes -> position, built once (the query fast path looks bytes up directly)."""
-        if self._bytes_dict is None:
-            data = bytes(self.blob)
-            off = self.offsets.tolist()
-            self._bytes_dict = {data[off[i]:off[i + 1]]: i for i in range(len(self))}
-        return self._bytes_dict
 
     def find(self, s: str) -> int:
         """Position of ``s``, or -1."""

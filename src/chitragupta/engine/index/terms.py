@@ -1,30 +1,31 @@
 """What every BM25 index (documents, passages) shares at query time: a vocabulary, term-major
 postings, cached idf and length norms, and turning query strings into a ``QueryBatch``.
 
-``check_arrays`` is what an index opened from disk must pass before any kernel reads it (once per
-open, never per query): the dtypes and shapes the kernels are compiled for, a vocabulary that is a
-sorted ASCII string table with a lookup table holding each term once, and postings whose every row is
+An index opened from disk is checked in two steps, so that a single query does not pay for a pass over
+every posting:
+
+``check_arrays`` (every open, numpy, O(terms + documents)): the dtypes and shapes the kernels are
+compiled for, string tables whose offsets run from 0 to their blob's end (an ASCII vocabulary, UTF-8
+citekeys), ``indptr`` from 0 to nnz without decreasing, no negative document length.
+
+``TermIndex.check_deep`` (once, before a numba kernel reads the index; a writer's open does it at once):
+the string tables sorted, a lookup table holding each term once, and postings whose every row is
 ascending inside the document range with positive counts that sum, per document, to ``doc_len``
-(``chitragupta.kernels.integrity``).
+(``chitragupta.kernels.integrity``). The numpy scorer of a single query needs none of it: it checks
+each posting slice it reads (``chitragupta.kernels.reference``) and numpy bounds-checks every gather.
 """
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 
-from chitragupta.errors import IndexDamaged
-from chitragupta.engine.index.csr import postings_matrix
 from chitragupta.engine.index.store import IndexCorrupt
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.stem import NONE, get_stemmer
-from chitragupta.engine.tokenize import _SEPARATE, MIN_TOKEN_CHARS, STOPWORDS
 from chitragupta.kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
-__all__ = ["TermIndex", "check_arrays", "array_of", "check_string_table", "table_arrays"]
-
-_NUMBA_LOOKUP_MIN = 32  # queries; below this, Python (no numba kernel to load for a single query)
+__all__ = ["TermIndex", "batch_of", "check_arrays", "check_postings", "check_sorted", "array_of", "check_string_table",
+           "table_arrays"]
 
 
 def table_arrays(citekeys: list[str], vocab: list[str]) -> dict[str, np.ndarray]:
@@ -52,11 +53,9 @@ def array_of(arrays: dict, name: str, dtype, ndim: int = 1, length: int | None =
     return arr
 
 
-def check_string_table(arrays: dict, prefix: str, *, ascii_only: bool = False) -> int:
+def check_string_table(arrays: dict, prefix: str, *, ascii_only: bool = False, deep: bool = True) -> int:
     """Check ``<prefix>_blob``/``<prefix>_offsets`` (offsets from 0 to the blob's end, never decreasing;
-    each string valid UTF-8, strictly ascending); returns how many strings it holds."""
-    from chitragupta.kernels.integrity import first_unsorted
-
+    each string valid UTF-8; with ``deep``, strictly ascending); returns how many strings it holds."""
     blob = array_of(arrays, f"{prefix}_blob", np.uint8)
     offsets = array_of(arrays, f"{prefix}_offsets", np.int64)
     if offsets.shape[0] < 1 or offsets[0] != 0 or offsets[-1] != blob.shape[0] or (np.diff(offsets) < 0).any():
@@ -72,26 +71,30 @@ def check_string_table(arrays: dict, prefix: str, *, ascii_only: bool = False) -
         starts = offsets[:-1][offsets[:-1] < offsets[1:]]
         if starts.size and ((blob[starts] & 0xC0) == 0x80).any():
             raise IndexCorrupt(f"the {prefix} table splits a character between two strings")
-    bad = first_unsorted(blob, offsets)
-    if bad >= 0:
-        raise IndexCorrupt(f"the {prefix} table is not sorted at position {bad}")
+    if deep:
+        check_sorted(arrays, prefix)
     return int(offsets.shape[0] - 1)
 
 
-def check_arrays(arrays: dict) -> int:
-    """IndexCorrupt unless the vocabulary, its lookup table and the postings are what the kernels may
-    index with (see the module docstring); returns the number of units (documents or passages)."""
-    from chitragupta.kernels.integrity import scan_postings, weighted_sums
+def check_sorted(arrays: dict, prefix: str) -> None:
+    """IndexCorrupt unless the string table ``prefix`` (checked by ``check_string_table``) is strictly
+    ascending, as its binary search assumes (a numba pass)."""
+    from chitragupta.kernels.integrity import first_unsorted
 
-    n_terms = check_string_table(arrays, "vocab", ascii_only=True)
+    bad = first_unsorted(arrays[f"{prefix}_blob"], arrays[f"{prefix}_offsets"])
+    if bad >= 0:
+        raise IndexCorrupt(f"the {prefix} table is not sorted at position {bad}")
+
+
+def check_arrays(arrays: dict, *, deep: bool = True) -> int:
+    """IndexCorrupt unless the vocabulary, its lookup table and the postings are what the kernels may
+    index with (see the module docstring; without ``deep``, the cheap part only); returns the number of
+    units (documents or passages)."""
+    n_terms = check_string_table(arrays, "vocab", ascii_only=True, deep=False)
     slots = array_of(arrays, "vocab_slots", np.int32)
     n_slots = slots.shape[0]
     if n_slots < 2 or n_slots & (n_slots - 1) or n_slots < 2 * n_terms:
         raise IndexCorrupt(f"the vocabulary's lookup table has {n_slots} slots for {n_terms} terms")
-    filled = slots[slots >= 0]
-    if (slots < -1).any() or filled.size != n_terms or (filled.size and (
-            int(filled.max()) >= n_terms or not (np.bincount(filled, minlength=n_terms) == 1).all())):
-        raise IndexCorrupt("the vocabulary's lookup table does not hold each term once")
     indptr = array_of(arrays, "indptr", np.int64, length=n_terms + 1)
     indices = array_of(arrays, "indices", np.int32)
     nnz = indices.shape[0]
@@ -102,19 +105,42 @@ def check_arrays(arrays: dict) -> int:
         raise IndexCorrupt(f"indptr does not run from 0 to the {nnz} postings")
     if n_units and int(doc_len.min()) < 0:
         raise IndexCorrupt("a document length is negative")
+    if deep:
+        check_postings(arrays)
+    return n_units
+
+
+def check_postings(arrays: dict) -> None:
+    """The deep half of ``check_arrays`` (which must have passed): the vocabulary sorted, its lookup table
+    holding each term once, every posting row ascending inside the unit range with positive counts that
+    add up to ``doc_len``."""
+    from chitragupta.kernels.integrity import scan_postings, weighted_sums
+
+    check_sorted(arrays, "vocab")
+    n_terms = int(arrays["vocab_offsets"].shape[0] - 1)
+    slots = arrays["vocab_slots"]
+    filled = slots[slots >= 0]
+    if (slots < -1).any() or filled.size != n_terms or (filled.size and (
+            int(filled.max()) >= n_terms or not (np.bincount(filled, minlength=n_terms) == 1).all())):
+        raise IndexCorrupt("the vocabulary's lookup table does not hold each term once")
+    indptr, indices, tf, doc_len = arrays["indptr"], arrays["indices"], arrays["tf"], arrays["doc_len"]
+    n_units = doc_len.shape[0]
     bad, s0, s1 = scan_postings(indptr, indices, tf, n_units)
     if bad >= 0:
         raise IndexCorrupt(f"the postings of term {bad} are out of order, out of the document range "
                            f"(0..{n_units - 1}) or hold a count <= 0")
     if (s0, s1) != weighted_sums(doc_len):
         raise IndexCorrupt("the term counts do not add up to the document lengths")
-    return n_units
 
 
 class TermIndex:
-    """Vocabulary + postings (possibly memory-mapped) with their query-time caches."""
+    """Vocabulary + postings (possibly memory-mapped) with their query-time caches.
 
-    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict):
+    ``postings`` is for kernels that trust what they read: call ``check_deep`` first (once; an index a
+    writer opened is checked already). ``raw_postings`` is the same arrays for the numpy scorer, which
+    checks each slice it reads."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], manifest: dict, *, deep_checked: bool = True):
         # The stemmer the index was built with (a manifest setting), applied to query terms alike.
         self.stemmer_name = manifest.get("settings", {}).get("retrieval.stemmer", NONE)
         self.stem = get_stemmer(self.stemmer_name)
@@ -122,13 +148,31 @@ class TermIndex:
         self.postings = Postings(
             indptr=arrays["indptr"], indices=arrays["indices"], tf=arrays["tf"], doc_len=arrays["doc_len"],
         )
+        self.raw_postings = self.postings
         # the vocabulary's hash table for the numba lookup, built with the index (chitragupta.kernels.lookup)
         self.slots = arrays["vocab_slots"]
         self.where = "the index cache"  # named in errors; the subclasses say which one
+        self._arrays = arrays
+        self.deep_checked = deep_checked
         self._idf: np.ndarray | None = None
         self._expansion = None
         self._norms: dict[tuple[float, float], np.ndarray] = {}
         self._bounds: dict[tuple, np.ndarray] = {}
+
+    def check_deep(self, fields=()) -> None:
+        """The checks a numba kernel needs before it reads this index (``check_postings``, the citekeys
+        sorted; and the counts of the weighted ``fields``), each once; ``IndexCorrupt`` when they fail
+        (the caller rebuilds the index)."""
+        if not self.deep_checked:
+            check_postings(self._arrays)
+            if "citekeys_blob" in self._arrays:
+                check_sorted(self._arrays, "citekeys")
+            self.deep_checked = True
+        for name in fields:
+            self.check_field(name)
+
+    def check_field(self, name: str) -> None:
+        """IndexCorrupt unless field ``name``'s counts are sound (an index with fields says how)."""
 
     @property
     def n_units(self) -> int:
@@ -170,47 +214,17 @@ class TermIndex:
         """Distinct known term ids per query (unknown terms dropped), as a CSR batch."""
         flat = [self.index_term(t) for terms in term_lists for t in terms]
         lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
-        return self._batch(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
+        return batch_of(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
 
     def query_batch_from_strings(self, queries, expander=None) -> QueryBatch:
-        """Tokenize raw query strings and look their terms up, for a whole batch at once.
+        """Raw query strings as a ``QueryBatch``: ``chitragupta.engine.query.QueryPlan``'s batch (the same
+        terms as ``query_batch`` of each query's typed terms plus what ``expander`` adds)."""
+        from chitragupta.engine.query import QueryPlan
 
-        The same terms as ``query_batch([query_terms(q)[0] for q in queries])``: stopwords and short
-        runs are never in the vocabulary, so a vocabulary miss drops them without a separate pass.
-        ``expander`` (an ``chitragupta.engine.expand.Expander``) adds each query's acronym expansions, exactly as
-        ``query_batch`` of the typed terms plus ``expander.expand(q).added`` would. Large batches go
-        through the numba lookup (``chitragupta.kernels.lookup``) over the hash table stored with the index.
-        """
-        if self.stem is None and len(queries) >= _NUMBA_LOOKUP_MIN:
-            from chitragupta.kernels.lookup import TableCorrupt, lookup_batch
+        return QueryPlan(queries, self, expander).batch
 
-            encoded = [q.lower().encode("ascii", "replace") for q in queries]
-            lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-            starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-            np.cumsum(lengths + 1, out=starts[1:])
-            buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
-            try:
-                indptr, terms = lookup_batch(buf, starts, self.vocab.blob, self.vocab.offsets, self.slots,
-                                             self._expansion_arrays(expander))
-            except TableCorrupt as err:
-                raise IndexDamaged(f"{self.where}: {err}; rebuild it with `chitragupta index --force`") from None
-            return QueryBatch(indptr=indptr, terms=terms)
-        if expander is not None:
-            added = [expander.expand(q).added for q in queries]
-            queries = [q + " " + " ".join(a) if a else q for q, a in zip(queries, added)]
-        encoded = [q.lower().encode("ascii", "replace") for q in queries]
-        if self.stem is not None:  # stems need Python; the numba lookup matches surface bytes
-            runs = [[t.decode("ascii") for t in q.translate(_SEPARATE).split()] for q in encoded]
-            keep = [[t for t in r if len(t) >= MIN_TOKEN_CHARS and t not in STOPWORDS] for r in runs]
-            return self.query_batch(keep)
-        runs = [q.translate(_SEPARATE).split() for q in encoded]  # the runs_bytes rule
-        lengths = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
-        flat = list(chain.from_iterable(runs))
-        ids = np.asarray(self.vocab.find_many([t.decode("ascii") for t in flat]), dtype=np.int64)
-        return self._batch(ids, lengths)
-
-    def _expansion_arrays(self, expander):
-        """The acronym keys as a lookup table and the vocabulary ids each adds, for ``lookup_batch``;
+    def expansion_arrays(self, expander):
+        """The acronym keys as a lookup table and the vocabulary ids each adds, for the numba lookup;
         built once per expander (it is small: a key per acronym)."""
         from chitragupta.kernels.lookup import NO_EXPANSION, build_table
 
@@ -230,17 +244,16 @@ class TermIndex:
         self._expansion = (expander, arrays)
         return arrays
 
-    def _batch(self, ids: np.ndarray, lengths: np.ndarray) -> QueryBatch:
-        n = lengths.shape[0]
-        qid = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        keep = ids >= 0
-        keys = np.sort((qid[keep] << 32) | ids[keep])  # by query, then term
-        if keys.size:
-            keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(keys >> 32, minlength=n), out=indptr[1:])
-        return QueryBatch(indptr=indptr, terms=(keys & 0xFFFFFFFF).astype(np.int32))
 
-    def matrix(self):
-        """The term-frequency matrix as a scipy ``csr_array`` (terms x units)."""
-        return postings_matrix(self.postings)
+def batch_of(ids: np.ndarray, lengths: np.ndarray) -> QueryBatch:
+    """A ``QueryBatch`` from each query's term ids (``lengths[q]`` of them, in order, -1 for unknown):
+    unknown ids dropped, the rest distinct and ascending per query."""
+    n = lengths.shape[0]
+    qid = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    keep = ids >= 0
+    keys = np.sort((qid[keep] << 32) | ids[keep])  # by query, then term
+    if keys.size:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys >> 32, minlength=n), out=indptr[1:])
+    return QueryBatch(indptr=indptr, terms=(keys & 0xFFFFFFFF).astype(np.int32))
