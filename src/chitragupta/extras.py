@@ -21,6 +21,7 @@ INSTALL_HINT = {
     "docling": "pip install 'chitragupta[docling]'",
     "docling-pdf": "pip install 'chitragupta[docling-pdf]'  (brings torch and docling's model runtime)",
     "eval": "pip install 'chitragupta[eval]'",
+    "serve": "pip install 'chitragupta[serve]'  (the MCP Python SDK)",
 }
 
 

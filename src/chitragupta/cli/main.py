@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("chitragupta.cli.eval_cmd", "score a TREC run against qrels (BEIR TSV or TREC) with ir-measures"),
     "sweep": ("chitragupta.cli.sweep_cmd", "score a k1 x b grid on your queries and qrels: table, CSV, heat map"),
     "enrich": ("chitragupta.cli.enrich_cmd", "optional enrichment: --stages docling,embed,bertopic (the enrich extra)"),
+    "serve": ("chitragupta.cli.serve_cmd", "an MCP server over stdio keeping the engines warm (the serve extra)"),
     "demo": ("chitragupta.cli.demo_cmd", "build a workspace from the built-in sample corpus and search it"),
 }
 

@@ -18,6 +18,7 @@ A configured backend other than auto is used for everything.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -26,7 +27,7 @@ import numpy as np
 from chitragupta.engine.config import Config
 from chitragupta.errors import IndexDamaged, UsageError
 from chitragupta.engine.expand import load_expander
-from chitragupta.engine.index.manage import OpenedIndex, open_current, rebuild
+from chitragupta.engine.index.manage import OpenedIndex, current_generation, open_current, rebuild, stamp
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, load_body
 from chitragupta.engine.index.store import IndexCorrupt
 from chitragupta.engine.query import QueryPlan, parse
@@ -90,6 +91,8 @@ class Retriever:
         self._install("document", opened)
         self._passages: OpenedIndex | None = None
         self._passage_rows: list | None = None
+        self._seen: dict | None = None  # the workspace's stamp when opened (``changed``)
+        self._ledger_conn: tuple | None = None  # (file identity, Ledger) that ``changed`` asks
 
     def _install(self, unit: str, opened: OpenedIndex) -> None:
         if unit == "document":
@@ -118,8 +121,40 @@ class Retriever:
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
         if backend is not None:
             resolve_name(backend)
-        return cls(ws, open_current(ws, update=update, progress=progress), backend=backend, update=update,
-                   device=device)
+        seen = stamp(ws)  # before the open: a change while it runs shows as changed() afterwards
+        r = cls(ws, open_current(ws, update=update, progress=progress), backend=backend, update=update, device=device)
+        r._seen = seen
+        return r
+
+    def changed(self) -> bool:
+        """Whether the workspace moved on since this retriever opened: the ledger's change stamp or
+        ``content/parsed/`` changed, or another process switched in a new generation of an index it
+        holds (``chitragupta index``). A long-lived caller (the MCP server) opens a new retriever then.
+        Cheap: one small read per index and the ledger's change counter."""
+        if self._seen is None:
+            return True  # the stamp could not be trusted when opened (a change within the last 2 s)
+        held = [("document", self.index)] + ([("passage", self._passages.index)] if self._passages else [])
+        if any(getattr(index, "path", None) is None or current_generation(self.workspace, unit) != index.path.name
+               for unit, index in held):
+            return True
+        try:
+            return stamp(self.workspace, self._stamp_ledger()) != self._seen
+        except Exception:  # the ledger cannot be read now: let the reopen say why
+            return True
+
+    def _stamp_ledger(self):
+        """A read-only connection to the ledger kept for ``changed`` (each statement sees the latest
+        commit), opened again when the file is replaced (another inode)."""
+        from chitragupta.engine.corpus.ledger import Ledger
+
+        st = os.stat(self.workspace.ledger_path)
+        ident = (st.st_ino, st.st_dev)
+        held = self._ledger_conn
+        if held is None or held[0] != ident:
+            if held is not None:
+                held[1].close()
+            self._ledger_conn = held = (ident, Ledger(self.workspace.ledger_path, create=False))
+        return held[1]
 
     # -- the backend, resolved when a batch first needs it ------------------------------------------
     @property

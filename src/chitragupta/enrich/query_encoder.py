@@ -86,6 +86,29 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
+_SMALL_TOKENS = 4096  # a batch of at most this many tokens runs its matrix products on one BLAS thread
+_controller = None
+
+
+def _one_blas_thread(tokens: int):
+    """One BLAS thread for a small batch's products (a few rows each): a second thread buys nothing at
+    that size, and on a busy machine OpenBLAS threads waiting for a core made them 4x slower (measured,
+    bench/RESULTS.md). Through threadpoolctl when it is installed (it comes with the enrich extra)."""
+    global _controller
+    from contextlib import nullcontext
+
+    if tokens > _SMALL_TOKENS:
+        return nullcontext()
+    if _controller is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _controller = False
+        else:
+            _controller = ThreadpoolController()
+    return _controller.limit(limits=1, user_api="blas") if _controller else nullcontext()
+
+
 def _read_json(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -157,7 +180,8 @@ class NumpyEncoder:
             for j, e in enumerate(enc):
                 ids[j, :len(e.ids)] = e.ids
                 mask[j, :len(e.ids)] = 1.0
-            hidden = self._forward(ids, mask)
+            with _one_blas_thread(ids.size):
+                hidden = self._forward(ids, mask)
             if self.pooling == "cls":
                 vecs = hidden[:, 0]
             else:

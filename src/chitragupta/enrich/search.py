@@ -17,6 +17,7 @@ torch matmul on CUDA, else FAISS on the CPU. All three are exact, so only speed 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -32,12 +33,30 @@ from chitragupta.engine.workspace import Workspace
 from chitragupta.extras import require
 from chitragupta.kernels.types import TopK
 
-__all__ = ["EmbedSearcher", "NOT_BUILT_HINT"]
+__all__ = ["EmbedSearcher", "NOT_BUILT_HINT", "store_signature"]
 
 log = logging.getLogger(__name__)
 
 NOT_BUILT_HINT = "run `chitragupta enrich --stages embed`"
 _QUERY_BLOCK = 256  # queries scored per matmul on the torch path (bounds the (q, n) score matrix)
+
+
+def _signature(folder: Path) -> tuple | None:
+    """What changes when the store is saved again: a save swaps in a new folder (a new inode) holding a
+    new manifest."""
+    try:
+        st, man = os.stat(folder), os.stat(folder / "manifest.json")
+    except OSError:
+        return None
+    return (st.st_ino, st.st_dev, man.st_ino, man.st_mtime_ns, man.st_size)
+
+
+def store_signature(ws: Workspace) -> tuple | None:
+    """``_signature`` of the store folder for ``[enrich].embed_model`` (None when there is none)."""
+    from chitragupta.enrich.embed import model_slug
+    from chitragupta.enrich.store import store_folder
+
+    return _signature(store_folder(ws.content, model_slug(str(ws.config.enrich.embed_model).strip())))
 
 
 def _lead(text: str, width: int) -> str:
@@ -63,6 +82,7 @@ class EmbedSearcher:
         self.reranker = reranker
         self._search_fn = None
         self._table = None
+        self._seen: tuple | None = None  # (the store's signature, the workspace's stamp) when opened
         self._live, self._titles, self._notes = self._ledger_view()
         from chitragupta.engine.stem import get_stemmer
 
@@ -78,11 +98,14 @@ class EmbedSearcher:
         from chitragupta.enrich.rerank import load_reranker
         from chitragupta.enrich.store import StoreCorrupt, load_store, store_folder
 
+        from chitragupta.engine.index.manage import stamp
+
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
         require("faiss", "enrich", "embedding search")
         cfg = ws.config.enrich
         name = str(cfg.embed_model).strip()
         folder = ws.inside_content(store_folder(ws.content, model_slug(name)))
+        seen = (_signature(folder), stamp(ws) if ws.ledger_path.exists() else None)
         if not folder.is_dir():
             raise UsageError(f"no embedding index for [enrich].embed_model = {name!r} "
                              f"(content/faiss/{folder.name}/ does not exist); {NOT_BUILT_HINT}")
@@ -93,7 +116,21 @@ class EmbedSearcher:
         except StoreCorrupt as err:
             raise UsageError(f"the embedding index in content/faiss/{folder.name}/ is not usable ({err}); "
                              f"{NOT_BUILT_HINT} to rebuild it") from err
-        return cls(ws, store, enc, dev, folder, load_reranker(cfg, dev))
+        searcher = cls(ws, store, enc, dev, folder, load_reranker(cfg, dev))
+        searcher._seen = seen
+        return searcher
+
+    def changed(self) -> bool:
+        """Whether the store was rebuilt or the ledger changed since this searcher opened (a long-lived
+        caller opens a new one then: hits must stay ledger rows, with their current titles)."""
+        from chitragupta.engine.index.manage import stamp
+
+        if self._seen is None or self._seen[1] is None:
+            return True
+        try:
+            return (_signature(self.folder), stamp(self.workspace)) != self._seen
+        except Exception:  # the ledger cannot be read now: let the reopen say why
+            return True
 
     # -- the ledger: every hit must still be a ledger row ---------------------------------------------
     def _ledger_view(self) -> tuple[np.ndarray, list[str], list[Note]]:

@@ -48,7 +48,7 @@ from chitragupta.engine.results import Note
 from chitragupta.engine.workspace import Workspace, atomic_write_text
 
 __all__ = ["OpenedIndex", "LedgerRows", "UNITS", "RACY_NS", "refresh", "open_current", "doc_folder", "index_folder",
-           "stamp", "verified_path", "rebuild"]
+           "stamp", "verified_path", "rebuild", "current_generation"]
 
 RACY_NS = 2_000_000_000  # a parsed-folder mtime younger than this is not trusted
 _VERIFIED = "VERIFIED"
@@ -178,11 +178,15 @@ def _try_open(ws: Workspace, unit: str, notes: list[Note], *, verify: bool = Fal
     return index
 
 
-def stamp(ws: Workspace) -> dict | None:
-    """What the cheap up-to-date check compares (see the module docstring); None when untrustworthy."""
+def stamp(ws: Workspace, ledger: Ledger | None = None) -> dict | None:
+    """What the cheap up-to-date check compares (see the module docstring); None when untrustworthy.
+    ``ledger``: an open read-only connection to ask (a long-lived caller keeps one), else one is opened."""
     now = time.time_ns()
-    with Ledger(ws.ledger_path, create=False) as ledger:
+    if ledger is not None:
         ledger_stamp = ledger.change_stamp()
+    else:
+        with Ledger(ws.ledger_path, create=False) as opened:
+            ledger_stamp = opened.change_stamp()
     try:
         st = os.stat(ws.parsed_dir)
     except FileNotFoundError:
@@ -194,6 +198,14 @@ def stamp(ws: Workspace) -> dict | None:
             return None
         parsed = [st.st_mtime_ns, st.st_ino, st.st_dev]
     return {"ledger": ledger_stamp, "parsed": parsed}
+
+
+def current_generation(ws: Workspace, unit: str = "document") -> str | None:
+    """The name of ``unit``'s live generation (what ``CURRENT`` names), or None when it cannot be read."""
+    try:
+        return store.read_small(index_folder(ws, unit) / "CURRENT", limit=4096).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def verified_path(ws: Workspace, unit: str = "document") -> Path:

@@ -18,8 +18,10 @@ class StringTable:
     """Strings sorted in Python's order (code points), addressable by position and searchable."""
 
     def __init__(self, blob: np.ndarray, offsets: np.ndarray):
-        self.blob = blob  # (total_bytes,) uint8
-        self.offsets = offsets  # (n + 1,) int64
+        # plain ndarray views of memory-mapped arrays: the same pages, without np.memmap's cost on
+        # every slice (a binary search slices a few dozen times a lookup)
+        self.blob = blob.view(np.ndarray) if isinstance(blob, np.memmap) else blob  # (total_bytes,) uint8
+        self.offsets = offsets.view(np.ndarray) if isinstance(offsets, np.memmap) else offsets  # (n + 1,) int64
         self._dict: dict[str, int] | None = None
         self._list: list[str] | None = None
         self._array: np.ndarray | None = None  # object array of the strings, for many lookups at once

@@ -54,6 +54,7 @@ def normalize_ws(s: str) -> str:
 
 
 _PLAIN_TERM = re.compile(r"[a-z0-9]+")
+_SHORT_TEXT = 16384  # characters; up to this the regex of the terms beats the array operations
 
 
 def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,8 +62,9 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
     if not terms:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z
-    if all(_PLAIN_TERM.fullmatch(t) for t in terms):
+    if len(low) > _SHORT_TEXT and all(_PLAIN_TERM.fullmatch(t) for t in terms):
         return _run_occurrences(low, terms)
+    # a short text (an abstract, a snippet's source): one regex pass that stops only at the terms
     index = {t: i for i, t in enumerate(terms)}
     pos, tid, ln = [], [], []
     for m in term_pattern(terms).finditer(low):
@@ -100,8 +102,6 @@ def _run_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray
 
 
 _RUN = re.compile(r"[a-z0-9]+")
-
-
 def _stemmed_occurrences(low: str, stems: list[str], stem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Like ``_occurrences``, matching each word of the text by its stem."""
     index = {t: i for i, t in enumerate(stems)}
@@ -136,6 +136,35 @@ def _trim_to_words(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+_PAIRWISE_MAX = 256  # occurrences; up to this every (window, occurrence) pair is tested at once
+
+
+def _covered(starts, ends, pos, tid, ln, n_terms: int) -> np.ndarray:
+    """For each candidate window [starts, ends), the number of distinct terms with an occurrence wholly
+    inside it (it starts there and its end fits too)."""
+    if pos.shape[0] <= _PAIRWISE_MAX:
+        inside = (pos[None, :] >= starts[:, None]) & ((pos + ln)[None, :] <= ends[:, None])
+        onehot = np.zeros((pos.shape[0], n_terms), dtype=np.int64)
+        onehot[np.arange(pos.shape[0]), tid] = 1
+        return ((inside.astype(np.int64) @ onehot) > 0).sum(axis=1)
+    # many occurrences: per term, by binary search over its positions
+    covered = np.zeros(starts.shape[0], dtype=np.int64)
+    for t in range(n_terms):
+        sel = tid == t
+        if not sel.any():
+            continue
+        p_t = pos[sel]
+        # an occurrence of t is inside a window when it starts there and its end fits too
+        ends_t = p_t + ln[sel]
+        first = np.searchsorted(p_t, starts, side="left")
+        last = np.searchsorted(p_t, ends - ln[sel].min(), side="right")
+        inside = last - first
+        if (ln[sel] != ln[sel][0]).any():  # stemmed matches of different lengths: check exactly
+            inside = np.array([int(((p_t >= s) & (ends_t <= e)).any()) for s, e in zip(starts, ends)])
+        covered += inside > 0
+    return covered
+
+
 def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None) -> list[Window]:
     """Up to ``n`` non-overlapping windows of ``text`` bearing on ``terms``, in document order.
 
@@ -158,21 +187,7 @@ def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None) -
     centre = pos + ln // 2
     starts = np.clip(centre - width // 2, 0, max(0, size - width))
     ends = np.minimum(starts + width, size)
-    # Distinct terms wholly inside each candidate, per term by binary search over its positions.
-    covered = np.zeros(starts.shape[0], dtype=np.int64)
-    for t in range(len(terms)):
-        sel = tid == t
-        if not sel.any():
-            continue
-        p_t = pos[sel]
-        # an occurrence of t is inside a window when it starts there and its end fits too
-        ends_t = p_t + ln[sel]
-        first = np.searchsorted(p_t, starts, side="left")
-        last = np.searchsorted(p_t, ends - ln[sel].min(), side="right")
-        inside = last - first
-        if (ln[sel] != ln[sel][0]).any():  # stemmed matches of different lengths: check exactly
-            inside = np.array([int(((p_t >= s) & (ends_t <= e)).any()) for s, e in zip(starts, ends)])
-        covered += inside > 0
+    covered = _covered(starts, ends, pos, tid, ln, len(terms))
     order = np.lexsort((starts, -covered))
     chosen: list[tuple[int, int, int, int]] = []
     for j in order:

@@ -1,0 +1,97 @@
+"""``chitragupta serve -w WS``: a Model Context Protocol server over stdio that keeps the workspace's
+engines warm (``chitragupta.cli.warm``) for an agent skill calling it again and again.
+
+Tools, each answering JSON (structured content, and the same JSON as text):
+
+    search    {query, k=10, engine="bm25"|"embed"|"hybrid", unit="document"|"passage", snippet_chars?}
+              -> {"hits": [{citekey, title, score, snippet, page, passage}], "notes": [{kind, text}]}
+    evidence  {citekey, query, n=2, width=600}  -> {"hits": [...], "notes": [...]}
+    explain   {query, citekey}                  -> each query term's tf, idf and contribution, the rank
+    source    {citekey}                         -> the ledger row (title, authors, year, status, ...)
+
+A bad argument (an unknown citekey, k = 0, an engine that does not exist) is a tool error carrying the
+one-line message the CLI would print; the server keeps serving. Nothing is written to stdout but the
+protocol; logs go to stderr. Needs the ``serve`` extra (the official ``mcp`` SDK).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = ["add_arguments", "run", "build_server"]
+
+INSTRUCTIONS = (
+    "Search this researcher's bibliography (a chitragupta workspace). `search` ranks sources for a query and "
+    "returns citable hits (citekey, title, score, snippet); `evidence` quotes one source's passages on a query; "
+    "`explain` says why a source scored what it did; `source` gives a citekey's bibliographic record. Cite only "
+    "citekeys these tools return."
+)
+
+
+def add_arguments(p) -> None:
+    from chitragupta.device import DEVICES
+
+    p.add_argument("--device", choices=list(DEVICES), default=None,
+                   help="where the embedding model runs for engine embed / hybrid (default: [enrich].device)")
+    p.add_argument("--no-update", action="store_true",
+                   help="answer from the index as it is, even if the ledger changed (never write the workspace)")
+
+
+def build_server(warm) -> Any:
+    """An ``mcp`` MCPServer whose tools call ``warm`` (a ``WarmEngines``)."""
+    from chitragupta.extras import require
+
+    require("mcp", "serve", "chitragupta serve")
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from chitragupta.errors import ChitraguptaError
+
+    server = MCPServer("chitragupta", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    # The tools run on the server's event loop, one at a time: the engines are not shared between threads,
+    # and a worker thread per call cost ~5 ms of GIL hand-over (python's switch interval) on every answer.
+    def call(fn, *args, **kwargs) -> dict[str, Any]:
+        try:
+            return fn(*args, **kwargs)
+        except ChitraguptaError as err:  # what the CLI prints as "error: ..."
+            raise ToolError(str(err)) from None
+
+    @server.tool()
+    async def search(query: str, k: int = 10, engine: Literal["bm25", "embed", "hybrid"] = "bm25",
+               unit: Literal["document", "passage"] = "document", snippet_chars: int | None = None) -> dict[str, Any]:
+        """Rank the bibliography's sources for a query. engine: bm25 (default; exact words), embed (meaning, needs
+        `chitragupta enrich --stages embed`), hybrid (both, fused per source). unit: document (default) or passage
+        (a source's paragraphs; needs docling sidecars). Returns citable hits, best first, and notes."""
+        return call(warm.search, query, k=k, engine=engine, unit=unit, snippet_chars=snippet_chars)
+
+    @server.tool()
+    async def evidence(citekey: str, query: str, n: int = 2, width: int = 600) -> dict[str, Any]:
+        """Quote up to n passages (about width characters each) of one source that bear on the query."""
+        return call(warm.evidence, citekey, query, n=n, width=width)
+
+    @server.tool()
+    async def explain(query: str, citekey: str) -> dict[str, Any]:
+        """Why a source scored what it did for a query under BM25: each term's tf, idf and contribution
+        (they sum to the score), and the source's rank."""
+        return call(warm.explain, query, citekey)
+
+    @server.tool()
+    async def source(citekey: str) -> dict[str, Any]:
+        """A citekey's record in the workspace's ledger: title, authors, year, parse status, abstract, keywords."""
+        return call(warm.source, citekey)
+
+    return server
+
+
+def run(args) -> int:
+    import logging
+
+    from chitragupta.cli.warm import WarmEngines
+
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    warm = WarmEngines(args.workspace, args.config, update=not args.no_update, device=args.device)
+    warm.workspace()  # a missing folder or a bad config.toml is one error line now, not a failing tool later
+    server = build_server(warm)
+    server.run("stdio")
+    return 0

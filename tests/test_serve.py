@@ -1,0 +1,158 @@
+"""``chitragupta serve``: the MCP server driven by the official SDK's own stdio client. Its answers are
+the CLI's; a bad argument is a tool error and the server keeps serving; a workspace changed by another
+process (a new import, an index rebuilt) is answered from, on the next call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import make_workspace, random_docs, run_cli, write_jsonl
+
+mcp = pytest.importorskip("mcp")
+
+DOCS = random_docs(11, 60, vocab=50)
+
+
+@pytest.fixture()
+def ws(tmp_path) -> Path:
+    root = make_workspace(tmp_path, DOCS)
+    run_cli("index", "-w", root, check=True)
+    return root
+
+
+def _params(root: Path, *extra: str):
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable, args=["-m", "chitragupta.cli.main", "serve", "-w", str(root),
+                                                               *extra],
+                                 env={"HF_HUB_OFFLINE": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+
+
+def _drive(root: Path, script, *extra: str):
+    """Run ``script(client)`` (a coroutine function) against a served workspace; its return value."""
+    from mcp import Client
+
+    async def main():
+        async with Client(_params(root, *extra)) as client:
+            return await script(client)
+
+    return asyncio.run(main())
+
+
+def _json(result) -> dict:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    text = json.loads(result.content[0].text)  # the same JSON as text, for clients without structured content
+    assert text == result.structured_content
+    return result.structured_content
+
+
+def test_tools_answer_what_the_cli_answers(ws):
+    key = DOCS[3]["_id"]
+
+    async def script(c):
+        names = sorted(t.name for t in (await c.list_tools()).tools)
+        search = _json(await c.call_tool("search", {"query": "twin model sensor", "k": 5}))
+        passage = await c.call_tool("search", {"query": "twin", "unit": "passage"})
+        evidence = _json(await c.call_tool("evidence", {"citekey": key, "query": "twin model"}))
+        explain = _json(await c.call_tool("explain", {"query": "twin model", "citekey": key}))
+        source = _json(await c.call_tool("source", {"citekey": key}))
+        return names, search, passage, evidence, explain, source
+
+    names, search, passage, evidence, explain, source = _drive(ws, script)
+    assert names == ["evidence", "explain", "search", "source"]
+    cli = json.loads(run_cli("search", "-w", ws, "twin model sensor", "-k", "5", "--json", check=True).stdout)
+    assert search["hits"] == cli and len(cli) == 5
+    assert all(set(n) == {"kind", "text"} for n in search["notes"])
+    assert not passage.is_error  # no sidecars: no hits, and a note that says why
+    assert any("passage" in n["text"] for n in passage.structured_content["notes"])
+    cli_ev = json.loads(run_cli("evidence", "-w", ws, "twin model", "--citekey", key, "--json", check=True).stdout)
+    assert evidence["hits"] == cli_ev
+    cli_ex = json.loads(run_cli("explain", "-w", ws, "twin model", "--citekey", key, "--json", check=True).stdout)
+    assert explain == cli_ex
+    assert source["citekey"] == key and source["status"] == "parsed" and source["title"] == DOCS[3]["title"]
+    assert set(source) >= {"title", "authors", "year", "status"}
+
+
+def test_a_bad_argument_is_a_tool_error_and_the_server_keeps_serving(ws):
+    async def script(c):
+        out = []
+        for name, args in [("search", {"query": "twin", "k": 0}), ("search", {"query": "twin", "engine": "nope"}),
+                           ("search", {"query": "twin", "k": "many"}), ("source", {"citekey": "no-such-key"}),
+                           ("explain", {"query": "twin", "citekey": "d9999"}), ("evidence", {"citekey": "d0001"}),
+                           ("search", {"query": "twin", "engine": "embed"})]:
+            r = await c.call_tool(name, args)
+            out.append((r.is_error, r.content[0].text if r.content else ""))
+        ok = await c.call_tool("search", {"query": "twin", "k": 3})
+        return out, ok
+
+    out, ok = _drive(ws, script)
+    assert all(err for err, _ in out), out
+    texts = [t for _, t in out]
+    assert "k must be an integer >= 1, got 0" in texts[0]
+    assert "unknown citekey 'no-such-key'" in texts[3] and "unknown citekey 'd9999'" in texts[4]
+    assert "embedding index" in texts[6] or "enrich" in texts[6]  # no store here: says how to build one
+    assert not ok.is_error and len(ok.structured_content["hits"]) == 3
+
+
+def test_a_workspace_changed_by_another_process_is_answered_from(ws, tmp_path):
+    word = "zyxxyzuniqueterm"
+
+    async def script(c):
+        before = _json(await c.call_tool("search", {"query": word}))
+        # another process imports a corpus with one more document, and indexes it
+        more = write_jsonl(tmp_path / "more.jsonl", DOCS + [{"_id": "zz-new", "title": "New", "text": f"{word} twin"}])
+        run_cli("import", "-w", ws, more, check=True)
+        run_cli("index", "-w", ws, check=True)
+        after = _json(await c.call_tool("search", {"query": word}))
+        run_cli("index", "-w", ws, "--force", check=True)  # a new generation of the same index
+        again = _json(await c.call_tool("search", {"query": word}))
+        title = _json(await c.call_tool("source", {"citekey": "zz-new"}))
+        return before, after, again, title
+
+    before, after, again, title = _drive(ws, script)
+    assert before["hits"] == []
+    assert [h["citekey"] for h in after["hits"]] == ["zz-new"]
+    assert again["hits"] == after["hits"]
+    assert title["title"] == "New"
+
+
+def test_serve_without_the_sdk_names_the_extra(ws):
+    code = ("import sys, importlib.abc\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'mcp' or name.startswith('mcp.'):\n"
+            "            raise ImportError('blocked for the test')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from chitragupta.cli.main import main\n"
+            f"sys.exit(main(['serve', '-w', {str(ws)!r}]))\n")
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 1 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert "'serve' extra" in p.stderr
+
+
+def test_warm_engines_reopen_only_when_the_workspace_changed(ws):
+    from chitragupta.cli.warm import WarmEngines
+
+    warm = WarmEngines(ws)
+    warm.search("twin")
+    first = warm.retriever()
+    warm.search("model")
+    assert warm.retriever() is first  # nothing changed: the same engine, warm
+    run_cli("index", "-w", ws, "--force", check=True)
+    warm.search("twin")
+    assert warm.retriever() is not first  # a new generation switched in by another process
+    second = warm.retriever()
+    (ws / "config.toml").write_text("[retrieval]\nk1 = 0.9\n")
+    got = warm.search("twin model")
+    assert warm.retriever() is not second and warm.retriever().params.k1 == 0.9
+    cli = json.loads(run_cli("search", "-w", ws, "twin model", "--json", check=True).stdout)
+    assert got["hits"] == cli

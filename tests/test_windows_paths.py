@@ -1,0 +1,59 @@
+"""The window chooser's fast paths against their references: the regex pass over a short text and the
+array pass over a long one find the same occurrences; the pairwise and the per-term count of the terms
+inside each candidate window agree with a brute-force count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import chitragupta.engine.text.windows as windows
+
+
+def test_short_and_long_text_paths_find_the_same_occurrences(monkeypatch):
+    from hypothesis import given, settings, strategies as st
+
+    words = ["twin", "model", "twinmodel", "mod", "el", "a1", "x", "ünï", "tw_in", "TWIN", "é"]
+    seps = [" ", "-", "_", "\n", "é", "9", ".", ""]
+
+    @given(st.lists(st.tuples(st.sampled_from(words), st.sampled_from(seps)), max_size=60),
+           st.lists(st.sampled_from(["twin", "model", "mod", "a1", "el", "twinmodel"]), min_size=1, max_size=4))
+    @settings(max_examples=300, deadline=None)
+    def check(parts, terms):
+        low = windows.lower_same_length("".join(w + s for w, s in parts))
+        terms = sorted(set(terms))
+        monkeypatch.setattr(windows, "_SHORT_TEXT", 10**9)
+        short = windows._occurrences(low, terms)
+        monkeypatch.setattr(windows, "_SHORT_TEXT", -1)
+        long = windows._occurrences(low, terms)
+        for a, b in zip(short, long):
+            assert a.tolist() == b.tolist()
+
+    check()
+
+
+def test_the_two_counts_of_covered_terms_agree_with_brute_force(monkeypatch):
+    rng = np.random.default_rng(1)
+    for _ in range(1500):
+        m, n_terms = int(rng.integers(1, 60)), int(rng.integers(1, 6))
+        pos = np.sort(rng.integers(0, 3000, m))
+        tid = rng.integers(0, n_terms, m)
+        ln = rng.integers(2, 12, m) if rng.random() < 0.3 else rng.integers(2, 12, n_terms)[tid]
+        width, size = int(rng.integers(10, 800)), 3100
+        starts = np.clip(pos + ln // 2 - width // 2, 0, size - width)
+        ends = np.minimum(starts + width, size)
+        brute = [len({int(tid[i]) for i in range(m) if pos[i] >= s and pos[i] + ln[i] <= e})
+                 for s, e in zip(starts.tolist(), ends.tolist())]
+        assert windows._covered(starts, ends, pos, tid, ln, n_terms).tolist() == brute
+        monkeypatch.setattr(windows, "_PAIRWISE_MAX", -1)
+        assert windows._covered(starts, ends, pos, tid, ln, n_terms).tolist() == brute
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_windows_of_a_long_and_a_short_copy_agree(n, monkeypatch):
+    text = ("Digital twin models of a bridge. " * 30 + "The sensor fidelity of the twin model. " * 5) * 3
+    got = windows.choose_windows(text, ["twin", "fidelity", "sensor"], 120, n)
+    monkeypatch.setattr(windows, "_SHORT_TEXT", -1)
+    monkeypatch.setattr(windows, "_PAIRWISE_MAX", -1)
+    assert windows.choose_windows(text, ["twin", "fidelity", "sensor"], 120, n) == got
