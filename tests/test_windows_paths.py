@@ -1,5 +1,5 @@
-"""The window chooser's fast paths against their references: the regex pass over a short text and the
-array pass over a long one find the same occurrences; the pairwise and the per-term count of the terms
+"""The window chooser's fast paths against their references: ``str.find`` over a short text, the array pass
+over a long one and the tokenizer-boundary regex find the same occurrences; the pairwise and the per-term count of the terms
 inside each candidate window agree with a brute-force count."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import chitragupta.engine.text.windows as windows
 def test_short_and_long_text_paths_find_the_same_occurrences(monkeypatch):
     from hypothesis import given, settings, strategies as st
 
-    words = ["twin", "model", "twinmodel", "mod", "el", "a1", "x", "ünï", "tw_in", "TWIN", "é"]
+    words = ["twin", "model", "twinmodel", "mod", "el", "a1", "x", "ünï", "tw_in", "TWIN", "é", "İtwin", "modelmodel"]
     seps = [" ", "-", "_", "\n", "é", "9", ".", ""]
 
     @given(st.lists(st.tuples(st.sampled_from(words), st.sampled_from(seps)), max_size=60),
@@ -23,11 +23,16 @@ def test_short_and_long_text_paths_find_the_same_occurrences(monkeypatch):
         low = windows.lower_same_length("".join(w + s for w, s in parts))
         terms = sorted(set(terms))
         monkeypatch.setattr(windows, "_SHORT_TEXT", 10**9)
-        short = windows._occurrences(low, terms)
+        short = windows._occurrences(low, terms)  # str.find per term
         monkeypatch.setattr(windows, "_SHORT_TEXT", -1)
-        long = windows._occurrences(low, terms)
-        for a, b in zip(short, long):
-            assert a.tolist() == b.tolist()
+        long = windows._occurrences(low, terms)  # array operations over the runs
+        ref = [], [], []
+        for m in windows.term_pattern(terms).finditer(low):  # the regex of the tokenizer's boundary
+            ref[0].append(m.start())
+            ref[1].append(terms.index(m.group()))
+            ref[2].append(m.end() - m.start())
+        for a, b, c in zip(short, long, ref):
+            assert a.tolist() == b.tolist() == c
 
     check()
 

@@ -7,7 +7,7 @@ passages, embeddings -- returns these same types.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 __all__ = ["SearchResult", "SearchResponse", "Note"]
 
@@ -24,7 +24,9 @@ class SearchResult:
     passage: int | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # the fields by hand: dataclasses.asdict deep-copies each value, a tenth of a warm query's time
+        return {"citekey": self.citekey, "title": self.title, "score": self.score, "snippet": self.snippet,
+                "page": self.page, "passage": self.passage}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from chitragupta.engine.config import Config
 from chitragupta.errors import IndexDamaged, UsageError
 from chitragupta.engine.expand import load_expander
 from chitragupta.engine.index.manage import OpenedIndex, current_generation, open_current, rebuild, stamp
-from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING, load_body
+from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
+                                              load_body, sidecar_path)
 from chitragupta.engine.index.store import IndexCorrupt
 from chitragupta.engine.query import QueryPlan, parse
 from chitragupta.engine.ranked import Ranked
@@ -93,6 +94,8 @@ class Retriever:
         self._passage_rows: list | None = None
         self._seen: dict | None = None  # the workspace's stamp when opened (``changed``)
         self._ledger_conn: tuple | None = None  # (file identity, Ledger) that ``changed`` asks
+        self._bodies: dict = {}  # (path, its stat, its sidecar's stat) -> Body, oldest first
+        self._root = str(ws.root)
 
     def _install(self, unit: str, opened: OpenedIndex) -> None:
         if unit == "document":
@@ -389,7 +392,24 @@ class Retriever:
         _key, _title, _status, rel = self._rows[doc_id]
         if not rel or self.index.flags[doc_id] & FLAG_TEXT_MISSING:
             return load_body(None)
-        return load_body(self.workspace.root / rel)
+        return self._load_body(rel)
+
+    _BODIES = 256  # bodies kept by a retriever (a warm server answers many queries from the same sources)
+
+    def _load_body(self, rel: str):
+        """``load_body`` of a parsed file, kept while the file and its sidecar are unchanged (size,
+        mtime and inode of both, checked on every use)."""
+        path = os.path.join(self._root, rel)
+        side = path[:-4] + _SIDECAR_SUFFIX if path.endswith(".txt") else str(sidecar_path(Path(path)))
+        key = (rel, _stat_key(path), _stat_key(side))
+        got = self._bodies.get(key)
+        if got is None:
+            got = load_body(Path(path))
+            if key[1] is not None:
+                if len(self._bodies) >= self._BODIES:
+                    self._bodies.pop(next(iter(self._bodies)))
+                self._bodies[key] = got
+        return got
 
     def doc_hit(self, doc_id: int, score: float, terms: list[str], width: int | None) -> SearchResult:
         """Document ``doc_id`` as a citable hit: its title and the ``width``-character window holding most
@@ -416,7 +436,7 @@ class Retriever:
         d, item = int(pidx.p_doc[u]), int(pidx.p_item[u])
         key, title, _status, rel = self._passage_rows[d]
         if d not in cache:
-            body = load_body(self.workspace.root / rel) if rel else load_body(None)
+            body = self._load_body(rel) if rel else load_body(None)
             cache[d] = body.items or ()
         items = cache[d]
         it = items[item] if item < len(items) else {"text": "", "page": None}
@@ -473,6 +493,17 @@ class Retriever:
             notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
                                            + (" (its text is not on disk)" if not body.text else "")))
         return SearchResponse(query=query, hits=hits, notes=notes, terms=terms, unit="evidence")
+
+
+_SIDECAR_SUFFIX = sidecar_path(Path("x.txt")).name[1:]  # what replaces ".txt" in a parsed file's sidecar
+
+
+def _stat_key(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class _Rebuilt(Exception):

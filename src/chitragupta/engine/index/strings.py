@@ -23,6 +23,7 @@ class StringTable:
         self.blob = blob.view(np.ndarray) if isinstance(blob, np.memmap) else blob  # (total_bytes,) uint8
         self.offsets = offsets.view(np.ndarray) if isinstance(offsets, np.memmap) else offsets  # (n + 1,) int64
         self._dict: dict[str, int] | None = None
+        self._lookups = 0  # strings looked up so far (find_many switches to a dict when they add up)
         self._list: list[str] | None = None
         self._array: np.ndarray | None = None  # object array of the strings, for many lookups at once
 
@@ -108,9 +109,13 @@ class StringTable:
         return -1
 
     def find_many(self, strings: Iterable[str]) -> list[int]:
-        """Positions of many strings (-1 where absent); switches to a dict for large batches."""
+        """Positions of many strings (-1 where absent). A binary search each, until the lookups add up
+        to a dict's worth (a large batch at once, or a long-lived caller's many small ones: a dict costs
+        about as much to build as len/32 binary searches)."""
         strings = list(strings)
-        if self._dict is None and len(strings) > 64 and len(strings) * 24 > len(self) // 8:
+        self._lookups += len(strings)
+        if self._dict is None and ((len(strings) > 64 and len(strings) * 24 > len(self) // 8)
+                                   or self._lookups * 32 > len(self)):
             self.mapping()
         if self._dict is not None:
             get = self._dict.get

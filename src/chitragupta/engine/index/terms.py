@@ -145,8 +145,11 @@ class TermIndex:
         self.stemmer_name = manifest.get("settings", {}).get("retrieval.stemmer", NONE)
         self.stem = get_stemmer(self.stemmer_name)
         self.vocab = StringTable(arrays["vocab_blob"], arrays["vocab_offsets"])
+        # plain ndarray views of the memory-mapped arrays: the same pages, without np.memmap's cost on
+        # every slice and scalar read (a single query reads a few dozen)
         self.postings = Postings(
-            indptr=arrays["indptr"], indices=arrays["indices"], tf=arrays["tf"], doc_len=arrays["doc_len"],
+            indptr=_plain(arrays["indptr"]), indices=_plain(arrays["indices"]), tf=_plain(arrays["tf"]),
+            doc_len=_plain(arrays["doc_len"]),
         )
         self.raw_postings = self.postings
         # the vocabulary's hash table for the numba lookup, built with the index (chitragupta.kernels.lookup)
@@ -243,6 +246,10 @@ class TermIndex:
         arrays = (table.blob, table.offsets, build_table(table.blob, table.offsets), exp_indptr, exp_terms)
         self._expansion = (expander, arrays)
         return arrays
+
+
+def _plain(arr: np.ndarray) -> np.ndarray:
+    return arr.view(np.ndarray) if isinstance(arr, np.memmap) else arr
 
 
 def batch_of(ids: np.ndarray, lengths: np.ndarray) -> QueryBatch:

@@ -62,9 +62,11 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
     if not terms:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z
-    if len(low) > _SHORT_TEXT and all(_PLAIN_TERM.fullmatch(t) for t in terms):
+    plain = all(_PLAIN_TERM.fullmatch(t) for t in terms)
+    if plain and len(low) > _SHORT_TEXT:
         return _run_occurrences(low, terms)
-    # a short text (an abstract, a snippet's source): one regex pass that stops only at the terms
+    if plain:
+        return _found_occurrences(low, terms)
     index = {t: i for i, t in enumerate(terms)}
     pos, tid, ln = [], [], []
     for m in term_pattern(terms).finditer(low):
@@ -72,6 +74,31 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
         tid.append(index[m.group()])
         ln.append(m.end() - m.start())
     return (np.asarray(pos, dtype=np.int64), np.asarray(tid, dtype=np.int64), np.asarray(ln, dtype=np.int64))
+
+
+def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_occurrences`` of ``[a-z0-9]``-run terms in a short text (an abstract, a paragraph): each term's
+    every ``str.find`` hit, kept when no ``[a-z0-9]`` character touches it on either side (then the run
+    there is exactly the term, so no two terms claim one position)."""
+    n = len(low)
+    pos, tid = [], []
+    for i, t in enumerate(terms):
+        m = len(t)
+        at = low.find(t)
+        while at >= 0:
+            end = at + m
+            if (at == 0 or low[at - 1] not in _RUN_CHARS) and (end == n or low[end] not in _RUN_CHARS):
+                pos.append(at)
+                tid.append(i)
+            at = low.find(t, at + 1)
+    pos_a = np.asarray(pos, dtype=np.int64)
+    order = np.argsort(pos_a, kind="stable")
+    tid_a = np.asarray(tid, dtype=np.int64)[order]
+    lengths = np.fromiter(map(len, terms), dtype=np.int64, count=len(terms))
+    return pos_a[order], tid_a, lengths[tid_a]
+
+
+_RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def _run_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
