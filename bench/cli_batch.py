@@ -160,7 +160,7 @@ def cli_batch(ws_root: Path, peer_dir: Path, qfile: Path, k: int, repeats: int, 
 def check_reference(ws_root: Path, qfile: Path, run_path: Path, k: int, n: int = 200) -> bool:
     """Our run's first ``n`` queries, byte for byte, against the per-line reference writer."""
     from chitragupta.engine.search import Retriever
-    from chitragupta.engine.trec import format_run_lines
+    from chitragupta.engine.runfile import format_run_lines
 
     rows = [json.loads(x) for x in qfile.read_text(encoding="utf-8").splitlines()[:n]]
     r = Retriever.open(ws_root)

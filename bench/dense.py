@@ -56,19 +56,6 @@ def tiny_cross_encoder(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
-def collapse(run: dict[str, list[tuple[str, float]]], depth: int = 100) -> dict[str, list[str]]:
-    """qid -> citekeys in rank order, each at its first chunk's rank, cut to ``depth``."""
-    out = {}
-    for qid, hits in run.items():
-        seen: dict[str, None] = {}
-        for doc, _score in hits:
-            seen.setdefault(doc.split("#", 1)[0], None)
-            if len(seen) == depth:
-                break
-        out[qid] = list(seen)
-    return out
-
-
 def _cli(*argv) -> None:
     from chitragupta.cli.main import main as cli
 
@@ -82,7 +69,7 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     from bench.data import data_dir
     from bench.metrics import evaluate
     from chitragupta.engine.config import load_config
-    from chitragupta.engine.trec import read_run
+    from chitragupta.engine.evaluation import collapse_by_source, read_trec_run
     from chitragupta.engine.workspace import Workspace
     from chitragupta.enrich.embed import load_encoder
     from chitragupta.enrich.search import EmbedSearcher
@@ -116,17 +103,18 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     embed_batch_s = time.perf_counter() - t
     _cli("search", "-w", ws_dir, "--queries", qfile, "--run", bm25_run, "-k", 100)
     measures = ("nDCG@10", "R@100")
-    dense = evaluate(collapse(read_run(embed_run)), arm.qrels, measures)
-    bm25 = evaluate({q: [d for d, _ in h] for q, h in read_run(bm25_run).items()}, arm.qrels, measures)
+    dense = evaluate({q: keys[:100] for q, keys in collapse_by_source(read_trec_run(embed_run).ranked).items()},
+                     arm.qrels, measures)
+    bm25 = evaluate(read_trec_run(bm25_run).ranked, arm.qrels, measures)
 
     # FAISS alone: the exact search of pre-encoded queries
     s = EmbedSearcher.open(ws, device="cpu")
     texts = list(arm.queries.values())
-    qv = s.encoder.encode(texts)
+    qv = s.encoder.encode_queries(texts)  # as search encodes them (numpy on the CPU for the default model)
     index = s.store.faiss_index()
     batch_s = median_time(lambda: index.search(qv, 100), 5)
     single_s = median_time(lambda: [index.search(qv[i:i + 1], 100) for i in range(len(qv))], repeats=3)
-    encode_q_s = median_time(lambda: s.encoder.encode(texts[:64]), repeats=3) / min(64, len(texts))
+    encode_q_s = median_time(lambda: s.encoder.encode_queries(texts[:64]), repeats=3) / min(64, len(texts))
 
     out = {"arm": name, "queries": len(arm.queries), "docs": manifest["documents"], "chunks": manifest["count"],
            "dense": dense, "bm25": bm25, "encode_chunks_per_s": enc_stats["chunks"] / enc_stats["seconds"],

@@ -187,7 +187,10 @@ def _unit_stats(r, arm, unit: str, k: int = 5, cap: int | None = None) -> dict:
     texts = [arm.queries[q] for q in qids]
     ranked = r.rank_many(texts, k, unit=unit, max_per_source=cap)
     hits = r.search_many(texts, k, unit="passage", max_per_source=cap) if unit == "passage" else None
-    from bench.runs import collapse
+    from chitragupta.engine.evaluation import source_of
+
+    def collapse(ids):
+        return list(dict.fromkeys(map(source_of, ids)))
 
     run_ = {}
     mid = paged = n = 0

@@ -37,13 +37,12 @@ def _cli(*argv) -> float:
 
 
 def _run_docs(path: Path, collapse_chunks: bool = False) -> dict[str, list[str]]:
-    from bench.dense import collapse
-    from chitragupta.engine.trec import read_run
+    from chitragupta.engine.evaluation import collapse_by_source, read_trec_run
 
-    run = read_run(path)
+    run = read_trec_run(path).ranked
     if collapse_chunks:
-        return collapse(run)
-    return {q: [d for d, _ in hits] for q, hits in run.items()}
+        return {q: keys[:100] for q, keys in collapse_by_source(run).items()}
+    return run
 
 
 def run_arm(name: str, work: Path) -> list[dict]:

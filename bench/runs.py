@@ -10,32 +10,19 @@ from pathlib import Path
 from bench.arms import Arm
 from bench.data import WORK
 
-__all__ = ["run", "sweep_runs", "scratch", "collapse"]
-
-
-def collapse(ids: list[str]) -> list[str]:
-    """Passage doc ids (``citekey#item``) to citekeys, first occurrence order."""
-    out, seen = [], set()
-    for d in ids:
-        key = d.split("#", 1)[0]
-        if key not in seen:
-            seen.add(key)
-            out.append(key)
-    return out
+__all__ = ["run", "sweep_runs", "scratch"]
 
 
 def run(arm: Arm, k: int = 100, *, unit: str = "document", root: Path | None = None, retriever=None):
     """qid -> ranked citekeys (passage hits collapsed to citekeys) with the workspace's own config."""
+    from chitragupta.engine.evaluation import collapse_by_source
     from chitragupta.engine.search import Retriever
 
     r = retriever or Retriever.open(root or arm.workspace())
     qids = list(arm.queries)
     ranked = r.rank_many([arm.queries[q] for q in qids], k, unit=unit)
-    out = {}
-    for i, q in enumerate(qids):
-        ids = [d for d, _ in ranked.docids(i)]
-        out[q] = collapse(ids) if unit == "passage" else ids
-    return out
+    out = dict(zip(qids, ranked.keys()))
+    return collapse_by_source(out) if unit == "passage" else out
 
 
 def sweep_runs(arm: Arm, grid, k: int = 100, *, root: Path | None = None) -> list[dict[str, list[str]]]:
@@ -46,10 +33,11 @@ def sweep_runs(arm: Arm, grid, k: int = 100, *, root: Path | None = None) -> lis
     r = Retriever.open(root or arm.workspace())
     qids = list(arm.queries)
     texts = [arm.queries[q] for q in qids]
-    batch = r.index.query_batch_from_strings(texts, r.expander())
-    keys = r.index.citekeys.to_list()
+    index = r.checked_index()  # the sweep kernel reads every posting of the batch's terms
+    batch = r.plan(texts).batch
+    keys = index.citekeys.to_list()
     outs = []
-    for top in sweep(r.index.postings, batch, grid, k):
+    for top in sweep(index.postings, batch, grid, k):
         outs.append({q: [keys[d] for d in top.ids[i].tolist() if d >= 0] for i, q in enumerate(qids)})
     return outs
 

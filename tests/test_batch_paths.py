@@ -17,7 +17,7 @@ from chitragupta.engine.expand import Expander
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.search import Retriever
 from chitragupta.engine.tokenize import query_terms
-from chitragupta.engine.trec import format_run_lines, run_chunks
+from chitragupta.engine.runfile import format_run_lines, run_chunks
 from conftest import make_workspace, random_docs, run_cli, write_jsonl
 
 ACRONYMS = {"dt": "digital twin", "ml": "machine learning model", "gpu": "graphics processing unit",

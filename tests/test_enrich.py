@@ -397,12 +397,14 @@ def test_cli_single_query_and_batch_trec_run(built, tmp_path, capsys):
     assert all(l[1] == "Q0" and l[5] == "chitragupta" and "#" in l[2] for l in lines)
     assert [int(l[3]) for l in lines] == [1, 2, 3, 4] * 2
     assert lines[0][2].startswith("oceanlong#") and lines[4][2].startswith("llm#")
-    from chitragupta.engine.trec import read_run
+    from chitragupta.engine.evaluation import read_trec_run
 
-    assert read_run(run)["q1"][0][1] == pytest.approx(_searcher(built).search("coral reef bleaching", k=1)[0].score,
-                                                      abs=1e-6)
+    first = run.read_text().splitlines()[0].split()
+    top = _searcher(built).search("coral reef bleaching", k=1)[0]
+    assert read_trec_run(run).ranked["q1"][0] == first[2] == f"{top.citekey}#{top.passage}"
+    assert float(first[4]) == pytest.approx(top.score, abs=1e-6)
     # the array-built run is the per-line reference's, byte for byte; --json gives JSON lines with the chunk
-    from chitragupta.engine.trec import format_run_lines
+    from chitragupta.engine.runfile import format_run_lines
 
     s = _searcher(built)
     ranked = s.rank_many(["coral reef bleaching", "fabricated citations in language models"], 4)

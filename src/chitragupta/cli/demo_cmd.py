@@ -26,7 +26,7 @@ def run(args) -> int:
     from chitragupta.errors import UsageError
     from chitragupta.engine.index.manage import refresh
     from chitragupta.engine.search import Retriever
-    from chitragupta.engine.trec import format_run_lines
+    from chitragupta.engine.runfile import format_run_lines
     from chitragupta.engine.workspace import Workspace
 
     root = Path(DEFAULT_DIR if args.workspace == "." else args.workspace).expanduser()

@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         rc = int(module.run(args) or 0)
-        sys.stdout.flush()  # a full disk under stdout fails here, inside the handlers below
+        if sys.stdout is not None:  # None: started with stdout closed (>&-); what needed it said so
+            sys.stdout.flush()  # a full disk under stdout fails here, inside the handlers below
         return rc
     except ChitraguptaError as err:
         print(f"error: {err}", file=sys.stderr)

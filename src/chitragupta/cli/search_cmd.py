@@ -98,6 +98,10 @@ def print_response(resp, as_json: bool) -> None:
 
     from chitragupta.cli._common import print_notes
 
+    if sys.stdout is None:  # started with stdout closed (>&-): the hits would vanish without a word
+        from chitragupta.errors import OutputError
+
+        raise OutputError("cannot print the hits: stdout is closed; redirect it to a file (or /dev/null)")
     print_notes(resp.notes)
     if as_json:
         print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
@@ -132,11 +136,18 @@ def _batch(args, searcher, ws) -> int:
 
     from chitragupta.cli._common import print_notes, print_problems
     from chitragupta.engine.corpus.jsonl import read_queries
-    from chitragupta.engine.output import describe, open_output
+    from chitragupta.engine.runfile import check_destination, describe, open_output
 
+    check_destination(args.run)  # before the work: a run that cannot be written is said now
     problems: list[str] = []
     queries = read_queries(Path(args.queries), problems)
     print_problems(problems)
+    if not queries:
+        from chitragupta.errors import UsageError
+
+        why = "every line was refused (above)" if problems else "it holds no query"
+        raise UsageError(f"{args.queries}: no query to run: {why}; "
+                         + ("nothing written to stdout" if args.run == "-" else f"{args.run} left as it was"))
     k = args.k or 100
     qids = [qid for qid, _ in queries]
     unit = args.unit if args.engine != "embed" else None
@@ -148,7 +159,7 @@ def _batch(args, searcher, ws) -> int:
     notes = searcher.index_notes(unit)
     if args.log:
         from chitragupta.engine.dossier import LogRow, append_rows, expanded_text
-        from chitragupta.engine.trec import format_run_lines
+        from chitragupta.engine.runfile import format_run_lines
 
         all_notes = ranked.notes
         append_rows(ws, args.log, [

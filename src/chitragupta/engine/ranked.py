@@ -120,8 +120,8 @@ class Ranked:
 
     def run_chunks(self, qids: Sequence[str], *, fmt: str = "trec", tag: str | None = None):
         """The batch as a run file (``fmt`` "trec" or "jsonl"), in chunks of bytes, written by array code
-        (``chitragupta.engine.trec.run_chunks``); ``tag`` defaults to the engine's."""
-        from chitragupta.engine.trec import run_chunks
+        (``chitragupta.engine.runfile.run_chunks``); ``tag`` defaults to the engine's."""
+        from chitragupta.engine.runfile import run_chunks
 
         if len(qids) != len(self.queries):
             raise UsageError(f"{len(qids)} query ids for {len(self.queries)} queries")

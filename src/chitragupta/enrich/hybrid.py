@@ -312,9 +312,9 @@ def open_dense(ws: Workspace, device: str | None = None):
     """(the workspace's ``EmbedSearcher``, []), or (None, [a note saying why hybrid search is BM25 alone])
     when the embedding index is missing or unusable or the enrich extra is not installed."""
     from chitragupta.enrich.search import EmbedSearcher
-    from chitragupta.errors import MissingExtra
+    from chitragupta.errors import MissingExtra, WorkspaceError
 
     try:
         return EmbedSearcher.open(ws, device=device), []
-    except (UsageError, MissingExtra) as err:
+    except (UsageError, MissingExtra, WorkspaceError) as err:  # WorkspaceError: the ledger cannot be read
         return None, [Note("hybrid", f"hybrid search is BM25 alone: {err}")]

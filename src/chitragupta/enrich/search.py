@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from chitragupta.engine.config import Config
-from chitragupta.errors import UsageError
+from chitragupta.errors import UsageError, WorkspaceError
 from chitragupta.engine.ranked import Ranked
 from chitragupta.engine.results import Note, SearchResponse, SearchResult
 from chitragupta.engine.search import check_k
@@ -104,7 +104,13 @@ class EmbedSearcher:
         require("faiss", "enrich", "embedding search")
         cfg = ws.config.enrich
         name = str(cfg.embed_model).strip()
-        folder = ws.inside_content(store_folder(ws.content, model_slug(name)))
+        link = store_folder(ws.content, model_slug(name))
+        try:
+            folder = ws.inside_content(link)
+        except WorkspaceError:  # a search writes nothing, but reads only what the workspace holds
+            raise UsageError(f"the embedding index content/faiss/{link.name}/ leads outside content/ (to "
+                             f"{link.resolve()}), so it is not read; move it back inside, or {NOT_BUILT_HINT} "
+                             "to build one in place") from None
         seen = (_signature(folder), stamp(ws) if ws.ledger_path.exists() else None)
         if not folder.is_dir():
             raise UsageError(f"no embedding index for [enrich].embed_model = {name!r} "

@@ -1,0 +1,107 @@
+"""Issue 20, the search side: a closed stdout, an empty or all-garbage query file, a run whose folder is
+missing or that is a symlink loop, an embedding store symlinked outside content/. Each ends in one error
+line or a note; an existing run is never replaced by an empty one; a search writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_workspace, random_docs, run_cli, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    root = make_workspace(tmp_path_factory.mktemp("hs"), random_docs(21, 30, vocab=40))
+    run_cli("index", "-w", root, check=True)
+    return root
+
+
+def _one_error_line(p, *fragments):
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in p.stderr, p.stderr
+    for f in fragments:
+        assert f in errors[0], (f, errors[0])
+
+
+def _closed_stdout(*args):
+    """The CLI with fd 1 closed, as ``>&-`` leaves it."""
+    code = ("import os, sys\n"
+            "os.close(1)\n"
+            "sys.stdout = None\n"
+            "from chitragupta.cli.main import main\n"
+            f"sys.exit(main({[str(a) for a in args]!r}))\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=False, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_closed_stdout_is_one_error_line(ws, tmp_path):
+    q = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "twin model"}])
+    _one_error_line(_closed_stdout("search", "-w", ws, "--queries", q, "--run", "-"), "stdout is closed")
+    _one_error_line(_closed_stdout("search", "-w", ws, "twin model"), "stdout is closed")
+    ok = _closed_stdout("search", "-w", ws, "--queries", q, "--run", tmp_path / "x.trec")  # stdout not needed
+    assert ok.returncode == 0 and (tmp_path / "x.trec").read_text().startswith("q1 Q0 "), ok.stderr
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "garbage\n{\"no\": \"id\"}\n[1, 2]\n"])
+def test_no_usable_query_is_an_error_and_the_old_run_is_kept(ws, tmp_path, content):
+    q = tmp_path / "q.jsonl"
+    q.write_text(content)
+    run = tmp_path / "old.trec"
+    run.write_text("q0 Q0 d0001 1 1.5 earlier\n")
+    p = run_cli("search", "-w", ws, "--queries", q, "--run", run)
+    _one_error_line(p, "no query to run", "left as it was")
+    assert run.read_text() == "q0 Q0 d0001 1 1.5 earlier\n"
+
+
+def test_the_run_destination_is_checked_before_the_work(ws, tmp_path, monkeypatch):
+    import chitragupta.engine.search as search
+
+    q = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "twin model"}])
+    out = tmp_path / "new" / "deeper" / "x.trec"  # a missing folder is made, as sweep --out does
+    p = run_cli("search", "-w", ws, "--queries", q, "--run", out)
+    assert p.returncode == 0 and out.read_text().startswith("q1 Q0 "), p.stderr
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    _one_error_line(run_cli("search", "-w", ws, "--queries", q, "--run", tmp_path / "a"), "symlink loop")
+    (tmp_path / "dir").mkdir()
+    # in process: nothing is scored when the destination is refused
+    from conftest import run_main
+
+    scored = []
+    real = search.Retriever.rank_many
+    monkeypatch.setattr(search.Retriever, "rank_many", lambda self, *a, **k: scored.append(1) or real(self, *a, **k))
+    p = run_main("search", "-w", ws, "--queries", q, "--run", tmp_path / "dir")
+    assert p.returncode == 1 and "is a directory" in p.stderr and not scored
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    p = run_main("search", "-w", ws, "--queries", q, "--run", blocker / "x.trec")
+    assert p.returncode == 1 and "Not a directory" in p.stderr and p.stderr.count("\n") == 1 and not scored
+
+
+def test_an_embedding_store_outside_content_is_not_read(ws, tmp_path):
+    pytest.importorskip("faiss")
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.embed import model_slug
+
+    cfg = Workspace.open(ws).config.enrich
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "manifest.json").write_text("{}")
+    link = ws / "content" / "faiss" / model_slug(str(cfg.embed_model))
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+    try:
+        before = sorted(os.listdir(outside))
+        p = run_cli("search", "-w", ws, "twin model", "--engine", "hybrid", "--json")
+        assert p.returncode == 0 and json.loads(p.stdout), p.stderr  # BM25 alone
+        assert "hybrid search is BM25 alone" in p.stderr and "leads outside content/" in p.stderr
+        assert "refusing to write" not in p.stderr
+        _one_error_line(run_cli("search", "-w", ws, "twin model", "--engine", "embed"), "leads outside content/")
+        assert sorted(os.listdir(outside)) == before  # a search wrote nothing there
+    finally:
+        link.unlink()
