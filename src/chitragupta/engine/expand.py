@@ -19,12 +19,12 @@ from pathlib import Path
 
 from chitragupta.engine.config import toml_error
 from chitragupta.errors import ConfigError
-from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, runs_bytes, tokenize
+from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, TOKEN_CLASS, runs_bytes, tokenize
 
 __all__ = ["Expander", "Expansion", "load_expander", "packaged_vocabulary", "STARTER", "PACKAGED"]
 
 PACKAGED = "assets/style/acronyms.toml"
-_KEY = re.compile(r"[a-z0-9]+")
+_KEY = re.compile(TOKEN_CLASS + "+")
 
 STARTER = """\
 # Your acronyms, merged over chitragupta's packaged list (yours win). A query term that is one of these

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from chitragupta.kernels.charset import MIN_TOKEN_CHARS, SEPARATE, TOKEN_BYTES, TOKEN_CLASS
+
 __all__ = [
     "MIN_TOKEN_CHARS",
     "DROPPED_RUNS",
@@ -18,13 +20,14 @@ __all__ = [
     "iter_runs_bytes",
     "STOPWORDS",
     "TOKENIZER_ID",
+    "TOKEN_CLASS",
+    "TOKEN_CHARS",
     "tokenize",
     "tokenize_raw",
     "query_terms",
     "term_pattern",
 ]
 
-MIN_TOKEN_CHARS = 2
 STOPWORDS = frozenset(
     "a an and are as at be by for from in is of on that the to was with".split()
 )
@@ -32,7 +35,8 @@ STOPWORDS = frozenset(
 TOKENIZER_ID = f"az09-min{MIN_TOKEN_CHARS}-core19"
 
 # Runs of [a-z0-9] shorter than the floor never match, so one findall yields exactly the kept runs.
-_TOKEN_RE = re.compile(r"[a-z0-9]{%d,}" % MIN_TOKEN_CHARS)
+_TOKEN_RE = re.compile(TOKEN_CLASS + "{%d,}" % MIN_TOKEN_CHARS)
+_RUN_RE = re.compile(TOKEN_CLASS + "+")
 
 
 def tokenize(text: str) -> list[str]:
@@ -41,13 +45,11 @@ def tokenize(text: str) -> list[str]:
     return [t for t in _TOKEN_RE.findall(text.lower()) if t not in stop]
 
 
-# Bytes outside [a-z0-9] become spaces; with every non-ASCII character encoded as "?" first, splitting
-# the result yields exactly the [a-z0-9] runs of the lowercased text (a fast path for long texts).
-_SEPARATE = bytes(c if (97 <= c <= 122 or 48 <= c <= 57) else 32 for c in range(256))
+# Bytes outside [a-z0-9] become spaces (kernels.charset.SEPARATE); with every non-ASCII character encoded
+# as "?" first, splitting the result yields exactly the [a-z0-9] runs of the lowercased text.
+_SEPARATE = SEPARATE
 # Runs that are never indexed: below the length floor, or stopwords.
-DROPPED_RUNS = tuple(sorted(
-    {bytes([c]) for c in b"abcdefghijklmnopqrstuvwxyz0123456789"} | {w.encode() for w in STOPWORDS}
-))
+DROPPED_RUNS = tuple(sorted({bytes([c]) for c in TOKEN_BYTES} | {w.encode() for w in STOPWORDS}))
 assert MIN_TOKEN_CHARS == 2  # DROPPED_RUNS lists the one-character runs; a higher floor needs more
 
 
@@ -69,15 +71,18 @@ def iter_runs_bytes(text: str, chunk: int = 1 << 22):
         start = end
 
 
+TOKEN_CHARS = frozenset(TOKEN_BYTES.decode("ascii"))  # the token characters, for a test per character
+
+
 def _run_char(c: str) -> bool:
     # Lowercasing may turn one character into two (İ -> i + combining dot): the caller passes the
     # lowered character's end or start, whichever touches the cut.
-    return "a" <= c <= "z" or "0" <= c <= "9"
+    return c in TOKEN_CHARS
 
 
 def tokenize_raw(text: str) -> list[str]:
     """All ``[a-z0-9]`` runs of ``text`` lowercased, before the length floor and stopwords (for notes)."""
-    return re.findall(r"[a-z0-9]+", text.lower())
+    return _RUN_RE.findall(text.lower())
 
 
 def query_terms(query: str) -> tuple[list[str], list[str]]:
@@ -106,4 +111,4 @@ def term_pattern(terms) -> re.Pattern[str]:
     first so that alternation never stops at a prefix.
     """
     alts = "|".join(re.escape(t) for t in sorted(set(terms), key=lambda t: (-len(t), t)))
-    return re.compile(r"(?<![a-z0-9])(?:%s)(?![a-z0-9])" % alts)
+    return re.compile(r"(?<!%s)(?:%s)(?!%s)" % (TOKEN_CLASS, alts, TOKEN_CLASS))

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from chitragupta.kernels.charset import IS_TOKEN_BYTE, MIN_TOKEN_CHARS
+
 __all__ = ["build_table", "lookup_batch", "TableCorrupt", "NO_EXPANSION"]
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
@@ -109,16 +111,11 @@ def _lookup(buf, starts, blob, offsets, slots, a_blob, a_offsets, a_slots, exp_i
         i = starts[q]
         end = starts[q + 1]
         while i < end:
-            c = buf[i]
-            if (97 <= c <= 122) or (48 <= c <= 57):
+            if IS_TOKEN_BYTE[buf[i]]:
                 j = i + 1
-                while j < end:
-                    c2 = buf[j]
-                    if (97 <= c2 <= 122) or (48 <= c2 <= 57):
-                        j += 1
-                    else:
-                        break
-                if j - i >= 2:
+                while j < end and IS_TOKEN_BYTE[buf[j]]:
+                    j += 1
+                if j - i >= MIN_TOKEN_CHARS:
                     t = _find(buf, i, j, blob, offsets, slots)
                     if t == _CORRUPT:
                         return _CORRUPT

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chitragupta.engine.text.tables import render_block, table_blocks
-from chitragupta.engine.tokenize import term_pattern
+from chitragupta.engine.tokenize import TOKEN_CHARS, TOKEN_CLASS, term_pattern
 
 __all__ = ["Window", "choose_windows", "lower_same_length", "normalize_ws"]
 
@@ -53,7 +53,7 @@ def normalize_ws(s: str) -> str:
     return _WS.sub(" ", s).strip()
 
 
-_PLAIN_TERM = re.compile(r"[a-z0-9]+")
+_PLAIN_TERM = re.compile(TOKEN_CLASS + "+")
 _SHORT_TEXT = 16384  # characters; up to this the regex of the terms beats the array operations
 
 
@@ -87,7 +87,7 @@ def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarr
         at = low.find(t)
         while at >= 0:
             end = at + m
-            if (at == 0 or low[at - 1] not in _RUN_CHARS) and (end == n or low[end] not in _RUN_CHARS):
+            if (at == 0 or low[at - 1] not in TOKEN_CHARS) and (end == n or low[end] not in TOKEN_CHARS):
                 pos.append(at)
                 tid.append(i)
             at = low.find(t, at + 1)
@@ -96,9 +96,6 @@ def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarr
     tid_a = np.asarray(tid, dtype=np.int64)[order]
     lengths = np.fromiter(map(len, terms), dtype=np.int64, count=len(terms))
     return pos_a[order], tid_a, lengths[tid_a]
-
-
-_RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def _run_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,7 +125,7 @@ def _run_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray
     return pos_a, tid_a, ln
 
 
-_RUN = re.compile(r"[a-z0-9]+")
+_RUN = re.compile(TOKEN_CLASS + "+")
 def _stemmed_occurrences(low: str, stems: list[str], stem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Like ``_occurrences``, matching each word of the text by its stem."""
     index = {t: i for i, t in enumerate(stems)}
