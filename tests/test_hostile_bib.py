@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from chitragupta.engine.corpus import bibtex, sync as sync_mod
+from chitragupta.engine.corpus import bibtex
+from chitragupta.engine.corpus.committer import ParsedFolder
 from chitragupta.engine.corpus.bibtex import file_field_paths, latex_to_text, read_bibtex
 from chitragupta.engine.corpus.ledger import Ledger
 from chitragupta.engine.corpus.parsers import ParseError, parse
@@ -336,7 +337,7 @@ def test_a_crash_before_the_commit_of_a_rename_leaves_every_row_its_file(tmp_pat
     def killed(self, rows):
         raise KeyboardInterrupt("killed before the commit")
 
-    monkeypatch.setattr(Ledger, "upsert", killed)
+    monkeypatch.setattr(Ledger, "upsert_values", killed)
     with pytest.raises(KeyboardInterrupt):
         sync(ws)
     monkeypatch.undo()
@@ -352,10 +353,10 @@ def test_a_crash_before_the_commit_of_a_rename_leaves_every_row_its_file(tmp_pat
 def test_a_crash_after_the_commit_of_a_rename_is_finished_by_the_next_run(tmp_path, monkeypatch):
     ws = _collision_ws(tmp_path)
 
-    def killed(ws_, rel):
+    def killed(self, rel):
         raise KeyboardInterrupt("killed before the unlink")
 
-    monkeypatch.setattr(sync_mod, "_remove_parsed", killed)
+    monkeypatch.setattr(ParsedFolder, "remove", killed)
     with pytest.raises(KeyboardInterrupt):
         sync(ws)
     monkeypatch.undo()

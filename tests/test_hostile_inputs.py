@@ -191,11 +191,12 @@ def _rows_and_files_whole(ws_dir: Path) -> None:
 
 
 def test_a_full_disk_during_import_is_one_line_and_leaves_nothing_half_written(tmp_path, monkeypatch):
-    import chitragupta.engine.corpus.sync as sync_mod
+    import chitragupta.engine.corpus.committer as committer_mod
+    import chitragupta.engine.corpus.importer as importer_mod
 
     src = _lines(tmp_path / "c.jsonl", *(json.dumps({"_id": f"d{i}", "text": f"twin {i}"}) for i in range(50)))
-    monkeypatch.setattr(sync_mod, "_IMPORT_BATCH_ROWS", 10)
-    real = sync_mod.replace_in_folder
+    monkeypatch.setattr(importer_mod, "_BATCH_ROWS", 10)
+    real = committer_mod.replace_in_folder
     calls = {"n": 0}
 
     def full(folder, name, data, tag):
@@ -204,11 +205,11 @@ def test_a_full_disk_during_import_is_one_line_and_leaves_nothing_half_written(t
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{folder}/{name}")
         return real(folder, name, data, tag)
 
-    monkeypatch.setattr(sync_mod, "replace_in_folder", full)
+    monkeypatch.setattr(committer_mod, "replace_in_folder", full)
     p = run_main("import", "-w", tmp_path / "ws", src)  # was: an OSError traceback
     _one_clear_error(p, "No space left on device", "import stopped", "run the import again")
     _rows_and_files_whole(tmp_path / "ws")
-    monkeypatch.setattr(sync_mod, "replace_in_folder", real)
+    monkeypatch.setattr(committer_mod, "replace_in_folder", real)
     p = run_main("import", "-w", tmp_path / "ws", src)
     assert p.returncode == 0 and "import: 50 entries" in p.stdout
     _rows_and_files_whole(tmp_path / "ws")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import chitragupta.engine.corpus.sync as sync_mod
+import chitragupta.engine.corpus.importer as importer_mod
+from chitragupta.engine.corpus.committer import ParsedFolder
 from chitragupta.engine.corpus.jsonl import iter_jsonl
 from chitragupta.engine.corpus.ledger import Ledger
 from chitragupta.engine.corpus.sync import text_hash, assign_names, import_jsonl
@@ -319,7 +320,7 @@ def test_an_interrupted_import_leaves_whole_files_and_a_rerun_finishes(tmp_path,
     v0 = _docs(60, seed=5)
     v1 = _changed(v0, seed=6)
     v1.append({"_id": "D0001", "text": "folds onto d0001"})  # moves d0001 to a hashed name
-    monkeypatch.setattr(sync_mod, "_IMPORT_BATCH_ROWS", 7)
+    monkeypatch.setattr(importer_mod, "_BATCH_ROWS", 7)
     want = _clean_state(tmp_path, "clean", v0, v1)
     base = tmp_path / "start"
     ws0 = Workspace.open(base, create=True)
@@ -437,7 +438,7 @@ def test_a_kill_between_commit_and_unlink_is_finished_by_the_next_import(tmp_pat
     def die(self, rel):
         raise Boom
 
-    monkeypatch.setattr(sync_mod._Parsed, "remove", die)
+    monkeypatch.setattr(ParsedFolder, "remove", die)
     with pytest.raises(Boom):
         import_jsonl(ws, write_jsonl(src, v1))
     monkeypatch.undo()

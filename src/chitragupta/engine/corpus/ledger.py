@@ -22,6 +22,13 @@ A damaged ledger (bytes overwritten, a truncated file, not SQLite at all) or one
 (a full disk, a read-only folder) is a one-line WorkspaceError naming ``content/ledger.sqlite`` and what
 to do, from any method, never a ``sqlite3`` traceback. Text that is not UTF-8 in a row (a hand edit, a
 damaged page) is read with the bad bytes as U+FFFD and logged once as a warning.
+
+Values of the wrong type, which only a hand edit puts there (SQLite lets ``UPDATE sources SET citekey =
+NULL`` or ``= X'..'`` through): a row whose citekey is not text (NULL or a BLOB) cannot be cited, so
+every reader skips it and logs one warning (counted through the citekey index, so a healthy ledger pays
+nothing for the check), and ``sync`` and ``import`` drop it (``drop_unkeyed``); a BLOB or a number where
+other text belongs (a title, a path) is read as the text it holds, a number column that holds text as
+unknown.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import time
 import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -77,6 +85,20 @@ _COLUMNS = (
     "source_path", "source_size", "source_mtime_ns", "source_hash", "backend", "updated_at",
 )
 COLUMNS = _COLUMNS  # the order of ``Ledger.upsert_values``' tuples
+_NUMBERS = frozenset({"source_size", "source_mtime_ns", "updated_at"})
+
+
+def _as_text(col: str) -> str:
+    """A column read as text whatever a hand edit stored there (a BLOB's bytes, a number's digits)."""
+    return col if col == "citekey" or col in _NUMBERS else f"CAST({col} AS TEXT)"
+
+
+_SELECT = ", ".join(_as_text(c) for c in _COLUMNS)
+_VIEW = f"citekey, {_as_text('title')}, {_as_text('status')}, {_as_text('parsed_path')}"
+_KEYED = "typeof(citekey) = 'text'"
+# The rows whose citekey is not text, as ranges of the citekey index (NULLs sort first, then numbers,
+# then text from '', then BLOBs): counted without reading the table.
+_UNKEYED = "(citekey IS NULL OR citekey < '' OR citekey >= X'')"
 
 
 @dataclass(frozen=True)
@@ -114,6 +136,15 @@ class LedgerRow:
     @classmethod
     def _from_sql(cls, r: tuple) -> "LedgerRow":
         d = dict(zip(_COLUMNS, r))
+        for col in ("source_size", "source_mtime_ns"):
+            if not isinstance(d[col], int):  # text where a number belongs (a hand edit): unknown
+                d[col] = None
+        if not isinstance(d["updated_at"], (int, float)):
+            d["updated_at"] = 0.0
+        if d["title"] is None:
+            d["title"] = ""
+        if d["origin"] is None:
+            d["origin"] = ""
         kw = d.pop("keywords")
         keywords: tuple = ()
         if kw:
@@ -175,7 +206,7 @@ def _checked(method):
     return run
 
 
-_WARNED: set[str] = set()  # ledgers whose undecodable text this process has warned about
+_WARNED: set[tuple[str, str]] = set()  # (ledger, what) this process has warned about
 
 
 def _replace_decode(b: bytes) -> str:
@@ -287,13 +318,19 @@ class Ledger:
         if self._db.text_factory is _replace_decode:
             return False
         self._db.text_factory = _replace_decode
-        note = (f"{self.path}: some rows hold text that is not UTF-8 (a hand edit or a damaged page?); "
-                "read with the bad bytes as U+FFFD; run sync or import again to rewrite them")
-        self.problems.append(note)
-        if str(self.path) not in _WARNED:  # a command opens the ledger more than once: one warning
-            _WARNED.add(str(self.path))
-            _log.warning(note)
+        self._warn_once("utf-8", f"{self.path}: some rows hold text that is not UTF-8 (a hand edit or a damaged "
+                                 "page?); read with the bad bytes as U+FFFD; run sync or import again to rewrite them")
         return True
+
+    def _warn_once(self, what: str, note: str) -> None:
+        """``note`` in ``problems`` (once per connection) and logged once per process and ledger: a
+        command opens the ledger more than once."""
+        if note in self.problems:
+            return
+        self.problems.append(note)
+        if (str(self.path), what) not in _WARNED:
+            _WARNED.add((str(self.path), what))
+            _log.warning(note)
 
     def close(self) -> None:
         if self._db is not None:
@@ -332,14 +369,34 @@ class Ledger:
             pass  # SQLite rolls a failed transaction back itself; a rollback that fails has nothing left
 
     # -- reads ----------------------------------------------------------------------------------
+    def _keyed(self, where: str = "") -> str:
+        """A WHERE clause for the rows a reader may see: ``where`` (SQL, or ""), and only rows whose
+        citekey is text when the ledger holds others (warned about once)."""
+        if self.unkeyed():
+            where = f"{where} AND {_KEYED}" if where else _KEYED
+        return f" WHERE {where}" if where else ""
+
+    @_checked
+    def unkeyed(self) -> int:
+        """How many rows have a citekey that is not text (NULL or a BLOB: a hand edit); readers skip
+        them, and the first call that finds some logs a warning."""
+        n = self._count_unkeyed()
+        if n:
+            self._warn_once("unkeyed", f"{self.path}: {n} row(s) have a citekey that is not text (NULL or a BLOB: "
+                                       "a hand edit?) and are skipped; `chitragupta sync` or `import` drops them")
+        return n
+
+    def _count_unkeyed(self) -> int:
+        return int(self._db.execute(f"SELECT COUNT(*) FROM sources WHERE {_UNKEYED}").fetchone()[0])
+
     @_checked
     def rows(self, origin: str | None = None) -> list[LedgerRow]:
         """Every row (or those from one origin), in citekey order."""
-        sql = f"SELECT {', '.join(_COLUMNS)} FROM sources"
         args: tuple = ()
+        where = ""
         if origin is not None:
-            sql += " WHERE origin = ?"
-            args = (origin,)
+            where, args = "origin = ?", (origin,)
+        sql = f"SELECT {_SELECT} FROM sources" + self._keyed(where)
         rows = [LedgerRow._from_sql(r) for r in self._db.execute(sql, args)]
         rows.sort(key=lambda r: r.citekey)
         return rows
@@ -347,22 +404,22 @@ class Ledger:
     @_checked
     def index_view(self) -> list[tuple[str, str, str, str | None]]:
         """(citekey, title, status, parsed_path) of every row, in citekey order: what the index reads."""
-        got = self._db.execute("SELECT citekey, title, status, parsed_path FROM sources").fetchall()
-        got.sort(key=lambda r: r[0])
+        got = self._db.execute(f"SELECT {_VIEW} FROM sources" + self._keyed()).fetchall()
+        got.sort(key=itemgetter(0))
         return got
 
     @_checked
     def get(self, citekey: str) -> LedgerRow | None:
-        r = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM sources WHERE citekey = ?", (citekey,)).fetchone()
+        r = self._db.execute(f"SELECT {_SELECT} FROM sources WHERE citekey = ?", (citekey,)).fetchone()
         return LedgerRow._from_sql(r) if r else None
 
     @_checked
     def citekeys(self) -> list[str]:
-        return sorted(r[0] for r in self._db.execute("SELECT citekey FROM sources"))
+        return sorted(r[0] for r in self._db.execute("SELECT citekey FROM sources" + self._keyed()))
 
     @_checked
     def count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM sources").fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) FROM sources" + self._keyed()).fetchone()[0])
 
     @_checked
     def change_stamp(self) -> str:
@@ -377,8 +434,7 @@ class Ledger:
         """``index_view``'s (citekey, title, status, parsed_path) for the given citekeys that exist."""
         out = {}
         for key in citekeys:
-            r = self._db.execute("SELECT citekey, title, status, parsed_path FROM sources WHERE citekey = ?",
-                                 (key,)).fetchone()
+            r = self._db.execute(f"SELECT {_VIEW} FROM sources WHERE citekey = ?", (key,)).fetchone()
             if r is not None:
                 out[key] = r
         return out
@@ -389,8 +445,9 @@ class Ledger:
         row: what ``import`` compares a record with, without building a ``LedgerRow`` per row."""
         out = {}
         shared: dict[str, str] = {}  # one string object per distinct origin and status
+        cols = ", ".join(_as_text(c) for c in ("origin", "status", "parsed_path", "source_hash", "keywords"))
         for key, origin, status, path, digest, kws in self._db.execute(
-                "SELECT citekey, origin, status, parsed_path, source_hash, keywords FROM sources"):
+                f"SELECT citekey, {cols} FROM sources" + self._keyed()):
             origin = shared.setdefault(origin, origin)
             out[key] = (origin, shared.setdefault(status, status), path, digest, kws)
         return out
@@ -423,6 +480,15 @@ class Ledger:
     @_checked
     def delete(self, citekeys: Iterable[str]) -> None:
         self._db.executemany("DELETE FROM sources WHERE citekey = ?", [(k,) for k in citekeys])
+
+    @_checked
+    def drop_unkeyed(self) -> int:
+        """Delete the rows whose citekey is not text (which no reader shows and no command can name);
+        the number deleted. Their parsed files are left where they are."""
+        if not self._count_unkeyed():
+            return 0
+        with self.transaction():
+            return self._db.execute(f"DELETE FROM sources WHERE {_UNKEYED}").rowcount
 
     @_checked
     def set_meta(self, key: str, value: str) -> None:

@@ -1,0 +1,168 @@
+"""``import``: a BEIR-style corpus (``{"_id", "title", "text"}`` per line) as the ledger's sources.
+
+One read of the file. Per record: its text goes to ``content/parsed/<name>.txt`` and its row joins a
+batch committed every ``_BATCH_ROWS`` rows or two seconds, by the one ``Committer`` (``committer.py``
+has the protocol: new files written before their rows, a file a committed row vouches for rewritten
+only under ``meta.rewrite_pending``, files removed after the commit that stops them). ``names.Names``
+draws the names as the keys arrive; the few whose final name is only known at the end (a case-folded
+collision found late, or one that the removals undo) are rewritten by a second read of just those
+records, after the removals are committed. A re-import of the same file is a no-op; a record is
+rewritten when its text, title or abstract changed (its hash, ``text_hash``) or its file is not trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from chitragupta.engine.corpus.committer import (Committer, ParsedFolder, SyncReport, begin, gone_keys, origin_of,
+                                                 TXT)
+from chitragupta.engine.corpus.jsonl import NOT_JSON, iter_records, open_input
+from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.corpus.names import Names
+
+__all__ = ["import_jsonl", "text_hash"]
+
+Progress = Callable[[int, int | None], None]  # (done, total) -> None
+
+_BATCH_ROWS = 5000
+
+
+def text_hash(title: str, text: str, abstract: str | None) -> str:
+    """What an imported row records as its ``source_hash``: title, text and abstract, length-prefixed."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (title, text, abstract or ""):
+        b = part.encode("utf-8", "surrogatepass")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
+    except OSError:
+        return None
+
+
+def _keywords_json(kws: tuple[str, ...]) -> str | None:
+    return json.dumps(list(kws), ensure_ascii=False) if kws else None  # as LedgerRow._values stores them
+
+
+def import_jsonl(ws, path: Path, progress: Progress | None = None) -> SyncReport:
+    """Import a BEIR-style corpus: ``_id`` becomes the citekey, ``text`` the parsed text."""
+    path = Path(path)
+    open_input(path, "corpus").close()  # a folder, device, FIFO or socket is named as such, never read
+    origin = origin_of(ws, path)
+    report = SyncReport(origin=origin)
+    folder = ParsedFolder(ws)
+    with Ledger(ws.ledger_path) as ledger:
+        ledger.cache_for_bulk()
+        dropped = ledger.drop_unkeyed()
+        if dropped:
+            report.problems.append(f"{ws.ledger_path}: dropped {dropped} row(s) whose citekey was not text "
+                                   "(NULL or a BLOB: a hand edit?)")
+        existing = ledger.import_state()
+        untrusted = begin(ledger, folder, {t[2] for t in existing.values() if t[2]}, list_files=bool(existing))
+        names = Names(existing)
+        batch = Committer(ledger, folder, rows_per_batch=_BATCH_ROWS, untrusted=untrusted)
+        seen: set[str] = set()
+        tick = None
+        if progress:
+            total = _count_lines(path)  # what the bar runs to (blank and bad lines included)
+            progress(0, total)
+            tick = lambda done, _total: progress(done, total)  # noqa: E731
+        _import_records(path, origin, existing, names, seen, folder, batch, report, tick, None, untrusted)
+        damage = ("it yields no records" if not report.entries else
+                  "it has lines that are not JSON (a truncated file?)" if any(NOT_JSON in p for p in report.problems)
+                  else None)
+        gone = gone_keys((k for k, t in existing.items() if t[0] == origin and k not in seen), damage, str(path),
+                         report)
+        redo = names.redo(gone, seen)
+        for k in gone:
+            batch.unlink(existing[k][2])
+        batch.flush(gone)  # the removals committed and their files gone before any name is reused
+        report.removed = len(gone)
+        if redo:
+            _import_records(path, origin, existing, names, seen, folder, batch, report, None, redo, untrusted)
+            if redo:
+                report.problems.append(f"{path}: changed while it was imported ({len(redo)} record(s) not found "
+                                       "again); run the import again")
+            batch.flush()
+        with ledger.transaction():
+            ledger.set_meta("last_source", origin)
+        if progress:
+            progress(report.entries, report.entries)
+    return report
+
+
+def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: Names, seen: set[str],
+                    folder: ParsedFolder, batch: Committer, report: SyncReport, progress: Progress | None,
+                    wanted: dict[str, str] | None, untrusted: set[str]) -> None:
+    """One read of ``path``: each record's file written (unless unchanged) and its row batched. With
+    ``wanted`` (key -> the name the first read gave it), only those keys, each moved to its final name;
+    the keys found are taken out of ``wanted``."""
+    prefix, files = folder.prefix, folder.files
+    put, write = batch.put, batch.write
+    now = time.time
+    blake2b = hashlib.blake2b
+    problems = report.problems if wanted is None else []
+    for key, title, text, kws, abstract, line in iter_records(path, problems):
+        if wanted is not None:
+            if key not in wanted:
+                continue
+            old_rel = prefix + wanted.pop(key) + TXT  # where the first read put it (its committed row's path)
+        else:
+            n = report.entries
+            if progress and not n & 4095:
+                progress(n, None)
+            report.entries = n + 1
+        old = existing.get(key)
+        if old is not None and old[0] != origin:
+            if wanted is None:
+                report.problems.append(
+                    f"{path}:{line}: _id {key!r} is already in the ledger from {old[0]}; line skipped"
+                )
+            continue
+        if wanted is None:
+            if key in seen:  # a duplicate is reported and skipped by the reader; this cannot happen
+                continue
+            name = names.name(key, old is None, seen)
+            seen.add(key)
+            committed = old[2] if old is not None else None
+        else:
+            name = names.name(key, False, seen)
+            committed = old_rel
+        fname = name + TXT
+        rel = prefix + fname
+        data = text.encode("utf-8")
+        tb = title.encode("utf-8")
+        ab = abstract.encode("utf-8") if abstract else b""
+        digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
+                                   len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # text_hash
+        kw = _keywords_json(kws)
+        row = (key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now())
+        if wanted is None and old is not None and old[1] == "parsed" and old[3] == digest and old[2] == rel \
+                and fname in files and (not untrusted or rel not in untrusted):
+            report.unchanged += 1
+            if old[4] != kw and (tuple(json.loads(old[4])) if old[4] else ()) != kws:
+                put(row)
+            continue
+        # (imported text has no structure: a stale sidecar there is removed with the write)
+        write(fname, data, None, vouched=committed == rel)
+        if wanted is not None:
+            if old_rel != rel:
+                batch.unlink(old_rel)  # once the row points at its new name
+            if old is not None and old[1] == "parsed" and old[3] == digest and old[2] == old_rel \
+                    and old_rel[len(prefix):] in files and old_rel not in untrusted:
+                report.unchanged -= 1  # counted unchanged by the first read; rewritten after all
+                report.parsed += 1
+        else:
+            if old is not None and old[2] and old[2] != rel:
+                batch.unlink(old[2])
+            report.parsed += 1
+        put(row)
