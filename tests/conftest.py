@@ -52,6 +52,19 @@ def make_workspace(tmp: Path, records) -> Path:
     return ws_dir
 
 
+def rewrite_index_array(gen: Path, name: str, arr: np.ndarray) -> None:
+    """Replace an index array and keep the generation's manifest consistent with it (size, shape, CRC):
+    damage that only the content checks can catch."""
+    import zlib
+
+    p = gen / f"{name}.npy"
+    np.save(p, arr, allow_pickle=False)
+    m = json.loads((gen / "manifest.json").read_text())
+    m["files"][name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "bytes": p.stat().st_size,
+                        "crc32": zlib.crc32(p.read_bytes())}
+    (gen / "manifest.json").write_text(json.dumps(m))
+
+
 def run_cli(*args, cwd=None, env=None, check=False) -> subprocess.CompletedProcess:
     e = dict(os.environ)
     e.update(env or {})

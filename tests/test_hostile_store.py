@@ -29,7 +29,7 @@ from chitragupta.engine.index.manage import index_folder, open_current, refresh
 from chitragupta.engine.search import Retriever
 from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import IndexDamaged
-from conftest import make_workspace, random_docs, run_cli, run_main, write_jsonl
+from conftest import make_workspace, random_docs, rewrite_index_array, run_cli, run_main, write_jsonl
 
 QUERY = "twin model sensor"
 
@@ -166,13 +166,7 @@ def test_an_update_never_copies_rot_into_a_new_generation(tmp_path):
 
 
 # -- arrays rewritten with a manifest that agrees (checksums recomputed): only the bound checks stand -----
-def _rewrite(gen: Path, name: str, arr: np.ndarray) -> None:
-    p = gen / f"{name}.npy"
-    np.save(p, arr, allow_pickle=False)
-    m = json.loads((gen / "manifest.json").read_text())
-    m["files"][name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "bytes": p.stat().st_size,
-                        "crc32": zlib.crc32(p.read_bytes())}
-    (gen / "manifest.json").write_text(json.dumps(m))
+_rewrite = rewrite_index_array
 
 
 def _a(gen, name):

@@ -5,10 +5,8 @@ first batch) and a damaged one is rebuilt with a note."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import zlib
 
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ import pytest
 from chitragupta.engine.index.manage import index_folder, refresh
 from chitragupta.engine.search import FEW_QUERIES, Retriever
 from chitragupta.engine.workspace import Workspace
-from conftest import make_workspace, random_docs, run_cli
+from conftest import make_workspace, random_docs, rewrite_index_array, run_cli
 
 QUERIES = ["twin model sensor", "ocean heat soil", "dt ml gpu", "retrieval ranking bm25 query", "the of a",
            "zzzz unknownword", "climate", "vaccine cohort llm citation prompt table result"]
@@ -126,17 +124,6 @@ def _gen(ws: Workspace):
     return folder / (folder / "CURRENT").read_text().strip()
 
 
-def _rewrite(gen, name, arr):
-    """Damage an array and keep the manifest consistent with it (size, shape, checksum): what only the
-    content checks can catch."""
-    p = gen / f"{name}.npy"
-    np.save(p, arr, allow_pickle=False)
-    m = json.loads((gen / "manifest.json").read_text())
-    m["files"][name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "bytes": p.stat().st_size,
-                        "crc32": zlib.crc32(p.read_bytes())}
-    (gen / "manifest.json").write_text(json.dumps(m))
-
-
 def _term_row(ws, term):
     r = Retriever.open(ws)
     t = r.index.vocab.find(term)
@@ -158,7 +145,7 @@ def test_a_damaged_slice_a_single_query_reads_is_rebuilt_with_a_note(tmp_path, d
         arr[hi - 1] = 10**6
     else:
         arr[lo] = 0
-    _rewrite(gen, name, arr)
+    rewrite_index_array(gen, name, arr)
     r = Retriever.open(ws)
     got = r.search("twin sensor", k=8)
     assert [(h.citekey, h.score) for h in got.hits] == want
@@ -176,7 +163,7 @@ def test_damage_a_single_query_does_not_read_is_caught_before_numba_reads_it(tmp
     gen = _gen(ws)
     tf = np.load(gen / "tf.npy").copy()
     tf[lo] += 1  # in range, positive: only the per-document sums show it
-    _rewrite(gen, "tf", tf)
+    rewrite_index_array(gen, "tf", tf)
     one = Retriever.open(ws).search("ocean", k=8)  # reads only "ocean"'s slice: answers, nothing to say
     assert [(h.citekey, h.score) for h in one.hits] == want_one
     assert not any("not usable" in n.text for n in one.notes)
@@ -192,7 +179,7 @@ def test_with_updates_off_a_damaged_index_is_one_error_line(tmp_path):
     gen = _gen(ws)
     idx = np.load(gen / "indices.npy").copy()
     idx[lo] = 10**6
-    _rewrite(gen, "indices", idx)
+    rewrite_index_array(gen, "indices", idx)
     p = run_cli("search", "-w", ws.root, "twin", "--no-update")
     assert p.returncode == 1 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
     assert "index --force" in p.stderr and "Traceback" not in p.stderr

@@ -22,7 +22,7 @@ import numpy as np
 from chitragupta.errors import UsageError
 from chitragupta.kernels.types import TopK
 
-__all__ = ["Ranked"]
+__all__ = ["Ranked", "SearchCalls"]
 
 
 class Ranked:
@@ -128,3 +128,20 @@ class Ranked:
         counts, rows, items, scores = self._flat()
         return run_chunks(qids, counts, rows, scores, self.table, items, fmt=fmt, tag=tag or self.tag,
                           item_field=self.item_field)
+
+
+class SearchCalls:
+    """``search_many`` and ``search`` for an engine that has ``rank_many`` (returning ``Ranked``),
+    ``responses(ranked, snippet_chars=)`` and ``index_notes(unit)``: the embedding and hybrid searchers."""
+
+    def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
+                    snippet_chars: int | None = None) -> list:
+        """Batched search with citable hits (``responses`` of ``rank_many``); ``snippet_chars`` None: the
+        configured width, 0: no snippets."""
+        return self.responses(self.rank_many(queries, k, unit=unit), snippet_chars=snippet_chars)
+
+    def search(self, query: str, k: int = 10, *, unit: str | None = None, snippet_chars: int | None = None):
+        """One query: hits with snippets, best first, and the notes (the index's first)."""
+        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars)[0]
+        resp.notes[:0] = self.index_notes(unit)
+        return resp

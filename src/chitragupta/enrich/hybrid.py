@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from chitragupta.engine.config import Config
-from chitragupta.engine.ranked import Ranked
+from chitragupta.engine.ranked import Ranked, SearchCalls
 from chitragupta.engine.results import Note, SearchResponse, SearchResult
 from chitragupta.engine.search import Retriever, check_k
 from chitragupta.engine.workspace import Workspace
@@ -137,7 +137,7 @@ def fuse(bm25_ids: np.ndarray, bm25_scores: np.ndarray, dense_ids: np.ndarray, d
                  passage=grid(aux_b[sel], -1, np.int64), chunk=grid(aux_d[sel], -1, np.int64))
 
 
-class HybridSearcher:
+class HybridSearcher(SearchCalls):
     """BM25 (``unit`` "document" or "passage") fused with the embedding index. Create with :meth:`open`,
     or from an open ``Retriever`` and ``EmbedSearcher`` (None: BM25 alone, ``dense_notes`` saying why)."""
 
@@ -294,18 +294,6 @@ class HybridSearcher:
             hits = [self._hit(ranked, q, j, terms[q], width, cache, query) for j in range(n)]
             out.append(SearchResponse(query=query, hits=hits, notes=list(notes[q]), terms=terms[q], unit=ranked.unit))
         return out
-
-    def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                    snippet_chars: int | None = None) -> list[SearchResponse]:
-        """Batched hybrid search with citable hits."""
-        return self.responses(self.rank_many(queries, k, unit=unit), snippet_chars=snippet_chars)
-
-    def search(self, query: str, k: int = 10, *, unit: str | None = None,
-               snippet_chars: int | None = None) -> SearchResponse:
-        """One query: fused hits with snippets, and the notes (index notes first)."""
-        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars)[0]
-        resp.notes[:0] = self.index_notes(unit)
-        return resp
 
 
 def open_dense(ws: Workspace, device: str | None = None):

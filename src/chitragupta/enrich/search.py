@@ -25,7 +25,7 @@ import numpy as np
 
 from chitragupta.engine.config import Config
 from chitragupta.errors import UsageError, WorkspaceError
-from chitragupta.engine.ranked import Ranked
+from chitragupta.engine.ranked import Ranked, SearchCalls
 from chitragupta.engine.results import Note, SearchResponse, SearchResult
 from chitragupta.engine.search import check_k
 from chitragupta.engine.text.windows import choose_windows, normalize_ws
@@ -68,7 +68,7 @@ def _lead(text: str, width: int) -> str:
     return flat[:cut if cut > 0 else width]
 
 
-class EmbedSearcher:
+class EmbedSearcher(SearchCalls):
     """Search a workspace's embedding store. Create with :meth:`open`."""
 
     UNIT = "chunk"
@@ -297,15 +297,3 @@ class EmbedSearcher:
             hits = [self._hit(int(r), float(s), query, width) for r, s in zip(ids, scores) if r >= 0]
             out.append(SearchResponse(query=query, hits=hits, notes=[], unit=self.UNIT))
         return out
-
-    def search_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                    snippet_chars: int | None = None) -> list[SearchResponse]:
-        """Batched search with citable hits (``responses`` of ``rank_many``)."""
-        return self.responses(self.rank_many(queries, k, unit=unit), snippet_chars=snippet_chars)
-
-    def search(self, query: str, k: int = 10, *, unit: str | None = None,
-               snippet_chars: int | None = None) -> SearchResponse:
-        """One query: hits with snippets, best first, and the index's notes."""
-        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars)[0]
-        resp.notes[:0] = self.index_notes()
-        return resp
