@@ -12,6 +12,12 @@ the new one, whole; the index opens and answers as the old index or the new one)
 run again, and the result -- ledger rows, parsed files, index arrays, search hits with scores and
 snippets -- must equal a run that was never interrupted. ``tests/test_reliability.py`` runs the same
 campaign with fewer kills.
+
+``sync-case`` (``case_campaign``) is harsher: a bibliography whose case-colliding citekeys (``Lo2000``,
+``lo2000``, ``LO2000``, ...) join and leave their groups and swap PDFs between two versions; each trial
+kills a sync of the second version at a seeded write (or after a seeded delay), then a sync of the first
+version at another, then runs ONE sync of either version, and the workspace must equal a sync of that
+version into an empty workspace (a clean build), not merely a run that was never interrupted.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = Path(__file__).resolve().parent / "_faults"
 
-__all__ = ["Scenario", "KillOutcome", "SCENARIOS", "build_scenario", "kill_campaign", "cli", "snapshot",
+__all__ = ["Scenario", "KillOutcome", "SCENARIOS", "build_scenario", "kill_campaign", "case_campaign", "cli",
+           "snapshot",
            "concurrent_writers", "search_during_rebuild", "HOSTILE", "run_hostile", "main"]
 
 QUERIES = ("twin model", "sensor fidelity bridge", "climate ocean heat", "zzzunseen", "retrieval ranking query")
@@ -157,7 +164,7 @@ class Scenario:
     units: tuple[str, ...] = ("document", "passage")
 
 
-SCENARIOS = ("import", "index", "sync", "sync-docling", "enrich-embed")
+SCENARIOS = ("import", "index", "sync", "sync-case", "sync-docling", "enrich-embed")
 
 
 def _enrich_available() -> bool:
@@ -327,6 +334,7 @@ class KillOutcome:
     rerun_err: str = ""
     differences: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # temp files still there after the rerun
+    note: str = ""  # what else happened before the rerun (case_campaign: the second, killed sync)
 
     @property
     def recovered(self) -> bool:
@@ -473,6 +481,143 @@ def kill_campaign(name: str, base: Path, kills: int, *, seed: int = 0, n_docs: i
         if log:
             log(f"{name}: kill at {'write' if mode == 'write' else 'ms'} {at}/{out.writes}: killed={out.killed} torn={len(out.torn)} "
                 f"rerun={out.rerun_rc} identical={out.identical} leftovers={len(out.leftovers)}")
+        shutil.rmtree(trial, ignore_errors=True)
+    return outcomes
+
+
+# -- the case-collision campaign: two killed syncs of two versions, ONE rerun, a clean build ----------
+
+def _case_versions(seed: int, groups: int, plain: int) -> tuple[dict[str, int], dict[str, int], int]:
+    """Two versions of a bibliography (citekey -> PDF number) over one folder of PDFs. Keys come in
+    case-folded groups (``Lo2000 lo2000 LO2000 lO2000``) and plain ones; from the first version to the
+    second, groups gain and lose members (a file name goes plain <-> hashed), every grouped key that stays
+    and half the plain ones point at another key's PDF (the PDFs swap), and some plain keys come and go."""
+    rng = np.random.default_rng(seed)
+    a_keys, b_keys = [], []
+    for g in range(groups):
+        base = f"lo{2000 + g}"
+        variants = [base.capitalize(), base, base.upper(), "lO" + base[2:]]
+        a_keys += [v for v in variants if rng.random() < 0.6] or variants[:2]
+        b_keys += [v for v in variants if rng.random() < 0.6] or variants[1:2]
+    fillers = [f"p{j:03d}" for j in range(plain)]
+    a_keys += [k for k in fillers if rng.random() < 0.9]
+    b_keys += [k for k in fillers if rng.random() < 0.9]
+    n_pdfs = len(set(a_keys) | set(b_keys))
+    a = dict(zip(a_keys, (int(x) for x in rng.permutation(n_pdfs))))
+    common = [k for k in b_keys if k in a and (not k.startswith("p") or rng.random() < 0.5)]
+    b = {k: a[k] for k in b_keys if k in a}
+    for k, shifted in zip(common, common[1:] + common[:1]):  # each swapped key: the next one's PDF
+        b[k] = a[shifted]
+    spare = [int(x) for x in rng.permutation(n_pdfs)]
+    for k in b_keys:
+        if k not in b:
+            b[k] = spare.pop()
+    return a, b, n_pdfs
+
+
+def _case_bib(papers: Path, version: dict[str, int]) -> None:
+    (papers / "bibliography.bib").write_text(
+        "".join(f"@misc{{{k}, title={{On {k}}}, file={{doc{j:03d}.pdf}}}}\n" for k, j in version.items()),
+        encoding="utf-8")
+
+
+def _case_start(base: Path, seed: int, groups: int, plain: int) -> tuple[Path, dict, dict]:
+    """``base/start/ws``: the PDFs, the first version synced and indexed."""
+    from chitragupta.engine.demo.tinypdf import write_pdf
+
+    a, b, n_pdfs = _case_versions(seed, groups, plain)
+    ws = base / "start" / "ws"
+    papers = ws / "papers"
+    papers.mkdir(parents=True)
+    rng = np.random.default_rng(seed + 1)
+    for j in range(n_pdfs):
+        body = " ".join(rng.choice(WORDS, size=int(rng.integers(4, 25))))
+        write_pdf(papers / f"doc{j:03d}.pdf", [f"Document {j}", f"uniqword{j} {body}"])
+    _case_bib(papers, a)
+    _check(cli(["sync", "-w", ws]), "sync (first version)")
+    _check(cli(["index", "-w", ws]), "index (first version)")
+    return base / "start", a, b
+
+
+def _clean_build(start: Path, dest: Path, version: dict[str, int]) -> dict:
+    """A sync and index of ``version`` into an empty workspace over the same PDFs (same size and mtime)."""
+    ws = dest / "ws"
+    shutil.copytree(start / "ws" / "papers", ws / "papers")
+    _case_bib(ws / "papers", version)
+    _check(cli(["sync", "-w", ws]), "clean sync")
+    _check(cli(["index", "-w", ws]), "clean index")
+    return snapshot(ws)
+
+
+def case_campaign(base: Path, kills: int, *, seed: int = 0, groups: int = 8, plain: int = 30, log=None,
+                  mode: str = "write") -> list[KillOutcome]:
+    """``kills`` trials of: a sync of the second version killed at a seeded write (``mode="write"``) or
+    after a seeded delay (``"time"``), a sync of the first version killed at a seeded later point (or let
+    finish, if the point falls past its end), then ONE sync of one version (the trials alternate) and
+    ``index``; each outcome compares the workspace with a clean build of that version."""
+    base.mkdir(parents=True, exist_ok=True)
+    start, a, b = _case_start(base / "scenario", seed, groups, plain)
+    versions = {"first": a, "second": b}
+    clean = {name: _clean_build(start, base / f"clean-{name}", v) for name, v in versions.items()}
+    before = snapshot(start / "ws")
+    allowed = _allowed_files(before, clean["first"])
+    for name, h in clean["second"]["parsed"].items():
+        allowed.setdefault(name, set()).add(h)
+    answers = [{k: [h[:3] for h in v] for k, v in before["results"].items() if k.startswith("document:")}]
+    argv = ["sync", "-w", "ws"]
+    # the writes (and wall time) of each sync run alone: second over first, and first over second
+    counts = []
+    for name, (src, version) in {"second": (start, b), "first": (base / "clean-second", a)}.items():
+        ref = base / f"count-{name}"
+        shutil.copytree(src, ref, symlinks=True)
+        _case_bib(ref / "ws" / "papers", version)
+        t0 = time.monotonic()
+        _check(cli(argv, cwd=ref, fault_root=ref / "ws", count_file=base / "writes"), f"counting sync ({name})")
+        counts.append((int((base / "writes").read_text()), time.monotonic() - t0))
+        shutil.rmtree(ref, ignore_errors=True)
+    (w1, wall1), (w2, wall2) = counts
+    if mode == "time":
+        first_points = _kill_points(max(kills, int(wall1 * 1000)), kills, seed)
+        total2 = max(1, int(wall2 * 1000))
+    else:
+        first_points = _kill_points(w1, kills, seed)
+        total2 = w2
+    rng = np.random.default_rng(seed + 7)
+    outcomes = []
+    for i, at in enumerate(first_points):
+        trial = base / f"kill{i:02d}"
+        shutil.copytree(start, trial, symlinks=True)
+        papers = trial / "ws" / "papers"
+
+        def killed_sync(point: int):
+            if mode == "time":
+                return _kill_after(argv, trial, point / 1000)
+            return cli(argv, cwd=trial, fault_root=trial / "ws", kill_at=point)
+
+        _case_bib(papers, b)
+        p = killed_sync(at)
+        out = KillOutcome("sync-case", at, w1 if mode == "write" else int(wall1 * 1000), killed=p.returncode == -9)
+        out.torn = _reader_check(trial / "ws", allowed, answers)
+        _case_bib(papers, a)
+        at2 = int(rng.integers(1, total2 + 1))
+        p2 = killed_sync(at2)
+        out.note = (f"then a sync of the first version killed at {'write' if mode == 'write' else 'ms'} {at2}"
+                    if p2.returncode == -9 else f"then a sync of the first version ran to its end (exit {p2.returncode})")
+        out.torn += _reader_check(trial / "ws", allowed, answers)
+        final = "second" if i % 2 == 0 else "first"
+        _case_bib(papers, versions[final])
+        again = cli(argv, cwd=trial)  # the ONE rerun
+        out.rerun_rc = again.returncode
+        out.rerun_err = next((l for l in reversed(again.stderr.splitlines()) if l.strip()), "")[-300:]
+        if again.returncode == 0:
+            _check(cli(["index", "-w", "ws"], cwd=trial), "index after the rerun")
+            out.leftovers = _leftovers(trial / "ws")
+            out.differences = diff(clean[final], snapshot(trial / "ws"))
+        outcomes.append(out)
+        if log:
+            log(f"sync-case: kill at {'write' if mode == 'write' else 'ms'} {at}/{out.writes}, {out.note}; rerun "
+                f"({final} version): killed={out.killed} torn={len(out.torn)} rerun={out.rerun_rc} "
+                f"equal to a clean build={out.identical} leftovers={len(out.leftovers)}")
         shutil.rmtree(trial, ignore_errors=True)
     return outcomes
 
@@ -946,13 +1091,18 @@ def main(argv: list[str] | None = None) -> int:
                     report.append("| enrich --stages embed | - | not run: the enrich extra is not installed | | | | | | |")
                     continue
                 corpus = {"import": "2,000 JSONL records", "index": "2,000 JSONL records", "sync": "600 PDFs",
+                          "sync-case": "case-colliding citekeys, two .bib versions swapping PDFs; then ONE rerun "
+                                       "against a clean build",
                           "sync-docling": "40 Markdown files (docling, sidecars)",
                           "enrich-embed": "300 JSONL records (all-MiniLM-L6-v2, CPU)"}[name]
                 for mode, n in (("write", args.kills), ("time", args.time_kills)):
                     if n < 1:
                         continue
                     t = time.time()
-                    outs = kill_campaign(name, tmp / f"kill-{name}-{mode}", n, seed=args.seed, log=log, mode=mode)
+                    if name == "sync-case":
+                        outs = case_campaign(tmp / f"kill-{name}-{mode}", n, seed=args.seed, log=log, mode=mode)
+                    else:
+                        outs = kill_campaign(name, tmp / f"kill-{name}-{mode}", n, seed=args.seed, log=log, mode=mode)
                     # a timed kill may land after the command ended: only the recovery is judged then
                     failures += sum(not (o.ok or (mode == "time" and not o.killed and not o.torn and o.identical
                                                   and not o.leftovers)) for o in outs)
@@ -998,8 +1148,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cmd_name(name: str) -> str:
-    return {"import": "import", "index": "index", "sync": "sync", "sync-docling": "sync (docling)",
-            "enrich-embed": "enrich --stages embed"}[name]
+    return {"import": "import", "index": "index", "sync": "sync", "sync-case": "sync (case-colliding keys, killed twice)",
+            "sync-docling": "sync (docling)", "enrich-embed": "enrich --stages embed"}[name]
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from bench.reliability import (_allowed_files, _reader_check, build_scenario, cli, concurrent_writers, diff,
-                               kill_campaign, search_during_rebuild, snapshot)
+from bench.reliability import (_allowed_files, _reader_check, build_scenario, case_campaign, cli, concurrent_writers,
+                               diff, kill_campaign, search_during_rebuild, snapshot)
 
 pytestmark = pytest.mark.slow  # SIGKILL campaigns and concurrent writers: the full CI run has them
 
@@ -54,6 +54,21 @@ def test_sigkill_at_any_write_then_rerun_equals_a_clean_run(tmp_path, name, n_do
         assert o.torn == [], f"{where}: a reader saw {o.torn}"
         assert o.rerun_rc == 0, f"{where}: rerun failed: {o.rerun_err}"
         assert o.differences == [], f"{where}: differs from a clean run: {o.differences}"
+        assert o.leftovers == [], f"{where}: temp files left after the rerun: {o.leftovers}"
+
+
+def test_killed_syncs_over_case_colliding_keys_then_one_rerun_equal_a_clean_build(tmp_path):
+    """Issue 20.1: citekeys folding together (Lo2000 lo2000 LO2000 ...) that join and leave their groups
+    and swap PDFs between two .bib versions; a sync of one version killed at a seeded write, a sync of the
+    other killed too, then ONE sync: the workspace equals a sync of that version into an empty one."""
+    outcomes = case_campaign(tmp_path, max(4, KILLS), seed=11, groups=5, plain=12)
+    assert len(outcomes) == max(4, KILLS)
+    for o in outcomes:
+        where = f"killed at write {o.kill_at} of {o.writes}, {o.note}"
+        assert o.killed, f"{where}: the process was not killed (the hook never fired)"
+        assert o.torn == [], f"{where}: a reader saw {o.torn}"
+        assert o.rerun_rc == 0, f"{where}: rerun failed: {o.rerun_err}"
+        assert o.differences == [], f"{where}: differs from a clean build after one rerun: {o.differences}"
         assert o.leftovers == [], f"{where}: temp files left after the rerun: {o.leftovers}"
 
 
