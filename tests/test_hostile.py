@@ -31,7 +31,7 @@ def test_hostile_input_gets_a_clear_line_and_harms_nothing(tmp_path, case):
     assert not o.traceback, o.err
     assert o.rc == case.rc, (o.rc, o.err[-800:], o.out[-300:])
     assert case.needle in o.out or any(case.needle in line for line in o.lines), (case.needle, o.lines, o.out[-300:])
-    if o.rc != 0:
+    if o.rc not in (0, 3):  # 3: sync finished, but some entry's document could not be read (named in warnings)
         assert o.err.count("\n") == 1 and o.err.startswith("error: "), o.err
     assert len(o.lines) == len(set(o.lines)), f"a line said twice: {o.lines}"
     assert o.outside == [], f"written outside the workspace: {o.outside}"
@@ -81,7 +81,7 @@ def test_every_write_stays_inside_the_workspace(tmp_path):
     for argv in commands:
         p = subprocess.run([sys.executable, "-m", "chitragupta.cli.main", *map(str, argv)], cwd=tmp_path, env=env,
                            capture_output=True, text=True)
-        assert p.returncode == 0, (argv, p.stderr)
+        assert p.returncode == (3 if argv[0] == "sync" else 0), (argv, p.stderr)  # sync: CON's file is refused
     writes = [line.split("\t", 1) for line in log.read_text().splitlines()]
     assert len(writes) > 20  # the hook saw the work
     inside = str(ws.resolve()) + os.sep

@@ -12,7 +12,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, print_notes, progress_bar
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
+    from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
 
     ws = open_workspace(args)
     units = ["document", "passage"] if args.unit == "all" else [args.unit]
@@ -28,19 +28,32 @@ def run(args) -> int:
             else:
                 print(f"index: {size}; {r.retokenized} tokenized, {r.reused} reused, {r.removed} removed, "
                       f"in {r.seconds:.2f} s")
-            with_abstract = idx.count_flag(FLAG_HAS_ABSTRACT)
-            print(f"index: {with_abstract} of {idx.n_docs} documents have an abstract field"
-                  + ("" if with_abstract else " ([retrieval].weight_abstract is inert here: no docling sidecars)"))
+            print(f"index: {_abstract_line(idx, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR | FLAG_TEXT_MISSING | FLAG_NOT_PARSED)}")
             missing, unparsed = idx.count_flag(FLAG_TEXT_MISSING), idx.count_flag(FLAG_NOT_PARSED)
             if missing:
                 print_notes([f"{missing} parsed source(s) have no parsed text on disk and were ranked on their "
-                             "title alone; `chitragupta sync` re-parses them."])
+                             "title alone; `chitragupta sync` (or `import` again) writes it back"])
             if unparsed:
-                print_notes([f"{unparsed} source(s) without parsed text (no file, or parsing failed) are indexed "
-                             "on their title alone; `chitragupta sync` reports why"])
+                print_notes([f"{unparsed} source(s) without parsed text (no file field, a file missing, or a "
+                             "parse that failed) are indexed on their title alone; `chitragupta sync -v` names "
+                             "each and why"])
         else:
             size = (f"{idx.n_passages} passages from {len(set(idx.p_doc.tolist()))} documents, "
                     f"{len(idx.vocab)} terms")
             print(f"passages: up to date ({size})" if r is None else
                   f"passages: {size}; {r.retokenized} documents read, {r.reused} reused, in {r.seconds:.2f} s")
     return 0
+
+
+def _abstract_line(idx, has_abstract: int, no_sidecar: int) -> str:
+    """What the index's abstract field holds, said as what it is: the Abstract section of a docling
+    sidecar (a BibTeX ``abstract`` is kept in the ledger, not indexed)."""
+    n = idx.n_docs
+    with_sidecar = n - idx.count_flag(no_sidecar)
+    with_abstract = idx.count_flag(has_abstract)
+    line = (f"{with_abstract} of {n} documents have an Abstract section in their docling sidecar, the field "
+            "[retrieval].weight_abstract weighs (BibTeX abstracts are kept in the ledger, not indexed)")
+    if not with_sidecar:
+        line += "; no document has a sidecar here (the docling parser writes them), so the weight is inert"
+    return line
+
