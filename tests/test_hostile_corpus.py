@@ -254,3 +254,22 @@ def test_a_hand_edited_ledger_is_read_around_never_a_traceback(tmp_path, what, c
     with Ledger(ws_dir / "content" / "ledger.sqlite", create=False) as led:
         assert led.unkeyed() == 0 and led.citekeys() == ["d0", "d1", "d2", "d3"]
 
+
+
+
+def test_files_no_row_points_at_are_removed_and_a_row_named_by_an_odd_path_keeps_its(tmp_path):
+    """What a killed run wrote for rows it never committed is no one's: the next run removes it, so a
+    rerun leaves the files a clean build would. A file a row names by a path in another form (a hand
+    edit) is kept."""
+    ws = Workspace.open(tmp_path / "ws", create=True)
+    other = write_jsonl(tmp_path / "other.jsonl", [{"_id": "b", "text": "b text"}])
+    import_jsonl(ws, other)
+    (ws.parsed_dir / "b.txt").rename(ws.parsed_dir / "odd.txt")
+    with Ledger(ws.ledger_path) as led, led.transaction():
+        led._db.execute("UPDATE sources SET parsed_path = 'content/parsed/../parsed/odd.txt' WHERE citekey = 'b'")
+    (ws.parsed_dir / "never-committed.txt").write_text("orphan")
+    (ws.parsed_dir / "never-committed.passages.json").write_text("[]")
+    (ws.parsed_dir / "odd.passages.json").write_text("[]")
+    import_jsonl(ws, write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "a text"}]))
+    assert sorted(p.name for p in ws.parsed_dir.iterdir()) == ["a.txt", "odd.passages.json", "odd.txt"]
+    assert (ws.parsed_dir / "odd.txt").read_text() == "b text"

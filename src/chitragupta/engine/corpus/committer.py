@@ -169,10 +169,12 @@ class ParsedFolder:
                         odd.add(p.name)
             for name in orphans:
                 txt = name[: -len(SIDECAR_SUFFIX)] + TXT if name.endswith(SIDECAR_SUFFIX) else name
-                if txt in odd:
-                    (self.sidecars if name != txt else self.files if list_files else set()).add(name)
-                else:
+                if txt not in odd:
                     stale.append(f"{self.folder}/{name}")
+                elif name != txt:
+                    self.sidecars.add(name)
+                elif list_files:
+                    self.files.add(name)
         for path in stale:
             discard(path)
 
@@ -249,7 +251,7 @@ class ParsedFolder:
         name = self.plain(rel)
         if name is not None:
             self.drop(name)
-            self.drop(self.sidecar_of(name))
+            self.drop_sidecar(name)
             return
         p = self.path(rel)  # a path put there by hand: the checked, resolving route
         if p is None:
@@ -277,9 +279,9 @@ def begin(ledger: Ledger, folder: ParsedFolder, used: Collection[str], *, list_f
     ``used``: the parsed path of every row now. The removals a killed run committed but did not do are
     done (a path a row points at again is kept); the temp files it left, and the files it wrote for rows
     it never committed, are removed (``ParsedFolder.scan``); and the paths listed under
-    ``meta.rewrite_pending`` are returned -- the files there may hold a newer
-    text than their rows say, so the run must parse (or rewrite) those sources again. The list stays in
-    the ledger until the rows pointing there are committed again (``Committer`` takes them off)."""
+    ``meta.rewrite_pending`` are returned -- the files there may hold a newer text than their rows say,
+    so the run must parse (or rewrite) those sources again. The list stays in the ledger until rows
+    pointing there are committed again (``Committer`` takes them off)."""
     raw = ledger.get_meta(UNLINK_PENDING)
     if raw is not None:
         for rel in _paths(raw, ()):
