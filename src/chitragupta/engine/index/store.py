@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from chitragupta.engine.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
 from chitragupta.engine.workspace import atomic_write_text, fsync_dir
 from chitragupta.errors import WorkspaceError
 
@@ -50,7 +51,6 @@ __all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "check_manifest", "rea
 CHECKSUM_LIMIT = 256 * 1024 * 1024
 RACY_NS = 2_000_000_000
 _KEEP_GENERATIONS = 2  # the live one and its predecessor, which a slow reader may still be opening
-_SMALL_FILE = 1 << 24  # CURRENT, manifest.json, CHECKED: anything bigger is not ours
 _ARRAY_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
@@ -71,31 +71,6 @@ def _crc(path: Path) -> int:
         while chunk := f.read(1 << 22):
             crc = zlib.crc32(chunk, crc)
     return crc
-
-
-def read_small(path: Path, limit: int = _SMALL_FILE) -> str:
-    """The text of a small regular file, never following a symlink nor opening a FIFO or device (which
-    could block) nor reading more than ``limit`` bytes. OSError (or UnicodeDecodeError) when it is not
-    one: callers treat the file as absent or corrupt."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path.name} is {'a folder' if stat.S_ISDIR(st.st_mode) else 'not a regular file'}")
-        if st.st_size > limit:
-            raise OSError(f"{path.name} is {st.st_size} bytes, more than {limit}")
-        chunks, got = [], 0
-        while got <= limit:
-            b = os.read(fd, min(1 << 20, limit + 1 - got))
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-        if got > limit:
-            raise OSError(f"{path.name} is more than {limit} bytes")
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8")
 
 
 def _non_negative_int(x) -> bool:
