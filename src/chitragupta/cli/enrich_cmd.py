@@ -6,10 +6,12 @@ import sys
 
 
 def add_arguments(p) -> None:
+    from chitragupta.device import DEVICES
+
     p.add_argument("--stages", default="docling,embed", metavar="LIST",
                    help="comma-separated, run in this order whatever the order given: docling (content/docling/), "
                         "embed (content/faiss/), bertopic (content/topics.json); default: docling,embed")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+    p.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where encoding and topics run (default: [enrich].device)")
 
 

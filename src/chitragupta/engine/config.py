@@ -2,12 +2,17 @@
 
 Every setting is declared once in ``SCHEMA`` (type, check, what is allowed); the packaged
 ``defaults.toml`` holds the values. A bad file is rejected with a message naming the file, the key, the
-value and what is allowed; nothing is clamped.
+value and what is allowed; nothing is clamped. Whatever the file holds is one ``ConfigError`` line: a
+config path that is a folder, a FIFO, a device or over ``MAX_CONFIG_BYTES`` is refused by what it is
+(never opened, never read whole); integers too long for Python or a float, values nested too deep for
+the parser, integers outside 32 bits and strings holding a NUL character are rejected by name.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import reprlib
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -15,12 +20,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chitragupta.device import DEVICES
+from chitragupta.engine.files import FileRefused, read_small
 from chitragupta.errors import ConfigError
 
-__all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "toml_error", "DEFAULTS_NAME"]
+__all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "toml_error", "DEFAULTS_NAME",
+           "DIAL_MAX", "INT_MAX", "MAX_CONFIG_BYTES"]
 
 DEFAULTS_NAME = "defaults.toml"
 FUSION_METHODS = ("rrf", "minmax")
+# a config file is a few kilobytes; anything this big is not one (and is not read whole)
+MAX_CONFIG_BYTES = 1 << 20
+# every integer setting fits a C int, whatever its own check allows (a snippet width of 10**30 overflowed)
+INT_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ def _dial(v) -> bool:
 
 
 _backend_check, _backend_allowed = _choice(_backends)
+_device_check, _device_allowed = _choice(lambda: list(DEVICES))
 _parser_check, _parser_allowed = _choice(_parsers)
 _stemmer_in, _stemmer_allowed = _choice(_stemmers)
 
@@ -100,10 +112,10 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "snippet_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
         "min_passage_tokens": Setting(int, "an integer >= 0", lambda v: v >= 0),
         "max_passages_per_source": Setting(int, "an integer >= 1", lambda v: v >= 1),
-        "device": Setting(str, 'one of "auto", "cpu", "cuda"', lambda v: v in DEVICES),
+        "device": Setting(str, _device_allowed, _device_check),
     },
     "enrich": {
-        "device": Setting(str, 'one of "auto", "cpu", "cuda"', lambda v: v in DEVICES),
+        "device": Setting(str, _device_allowed, _device_check),
         "embed_model": Setting(str, "a sentence-transformers model name or a local model folder",
                                lambda v: bool(v.strip())),
         "embed_batch_size": Setting(int, "an integer >= 1", lambda v: v >= 1),
@@ -182,22 +194,50 @@ def _read_toml(text: str, where: str) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(toml_error(where, err)) from err
+    except ValueError as err:  # an integer past Python's digit limit (int() raises inside the parser)
+        why = str(err).split(";")[0]
+        raise ConfigError(f"{where}: not valid TOML here: a number too long ({why})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid TOML here: arrays or tables nested too deep") from None
+
+
+_SHOW = reprlib.Repr()
+_SHOW.maxstring = _SHOW.maxother = 60
+_SHOW.maxlong = 40
+_SHOW.maxlevel = 3
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` cut to a line: long strings and numbers elided in the middle, nesting cut at 3."""
+    try:
+        return _SHOW.repr(value)
+    except (RecursionError, ValueError):
+        return f"<a {type(value).__name__}>"
 
 
 def _coerce(where: str, sec: str, key: str, value: Any, setting: Setting) -> Any:
-    shown = f"{where}: [{sec}] {key} = {value!r}"
+    shown = f"{where}: [{sec}] {key} = {_shown(value)}"
     kind = setting.kind
     if kind is float:
         # TOML writes 2 for 2.0; a bool is an int in Python but never a number here.
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: {setting.allowed_text()}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer beyond any float
+            raise ConfigError(f"{shown} is not allowed (too large for a number); "
+                              f"allowed: {setting.allowed_text()}") from None
     elif kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: {setting.allowed_text()}")
+        if not -INT_MAX - 1 <= value <= INT_MAX:
+            raise ConfigError(f"{shown} is not allowed (outside 32 bits); allowed: {setting.allowed_text()}, "
+                              f"at most {INT_MAX}")
     elif kind is str:
         if not isinstance(value, str):
             raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: {setting.allowed_text()}")
+        if "\x00" in value:  # no path, model name or prefix holds one; a path with one fails every system call
+            raise ConfigError(f"{shown} holds a NUL character (\\u0000); allowed: {setting.allowed_text()}")
     elif kind is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{shown} is a {type(value).__name__}; allowed: true or false")
@@ -210,16 +250,41 @@ def _merge(base: dict, overlay: dict, where: str) -> None:
     for sec, table in overlay.items():
         if sec not in SCHEMA:
             raise ConfigError(
-                f"{where}: unknown section [{sec}]; allowed sections: {', '.join(f'[{s}]' for s in SCHEMA)}"
+                f"{where}: unknown section [{_SHOW.repr(sec)[1:-1]}]; "
+                f"allowed sections: {', '.join(f'[{s}]' for s in SCHEMA)}"
             )
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: {sec} must be a table [{sec}], got {type(table).__name__}")
         for key, value in table.items():
             if key not in SCHEMA[sec]:
                 raise ConfigError(
-                    f"{where}: unknown key [{sec}] {key}; allowed keys in [{sec}]: {', '.join(SCHEMA[sec])}"
+                    f"{where}: unknown key [{sec}] {_SHOW.repr(key)[1:-1]}; "
+                    f"allowed keys in [{sec}]: {', '.join(SCHEMA[sec])}"
                 )
             base[sec][key] = _coerce(where, sec, key, value, SCHEMA[sec][key])
+
+
+def read_config_text(p: Path) -> str:
+    """The text of the config file ``p`` (a symbolic link followed), or one ConfigError line saying why
+    not: missing, a link to nothing, a folder / FIFO / device (never opened: a FIFO would block), over
+    ``MAX_CONFIG_BYTES``, unreadable, not UTF-8."""
+    try:
+        return read_small(p, MAX_CONFIG_BYTES, follow=True)
+    except FileNotFoundError as err:
+        if os.path.islink(p):
+            raise ConfigError(f"{p}: is a symbolic link to a missing file ({os.readlink(p)}), "
+                              "not a config file") from None
+        raise ConfigError(f"{p}: config file not found") from err
+    except FileRefused as err:
+        if err.kind is not None:
+            raise ConfigError(f"{p}: is {err.kind}, not a config file (a TOML file)") from None
+        raise ConfigError(f"{p}: is more than {MAX_CONFIG_BYTES >> 20} MiB, too big for a config file "
+                          "(not a config file?)") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: cannot read config file: not UTF-8 text ({err.reason} at byte {err.start})") \
+            from None
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot read config file: {err.strerror or err}") from None
 
 
 def load_config(path: str | Path | None = None, *, overrides: dict[str, dict[str, Any]] | None = None) -> Config:
@@ -236,13 +301,7 @@ def load_config(path: str | Path | None = None, *, overrides: dict[str, dict[str
     source = "<defaults>"
     if path is not None:
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError as err:
-            raise ConfigError(f"{p}: config file not found") from err
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{p}: cannot read config file: {err}") from err
-        _merge(values, _read_toml(text, str(p)), str(p))
+        _merge(values, _read_toml(read_config_text(p), str(p)), str(p))
         source = str(p)
     if overrides:
         _merge(values, overrides, "<command line>")

@@ -149,7 +149,8 @@ class Workspace:
     @classmethod
     def open(cls, root: str | Path = ".", config: str | Path | Config | None = None,
              *, create: bool = False) -> "Workspace":
-        """Open ``root``; ``config`` is a path, a loaded Config, or None for ``<root>/config.toml`` if present."""
+        """Open ``root``; ``config`` is a path, a loaded Config, or None for ``<root>/config.toml`` if present
+        (whatever stands there: one that is not a readable config file is a ConfigError, not the defaults)."""
         root = Path(root).expanduser()
         if create:
             root.mkdir(parents=True, exist_ok=True)
@@ -161,8 +162,10 @@ class Workspace:
         elif config is not None:
             cfg = load_config(config)
         else:
+            # Anything at config.toml is read as the config: a folder, a FIFO or a link to nothing there
+            # is one line saying so, never silently the defaults.
             default = root / CONFIG_NAME
-            cfg = load_config(default if default.is_file() else None)
+            cfg = load_config(default if os.path.lexists(default) else None)
         return cls(root=root, config=cfg)
 
     # -- layout ---------------------------------------------------------------------------------
