@@ -12,7 +12,14 @@ Judgments (``qrels``) come in two layouts, recognised from the first non-blank l
 - TREC qrels: ``qid iteration docid relevance``, whitespace separated, no header (the second column is
   ignored).
 
-Grades are integers; a (query, document) pair judged twice keeps its first grade (counted in ``notes``).
+Grades are integers in [-2**31, 2**31 - 1] (what trec_eval reads; beyond it pytrec_eval fails or scores
+nonsense); a (query, document) pair judged twice keeps its first grade (counted in ``notes``). Query and
+doc ids are UTF-8 text without a NUL character (pytrec_eval reads them as C strings: a NUL cut them short
+and crashed it).
+
+Either file may be a pipe (read once) or ``-`` for standard input; a folder, a device or a socket is refused
+by what it is and never opened, and lines are read one at a time, each up to ``MAX_LINE_BYTES`` (so
+``/dev/zero`` through a pipe stops at its first "line", never reads on).
 
 A run is a TREC run, ``qid Q0 docid rank score tag``. A query's hits are ordered by score descending;
 equal scores keep the order of the rank column, then of the file (trec_eval would break such ties by
@@ -34,19 +41,23 @@ is (max-P), its other passages dropped.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from chitragupta.engine.files import FileRefused, LineTooLong, iter_lines, open_lines
 from chitragupta.errors import CorpusError, UsageError
 
 __all__ = ["DEFAULT_MEASURES", "Qrels", "TrecRun", "Evaluation", "read_qrels", "read_trec_run",
            "collapse_by_source", "source_of", "split_measures", "parse_measures", "cutoff_of", "evaluate",
-           "passage_hint"]
+           "passage_hint", "GRADE_MIN", "GRADE_MAX", "MAX_LINE_BYTES"]
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "MRR@10")
+GRADE_MIN, GRADE_MAX = -2**31, 2**31 - 1
+MAX_LINE_BYTES = 1 << 20  # a qrels or run line is a few dozen bytes; a longer one is not such a file
 
 _PASSAGE_ID = re.compile(r"^(.+)#(\d+)$")
 
@@ -106,23 +117,46 @@ class Evaluation:
 # -- reading ------------------------------------------------------------------------------------------
 
 def _lines(path: Path, what: str):
-    """(line number, text) of ``path``'s non-blank lines (``-``: standard input); unreadable files and non-UTF-8 lines are one
+    """(line number, text) of ``path``'s non-blank lines (``-``: standard input), read one line at a time;
+    a missing, refused or unreadable file, a line over ``MAX_LINE_BYTES`` and a non-UTF-8 line are one
     CorpusError each."""
     try:
-        data = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+        f = open_lines(path)
     except FileNotFoundError as err:
         raise CorpusError(f"{path}: {what} file not found") from err
-    except IsADirectoryError as err:
-        raise CorpusError(f"{path}: is a directory, not a {what} file") from err
+    except FileRefused as err:
+        raise CorpusError(f"{path}: is {err.kind}, not a {what} file") from None
     except OSError as err:
         raise CorpusError(f"{path}: cannot read {what} file: {err.strerror or err}") from err
-    for n, raw in enumerate(data.splitlines(), start=1):
-        try:
-            text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
-        except UnicodeDecodeError as err:
-            raise CorpusError(f"{path}:{n}: not UTF-8 text ({err.reason}); expected a {what} file") from err
-        if text.strip():
-            yield n, text
+    try:
+        for n, raw in iter_lines(f, MAX_LINE_BYTES):
+            try:
+                text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise CorpusError(f"{path}:{n}: not UTF-8 text ({err.reason}); expected a {what} file") from err
+            if text.strip():
+                yield n, text
+    except LineTooLong as err:
+        raise CorpusError(f"{path}:{err.line}: a line longer than {MAX_LINE_BYTES >> 20} MiB (not a {what} "
+                          "file?); stopped reading there") from None
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read {what} file: {err.strerror or err}") from err
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """``repr(text)``, elided in the middle past ``limit`` characters (a field quoted in a message)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit // 2]) + "..." + repr(text[-limit // 2:])
+
+
+def _nul_field(path, n: int, parts: Sequence[str], names: Sequence[str], expected: str) -> None:
+    """A CorpusError naming the first field of ``parts`` holding a NUL character (pytrec_eval reads ids as
+    C strings: a NUL cuts one short, or crashes it)."""
+    for part, name in zip(parts, names):
+        if "\x00" in part:
+            raise CorpusError(f"{path}:{n}: the {name} {_short(part)} holds a NUL character; expected {expected}")
 
 
 def _is_int(text: str) -> bool:
@@ -162,10 +196,16 @@ def read_qrels(path: str | Path) -> Qrels:
         if len(parts) != width:
             raise CorpusError(f"{path}:{n}: expected {expected} like line {first}, got {len(parts)} field(s)")
         qid, doc, grade = parts[0], parts[width - 2], parts[width - 1]
+        if "\x00" in text:
+            _nul_field(path, n, (qid, doc), ("query id", "doc id"), expected)
         try:
-            g = int(grade)
+            g = int(grade) if len(grade) <= 40 else None  # no 4,300-digit conversion, no ValueError text
         except ValueError:
-            raise CorpusError(f"{path}:{n}: relevance {grade!r} is not an integer; expected {expected}") from None
+            raise CorpusError(f"{path}:{n}: relevance {_short(grade)} is not an integer; expected {expected}") \
+                from None
+        if g is None or not GRADE_MIN <= g <= GRADE_MAX:
+            raise CorpusError(f"{path}:{n}: relevance {_short(grade)} is outside [{GRADE_MIN}, {GRADE_MAX}], "
+                              "the grades trec_eval reads")
         rel = judgments.setdefault(qid, {})
         if doc in rel:
             duplicates += 1
@@ -192,17 +232,21 @@ def read_trec_run(path: str | Path) -> TrecRun:
             raise CorpusError(f"{path}:{n}: expected a TREC run line, 6 whitespace-separated fields "
                               f"(qid Q0 docid rank score tag), got {len(parts)}")
         qid, _q0, doc, rank, score, _tag = parts
+        if "\x00" in text:
+            _nul_field(path, n, (qid, doc), ("query id", "doc id"), "qid Q0 docid rank score tag")
         try:
+            if len(rank) > 40:  # no 4,300-digit conversion; a rank only orders equal scores
+                raise ValueError(rank)
             r = int(rank)
         except ValueError:
-            raise CorpusError(f"{path}:{n}: rank {rank!r} is not an integer; expected qid Q0 docid rank score tag") \
-                from None
+            raise CorpusError(f"{path}:{n}: rank {_short(rank)} is not an integer "
+                              "(of at most 40 digits); expected qid Q0 docid rank score tag") from None
         try:
             s = float(score)
         except ValueError:
             s = math.nan
         if not math.isfinite(s):
-            raise CorpusError(f"{path}:{n}: score {score!r} is not a finite number; "
+            raise CorpusError(f"{path}:{n}: score {_short(score)} is not a finite number; "
                               "expected qid Q0 docid rank score tag")
         rows.setdefault(qid, []).append((-s, r, n, doc))
         lines += 1
@@ -332,6 +376,37 @@ def cutoff_of(measure) -> int | None:
 
 # -- evaluating ---------------------------------------------------------------------------------------
 
+def _check_ids(ids, what: str) -> None:
+    """UsageError unless every id is a string pytrec_eval can take: UTF-8 text without a NUL character
+    (it reads ids as C strings; a NUL or a lone surrogate crashed it). One join, so cheap per call."""
+    try:
+        joined = "\n".join(ids)
+    except TypeError:
+        raise UsageError(f"{what} must be strings") from None
+    if "\x00" in joined:
+        raise UsageError(f"{what}: an id holds a NUL character")
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what}: an id is not Unicode text (a lone surrogate)") from None
+
+
+def _check_qrels(qrels: Mapping[str, Mapping[str, int]]) -> None:
+    """UsageError unless ``qrels`` is qid -> {docid: integer grade in [GRADE_MIN, GRADE_MAX]} with ids
+    ``_check_ids`` accepts (what ``read_qrels`` guarantees; a library caller may pass anything)."""
+    _check_ids(qrels, "the qrels' query ids")
+    for q, rel in qrels.items():
+        if not isinstance(rel, Mapping):
+            raise UsageError(f"the qrels of query {_short(q)} are a {type(rel).__name__}, not docid -> grade")
+        _check_ids(rel, f"the qrels' doc ids for query {_short(q)}")
+        for d, g in rel.items():
+            if not isinstance(g, numbers.Integral) or not GRADE_MIN <= g <= GRADE_MAX:
+                shown = (f"an integer of {int(g).bit_length()} bits" if isinstance(g, numbers.Integral)
+                         else f"a {type(g).__name__}")
+                raise UsageError(f"the qrels' grade for query {_short(q)}, doc {_short(d)} is {shown}; "
+                                 f"grades are integers in [{GRADE_MIN}, {GRADE_MAX}]")
+
+
 def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]],
              measures: Sequence[str] | Sequence[tuple[str, object]] = DEFAULT_MEASURES, *,
              skip_missing: bool = False) -> Evaluation:
@@ -339,7 +414,8 @@ def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, 
     ``qrels`` (qid -> {docid: grade}), computed by ir-measures on exactly the run's order.
 
     Queries: those with a judgment of grade >= 1; one with no run lines scores 0 (or, with
-    ``skip_missing``, is left out). A UsageError when no query is left to evaluate."""
+    ``skip_missing``, is left out). A UsageError when no query is left to evaluate, and when a grade or an
+    id is one pytrec_eval cannot take (see ``_check_qrels``)."""
     ir = _ir_measures()
     if isinstance(measures, str):
         measures = split_measures(measures)
@@ -347,6 +423,7 @@ def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, 
         raise UsageError("no measures given")
     parsed = list(measures) if all(isinstance(m, tuple) for m in measures) else \
         parse_measures([m if isinstance(m, str) else m[0] for m in measures])
+    _check_qrels(qrels)
     judged = {q: rel for q, rel in qrels.items() if any(g > 0 for g in rel.values())}
     no_relevant = len(qrels) - len(judged)
     scored: dict[str, dict[str, float]] = {}
@@ -354,6 +431,7 @@ def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, 
         ids = run.get(q)
         if not ids:
             continue
+        _check_ids(ids, f"the run's doc ids for query {_short(q)}")
         seen: dict[str, float] = {}
         n = len(ids)
         for i, d in enumerate(ids):
