@@ -171,7 +171,7 @@ def test_ranges():
     assert parse_range("1.2", "k1") == [1.2]
     for text, name, high, msg in [("0:1:0", "k1", None, "STEP must be > 0"), ("1:0:0.1", "k1", None, "STOP must be >="),
                                   ("a:1:0.1", "k1", None, "'a' is not a number"), ("1:2", "k1", None, "START:STOP:STEP"),
-                                  ("0:1:1e-9", "k1", None, "more than the 10,000"), ("0:1.2:0.1", "b", 1.0, "b must be [0, 1]"),
+                                  ("0:1:1e-9", "k1", None, "more than the 10,000"), ("0:1.2:0.1", "b", 1.0, "b must be in [0, 1]"),
                                   ("-1", "k1", None, "k1 must be >= 0"), ("nan", "k1", None, "not a finite number"),
                                   ("1,,2", "k1", None, "'' is not a number"), ("inf", "k1", None, "not a finite number")]:
         with pytest.raises(UsageError, match=msg.replace("[", r"\[").replace("]", r"\]")):
@@ -346,7 +346,7 @@ def test_cli_sweep(toy, tmp_path):
     pkg = Path(chitragupta.__file__).resolve().parent
     for extra, msg in [(("--k1", "1", "--b", "0.5", "--out", pkg / "sweeps"), "inside the installed package"),
                        (("--k1", "0:3:0", "--b", "0.5", "--out", out), "--k1 '0:3:0': STEP must be > 0"),
-                       (("--k1", "1", "--b", "0:2:0.5", "--out", out), "b must be [0, 1], got 1.5"),
+                       (("--k1", "1", "--b", "0:2:0.5", "--out", out), "b must be in [0, 1], got 2"),
                        (("--k1", "0:100:0.01", "--b", "0:1:0.01", "--out", out), "more than the 10,000"),
                        (("--k1", "1", "--b", "0.5", "--metric", "nope", "--out", out), "unknown measure 'nope'")]:
         p = run_main(*base, *extra)

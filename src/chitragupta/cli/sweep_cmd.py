@@ -7,14 +7,15 @@ import sys
 
 
 def add_arguments(p) -> None:
-    from chitragupta.kernels.dispatch import DEVICES
+    from chitragupta.device import DEVICES
     from chitragupta.kernels.sweep import SWEEP_BACKENDS
 
     p.add_argument("--queries", metavar="Q.jsonl", required=True, help='BEIR queries, one {"_id", "text"} per line')
     p.add_argument("--qrels", metavar="QRELS", required=True,
                    help="judgments: BEIR TSV (header line) or TREC qrels (qid 0 docid rel)")
     p.add_argument("--k1", metavar="RANGE", required=True,
-                   help="START:STOP:STEP (STOP included) or a comma list, e.g. 0.5:2:0.25")
+                   help="START:STOP:STEP (STOP included) or a comma list, within [0, 1000] as [retrieval].k1, "
+                        "e.g. 0.5:2:0.25")
     p.add_argument("--b", metavar="RANGE", required=True, help="as --k1, within [0, 1], e.g. 0.3:0.9:0.1")
     p.add_argument("--weight-title", metavar="RANGE", default=None,
                    help="title weights to sweep too (default: [retrieval].weight_title alone)")
@@ -37,14 +38,13 @@ def run(args) -> int:
     from chitragupta.cli._common import open_workspace, print_notes, print_problems, progress_bar
     from chitragupta.engine.corpus.jsonl import read_queries
     from chitragupta.engine.evaluation import parse_measures, read_qrels
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.search import Retriever, check_k
     from chitragupta.engine.sweep import (MAX_GRID_POINTS, check_grid_size, check_out_dir, file_stem,
-                                          parse_range, run_sweep, write_sweep)
+                                          judged_queries, parse_range, run_sweep, write_sweep)
     from chitragupta.errors import UsageError
 
-    if args.k < 1:
-        raise UsageError(f"--k must be >= 1, got {args.k}")
-    # every argument checked before the index is opened or anything is scored
+    check_k(args.k, "--k")
+    # every argument checked before the index is opened or anything is scored; the config's bounds
     k1s = parse_range(args.k1, "k1")
     bs = parse_range(args.b, "b", high=1.0)
     titles = parse_range(args.weight_title, "weight-title") if args.weight_title is not None else None
@@ -58,6 +58,7 @@ def run(args) -> int:
     print_problems(problems)
     if not queries:
         raise UsageError(f"{args.queries}: no queries")
+    judged_queries(queries, qrels.judgments, skip_missing=args.skip_missing)  # none judged: an error, not zeros
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
         retriever = Retriever.open(ws, progress=cb)

@@ -11,25 +11,34 @@ that k1 and b (and the workspace's other settings) returns. Each point's run is 
 ``chitragupta.engine.evaluation.evaluate`` (ir-measures), over the queries that have a judgment of grade
 >= 1: queries without one are not searched, and a judged query missing from the queries scores 0.
 
-A range is ``START:STOP:STEP`` (STOP included when it falls on the grid) or a comma list; k1 must be
-finite and >= 0, b and the weights in range, and the grid at most ``MAX_GRID_POINTS`` points.
+A range is ``START:STOP:STEP`` (STOP included when it falls on the grid) or a comma list; every value
+within the config's bounds for its setting (k1 and the field weights in [0, ``DIAL_MAX``], b in [0, 1]:
+beyond them scores overflow), and the grid at most ``MAX_GRID_POINTS`` points. A sweep with no judged
+query to search is an error, not a grid of zeros, and nothing is written then; the files of a sweep are
+all rendered before any is replaced.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
+import numbers
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from chitragupta.engine.config import DIAL_MAX, SCHEMA
+from chitragupta.engine.workspace import discard
 from chitragupta.errors import MissingExtra, OutputError, UsageError
 
 __all__ = ["MAX_GRID_POINTS", "SweepPoint", "SweepResult", "parse_range", "check_grid_size", "check_out_dir",
-           "sweep_values", "run_sweep", "write_sweep", "markdown_table", "csv_text", "file_stem"]
+           "check_axis", "judged_queries", "sweep_values", "run_sweep", "write_sweep", "markdown_table",
+           "csv_text", "file_stem"]
 
 MAX_GRID_POINTS = 10_000
 # the top-k arrays of the grid points scored at once (ids and scores: 16 bytes per hit)
@@ -50,12 +59,19 @@ def _number(text: str, what: str) -> float:
     return v
 
 
-def parse_range(text: str, name: str, *, low: float = 0.0, high: float | None = None,
+def parse_range(text: str, name: str, *, low: float = 0.0, high: float | None = DIAL_MAX,
                 max_points: int = MAX_GRID_POINTS) -> list[float]:
     """``START:STOP:STEP`` (STOP included when on the grid) or a comma list, as sorted distinct values
-    within [low, high]; anything else is a one-line UsageError naming ``--name``."""
+    within [low, high] (by default the config's bounds for k1 and the field weights; b passes
+    ``high=1``); anything else is a one-line UsageError naming ``--name``. The bounds are checked before
+    the values are counted, and the count before any is made."""
     what = f"--{name} {text!r}"
-    allowed = f"[{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+    allowed = f"in [{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+
+    def check(v: float) -> None:
+        if v < low or (high is not None and v > high):
+            raise UsageError(f"{what}: {name} must be {allowed}, got {v:g}")
+
     if ":" in text:
         parts = text.split(":")
         if len(parts) != 3:
@@ -65,16 +81,41 @@ def parse_range(text: str, name: str, *, low: float = 0.0, high: float | None = 
             raise UsageError(f"{what}: STEP must be > 0, got {step:g}")
         if stop < start:
             raise UsageError(f"{what}: STOP must be >= START, got {start:g}:{stop:g}")
-        n = math.floor((stop - start) / step + 1e-9) + 1
-        if n > max_points:
-            raise UsageError(f"{what}: {n:,} values, more than the {max_points:,} a sweep allows")
-        values = [round(start + i * step, 10) for i in range(n)]
+        check(start)
+        check(stop)
+        span = (stop - start) / step  # inf for a step like 1e-308: counted as a float first
+        if not math.isfinite(span) or span + 1 > max_points:
+            shown = f"{math.floor(span) + 1:,}" if math.isfinite(span) else "too many"
+            raise UsageError(f"{what}: {shown} values, more than the {max_points:,} a sweep allows")
+        n = math.floor(span + 1e-9) + 1
+        # kept to 10 decimals (0.1 * 3 is 0.3); a STEP finer than that would repeat values: each kept once
+        values = list(dict.fromkeys(round(start + i * step, 10) for i in range(n)))
     else:
         values = sorted({_number(p, what) for p in text.split(",")})
+        if len(values) > max_points:
+            raise UsageError(f"{what}: {len(values):,} values, more than the {max_points:,} a sweep allows")
     for v in values:
-        if v < low or (high is not None and v > high):
-            raise UsageError(f"{what}: {name} must be {allowed}, got {v:g}")
+        check(v)
     return values
+
+
+def check_axis(values: Sequence[float], key: str) -> list[float]:
+    """``values`` for the ``[retrieval]`` setting ``key`` (k1, b, weight_title, weight_abstract) as
+    floats, or a UsageError naming the first the config would not allow (the sweep's grid obeys the
+    bounds a search does: beyond them scores overflow)."""
+    setting = SCHEMA["retrieval"][key]
+    out = []
+    for v in values:
+        try:
+            ok = not isinstance(v, bool) and isinstance(v, numbers.Real) and setting.check(float(v))
+        except (OverflowError, ValueError, TypeError):
+            ok = False
+        if not ok:
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise UsageError(f"{key} = {shown} cannot be swept; allowed: {setting.allowed_text()} "
+                             f"(as [retrieval] {key})")
+        out.append(float(v))
+    return out
 
 
 def check_grid_size(*axes: Sequence[float], max_points: int = MAX_GRID_POINTS) -> int:
@@ -87,12 +128,26 @@ def check_grid_size(*axes: Sequence[float], max_points: int = MAX_GRID_POINTS) -
 
 
 def check_out_dir(out: str | Path) -> Path:
-    """The output folder, refused when it is inside the installed package or is not a folder."""
+    """The output folder, refused when it is inside the installed package, is not a folder, or cannot
+    be resolved (a symbolic link loop)."""
     p = Path(out).expanduser()
-    real = p.resolve()
+    try:
+        real = p.resolve()
+    except RuntimeError:  # Python before 3.13: "Symlink loop from ..."
+        raise UsageError(f"--out {out}: a symbolic link loop; name a folder") from None
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--out {out}: cannot be resolved ({getattr(err, 'strerror', None) or err})") from None
     if real == _PACKAGE or _PACKAGE in real.parents:
         raise UsageError(f"--out {out}: inside the installed package ({_PACKAGE}); write sweeps elsewhere")
-    if p.exists() and not p.is_dir():
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return p
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UsageError(f"--out {out}: a symbolic link loop; name a folder") from None
+        raise UsageError(f"--out {out}: cannot be used ({err.strerror or err})") from None
+    if not stat.S_ISDIR(st.st_mode):
         raise UsageError(f"--out {out}: exists and is not a directory")
     return p
 
@@ -159,10 +214,10 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
     is scored in blocks whose top-k arrays fit ``RESULT_BUDGET_BYTES``, each block in one pass."""
     from chitragupta.engine.evaluation import evaluate, parse_measures
     from chitragupta.engine.ranked import Ranked
+    from chitragupta.engine.search import check_k
     from chitragupta.kernels.sweep import sweep
 
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise UsageError(f"k must be an integer >= 1, got {k!r}")
+    k = check_k(k)
     parsed = measure if isinstance(measure, tuple) else parse_measures([measure])[0]
     index = retriever.checked_index()  # the sweep kernels read every posting of the batch's terms
     k = min(k, max(1, index.n_docs))
@@ -184,6 +239,35 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
     return out
 
 
+def judged_queries(queries: Mapping[str, str] | Sequence[tuple[str, str]], qrels: Mapping[str, Mapping[str, int]],
+                   *, skip_missing: bool = False) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (qid, text) pairs of ``queries`` that have a judgment of grade >= 1 in ``qrels``, and notes on
+    the rest. A UsageError when there is none: every point would score 0 (or nothing), and a grid of
+    zeros is no answer."""
+    pairs = list(queries.items()) if isinstance(queries, Mapping) else list(queries)
+    judged = set()
+    for q, rel in qrels.items():
+        try:
+            if any(g > 0 for g in rel.values()):
+                judged.add(q)
+        except (AttributeError, TypeError):
+            raise UsageError(f"the qrels of query {str(q)[:40]!r} are not docid -> integer grade") from None
+    use = [(q, t) for q, t in pairs if q in judged]
+    if not use:
+        raise UsageError(f"nothing to sweep: none of the {len(pairs)} queries has a judgment of grade >= 1 in "
+                         f"the qrels ({len(judged)} judged queries there; are they the same query ids?)"
+                         if judged else "nothing to sweep: the qrels hold no judgment of grade >= 1")
+    notes = []
+    if len(use) < len(pairs):
+        notes.append(f"{len(pairs) - len(use)} of {len(pairs)} queries have no judgment of grade >= 1 and were "
+                     "not searched")
+    absent = len(judged - {q for q, _ in use})
+    if absent:
+        notes.append(f"{absent} judged queries are not among the queries: "
+                     + ("left out" if skip_missing else "they score 0 at every point"))
+    return use, notes
+
+
 def run_sweep(retriever, queries: Mapping[str, str] | Sequence[tuple[str, str]],
               qrels: Mapping[str, Mapping[str, int]], k1s: Sequence[float], bs: Sequence[float],
               metric: str = "nDCG@10", *, titles: Sequence[float] | None = None,
@@ -192,26 +276,20 @@ def run_sweep(retriever, queries: Mapping[str, str] | Sequence[tuple[str, str]],
     """Score the grid k1s x bs (x title weights x abstract weights; by default the workspace's weights)
     on the judged ``queries`` and evaluate ``metric`` at each point, plus the workspace's own point."""
     from chitragupta.engine.evaluation import cutoff_of, parse_measures
+    from chitragupta.engine.search import check_k
     from chitragupta.kernels.sweep import grid_of
 
+    k = check_k(k)
     cur_t, cur_a = _weights(retriever.params)
     titles = [cur_t] if titles is None else list(titles)
     abstracts = [cur_a] if abstracts is None else list(abstracts)
     check_grid_size(k1s, bs, titles, abstracts)
     if not k1s or not bs or not titles or not abstracts:
         raise UsageError("the grid is empty")
+    k1s, bs = check_axis(k1s, "k1"), check_axis(bs, "b")
+    titles, abstracts = check_axis(titles, "weight_title"), check_axis(abstracts, "weight_abstract")
     parsed = parse_measures([metric])[0]
-    notes = []
-    pairs = list(queries.items()) if isinstance(queries, Mapping) else list(queries)
-    judged = {q for q, rel in qrels.items() if any(g > 0 for g in rel.values())}
-    use = [(q, t) for q, t in pairs if q in judged]
-    if len(use) < len(pairs):
-        notes.append(f"{len(pairs) - len(use)} of {len(pairs)} queries have no judgment of grade >= 1 and were "
-                     "not searched")
-    absent = len(judged - {q for q, _ in use})
-    if absent:
-        notes.append(f"{absent} judged queries are not among the queries: "
-                     + ("left out" if skip_missing else "they score 0 at every point"))
+    use, notes = judged_queries(queries, qrels, skip_missing=skip_missing)
     cut = cutoff_of(parsed[1])
     if cut is not None and cut > k:
         notes.append(f"{metric} looks {cut} deep but each point ranks only k = {k}")
@@ -254,13 +332,33 @@ def csv_text(result: SweepResult) -> str:
     return buf.getvalue()
 
 
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _replace_all(files: dict[Path, bytes]) -> None:
+    """Each file written to a temp file beside it (created afresh, never through a symlink), then all
+    renamed into place: a failure before the renames leaves every old file as it was."""
+    for path in files:  # a rename onto a folder fails: found before anything is replaced
+        if path.is_dir():
+            raise OutputError(f"{path}: is a folder; the sweep cannot write its file there")
+    temps: list[tuple[Path, Path]] = []
+    path = next(iter(files))
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        for path, data in files.items():
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                fd = os.open(tmp, _TEMP_FLAGS, 0o666)
+            except FileExistsError:  # a killed run's, or something planted there: replaced, never followed
+                os.unlink(tmp)
+                fd = os.open(tmp, _TEMP_FLAGS, 0o666)
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        for tmp, path in temps:
+            os.replace(tmp, path)
     except OSError as err:
-        tmp.unlink(missing_ok=True)
+        for tmp, _ in temps:
+            discard(tmp)
         raise OutputError(f"{path}: cannot write: {err.strerror or err}") from err
 
 
@@ -315,22 +413,19 @@ def write_sweep(result: SweepResult, out_dir: str | Path, stem: str, title: str 
     (k1, b), ``stem``.png into ``out_dir`` (created if needed; never inside the installed package).
     Returns (paths written, notes: why there is no heat map)."""
     out = check_out_dir(out_dir)
+    files = {out / f"{stem}.md": markdown_table(result).encode("utf-8"),
+             out / f"{stem}.csv": csv_text(result).encode("utf-8")}
+    notes = []
+    if not result.is_2d():
+        notes.append("no heat map: the grid varies the field weights too (the table lists every point)")
+    else:
+        try:
+            files[out / f"{stem}.png"] = _heatmap_png(result, title or result.metric)
+        except MissingExtra as err:
+            notes.append(f"no heat map: {err}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"--out {out_dir}: cannot create the folder: {err.strerror or err}") from err
-    paths = [out / f"{stem}.md", out / f"{stem}.csv"]
-    _replace(paths[0], markdown_table(result).encode("utf-8"))
-    _replace(paths[1], csv_text(result).encode("utf-8"))
-    notes = []
-    if not result.is_2d():
-        notes.append("no heat map: the grid varies the field weights too (the table lists every point)")
-        return paths, notes
-    try:
-        png = _heatmap_png(result, title or result.metric)
-    except MissingExtra as err:
-        notes.append(f"no heat map: {err}")
-        return paths, notes
-    paths.append(out / f"{stem}.png")
-    _replace(paths[2], png)
-    return paths, notes
+    _replace_all(files)
+    return list(files), notes
