@@ -13,6 +13,10 @@
 No pickle anywhere: arrays load with ``allow_pickle=False``, the rest is JSON. A save writes a complete
 new folder beside the old one and swaps it in by rename, so a reader sees the old store or the new one,
 never a mixture; a store that fails any check raises ``StoreCorrupt`` and the embed stage rebuilds it.
+Nothing in the folder is trusted: the manifest is read only as a small regular file (a FIFO, a device, a
+folder or a symbolic link there is a corrupt store, never a hang or an unbounded read), its fields are
+checked by type, and every other file is read only when it is a regular file of the length the manifest
+gives.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from chitragupta.errors import ChitraguptaError
+from chitragupta.engine.files import FileRefused, read_limited, read_small
 from chitragupta.engine.workspace import fsync_dir
 from chitragupta.extras import require
 
@@ -37,6 +42,7 @@ __all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build
 
 SCHEMA = 1
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 1 << 20  # a few hundred bytes when written; anything this big is not ours
 _ARRAYS = {"vectors.npy": np.float32, "chunk_doc.npy": np.int32, "chunk_no.npy": np.int32,
            "char_start.npy": np.int64, "char_end.npy": np.int64}
 _FILES = (*_ARRAYS, "docs.json", "index.faiss")
@@ -181,16 +187,48 @@ def save_store(folder: Path, store: Store) -> None:
 
 
 def _read_checked(folder: Path, name: str, files: dict) -> bytes:
+    """``name``'s bytes, read only as a regular file of the manifest's length (never more), checked
+    against the manifest's checksum."""
     meta = files.get(name)
     if not isinstance(meta, dict):
         raise StoreCorrupt(f"manifest lists no {name}")
+    size = meta.get("bytes")
+    if type(size) is not int or size < 0 or not isinstance(meta.get("blake2b"), str):
+        raise StoreCorrupt(f"{MANIFEST} gives {name} no byte length and checksum")
     try:
-        data = (folder / name).read_bytes()
+        data = read_limited(folder / name, size)
+    except FileRefused as err:
+        raise StoreCorrupt(f"{name} does not match its manifest ({err})") from None
     except OSError as err:
         raise StoreCorrupt(f"{name} cannot be read ({err.strerror or err})") from err
-    if len(data) != meta.get("bytes") or _digest(data) != meta.get("blake2b"):
+    if len(data) != size or _digest(data) != meta["blake2b"]:
         raise StoreCorrupt(f"{name} does not match its manifest (length or checksum)")
     return data
+
+
+def _read_manifest(folder: Path) -> dict:
+    """The manifest, read as a small regular file and checked for the fields a load reads, by type."""
+    try:
+        manifest = json.loads(read_small(folder / MANIFEST, MAX_MANIFEST_BYTES))
+    except FileNotFoundError as err:
+        raise StoreCorrupt(f"{MANIFEST} is missing") from err
+    except FileRefused as err:
+        raise StoreCorrupt(f"{MANIFEST} cannot be the store's manifest: {err}") from None
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: not UTF-8, not JSON, a huge integer
+        raise StoreCorrupt(f"{MANIFEST} is missing or not JSON ({type(err).__name__})") from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        raise StoreCorrupt(f"{MANIFEST} is not schema {SCHEMA}")
+    for key in ("count", "dim"):
+        v = manifest.get(key)
+        if type(v) is not int or v < 0:
+            raise StoreCorrupt(f"{MANIFEST}'s {key} is not a count ({type(v).__name__})")
+    if not isinstance(manifest.get("model"), str):
+        raise StoreCorrupt(f"{MANIFEST} names no model")
+    if not isinstance(manifest.get("files"), dict):
+        raise StoreCorrupt(f"{MANIFEST} lists no files")
+    if not isinstance(manifest.get("recipe", {}), dict):
+        raise StoreCorrupt(f"{MANIFEST}'s recipe is not an object")
+    return manifest
 
 
 def load_store(folder: Path, *, model: str | None = None, dim: int | None = None, recipe: dict | None = None,
@@ -203,33 +241,28 @@ def load_store(folder: Path, *, model: str | None = None, dim: int | None = None
         folder = _moved_aside(folder)  # a reader between save_store's two renames sees the old store
         if folder is None:
             return None
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise StoreCorrupt(f"{MANIFEST} is missing or not JSON ({type(err).__name__})") from err
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise StoreCorrupt(f"{MANIFEST} is not schema {SCHEMA}")
+    manifest = _read_manifest(folder)
     if model is not None and manifest.get("model") != model:
         raise StoreCorrupt(f"it holds model {manifest.get('model')!r}, not {model!r}")
     if dim is not None and manifest.get("dim") != dim:
         raise StoreCorrupt(f"its vectors have dim {manifest.get('dim')}, the model gives {dim}")
     if recipe is not None and manifest.get("recipe") != recipe:
         raise StoreCorrupt("it was chunked with another recipe")
-    files = manifest.get("files") or {}
+    files = manifest["files"]
     arrays = {}
     for name, dtype in _ARRAYS.items():
         try:
             arr = np.load(io.BytesIO(_read_checked(folder, name, files)), allow_pickle=False)
-        except ValueError as err:
-            raise StoreCorrupt(f"{name} is not a plain .npy array ({err})") from err
+        except (ValueError, EOFError, OSError, TypeError, SyntaxError, OverflowError, MemoryError) as err:
+            raise StoreCorrupt(f"{name} is not a plain .npy array ({str(err)[:200]})") from None
         if arr.dtype != dtype:
             raise StoreCorrupt(f"{name} has dtype {arr.dtype}, expected {np.dtype(dtype)}")
         arrays[name] = arr
     try:
         docs = json.loads(_read_checked(folder, "docs.json", files).decode("utf-8"))
-    except ValueError as err:
-        raise StoreCorrupt(f"docs.json is not JSON ({err})") from err
-    n, d = int(manifest.get("count", -1)), int(manifest.get("dim", -1))
+    except (ValueError, RecursionError) as err:
+        raise StoreCorrupt(f"docs.json is not JSON ({str(err)[:200]})") from None
+    n, d = manifest["count"], manifest["dim"]
     vec = arrays["vectors.npy"]
     if vec.ndim != 2 or vec.shape != (n, d):
         raise StoreCorrupt(f"vectors.npy has shape {vec.shape}, the manifest says ({n}, {d})")
@@ -240,6 +273,8 @@ def load_store(folder: Path, *, model: str | None = None, dim: int | None = None
     if not isinstance(docs, dict) or any(not isinstance(docs.get(k), list) for k in keys) \
             or len({len(docs[k]) for k in keys}) != 1:
         raise StoreCorrupt("docs.json does not hold four lists of one length")
+    if any(not all(isinstance(x, str) for x in docs[k]) for k in keys):
+        raise StoreCorrupt("docs.json's lists hold something other than strings")
     ndocs = len(docs["citekeys"])
     cd = arrays["chunk_doc.npy"]
     if n and (cd.min() < 0 or cd.max() >= ndocs):
