@@ -55,6 +55,7 @@ def test_no_usable_query_is_an_error_and_the_old_run_is_kept(ws, tmp_path, conte
     run.write_text("q0 Q0 d0001 1 1.5 earlier\n")
     p = run_cli("search", "-w", ws, "--queries", q, "--run", run)
     _one_error_line(p, "no query to run", "left as it was")
+    assert p.stderr.count("\n") == 1  # the first refusal is folded into the one line
     assert run.read_text() == "q0 Q0 d0001 1 1.5 earlier\n"
 
 
@@ -105,3 +106,12 @@ def test_an_embedding_store_outside_content_is_not_read(ws, tmp_path):
         assert sorted(os.listdir(outside)) == before  # a search wrote nothing there
     finally:
         link.unlink()
+
+
+def test_a_bibliography_symlink_loop_and_a_huge_snippet_width_are_one_line(ws, tmp_path):
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
+    cfg = tmp_path / "loop.toml"
+    cfg.write_text(f'[corpus]\nbibliography = "{tmp_path / "l1"}"\n')
+    _one_error_line(run_cli("sync", "-w", ws, "--config", cfg), "symlink loop")
+    _one_error_line(run_cli("search", "-w", ws, "twin", "--snippet-chars", str(10**30)), "--snippet-chars must be")

@@ -36,6 +36,9 @@ def add_arguments(p) -> None:
     p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
 
 
+SNIPPET_MAX = 2**31 - 1  # as [retrieval].snippet_chars allows
+
+
 @dataclass(frozen=True)
 class Engine:
     """One search engine of the CLI: how it opens, which ``--unit`` values it takes, what its log says."""
@@ -141,13 +144,14 @@ def _batch(args, searcher, ws) -> int:
     check_destination(args.run)  # before the work: a run that cannot be written is said now
     problems: list[str] = []
     queries = read_queries(Path(args.queries), problems)
-    print_problems(problems)
-    if not queries:
+    if not queries:  # one line: the first refusal says why
         from chitragupta.errors import UsageError
 
-        why = "every line was refused (above)" if problems else "it holds no query"
+        why = "it holds no query" if not problems else (
+            f"every line was refused ({problems[0]}" + (f"; and {len(problems) - 1} more)" if len(problems) > 1 else ")"))
         raise UsageError(f"{args.queries}: no query to run: {why}; "
                          + ("nothing written to stdout" if args.run == "-" else f"{args.run} left as it was"))
+    print_problems(problems)
     k = args.k or 100
     qids = [qid for qid, _ in queries]
     unit = args.unit if args.engine != "embed" else None
@@ -190,8 +194,8 @@ def run(args) -> int:
             raise UsageError("give either a QUERY or --queries, not both")
     elif not args.query:
         raise UsageError('give a QUERY, e.g. chitragupta search "digital twin fidelity", or --queries Q.jsonl --run OUT.trec')
-    if args.snippet_chars is not None and args.snippet_chars < 1:
-        raise UsageError(f"--snippet-chars must be >= 1, got {args.snippet_chars}")
+    if args.snippet_chars is not None and not 1 <= args.snippet_chars <= SNIPPET_MAX:
+        raise UsageError(f"--snippet-chars must be an integer in [1, {SNIPPET_MAX}], got {args.snippet_chars}")
     engine = ENGINES[args.engine]
     if args.unit not in engine.units:
         raise UsageError(f"--unit {args.unit} is for --engine bm25 or hybrid; --engine {args.engine} ranks its own "

@@ -139,6 +139,15 @@ def replace_in_folder(folder: str, name: str, data: bytes, tag: str) -> None:
         raise
 
 
+def _resolved(path: Path, what: str) -> Path:
+    """``path.resolve()``, or one WorkspaceError line for a symlink loop (Python raises RuntimeError)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as err:
+        raise WorkspaceError(f"{path}: cannot follow {what} ({'a symlink loop' if isinstance(err, RuntimeError) else err})") \
+            from None
+
+
 @dataclass
 class Workspace:
     """A workspace folder and its validated configuration."""
@@ -187,12 +196,12 @@ class Workspace:
 
     @property
     def bibliography(self) -> Path:
-        return (self.root / self.config.corpus.bibliography).resolve()
+        return _resolved(self.root / self.config.corpus.bibliography, "[corpus].bibliography")
 
     def inside_content(self, path: Path) -> Path:
         """``path`` resolved, or WorkspaceError if it would fall outside ``content/``."""
-        resolved = (self.content / path).resolve() if not path.is_absolute() else path.resolve()
-        content = self.content.resolve()
+        resolved = _resolved(self.content / path if not path.is_absolute() else path, str(path))
+        content = _resolved(self.content, "content/")
         if resolved != content and content not in resolved.parents:
             raise WorkspaceError(f"refusing to write {path}: outside {content}")
         return resolved
