@@ -973,7 +973,8 @@ HOSTILE: list[Hostile] = [
             0, "no hits"),
     Hostile("query", "k = a billion", _indexed(), ("search", "-w", "{ws}", "twin", "-k", "1000000000"), 0, "twin"),
     Hostile("query", "--snippet-chars a trillion", _indexed(), ("search", "-w", "{ws}", "twin", "--snippet-chars",
-                                                                 str(10**12)), 0, "twin"),
+                                                                 str(10**12)), 1,
+            "--snippet-chars must be an integer in [1, 2147483647], got 1000000000000"),
     Hostile("query", "--log ../../escape", _indexed(), ("search", "-w", "{ws}", "twin", "--log", "../../escape"), 0, "twin"),
 ]
 
