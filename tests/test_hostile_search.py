@@ -115,3 +115,38 @@ def test_a_bibliography_symlink_loop_and_a_huge_snippet_width_are_one_line(ws, t
     cfg.write_text(f'[corpus]\nbibliography = "{tmp_path / "l1"}"\n')
     _one_error_line(run_cli("sync", "-w", ws, "--config", cfg), "symlink loop")
     _one_error_line(run_cli("search", "-w", ws, "twin", "--snippet-chars", str(10**30)), "--snippet-chars must be")
+
+
+def test_a_search_on_a_full_disk_reads_the_ledger_without_writing(tmp_path, monkeypatch, caplog):
+    """A write-ahead log left by a killed writer, and no room for the -shm index a reader needs: the search
+    reads the ledger as it was before the log's writes (immutable), with a warning, and answers."""
+    import signal
+    import sqlite3
+
+    import chitragupta.engine.corpus.ledger as ledger_mod
+    from chitragupta.engine.search import Retriever
+
+    root = make_workspace(tmp_path, random_docs(22, 20, vocab=30))
+    run_cli("index", "-w", root, check=True)
+    db_path = root / "content" / "ledger.sqlite"
+    pid = os.fork()
+    if pid == 0:  # a writer killed before its checkpoint: committed frames stay in the -wal file
+        db = sqlite3.connect(db_path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("UPDATE sources SET title = title || ' later' WHERE citekey = 'd0001'")
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert (root / "content" / "ledger.sqlite-wal").stat().st_size > 0
+    real = sqlite3.connect
+
+    def full_disk(target, *a, uri=False, **k):
+        if "immutable=1" not in str(target):
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(target, *a, uri=uri, **k)
+
+    monkeypatch.setattr(ledger_mod.sqlite3, "connect", full_disk)
+    ledger_mod._WARNED.clear()
+    with caplog.at_level("WARNING"):
+        resp = Retriever.open(root, update=False).search("twin model", k=3)
+    assert resp.hits and all(h.title is not None for h in resp.hits)
+    assert any("write-ahead log" in r.getMessage() and "full disk" in r.getMessage() for r in caplog.records)

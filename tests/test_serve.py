@@ -107,7 +107,8 @@ def test_a_workspace_changed_by_another_process_is_answered_from(ws, tmp_path):
     async def script(c):
         before = _json(await c.call_tool("search", {"query": word}))
         # another process imports a corpus with one more document, and indexes it
-        more = write_jsonl(tmp_path / "more.jsonl", DOCS + [{"_id": "zz-new", "title": "New", "text": f"{word} twin"}])
+        more = write_jsonl(tmp_path / "more.jsonl", DOCS + [{"_id": "zz-new", "title": "New", "text": f"{word} twin",
+                                                              "authors": ["Doe, Jane"], "year": 2021}])
         run_cli("import", "-w", ws, more, check=True)
         run_cli("index", "-w", ws, check=True)
         after = _json(await c.call_tool("search", {"query": word}))
@@ -120,7 +121,7 @@ def test_a_workspace_changed_by_another_process_is_answered_from(ws, tmp_path):
     assert before["hits"] == []
     assert [h["citekey"] for h in after["hits"]] == ["zz-new"]
     assert again["hits"] == after["hits"]
-    assert title["title"] == "New"
+    assert title["title"] == "New" and title["authors"] == ["Doe, Jane"] and title["year"] == "2021"
 
 
 def test_serve_without_the_sdk_names_the_extra(ws):

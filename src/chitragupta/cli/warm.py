@@ -163,6 +163,6 @@ class WarmEngines:
         """The ledger's row for ``citekey``."""
         with self._lock:
             row = self.retriever().source(citekey)
-        return {"citekey": row.citekey, "title": row.title, "authors": list(getattr(row, "authors", ()) or ()),
-                "year": getattr(row, "year", None), "status": row.status, "reason": row.reason, "abstract": row.abstract, "keywords": list(row.keywords),
+        return {"citekey": row.citekey, "title": row.title, "authors": list(row.authors), "year": row.year,
+                "status": row.status, "reason": row.reason, "abstract": row.abstract, "keywords": list(row.keywords),
                 "origin": row.origin, "source_path": row.source_path, "parsed_path": row.parsed_path}

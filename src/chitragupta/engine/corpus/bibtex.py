@@ -53,6 +53,8 @@ class BibEntry:
     keywords: tuple[str, ...]
     files: tuple[Path, ...]  # candidate documents from the ``file`` field: PDF attachments first
     line: int  # 1-based line of the entry in the .bib
+    authors: tuple[str, ...] = ()  # the ``author`` field's names (``editor``'s when it has none), decoded
+    year: str | None = None  # the ``year`` field as written, else the year of a biblatex ``date``
 
 
 _WS = re.compile(r"\s+")
@@ -257,6 +259,51 @@ def latex_to_text(value: str, cache: DecodeCache | None = None) -> str:
     if _LATEX_SPECIAL.search(value):
         value = cache.text(value, _decode) if cache is not None else _decode(value)
     return _WS.sub(" ", value.replace("{", "").replace("}", "")).strip()
+
+
+_AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+_YEAR = re.compile(r"(?<!\d)(\d{4})(?!\d)")
+
+
+MAX_AUTHORS = 100  # names kept from one author list; a longer one ends in "others" (BibTeX's "et al.")
+_JOIN = " \u2063 "  # joins the kept names so that they are decoded as one value (an invisible separator)
+
+
+def _names(value: str | None, cache: DecodeCache | None = None) -> tuple[str, ...]:
+    """A BibTeX name list (``A and B and {Barnes and Noble}``): split on ``and`` outside braces, the first
+    ``MAX_AUTHORS`` names LaTeX-decoded together (one cached decode, not one per name); ``others`` kept."""
+    if not value or not value.strip():
+        return ()
+    value = value.replace("\u2063", "")
+    parts, depth, start = [], 0, 0
+    for m in re.finditer(r"[{}]|\s+and\s+", value, re.IGNORECASE):
+        tok = m.group()
+        if tok == "{":
+            depth += 1
+        elif tok == "}":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            parts.append(value[start:m.start()])
+            start = m.end()
+            if len(parts) > MAX_AUTHORS:
+                break
+    else:
+        parts.append(value[start:])
+    more = len(parts) > MAX_AUTHORS
+    names = [n.strip() for n in latex_to_text(_JOIN.join(parts[:MAX_AUTHORS]), cache).split("\u2063")]
+    names = [n for n in names if n]
+    if more and (not names or names[-1].lower() != "others"):
+        names.append("others")
+    return tuple(names)
+
+
+def _year(year: str | None, date: str | None) -> str | None:
+    """The ``year`` field as written (braces and white space dropped), else the first four-digit year of
+    a biblatex ``date`` (``2020-05-01``, ``2019/2020``)."""
+    if year and year.strip():
+        return latex_to_text(year)[:40] or None
+    m = _YEAR.search(date or "")
+    return m.group(1) if m else None
 
 
 def _keywords(value: str | None, cache: DecodeCache | None = None) -> tuple[str, ...]:
@@ -543,5 +590,7 @@ def read_bibtex(path: Path, cache: DecodeCache | None = None) -> tuple[list[BibE
             keywords=_keywords(raw("keywords"), cache),
             files=file_field_paths(f, base) if f and f.strip() else (),
             line=line,
+            authors=_names(raw("author"), cache) or _names(raw("editor"), cache),
+            year=_year(raw("year"), raw("date")),
         ))
     return entries, problems

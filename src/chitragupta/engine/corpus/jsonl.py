@@ -9,6 +9,9 @@ first record. What a line may hold, and what becomes of what it may not:
   the field -- a TREC run is split on white space, so such an id could be imported but never written.
 - ``title``, ``text``, ``abstract``: strings (a missing one is ""). A lone surrogate escape becomes
   U+FFFD and is reported; a NUL becomes a space.
+- ``authors`` (a list of names, or one string of names separated by ``;``) and ``year`` (a number or a
+  string), at the top level or inside BEIR's ``metadata`` object: what ``chitragupta serve``'s ``source``
+  reports. Anything else there is ignored with a warning; the record is kept.
 - An integer longer than Python's ``int`` conversion allows (``sys.get_int_max_str_digits()``, 4,300
   digits) never stops the read: in ``_id`` or a text field it skips the line with a warning; in a field
   this reader ignores, it is ignored.
@@ -48,6 +51,8 @@ class JsonlRecord:
     keywords: tuple[str, ...]
     abstract: str | None
     line: int
+    authors: tuple[str, ...] = ()
+    year: str | None = None
 
 
 class _HugeInt:
@@ -225,7 +230,34 @@ def _id_of(obj: dict, path: str, n: int, problems: list[str]) -> str | None:
     return key
 
 
-Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int]  # JsonlRecord's fields, in its order
+# JsonlRecord's fields, in its order
+Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int, "tuple[str, ...]", "str | None"]
+
+
+def _bibliographic(obj: dict, where: str, problems: list[str]) -> tuple[tuple[str, ...], str | None]:
+    """(authors, year) of a record, from its top level or BEIR's ``metadata``; a field of the wrong kind
+    is ignored with a warning (the record is kept)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    names = obj.get("authors", meta.get("authors"))
+    year = obj.get("year", meta.get("year"))
+    authors: tuple[str, ...] = ()
+    if isinstance(names, str):
+        authors = tuple(a for a in (x.strip() for x in names.split(";")) if a)
+    elif isinstance(names, list) and all(isinstance(a, str) for a in names):
+        authors = tuple(a.strip() for a in names if a.strip())
+    elif names is not None:
+        problems.append(f"{where}: 'authors' must be a list of strings or one string; ignored")
+    if authors and any(_SURROGATE.search(a) or "\x00" in a for a in authors):
+        authors = tuple(_SURROGATE.sub("\ufffd", a).replace("\x00", " ") for a in authors)
+    if isinstance(year, bool) or not (year is None or isinstance(year, (str, int))):
+        problems.append(f"{where}: 'year' must be a number or a string; ignored")
+        year = None
+    elif isinstance(year, int):
+        year = str(year) if abs(year) < 10**6 else None
+    elif isinstance(year, str):
+        year = _SURROGATE.sub("\ufffd", year).replace("\x00", " ").strip()[:40] or None
+    return authors, year
 
 
 def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
@@ -235,7 +267,7 @@ def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
 
 
 def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
-    """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line): the bulk import's
+    """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line, authors, year): the bulk import's
     reader. See the module docstring for what skips a line and what is replaced."""
     f = open_input(path, "corpus")
     spath = str(path)
@@ -283,8 +315,10 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
                 title, text = _SURROGATE.sub("\ufffd", title), _SURROGATE.sub("\ufffd", text)
                 abstract = _SURROGATE.sub("\ufffd", abstract) if abstract else abstract
                 kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
+            authors, year = _bibliographic(obj, f"{path}:{n}", problems) \
+                if ("authors" in obj or "year" in obj or "metadata" in obj) else ((), None)
             seen.add(key)
-            yield (key, title, text, tuple(kws), abstract or None, n)
+            yield (key, title, text, tuple(kws), abstract or None, n, authors, year)
 
 
 def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:

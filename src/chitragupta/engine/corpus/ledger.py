@@ -49,11 +49,11 @@ from typing import Iterable, Iterator
 
 from chitragupta.errors import WorkspaceError
 
-__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS", "ledger_error"]
+__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS", "ledger_error", "authors_json"]
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: authors and year (a schema-1 ledger gains them when a writer opens it)
 STATUSES = ("parsed", "no-file", "failed")
 
 _DDL = f"""
@@ -72,7 +72,9 @@ CREATE TABLE IF NOT EXISTS sources (
     source_mtime_ns INTEGER,
     source_hash     TEXT,
     backend         TEXT,
-    updated_at      REAL NOT NULL
+    updated_at      REAL NOT NULL,
+    authors         TEXT,
+    year            TEXT
 );
 CREATE TRIGGER IF NOT EXISTS sources_changed_upd AFTER UPDATE ON sources
 BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'; END;
@@ -82,8 +84,9 @@ BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'; 
 
 _COLUMNS = (
     "citekey", "title", "abstract", "keywords", "status", "reason", "parsed_path", "origin",
-    "source_path", "source_size", "source_mtime_ns", "source_hash", "backend", "updated_at",
+    "source_path", "source_size", "source_mtime_ns", "source_hash", "backend", "updated_at", "authors", "year",
 )
+_ADDED = {2: ("authors", "year")}  # columns each schema version added: NULL when reading an older ledger
 COLUMNS = _COLUMNS  # the order of ``Ledger.upsert_values``' tuples
 _NUMBERS = frozenset({"source_size", "source_mtime_ns", "updated_at"})
 
@@ -93,7 +96,13 @@ def _as_text(col: str) -> str:
     return col if col == "citekey" or col in _NUMBERS else f"CAST({col} AS TEXT)"
 
 
-_SELECT = ", ".join(_as_text(c) for c in _COLUMNS)
+def _select(schema: int) -> str:
+    """The columns of ``_COLUMNS`` as a ledger of ``schema`` can give them (NULL for what it lacks)."""
+    missing = {c for v, cols in _ADDED.items() if v > schema for c in cols}
+    return ", ".join("NULL" if c in missing else _as_text(c) for c in _COLUMNS)
+
+
+_SELECT = _select(SCHEMA_VERSION)
 _VIEW = f"citekey, {_as_text('title')}, {_as_text('status')}, {_as_text('parsed_path')}"
 _KEYED = "typeof(citekey) = 'text'"
 # The rows whose citekey is not text, as ranges of the citekey index (NULLs sort first, then numbers,
@@ -119,6 +128,8 @@ class LedgerRow:
     source_hash: str | None = None
     backend: str | None = None
     updated_at: float = field(default=0.0, compare=False)
+    authors: tuple[str, ...] = ()  # as the source gives them ("Last, First" or "First Last"), in order
+    year: str | None = None  # as written (BibTeX years can be "2020a" or "in press")
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -130,7 +141,7 @@ class LedgerRow:
             json.dumps(list(self.keywords), ensure_ascii=False) if self.keywords else None,
             self.status, self.reason, self.parsed_path, self.origin, self.source_path,
             self.source_size, self.source_mtime_ns, self.source_hash, self.backend,
-            self.updated_at or time.time(),
+            self.updated_at or time.time(), authors_json(self.authors), self.year,
         )
 
     @classmethod
@@ -145,14 +156,10 @@ class LedgerRow:
             d["title"] = ""
         if d["origin"] is None:
             d["origin"] = ""
-        kw = d.pop("keywords")
-        keywords: tuple = ()
-        if kw:
-            try:
-                got = json.loads(kw)
-            except (ValueError, RecursionError):  # a hand-edited or damaged row: no keywords, not a traceback
-                got = []
-            keywords = tuple(k for k in got if isinstance(k, str)) if isinstance(got, list) else ()
+        keywords = _string_list(d.pop("keywords"))
+        d["authors"] = _string_list(d["authors"])
+        if not isinstance(d["year"], str):
+            d["year"] = None
         if d["status"] not in STATUSES:  # only a damaged file gets past the CHECK constraint
             d["reason"] = f"damaged ledger row (status {d['status']!r}); run sync or import again"
             d["status"] = "failed"
@@ -160,6 +167,22 @@ class LedgerRow:
 
     def with_(self, **changes) -> "LedgerRow":
         return replace(self, **changes)
+
+
+def authors_json(authors) -> str | None:
+    """Authors as the ledger stores them (a JSON list; None for none), as keywords are."""
+    return json.dumps(list(authors), ensure_ascii=False) if authors else None
+
+
+def _string_list(stored) -> tuple[str, ...]:
+    """A JSON list of strings as stored; () for none, and for anything else (a hand-edited or damaged row)."""
+    if not stored:
+        return ()
+    try:
+        got = json.loads(stored)
+    except (ValueError, RecursionError, TypeError):
+        return ()
+    return tuple(k for k in got if isinstance(k, str)) if isinstance(got, list) else ()
 
 
 _DECODE = "Could not decode to UTF-8"  # sqlite3's message for TEXT that is not UTF-8
@@ -229,6 +252,8 @@ class Ledger:
         if not create and self.path.is_dir():
             raise WorkspaceError(f"{self.path}: is a directory, not a ledger; move it aside and run sync or import")
         self._db = None
+        self._schema = SCHEMA_VERSION
+        self._select = _SELECT
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -254,16 +279,38 @@ class Ledger:
         got = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         if got is None:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        else:
-            self._check_schema(got[0])
+        elif self._check_schema(got[0]) < SCHEMA_VERSION:
+            self._migrate(self._schema)
+        self._schema = SCHEMA_VERSION
         if db.execute("SELECT value FROM meta WHERE key='ledger_id'").fetchone() is None:
             # a ledger from before the change stamp (or a new one): its counter starts here
             db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)",
                            [("ledger_id", secrets.token_hex(8)), ("changes", "0")])
 
-    def _check_schema(self, value) -> None:
-        if str(value) != str(SCHEMA_VERSION):
-            raise WorkspaceError(f"{self.path}: ledger schema {value} is not the supported {SCHEMA_VERSION}")
+    def _check_schema(self, value) -> int:
+        """The ledger's schema version; WorkspaceError unless this code reads it (this one or older)."""
+        try:
+            version = int(str(value))
+        except ValueError:
+            version = -1
+        if not 1 <= version <= SCHEMA_VERSION:
+            raise WorkspaceError(f"{self.path}: ledger schema {str(value)[:40]} is not one this version reads "
+                                 f"(1 to {SCHEMA_VERSION}); a newer chitragupta wrote it, or it is damaged")
+        self._schema = version
+        self._select = _select(version)
+        return version
+
+    def _migrate(self, version: int) -> None:
+        """Bring a ledger of schema ``version`` to ``SCHEMA_VERSION`` in one transaction (the columns
+        later versions added, NULL until a sync or import fills them)."""
+        with self.transaction():
+            have = {r[1] for r in self._db.execute("PRAGMA table_info(sources)")}
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                for col in _ADDED.get(v, ()):
+                    if col not in have:
+                        self._db.execute(f"ALTER TABLE sources ADD COLUMN {col} TEXT")
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+        self._select = _select(SCHEMA_VERSION)
 
     def _open_readonly(self, shared: bool) -> sqlite3.Connection:
         """A connection that never writes: an ordinary one with ``query_only`` set (so closing it tidies the
@@ -299,6 +346,12 @@ class Ledger:
                                                            or "unable to open" in low):
                     first = first or err  # a read-only folder or file: the next, more careful way
                     continue
+                if not target.endswith("immutable=1") and ("disk i/o" in low or "full" in low):
+                    # a full disk: reading a write-ahead-log database needs room for its -shm index. A
+                    # reader never writes: read the ledger as it was before the log's writes, and say so
+                    db = self._immutable(uri, shared, err)
+                    if db is not None:
+                        return db
                 raise
             except sqlite3.DatabaseError:
                 if db is not None:
@@ -312,6 +365,29 @@ class Ledger:
                     raise
             return db
         raise first  # pragma: no cover - the loop returns or raises
+
+    def _immutable(self, uri: str, shared: bool, err: Exception):
+        """The ledger opened ``immutable=1`` (its file alone, never written), with a warning when a
+        write-ahead log is left out; None when even that cannot be read."""
+        try:
+            db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=30.0, isolation_level=None,
+                                 check_same_thread=not shared)
+            db.execute("PRAGMA query_only = ON")
+            got = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            db.execute("SELECT citekey FROM sources LIMIT 0").fetchall()
+        except sqlite3.DatabaseError:
+            return None
+        if got is not None:
+            self._check_schema(got[0])
+        try:
+            pending = Path(f"{self.path}-wal").stat().st_size > 0
+        except OSError:
+            pending = False
+        if pending:
+            self._warn_once("wal", f"{self.path}: its latest writes (the write-ahead log {self.path.name}-wal) "
+                                   f"cannot be read here ({err}: a full disk?); read as it was before them; free "
+                                   "space and they are read again")
+        return db
 
     def _lenient(self) -> bool:
         """Switch to decoding text with U+FFFD for bad bytes (once); False when already switched."""
@@ -396,7 +472,7 @@ class Ledger:
         where = ""
         if origin is not None:
             where, args = "origin = ?", (origin,)
-        sql = f"SELECT {_SELECT} FROM sources" + self._keyed(where)
+        sql = f"SELECT {self._select} FROM sources" + self._keyed(where)
         rows = [LedgerRow._from_sql(r) for r in self._db.execute(sql, args)]
         rows.sort(key=lambda r: r.citekey)
         return rows
@@ -410,7 +486,7 @@ class Ledger:
 
     @_checked
     def get(self, citekey: str) -> LedgerRow | None:
-        r = self._db.execute(f"SELECT {_SELECT} FROM sources WHERE citekey = ?", (citekey,)).fetchone()
+        r = self._db.execute(f"SELECT {self._select} FROM sources WHERE citekey = ?", (citekey,)).fetchone()
         return LedgerRow._from_sql(r) if r else None
 
     @_checked
@@ -440,16 +516,17 @@ class Ledger:
         return out
 
     @_checked
-    def import_state(self) -> dict[str, tuple[str, str, str | None, str | None, str | None]]:
-        """citekey -> (origin, status, parsed_path, source_hash, keywords as stored: JSON or None) of every
-        row: what ``import`` compares a record with, without building a ``LedgerRow`` per row."""
+    def import_state(self) -> dict[str, tuple]:
+        """citekey -> (origin, status, parsed_path, source_hash, keywords, authors as stored (JSON or None),
+        year) of every row: what ``import`` compares a record with, without building a ``LedgerRow`` per row."""
         out = {}
         shared: dict[str, str] = {}  # one string object per distinct origin and status
-        cols = ", ".join(_as_text(c) for c in ("origin", "status", "parsed_path", "source_hash", "keywords"))
-        for key, origin, status, path, digest, kws in self._db.execute(
+        cols = ", ".join(_as_text(c) for c in ("origin", "status", "parsed_path", "source_hash", "keywords",
+                                                "authors", "year"))
+        for key, origin, status, path, digest, kws, authors, year in self._db.execute(
                 f"SELECT citekey, {cols} FROM sources" + self._keyed()):
             origin = shared.setdefault(origin, origin)
-            out[key] = (origin, shared.setdefault(status, status), path, digest, kws)
+            out[key] = (origin, shared.setdefault(status, status), path, digest, kws, authors, year)
         return out
 
     @_checked
