@@ -146,7 +146,8 @@ def test_title_only_sources_are_counted_from_the_cache(tmp_path):
     assert [h.citekey for h in resp.hits] == ["d0003"]
     note = [n.text for n in resp.notes if n.kind == "title-only"]
     assert note == ["2 parsed source(s) have no parsed text on disk and were ranked on their title alone; "
-                    "`chitragupta sync` re-parses them."]
+                    "`chitragupta sync -v` names them and re-parses what it can (an imported corpus: `import` it "
+                    "again)."]
     # served from the cache (nothing changed since): still counted
     again = Retriever.open(ws)
     assert again._opened.report is None

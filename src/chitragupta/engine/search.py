@@ -224,7 +224,7 @@ class Retriever:
         if missing:
             notes.append(Note("title-only", (
                 f"{missing} parsed source(s) have no parsed text on disk and were ranked on their title alone; "
-                "`chitragupta sync` re-parses them.")))
+                "`chitragupta sync -v` names them and re-parses what it can (an imported corpus: `import` it again).")))
         return notes
 
     def _passage_notes(self) -> list[Note]:
