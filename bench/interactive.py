@@ -98,11 +98,12 @@ def cold(ws: Path, peer_dir: Path, queries: list[str], engines: list[str], backe
             got[n].append(_timed(cmds[n](q)))
     med = {n: {"wall_s": statistics.median(w for w, _ in v), "cpu_s": statistics.median(c for _, c in v)}
            for n, v in got.items()}
-    peer = min((f"bm25s-{b}" for b in backends), key=lambda n: med[n]["cpu_s"])
-    out = {"queries": len(queries), "load": [round(load0, 2), round(os.getloadavg()[0], 2)], "peer": peer, **med}
-    for n in names:
-        if n.startswith("ours"):
-            out[f"{n}_cpu_ratio"] = med[n]["cpu_s"] / med[peer]["cpu_s"]
+    out = {"queries": len(queries), "load": [round(load0, 2), round(os.getloadavg()[0], 2)], **med}
+    if backends:
+        peer = out["peer"] = min((f"bm25s-{b}" for b in backends), key=lambda n: med[n]["cpu_s"])
+        for n in names:
+            if n.startswith("ours"):
+                out[f"{n}_cpu_ratio"] = med[n]["cpu_s"] / med[peer]["cpu_s"]
     return out
 
 
@@ -175,6 +176,8 @@ def main(argv=None) -> int:
     ap.add_argument("--engines", default="bm25,hybrid")
     ap.add_argument("--ws", action="append", default=[], metavar="NAME=DIR",
                     help="use this workspace for a corpus (e.g. one whose embedding store is built)")
+    ap.add_argument("--no-peer", default="", metavar="LIST",
+                    help="corpora whose cold queries run without bm25s beside them (its index takes long to build)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -195,12 +198,18 @@ def main(argv=None) -> int:
         ws = Path(given[corpus]) if corpus in given else workspace_for(folder / "corpus.jsonl", corpus)
         _settle(ws)
         refresh(Workspace.open(ws))
-        queries = [str(r["text"]) for r in read_jsonl(folder / "queries.jsonl")]
+        if (folder / "queries.jsonl").is_file():
+            queries = [str(r["text"]) for r in read_jsonl(folder / "queries.jsonl")]
+        else:  # a synthetic workspace (bench.synth): windows of 4-16 words cut from its documents
+            from bench.scale import stress_queries
+
+            queries = stress_queries(ws, max(args.cold, args.warm) + 1)
         eng = [e for e in engines if e != "hybrid" or _has_store(ws)]
         entry = res["corpora"][corpus] = {"engines": eng}
         if "cold" in parts:
-            peer_dir = _peer_index(ws, out_dir / f"bm25s-{corpus}")
-            entry["cold"] = cold(ws, peer_dir, queries[:args.cold], eng)
+            peer = corpus not in args.no_peer.split(",")
+            peer_dir = _peer_index(ws, out_dir / f"bm25s-{corpus}") if peer else None
+            entry["cold"] = cold(ws, peer_dir, queries[:args.cold], eng, ("numpy", "numba") if peer else ())
             print(json.dumps({corpus: entry["cold"]}), file=sys.stderr, flush=True)
         if "warm" in parts:
             entry["warm"] = warm(ws, queries[:args.warm], eng)
@@ -219,9 +228,10 @@ def report(res: dict) -> str:
         if not c:
             continue
         cell = lambda n: f"{c[n]['cpu_s']:.3f} ({c[n]['wall_s']:.3f})" if n in c else "-"  # noqa: E731
+        peer = lambda n: f"{c[n]['cpu_s']:.3f}" if n in c else "-"  # noqa: E731
+        ratio = f"{c['ours-bm25_cpu_ratio']:.2f}x" if "ours-bm25_cpu_ratio" in c else "-"
         lines.append(f"| {corpus} | {c['queries']} | {cell('ours-bm25')} | {cell('ours-hybrid')} | "
-                     f"{c['bm25s-numpy']['cpu_s']:.3f} | {c['bm25s-numba']['cpu_s']:.3f} | "
-                     f"{c.get('ours-bm25_cpu_ratio', float('nan')):.2f}x | {c['load']} |")
+                     f"{peer('bm25s-numpy')} | {peer('bm25s-numba')} | {ratio} | {c['load']} |")
     lines += ["", "| corpus | engine | queries | MCP p50 ms | MCP p99 ms | in-process p50 ms | in-process p99 ms | same as CLI |",
               "|---|---|---|---|---|---|---|---|"]
     for corpus, e in res["corpora"].items():

@@ -219,3 +219,20 @@ def test_cap_per_source_equals_a_python_loop():
             assert bool(short[r]) == (len(want) < k and n > 0 and ids[r, -1] >= 0)
 
     check()
+
+
+def test_one_query_runs_blas_on_one_thread_and_a_batch_keeps_them(tmp_path):
+    ws = _ws(tmp_path)
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"_id": "q1", "text": "twin"}\n')
+    runs = {"one": ["search", "-w", str(ws.root), "twin"],
+            "batch": ["search", "-w", str(ws.root), "--queries", str(q), "--run", str(tmp_path / "r.trec")]}
+    for name, args in runs.items():
+        code = ("import io, os, sys, contextlib\n"
+                "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+                "from chitragupta.cli.main import main\n"
+                "with contextlib.redirect_stdout(io.StringIO()):\n"
+                f"    rc = main({args!r})\n"
+                "print(rc, os.environ.get('OPENBLAS_NUM_THREADS'))\n")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert p.stdout.strip() == ("0 1" if name == "one" else "0 None"), (name, p.stdout, p.stderr)

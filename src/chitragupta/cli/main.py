@@ -51,7 +51,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_ONE_QUERY = {"search", "evidence", "explain", "serve"}
+
+
+def _one_blas_thread(argv: list[str]) -> None:
+    """A command that answers one query at a time runs numpy's BLAS on one thread: a second thread buys
+    nothing at that size, and OpenBLAS starting its threads when numpy is imported cost 0.13 s of CPU,
+    a third of a cold query (bench/RESULTS.md). Only before numpy is imported, and never over a user's
+    own OPENBLAS_NUM_THREADS; a batch (``--queries``) keeps every thread."""
+    import os
+
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command in _ONE_QUERY and "--queries" not in argv:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main(argv: list[str] | None = None) -> int:
+    _one_blas_thread(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:

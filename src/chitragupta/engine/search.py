@@ -12,13 +12,17 @@ Which scorer: under ``[retrieval].backend = "auto"`` a batch of at most ``FEW_QU
 scored by the numpy scorer (``chitragupta.kernels.reference``: it reads only its terms' posting slices,
 checks them, and needs no JIT kernels, so one query from a cold process pays for nothing else), larger
 batches by the dispatch (numba, or torch on CUDA) once the index has passed its deep check. Both give
-the same ids and scores to the bit (tested); once numba has run in a process, small batches use it too.
+the same ids and scores to the bit (tested); once numba has run in a process, small batches use it too,
+and a long-lived retriever (the MCP server) that has spent ``NUMPY_BUDGET_S`` scoring in numpy moves to
+numba: at a million documents a query's common terms cost numpy tens of milliseconds, numba's pruned
+kernel a few, and loading it (and checking every posting) is paid once.
 A configured backend other than auto is used for everything.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -42,6 +46,7 @@ from chitragupta.kernels.dispatch import Backend, resolve, set_threads
 __all__ = ["Retriever", "Ranked", "check_k", "FEW_QUERIES"]
 
 FEW_QUERIES = 8  # under backend "auto", batches this small are scored by numpy (module docstring)
+NUMPY_BUDGET_S = 1.0  # ... until a long-lived retriever has spent this long in numpy: then numba (see above)
 
 
 def _near(key: str, table, limit: int = 5) -> str:
@@ -88,6 +93,7 @@ class Retriever:
         self._device = device or cfg.device
         self._backend: Backend | None = None  # resolved on the first batch that needs it
         self._numpy: Backend | None = None
+        self._numpy_s = 0.0  # seconds this retriever has scored in numpy (a warm server moves to numba)
         self._expansion_cache = None
         self._install("document", opened)
         self._passages: OpenedIndex | None = None
@@ -170,7 +176,7 @@ class Retriever:
         return self._backend
 
     def _backend_for(self, n_queries: int) -> Backend:
-        if self._backend_name == "auto" and n_queries <= FEW_QUERIES and (
+        if self._backend_name == "auto" and n_queries <= FEW_QUERIES and self._numpy_s < NUMPY_BUDGET_S and (
                 self._backend is None or self._backend.name != "numba"):
             if self._numpy is None:
                 self._numpy = resolve("numpy")
@@ -260,7 +266,12 @@ class Retriever:
         backend = self._backend_for(batch.n_queries)
         try:
             if backend.name == "numpy":
-                return backend.score_topk(index.raw_postings, batch, params, k)
+                t = time.perf_counter()
+                try:
+                    return backend.score_topk(index.raw_postings, batch, params, k)
+                finally:
+                    if backend is self._numpy:
+                        self._numpy_s += time.perf_counter() - t
             index.check_deep(fields=[name for name, _d in params.active_fields()])
             if backend.accepts_cached:
                 return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
