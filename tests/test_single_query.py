@@ -236,3 +236,16 @@ def test_one_query_runs_blas_on_one_thread_and_a_batch_keeps_them(tmp_path):
                 "print(rc, os.environ.get('OPENBLAS_NUM_THREADS'))\n")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert p.stdout.strip() == ("0 1" if name == "one" else "0 None"), (name, p.stdout, p.stderr)
+
+
+def test_a_long_lived_retriever_moves_to_numba_after_its_numpy_budget(tmp_path, monkeypatch):
+    import chitragupta.engine.search as search
+
+    ws = _ws(tmp_path)
+    r = Retriever.open(ws)
+    first = r.rank_many([QUERIES[0]], 10)
+    assert r._backend is None  # numpy so far
+    monkeypatch.setattr(search, "NUMPY_BUDGET_S", 0.0)
+    again = r.rank_many([QUERIES[0]], 10)
+    assert r._backend is not None and r._backend.name == "numba"
+    assert np.array_equal(first.topk.ids, again.topk.ids) and np.array_equal(first.topk.scores, again.topk.scores)
