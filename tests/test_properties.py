@@ -151,7 +151,7 @@ def _expected_ok(setting, v) -> bool:
         if isinstance(v, bool) or not isinstance(v, int):
             return False
     elif kind is str:
-        if not isinstance(v, str):
+        if not isinstance(v, str) or "\x00" in v:  # a NUL never reaches a path or a model
             return False
     elif kind is bool:
         if not isinstance(v, bool):
