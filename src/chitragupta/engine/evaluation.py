@@ -12,8 +12,9 @@ Judgments (``qrels``) come in two layouts, recognised from the first non-blank l
 - TREC qrels: ``qid iteration docid relevance``, whitespace separated, no header (the second column is
   ignored).
 
-Grades are integers in [-2**31, 2**31 - 1] (what trec_eval reads; beyond it pytrec_eval fails or scores
-nonsense); a (query, document) pair judged twice keeps its first grade (counted in ``notes``). Query and
+Grades are integers in [-2**31, 2**20 - 1]: trec_eval reads 32-bit grades (beyond them pytrec_eval fails
+or scores nonsense), and it keeps a count per grade level up to the largest, about 8 bytes each, so a grade
+of 2**31 - 1 cost 16 GB and 16 s per measure; a million levels cost 8 MB. Real collections grade 0-4. A (query, document) pair judged twice keeps its first grade (counted in ``notes``). Query and
 doc ids are UTF-8 text without a NUL character (pytrec_eval reads them as C strings: a NUL cut them short
 and crashed it).
 
@@ -56,7 +57,7 @@ __all__ = ["DEFAULT_MEASURES", "Qrels", "TrecRun", "Evaluation", "read_qrels", "
            "passage_hint", "GRADE_MIN", "GRADE_MAX", "MAX_LINE_BYTES"]
 
 DEFAULT_MEASURES = ("nDCG@10", "R@100", "MRR@10")
-GRADE_MIN, GRADE_MAX = -2**31, 2**31 - 1
+GRADE_MIN, GRADE_MAX = -2**31, 2**20 - 1  # see the module note: memory grows with the top grade
 MAX_LINE_BYTES = 1 << 20  # a qrels or run line is a few dozen bytes; a longer one is not such a file
 
 _PASSAGE_ID = re.compile(r"^(.+)#(\d+)$")
@@ -205,7 +206,7 @@ def read_qrels(path: str | Path) -> Qrels:
                 from None
         if g is None or not GRADE_MIN <= g <= GRADE_MAX:
             raise CorpusError(f"{path}:{n}: relevance {_short(grade)} is outside [{GRADE_MIN}, {GRADE_MAX}], "
-                              "the grades trec_eval reads")
+                              "the grades evaluated (trec_eval's memory grows with the largest)")
         rel = judgments.setdefault(qid, {})
         if doc in rel:
             duplicates += 1
