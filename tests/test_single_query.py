@@ -249,3 +249,32 @@ def test_a_long_lived_retriever_moves_to_numba_after_its_numpy_budget(tmp_path, 
     again = r.rank_many([QUERIES[0]], 10)
     assert r._backend is not None and r._backend.name == "numba"
     assert np.array_equal(first.topk.ids, again.topk.ids) and np.array_equal(first.topk.scores, again.topk.scores)
+
+
+def test_bodies_are_kept_within_their_budget_and_a_changed_file_is_read_again(tmp_path, monkeypatch):
+    import os
+
+    import chitragupta.engine.search as search_mod
+
+    ws = _ws(tmp_path, n=12)
+    r = Retriever.open(ws)
+    keys = [r.index.citekeys[i] for i in range(6)]
+    sizes = [len(Retriever.open(ws).body(k).text) for k in keys[:4]]  # another retriever: its own cache
+    reads = []
+    real = search_mod.load_body
+    monkeypatch.setattr(search_mod, "load_body", lambda p: reads.append(p) or real(p))
+    assert [len(r.body(k).text) for k in keys[:3]] == sizes[:3] and len(reads) == 3
+    r.body(keys[2]), r.body(keys[0])
+    assert len(reads) == 3  # kept; least recently used first: keys[1], keys[2], keys[0]
+    monkeypatch.setattr(Retriever, "_BODY_CHARS", sizes[0] + sizes[3] + 1)
+    r.body(keys[3])  # over budget: keys[1] then keys[2] go, keys[0] (used since) stays
+    assert len(reads) == 4 and r._body_chars == sizes[0] + sizes[3]
+    r.body(keys[0])
+    assert len(reads) == 4
+    r.body(keys[1])
+    assert len(reads) == 5
+    path = r.parsed_path(keys[0])
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + " appended words", encoding="utf-8")
+    os.utime(path, ns=(1, 1))  # a new size and mtime: a new file
+    assert r.body(keys[0]).text.endswith("appended words")

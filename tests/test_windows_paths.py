@@ -62,3 +62,63 @@ def test_windows_of_a_long_and_a_short_copy_agree(n, monkeypatch):
     monkeypatch.setattr(windows, "_SHORT_TEXT", -1)
     monkeypatch.setattr(windows, "_PAIRWISE_MAX", -1)
     assert windows.choose_windows(text, ["twin", "fidelity", "sensor"], 120, n) == got
+
+
+def test_few_occurrences_in_python_choose_what_the_array_path_chooses(monkeypatch):
+    """An abstract's handful of occurrences is ranked in plain Python; the array path is the reference."""
+    from hypothesis import given, settings, strategies as st
+
+    words = ["twin", "model", "bridge", "sensor", "a1", "x", "ünï", "|", "\n", "the", "modelmodel", "İtwin"]
+
+    @given(st.lists(st.sampled_from(words), max_size=80), st.sampled_from(["", " ", "  ", "-", "\t"]),
+           st.lists(st.sampled_from(["twin", "model", "sensor", "a1", "bridge", "zzz"]), min_size=1, max_size=5),
+           st.integers(1, 200), st.integers(1, 4))
+    @settings(max_examples=400, deadline=None)
+    def check(parts, sep, terms, width, n):
+        text = sep.join(parts)
+        monkeypatch.setattr(windows, "_FEW", 10**9)
+        few = windows.choose_windows(text, terms, width, n)
+        monkeypatch.setattr(windows, "_FEW", -1)
+        assert windows.choose_windows(text, terms, width, n) == few
+
+    check()
+
+
+def test_trimming_to_words_equals_the_regex_reference():
+    import re
+
+    ws = re.compile(r"\s+")
+
+    def reference(text, start, end):  # the earlier implementation: the last whitespace run found by regex
+        if start > 0 and not text[start - 1].isspace() and not text[start].isspace():
+            nxt = ws.search(text, start, end)
+            if nxt:
+                start = nxt.end()
+        if end < len(text) and not text[end].isspace() and not text[end - 1].isspace():
+            last = None
+            for last in ws.finditer(text, start, end):
+                pass
+            if last is not None and last.start() > start:
+                end = last.start()
+        return start, end
+
+    rng = np.random.default_rng(7)
+    alphabet = list("ab \t\n\u00a0\u2003x-")
+    for _ in range(4000):
+        text = "".join(rng.choice(alphabet, int(rng.integers(1, 40))))
+        s = int(rng.integers(0, len(text)))
+        e = int(rng.integers(s + 1, len(text) + 1))
+        assert windows._trim_to_words(text, s, e) == reference(text, s, e), (text, s, e)
+
+
+def test_whitespace_normalising_equals_the_regex_reference():
+    import re
+    import sys
+
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if re.fullmatch(r"\s", chr(c))]
+    assert spaces == [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]  # one notion of space
+    rng = np.random.default_rng(3)
+    alphabet = spaces + list("ab-é")
+    for _ in range(3000):
+        s = "".join(rng.choice(alphabet, int(rng.integers(0, 30))))
+        assert windows.normalize_ws(s) == re.sub(r"\s+", " ", s).strip()

@@ -100,7 +100,8 @@ class Retriever:
         self._passage_rows: list | None = None
         self._seen: dict | None = None  # the workspace's stamp when opened (``changed``)
         self._ledger_conn: tuple | None = None  # (file identity, Ledger) that ``changed`` asks
-        self._bodies: dict = {}  # (path, its stat, its sidecar's stat) -> Body, oldest first
+        self._bodies: dict = {}  # (path, its stat, its sidecar's stat) -> Body, least recently used first
+        self._body_chars = 0
         self._root = str(ws.root)
 
     def _install(self, unit: str, opened: OpenedIndex) -> None:
@@ -405,21 +406,24 @@ class Retriever:
             return load_body(None)
         return self._load_body(rel)
 
-    _BODIES = 256  # bodies kept by a retriever (a warm server answers many queries from the same sources)
+    _BODY_CHARS = 1 << 24  # characters of text kept (16M: scifact whole, ~300 full-text papers), least recent out
 
     def _load_body(self, rel: str):
         """``load_body`` of a parsed file, kept while the file and its sidecar are unchanged (size,
-        mtime and inode of both, checked on every use)."""
+        mtime and inode of both, checked on every use). A warm server answers many queries from the
+        same sources: the bodies it read are kept up to ``_BODY_CHARS`` characters in all."""
         path = os.path.join(self._root, rel)
         side = path[:-4] + _SIDECAR_SUFFIX if path.endswith(".txt") else str(sidecar_path(Path(path)))
         key = (rel, _stat_key(path), _stat_key(side))
-        got = self._bodies.get(key)
+        got = self._bodies.pop(key, None)
         if got is None:
             got = load_body(Path(path))
-            if key[1] is not None:
-                if len(self._bodies) >= self._BODIES:
-                    self._bodies.pop(next(iter(self._bodies)))
-                self._bodies[key] = got
+            if key[1] is None:
+                return got
+            self._body_chars += len(got.text)
+            while self._bodies and self._body_chars > self._BODY_CHARS:
+                self._body_chars -= len(self._bodies.pop(next(iter(self._bodies))).text)
+        self._bodies[key] = got  # most recent last
         return got
 
     def doc_hit(self, doc_id: int, score: float, terms: list[str], width: int | None) -> SearchResult:

@@ -14,6 +14,7 @@ windows than asked for may return.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +51,8 @@ def lower_same_length(text: str) -> str:
 
 
 def normalize_ws(s: str) -> str:
-    return _WS.sub(" ", s).strip()
+    """Whitespace runs as one space, none at either end (``str.split`` and ``\\s`` agree on whitespace)."""
+    return " ".join(s.split())
 
 
 _PLAIN_TERM = re.compile(TOKEN_CLASS + "+")
@@ -76,10 +78,10 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
     return (np.asarray(pos, dtype=np.int64), np.asarray(tid, dtype=np.int64), np.asarray(ln, dtype=np.int64))
 
 
-def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_occurrences`` of ``[a-z0-9]``-run terms in a short text (an abstract, a paragraph): each term's
-    every ``str.find`` hit, kept when no ``[a-z0-9]`` character touches it on either side (then the run
-    there is exactly the term, so no two terms claim one position)."""
+def _found_list(low: str, terms: list[str]) -> tuple[list[int], list[int]]:
+    """(positions, term indexes) of ``[a-z0-9]``-run terms in a short text (an abstract, a paragraph),
+    grouped by term: each term's every ``str.find`` hit, kept when no ``[a-z0-9]`` character touches it on
+    either side (then the run there is exactly the term, so no two terms claim one position)."""
     n = len(low)
     pos, tid = [], []
     for i, t in enumerate(terms):
@@ -91,6 +93,12 @@ def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarr
                 pos.append(at)
                 tid.append(i)
             at = low.find(t, at + 1)
+    return pos, tid
+
+
+def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_occurrences`` of ``[a-z0-9]``-run terms in a short text, from ``_found_list``."""
+    pos, tid = _found_list(low, terms)
     pos_a = np.asarray(pos, dtype=np.int64)
     order = np.argsort(pos_a, kind="stable")
     tid_a = np.asarray(tid, dtype=np.int64)[order]
@@ -152,11 +160,14 @@ def _trim_to_words(text: str, start: int, end: int) -> tuple[int, int]:
         if nxt:
             start = nxt.end()
     if end < len(text) and not text[end].isspace() and not text[end - 1].isspace():
-        last = None
-        for last in _WS.finditer(text, start, end):
-            pass
-        if last is not None and last.start() > start:
-            end = last.start()
+        i = end - 1  # back over the cut word to the last whitespace run inside the window, then to its start
+        while i > start and not text[i].isspace():
+            i -= 1
+        if text[i].isspace():
+            while i > start and text[i - 1].isspace():
+                i -= 1
+            if i > start:
+                end = i
     return start, end
 
 
@@ -189,6 +200,42 @@ def _covered(starts, ends, pos, tid, ln, n_terms: int) -> np.ndarray:
     return covered
 
 
+_FEW = 32  # occurrences; up to this plain Python beats a dozen small array operations (an abstract's hit)
+
+
+def _few_candidates(pos: list[int], tid: list[int], lengths: list[int], size: int, width: int):
+    """The candidates of a few occurrences (``pos``/``tid`` grouped by term), best first as
+    ``_array_candidates`` orders them: most distinct terms inside, then leftmost, then text order.
+    Whole-word occurrences never overlap, so sorted by start they are sorted by end too, and the ones
+    inside a window are one contiguous run of them (found by bisection)."""
+    occ = sorted(zip(pos, tid))
+    starts = [p for p, _t in occ]
+    ends = [p + lengths[t] for p, t in occ]
+    tids = [t for _p, t in occ]
+    half, last = width // 2, max(0, size - width)
+    cands = []
+    for j, (p, t) in enumerate(occ):
+        s = min(max(p + lengths[t] // 2 - half, 0), last)
+        e = min(s + width, size)
+        covered = len(set(tids[bisect_left(starts, s):bisect_right(ends, e)]))
+        cands.append((-covered, s, j, e, p))
+    cands.sort()
+    return [(s, e, -neg, p) for neg, s, _j, e, p in cands]
+
+
+def _array_candidates(pos, tid, ln, n_terms: int, size: int, width: int):
+    """Every occurrence's candidate window as (start, end, covered, anchor), best first: most distinct
+    terms inside, then leftmost, then text order (a stable sort)."""
+    if pos.size == 0:
+        return []
+    centre = pos + ln // 2
+    starts = np.clip(centre - width // 2, 0, max(0, size - width))
+    ends = np.minimum(starts + width, size)
+    covered = _covered(starts, ends, pos, tid, ln, n_terms)
+    order = np.lexsort((starts, -covered))
+    return zip(starts[order].tolist(), ends[order].tolist(), covered[order].tolist(), pos[order].tolist())
+
+
 def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None) -> list[Window]:
     """Up to ``n`` non-overlapping windows of ``text`` bearing on ``terms``, in document order.
 
@@ -199,28 +246,30 @@ def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None) -
     if n < 1 or width < 1 or not text:
         return []
     low = lower_same_length(text)
+    size = len(text)
+    few = None
     if stem is None:
         terms = sorted(set(terms))
-        pos, tid, ln = _occurrences(low, terms)
+        if len(low) <= _SHORT_TEXT and terms and all(_PLAIN_TERM.fullmatch(t) for t in terms):
+            pos_l, tid_l = _found_list(low, terms)
+            if len(pos_l) <= _FEW:
+                few = _few_candidates(pos_l, tid_l, [len(t) for t in terms], size, width)
+        if few is None:
+            pos, tid, ln = _occurrences(low, terms)
     else:
         terms = sorted({stem(t) for t in terms})
         pos, tid, ln = _stemmed_occurrences(low, terms, stem)
-    if pos.size == 0:
-        return []
-    size = len(text)
-    centre = pos + ln // 2
-    starts = np.clip(centre - width // 2, 0, max(0, size - width))
-    ends = np.minimum(starts + width, size)
-    covered = _covered(starts, ends, pos, tid, ln, len(terms))
-    order = np.lexsort((starts, -covered))
+    if few is None:
+        few = _array_candidates(pos, tid, ln, len(terms), size, width)
     chosen: list[tuple[int, int, int, int]] = []
-    for j in order:
-        s, e = int(starts[j]), int(ends[j])
+    for s, e, c, anchor in few:
         if any(s < ce and cs < e for cs, ce, _, _ in chosen):
             continue
-        chosen.append((s, e, int(covered[j]), int(pos[j])))
+        chosen.append((s, e, c, anchor))
         if len(chosen) == n:
             break
+    if not chosen:
+        return []
     chosen.sort()
     blocks = table_blocks(text)
     spans: list[list[int]] = []  # [start, end, covered, widened, anchor]
