@@ -38,39 +38,55 @@ _NORMALIZE = "sentence_transformers.models.Normalize"
 
 _ERF_MAX = 6.0  # erf(6) is 1 - 2e-17: 1 in float64
 _ERF_STEP = _ERF_MAX / (1 << 14)
-_erf_table: tuple[np.ndarray, np.ndarray] | None = None
+_erf_coef: tuple[np.ndarray, ...] | None = None
 
 
-def _table() -> tuple[np.ndarray, np.ndarray]:
-    """erf and its derivative at 2^14 + 2 evenly spaced points of [0, 6] (``math.erf``, once)."""
-    global _erf_table
-    if _erf_table is None:
+def _coefficients() -> tuple[np.ndarray, ...]:
+    """Per interval of the grid, the cubic's Horner coefficients (c0, c1, c2, c3) in the interval's own
+    variable u in [0, 1): the Hermite cubic through erf and its slope at both ends (``math.erf`` at
+    2^14 + 2 evenly spaced points of [0, 6], slopes 2/sqrt(pi) exp(-x^2)); made once."""
+    global _erf_coef
+    if _erf_coef is None:
         xs = np.arange((1 << 14) + 2, dtype=np.float64) * _ERF_STEP
-        _erf_table = (np.array([math.erf(x) for x in xs.tolist()]), (2.0 / math.sqrt(math.pi)) * np.exp(-xs * xs))
-    return _erf_table
+        y = np.array([math.erf(x) for x in xs.tolist()])
+        d = (2.0 / math.sqrt(math.pi)) * np.exp(-xs * xs) * _ERF_STEP
+        y0, y1, d0, d1 = y[:-1], y[1:], d[:-1], d[1:]
+        _erf_coef = (y0.copy(), d0.copy(), 3.0 * (y1 - y0) - 2.0 * d0 - d1, 2.0 * (y0 - y1) + d0 + d1)
+    return _erf_coef
 
 
 def erf(z: np.ndarray) -> np.ndarray:
     """The error function of an array, in float64, to about 1e-15: cubic Hermite interpolation between
     exact values (``math.erf``) and exact slopes (2/sqrt(pi) exp(-x^2)) on a grid of step 6/2^14 (the
-    interpolation error is below step^4 x max |4th derivative| / 384, under 1e-15); +-1 beyond |z| = 6."""
-    y, dy = _table()
+    interpolation error is below step^4 x max |4th derivative| / 384, under 1e-15); +-1 beyond |z| = 6.
+    In place on two arrays of z's size (a query's feed-forward is 30,000 values per layer)."""
+    c0, c1, c2, c3 = _coefficients()
     z = np.asarray(z, dtype=np.float64)
-    a = np.minimum(np.abs(z), _ERF_MAX)
-    t = a / _ERF_STEP
-    i = np.minimum(t.astype(np.int64), len(y) - 2)
-    u = t - i
-    u2 = u * u
-    v = 1.0 - u
-    v2 = v * v
-    out = ((1.0 + 2.0 * u) * v2 * y[i] + u * v2 * _ERF_STEP * dy[i]
-           + u2 * (3.0 - 2.0 * u) * y[i + 1] - u2 * v * _ERF_STEP * dy[i + 1])
-    return np.copysign(out, z)
+    u = np.abs(z)
+    np.minimum(u, _ERF_MAX, out=u)
+    u *= 1.0 / _ERF_STEP
+    i = u.astype(np.intp)
+    np.minimum(i, len(c0) - 1, out=i)
+    u -= i
+    out = c3.take(i)
+    out *= u
+    out += c2.take(i)
+    out *= u
+    out += c1.take(i)
+    out *= u
+    out += c0.take(i)
+    return np.copysign(out, z, out=out)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """BERT's exact GELU, x * (1 + erf(x / sqrt 2)) / 2."""
-    return (0.5 * x * (1.0 + erf(x.astype(np.float64) / math.sqrt(2.0)))).astype(np.float32)
+    """BERT's exact GELU, x * (1 + erf(x / sqrt 2)) / 2 (in float64, then float32)."""
+    z = x.astype(np.float64)
+    z /= math.sqrt(2.0)
+    e = erf(z)
+    e += 1.0
+    e *= x
+    e *= 0.5
+    return e.astype(np.float32)
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -127,7 +143,6 @@ class NumpyEncoder:
         self._layers = int(config["num_hidden_layers"])
         self._eps = float(config.get("layer_norm_eps", 1e-12))
         self._w = weights
-        self._wt: dict[str, np.ndarray] = {}  # dense weights transposed, made on first use
         self.dim = int(config["hidden_size"])
 
     def _p(self, name: str) -> np.ndarray:
@@ -135,12 +150,11 @@ class NumpyEncoder:
 
     def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
         """x (..., d_in) times the layer's weight, plus its bias: one BLAS call on a 2-d view."""
-        w = self._wt.get(name)
-        if w is None:
-            w = self._wt[name] = np.ascontiguousarray(self._p(f"{name}.weight").T)
-        flat = x.reshape(-1, x.shape[-1]) @ w
+        w = self._p(f"{name}.weight")  # (d_out, d_in), as stored
+        # W @ x^T on the weight as stored: no transposed copy (as fast as x @ W^T, measured: 17.6 ms a query)
+        flat = (w @ x.reshape(-1, x.shape[-1]).T).T
         flat += self._p(f"{name}.bias")
-        return flat.reshape(*x.shape[:-1], w.shape[1])
+        return flat.reshape(*x.shape[:-1], w.shape[0])
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Hidden states (batch, tokens, dim) of token ids (batch, tokens) with attention mask."""
