@@ -98,7 +98,11 @@ def _found_list(low: str, terms: list[str]) -> tuple[list[int], list[int]]:
 
 def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``_occurrences`` of ``[a-z0-9]``-run terms in a short text, from ``_found_list``."""
-    pos, tid = _found_list(low, terms)
+    return _in_text_order(*_found_list(low, terms), terms)
+
+
+def _in_text_order(pos: list[int], tid: list[int], terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_found_list``'s occurrences as (positions, term indexes, lengths) arrays in text order."""
     pos_a = np.asarray(pos, dtype=np.int64)
     order = np.argsort(pos_a, kind="stable")
     tid_a = np.asarray(tid, dtype=np.int64)[order]
@@ -254,7 +258,9 @@ def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None) -
             pos_l, tid_l = _found_list(low, terms)
             if len(pos_l) <= _FEW:
                 few = _few_candidates(pos_l, tid_l, [len(t) for t in terms], size, width)
-        if few is None:
+            else:
+                pos, tid, ln = _in_text_order(pos_l, tid_l, terms)
+        else:
             pos, tid, ln = _occurrences(low, terms)
     else:
         terms = sorted({stem(t) for t in terms})
