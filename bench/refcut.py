@@ -23,6 +23,15 @@ a parsed ``.txt`` without a sidecar (the default pdftotext backend, an imported 
 5. What each guard of the rule does: the semeval2010 texts and the real PDFs cut again with the
    position floor off (``PLAIN_MIN_FRACTION = 0``) and with the reference-list test off
    (``PLAIN_MIN_MARKERS = 0``): how many cuts move.
+6. What the cut takes and keeps, per document: words of the reference list cut and words after it kept
+   (appendices), before (the cut ran to the end of the document) and now (it ends at an appendix), for
+   the semeval2010 plain texts, their docling sidecars and the real PDFs; on the PDFs, the hand-read
+   last entry of each reference list lies inside the cut (no entry admitted back).
+7. Line-end hyphens on the real PDFs: split words joined and kept, the tail fragments left in the
+   indexed text, and a seeded sample of each to read by hand (``--show``).
+8. Snippets opening on the author block, on the real PDFs: for each paper and query (its title and a
+   fixed list), whether the chosen 500-character window starts before the front matter's end, without
+   and with the chooser's preference for the body.
 """
 
 from __future__ import annotations
@@ -37,6 +46,28 @@ from pathlib import Path
 from bench.data import data_dir, read_jsonl
 
 # pdfs/papermage: the first words of each paper's first reference entry, read from the PDF by hand
+# pdfs/papermage: the last words of each paper's last reference entry, read from the PDF by hand
+LAST_ENTRY = {
+    "2020.acl-main.447": "bibliographic networks. In SDM.",
+    "2023.eacl-main.121": "ence on Learning Representations.",
+    "2203.00130v1": "Information Research 15 (2010).",
+    "2206.10883v3": "pages 163–172, 2019.",
+    "2302.07302v1": "(ICKG) (2020), 297–304.",
+    "2304.02623v1": "arXiv preprint arXiv:1909.08593 (2019).",
+    "papermage": "1015–1022. IEEE.",
+}
+# pdfs/papermage: the titles (SOURCE.md), each a query of measurement 8 beside QUERIES
+TITLES = {
+    "2020.acl-main.447": "S2ORC: The Semantic Scholar Open Research Corpus",
+    "2023.eacl-main.121": "LongEval: Guidelines for Human Evaluation of Faithfulness in Long-form Summarization",
+    "2203.00130v1": "Paper Plain: Making Medical Research Papers Approachable to Healthcare Consumers",
+    "2206.10883v3": "Multi-LexSum: Real-World Summaries of Civil Rights Lawsuits at Multiple Granularities",
+    "2302.07302v1": "CiteSee: Augmenting Citations in Scientific Papers with Persistent and Personalized Context",
+    "2304.02623v1": "Beyond Summarization: Designing AI Support for Real-World Expository Writing Tasks",
+    "papermage": "PaperMage: A Unified Toolkit for Processing Visually-Rich Scientific Documents",
+}
+QUERIES = ("human evaluation", "summaries", "dataset", "citation", "reading", "language models", "annotation",
+           "pdf parsing", "university", "institute")
 FIRST_ENTRY = {
     "2020.acl-main.447": "Riaz Ahmad and Muhammad Tanvir Afzal",
     "2023.eacl-main.121": "Nader Akoury, Shufan Wang, Josh Whiting",
@@ -77,7 +108,7 @@ def _sidecar_offset(items: list[dict]) -> int | None:
 
 def semeval(data: Path, show: int) -> dict:
     from chitragupta.engine.corpus.sidecar import join_items
-    from chitragupta.engine.text.refcut import kept_items, plain_reference_cut
+    from chitragupta.engine.text.refcut import kept_items, plain_reference_cut, reference_cut
 
     folder = data / "semeval2010-md" / "papers"
     counts = {"papers": 0, "both": 0, "agree": 0, "disagree": 0, "plain_only": 0, "docling_only": 0, "neither": 0}
@@ -92,6 +123,7 @@ def semeval(data: Path, show: int) -> dict:
             continue
         counts["papers"] += 1
         side = _sidecar_offset(items)
+        side_cut = reference_cut(items) if items else None
         if plain is None and side is None:
             counts["neither"] += 1
         elif side is None:
@@ -102,7 +134,8 @@ def semeval(data: Path, show: int) -> dict:
             disagreements.append((rec["_id"], "docling cut, plain did not", None))
         else:
             counts["both"] += 1
-            kept = join_items([it for _n, it in kept_items(items)])
+            # what precedes the list (appendices after it are measurement 6's)
+            kept = join_items([it for n, it in kept_items(items) if n < side_cut])
             if _tail_words(text[:plain]) == _tail_words(kept):
                 counts["agree"] += 1
             else:
@@ -209,6 +242,137 @@ def guards(data: Path) -> dict:
     return out
 
 
+def _pdf_texts(data: Path) -> dict[str, str]:
+    from chitragupta.engine.corpus.parsers import parse
+
+    return {pdf.stem: parse(pdf, "pdftotext").text for pdf in sorted((data / "pdfs" / "papermage").glob("*.pdf"))}
+
+
+def _words(s: str) -> int:
+    return len(s.split())
+
+
+def kept_and_cut(data: Path, have_docling: bool, texts: dict[str, str]) -> dict:
+    """Measurement 6."""
+    from chitragupta.engine.text.refcut import plain_reference_cut, plain_reference_span, reference_span
+
+    def plain_row(text: str) -> tuple[int, int, int, int] | None:
+        """(words cut before, kept after before (0), words cut now, kept after now)."""
+        start = plain_reference_cut(text)
+        if start is None:
+            return None
+        a, b = plain_reference_span(text)
+        return _words(text[start:]), 0, _words(text[a:b]), _words(text[b:])
+
+    def side_row(items: list[dict]) -> tuple[int, int, int, int] | None:
+        span = reference_span(items)
+        if span is None:
+            return None
+        a, b = span
+        return (sum(_words(it["text"]) for it in items[a:]), 0, sum(_words(it["text"]) for it in items[a:b]),
+                sum(_words(it["text"]) for it in items[b:]))
+
+    def summary(name: str, rows: dict) -> dict:
+        got = [r for r in rows.values() if r is not None]
+        out = {"documents": len(rows), "cut": len(got), "with_appendix_kept": sum(1 for r in got if r[3]),
+               "words_cut_before": sum(r[0] for r in got), "words_cut_now": sum(r[2] for r in got),
+               "words_after_kept_now": sum(r[3] for r in got)}
+        print(f"6. {name}: {json.dumps(out)}")
+        for key, r in rows.items():
+            if r is not None and r[3]:
+                print(f"   {key}: cut {r[0]} -> {r[2]} words; {r[3]} words after the list kept "
+                      f"({r[3] / max(1, r[0]):.0%} of what was cut before)")
+        return out
+
+    out = {}
+    semeval_rows = {rec["_id"]: plain_row(rec["text"]) for rec in read_jsonl(data / "semeval2010" / "corpus.jsonl")}
+    out["semeval_plain"] = summary("semeval2010, plain rule", semeval_rows)
+    if have_docling:
+        folder = data / "semeval2010-md" / "papers"
+        side = {}
+        for rec in read_jsonl(data / "semeval2010" / "corpus.jsonl"):
+            md = folder / ("p" + rec["_id"].replace("-", "") + ".md")
+            items = _docling_items(md) if md.is_file() else None
+            if items is not None:
+                side[rec["_id"]] = side_row(items)
+        out["semeval_docling"] = summary("semeval2010, docling sidecar rule", side)
+    rows = {k: plain_row(t) for k, t in texts.items()}
+    out["pdfs"] = summary("real PDFs, plain rule", rows)
+    inside = 0
+    for key, text in texts.items():
+        span = plain_reference_span(text)
+        at = text.find(LAST_ENTRY[key])
+        ok = span is not None and at >= 0 and span[0] <= at and at + len(LAST_ENTRY[key]) <= span[1]
+        inside += ok
+        if not ok:
+            print(f"   ADMITTED BACK {key}: the last entry at {at}, the cut {span}")
+    print(f"   the hand-read last reference entry lies inside the cut in {inside} of {len(texts)} PDFs")
+    out["pdfs"]["last_entry_inside"] = inside
+    return out
+
+
+def hyphens(texts: dict[str, str], show: int) -> dict:
+    """Measurement 7."""
+    import random
+
+    from chitragupta.engine.text.hyphens import document_words, find_splits, join_hyphens
+    from chitragupta.engine.text.refcut import cut_plain
+
+    joined, kept = [], []
+    tails_before = tails_after = 0
+    for key, raw in texts.items():
+        text = cut_plain(raw)
+        words = document_words(text)
+        out = join_hyphens(text, words)
+        tok_before = re.findall(r"[a-z0-9]+", text.lower())
+        tok_after = re.findall(r"[a-z0-9]+", out.lower())
+        tails = set()
+        for sp in find_splits(text, words):
+            shown = sp.head + "-" + sp.gap + sp.tail
+            (joined if sp.join else kept).append((key, shown))
+            if sp.join:
+                tails.add(sp.tail)
+        # the joined words' tails as tokens of their own, before and after (after: where they also stand alone)
+        tails_before += sum(tok_before.count(t) for t in tails)
+        tails_after += sum(tok_after.count(t) for t in tails)
+    rng = random.Random(21)
+    counts = {"split_words": len(joined) + len(kept), "joined": len(joined), "kept": len(kept),
+              "tail_fragment_tokens_before": tails_before, "tail_fragment_tokens_after": tails_after}
+    print(f"7. line-end hyphens on the real PDFs: {json.dumps(counts)}")
+    print("   joined, a seeded sample: " + ", ".join(f"{w!r}" for _k, w in rng.sample(joined, min(show, len(joined)))))
+    print("   kept, a seeded sample: " + ", ".join(f"{w!r}" for _k, w in rng.sample(kept, min(show, len(kept)))))
+    return counts
+
+
+def front_matter(texts: dict[str, str]) -> dict:
+    """Measurement 8."""
+    from chitragupta.engine.tokenize import query_terms
+    from chitragupta.engine.text.front import plain_front_end
+    from chitragupta.engine.text.hyphens import join_hyphens
+    from chitragupta.engine.text.refcut import cut_plain
+    from chitragupta.engine.text.windows import choose_windows
+
+    counts = {"pairs": 0, "with_a_window": 0, "front_before": 0, "front_now": 0, "front_now_only_match": 0}
+    for key, raw in texts.items():
+        text = join_hyphens(cut_plain(raw))
+        front = plain_front_end(text)
+        for query in (TITLES[key],) + QUERIES:
+            terms = query_terms(query)[0]
+            counts["pairs"] += 1
+            before = choose_windows(text, terms, 500, 1)
+            now = choose_windows(text, terms, 500, 1, body_start=front)
+            if not before:
+                continue
+            counts["with_a_window"] += 1
+            counts["front_before"] += before[0].start < front
+            if now and now[0].start < front:
+                counts["front_now"] += 1
+                counts["front_now_only_match"] += not choose_windows(text[front:], terms, 500, 1)
+    print(f"8. snippets opening on the front matter of the real PDFs (500 characters, {len(texts)} papers x "
+          f"{1 + len(QUERIES)} queries): {json.dumps(counts)}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.refcut", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=None, help="the evaluation data folder (default ../shared/data)")
@@ -228,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     pdfs(data)
     false_cuts(data, args.show)
     guards(data)
+    texts = _pdf_texts(data)
+    kept_and_cut(data, have_docling, texts)
+    hyphens(texts, args.show)
+    front_matter(texts)
     return 0
 
 

@@ -51,17 +51,17 @@ def keyword_queries(root: Path) -> dict[str, str]:
 def cut_share(items: list[dict]) -> tuple[int, int]:
     """(tokens before the cut, tokens in all kept-label items) of one sidecar."""
     from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
-    from chitragupta.engine.text.refcut import reference_cut
+    from chitragupta.engine.text.refcut import reference_span
     from chitragupta.engine.tokenize import tokenize
 
-    cut = reference_cut(items)
+    span = reference_span(items)
     total = kept = 0
     for i, it in enumerate(items):
         if it["label"] in EXCLUDED_LABELS:
             continue
         n = len(tokenize(it["text"]))
         total += n
-        if cut is None or i < cut:
+        if span is None or not span[0] <= i < span[1]:
             kept += n
     return kept, total
 
@@ -113,7 +113,7 @@ def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5)
             hits_at_1 += bool(ids) and ids[0] == q
             for d in ids:
                 body = r.body(d)
-                wins = choose_windows(body.text, terms[i], ws.config.retrieval.snippet_chars, 1)
+                wins = choose_windows(body.text, terms[i], ws.config.retrieval.snippet_chars, 1, body_start=body.front)
                 if not wins:
                     continue
                 w = wins[0]
@@ -123,43 +123,19 @@ def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5)
                 ends += e
                 either += b or e
                 paged += body.page_at(w.anchor) is not None
-                # A reference list starts at the cut heading's item, located in the uncut text.
+                # A reference list runs from the cut heading's item to the appendix after it (or the end):
+                # the sidecar item the window is anchored in, by the body's item spans
                 refcut.reference_cut = original
-                ref_start = _reference_offset(r.parsed_path(d))
+                ref_span = refcut.reference_span(list(body.items)) if body.items else None
                 if not cut:
                     refcut.reference_cut = lambda items: None
-                in_refs += ref_start is not None and w.anchor >= ref_start
+                item = next((num for a, b, num, _pg in body.spans if a <= w.anchor < b), None)
+                in_refs += ref_span is not None and item is not None and ref_span[0] <= item < ref_span[1]
         return {"queries": len(qids), "snippets": n, "begin_mid": begins / max(1, n), "end_mid": ends / max(1, n),
                 "either_mid": either / max(1, n), "with_page": paged / max(1, n), "from_refs": in_refs / max(1, n),
                 "R@1": hits_at_1 / max(1, len(qids))}
     finally:
         refcut.reference_cut = original
-
-
-def _reference_offset(text_path: Path) -> int | None:
-    """Where the reference list starts in the *uncut* body text of a document (None: no heading)."""
-    from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, ITEM_SEPARATOR, read_sidecar
-    from chitragupta.engine.text.refcut import reference_cut
-
-    side = text_path.with_suffix(".passages.json")
-    if not side.exists():
-        return None
-    items = read_sidecar(side)
-    cut = reference_cut(items)
-    if cut is None:
-        return None
-    pos = 0
-    first = True
-    for i, it in enumerate(items):
-        if it["label"] in EXCLUDED_LABELS:
-            continue
-        if not first:
-            pos += len(ITEM_SEPARATOR)
-        if i == cut:
-            return pos
-        pos += len(it["text"])
-        first = False
-    return None
 
 
 def unit_costs(root: Path, queries: dict[str, str], repeats: int = 5) -> dict:

@@ -462,7 +462,10 @@ def test_plain_cut_at_a_reference_heading(heading):
     text = BODY + heading + "\n" + REFS
     cut = plain_reference_cut(text)
     assert cut == len(BODY)
-    assert cut_plain(text) == BODY
+    blanked = cut_plain(text)
+    # blanked, not removed: the same length and lines, nothing of the list left
+    assert len(blanked) == len(text) and blanked.count("\n") == text.count("\n")
+    assert blanked[:cut] == BODY and not blanked[cut:].strip()
 
 
 @pytest.mark.parametrize("text", [
@@ -494,7 +497,9 @@ def test_plain_cut_takes_the_last_heading_and_the_appendix_after_it():
 def test_a_parsed_text_without_a_sidecar_is_read_before_its_references(tmp_path):
     p = tmp_path / "x.txt"
     p.write_text(BODY + "References\n" + REFS, encoding="utf-8")
-    assert load_body(p).text == BODY
+    body = load_body(p)
+    assert body.text.rstrip() == BODY.rstrip() and len(body.text) == len(BODY + "References\n" + REFS)
+    assert body.ref_words == len(("References\n" + REFS).split()) and body.after_words == 0
     assert not load_body(p).from_sidecar
 
 

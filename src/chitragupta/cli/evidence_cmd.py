@@ -29,8 +29,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
     else:
-        title = resp.hits[0].title if resp.hits else ""
-        print(f"{args.citekey}  {title}")
+        print(f"{args.citekey}  {retriever.title(args.citekey)}")
         for i, h in enumerate(resp.hits, start=1):
             where = f" (page {h.page})" if h.page else ""
             print(f"\n[{i}]{where}\n{h.snippet}")

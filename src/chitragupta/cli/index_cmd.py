@@ -28,6 +28,8 @@ def run(args) -> int:
             else:
                 print(f"index: {size}; {r.retokenized} tokenized, {r.reused} reused, {r.removed} removed, "
                       f"in {r.seconds:.2f} s")
+            if r is not None and r.cuts:
+                _print_cuts(r.cuts, r.retokenized, bool(getattr(args, "verbose", False)))
             print(f"index: {_abstract_line(idx, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR | FLAG_TEXT_MISSING | FLAG_NOT_PARSED)}")
             missing, unparsed = idx.count_flag(FLAG_TEXT_MISSING), idx.count_flag(FLAG_NOT_PARSED)
             if missing:
@@ -43,6 +45,19 @@ def run(args) -> int:
             print(f"passages: up to date ({size})" if r is None else
                   f"passages: {size}; {r.retokenized} documents read, {r.reused} reused, in {r.seconds:.2f} s")
     return 0
+
+
+def _print_cuts(cuts: list[tuple[str, int, int]], tokenized: int, verbose: bool) -> None:
+    """How much of each document the reference cut took, and what it kept after the list (appendices):
+    one summary line, and one line a source with ``-v``."""
+    cut = sum(c[1] for c in cuts)
+    kept = [c for c in cuts if c[2]]
+    print(f"index: reference lists cut from {len(cuts)} of {tokenized} document(s) read ({cut} words); "
+          f"text after the list kept in {len(kept)} (appendices, {sum(c[2] for c in kept)} words)"
+          + ("" if verbose else "; -v names each"))
+    if verbose:
+        for key, ref_words, after_words in cuts:
+            print(f"  {key}: {ref_words} words of reference list cut, {after_words} words after it kept")
 
 
 def _abstract_line(idx, has_abstract: int, no_sidecar: int) -> str:

@@ -384,6 +384,10 @@ class Retriever:
         reference cut, ``.page_at(offset)``, the sidecar's ``.items``); empty when it is not on disk."""
         return self._body(self._doc(citekey))
 
+    def title(self, citekey: str) -> str:
+        """``citekey``'s title as the ledger gives it (the index's copy); UsageError for an unknown citekey."""
+        return self._rows[self._doc(citekey)][1]
+
     def parsed_path(self, citekey: str) -> Path | None:
         """The parsed text file of ``citekey`` (``content/parsed/<name>.txt``), or None when it has none."""
         rel = self._rows[self._doc(citekey)][3]
@@ -441,7 +445,7 @@ class Retriever:
         snippet, page = "", None
         if width:
             body = self._body(doc_id)
-            wins = choose_windows(body.text, terms, width, 1, stem=self.index.stem)
+            wins = choose_windows(body.text, terms, width, 1, stem=self.index.stem, body_start=body.front)
             if wins:
                 snippet, page = wins[0].text, body.page_at(wins[0].anchor)
         return SearchResult(citekey=key, title=title, score=float(score), snippet=snippet, page=page)
@@ -491,7 +495,7 @@ class Retriever:
     # -- evidence -----------------------------------------------------------------------------------
     def evidence(self, query: str, citekey: str, *, n: int = 2, width: int = 600) -> SearchResponse:
         """The passages of one document that bear on ``query``: up to ``n`` windows of ``width``
-        characters from the same text the index read (nothing after the reference cut), chosen by the
+        characters from the same text the index read (nothing of its reference list), chosen by the
         shared window chooser; a window in a table is widened to the whole table. Each hit's score is
         the number of distinct query terms its window holds."""
         n = check_k(n, "n")
@@ -503,7 +507,8 @@ class Retriever:
         title = self._rows[doc_id][1]
         hits = [SearchResult(citekey=citekey, title=title, score=float(w.covered), snippet=w.text,
                              page=body.page_at(w.anchor))
-                for w in choose_windows(body.text, terms, width, n, stem=self.index.stem)]
+                for w in choose_windows(body.text, terms, width, n, stem=self.index.stem,
+                                        body_start=body.front)]
         if terms and not hits:
             notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
                                            + (" (its text is not on disk)" if not body.text else "")))

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from chitragupta.engine.index.source import load_body, read_text
-from chitragupta.engine.text.refcut import is_reference_heading
+from chitragupta.engine.text.refcut import is_appendix_heading, is_reference_heading
 from chitragupta.engine.workspace import Workspace, safe_name
 
 __all__ = ["chunk_spans", "document_text", "docling_name", "docling_paths", "cut_markdown_references"]
@@ -69,13 +69,21 @@ def docling_paths(ws: Workspace, citekey: str, parsed_path: str | None) -> tuple
 
 
 def cut_markdown_references(md: str) -> str:
-    """Markdown up to its last heading whose text is a reference heading (References, Bibliography, ...),
-    the same rule the corpus layer applies to its sidecar; unchanged when there is none."""
+    """Markdown without its reference list: from its last heading whose text is a reference heading
+    (References, Bibliography, ...) up to the first later heading that opens an appendix, the rule the
+    corpus layer applies to a sidecar (``chitragupta.engine.text.refcut``); unchanged when there is none."""
     cut = None
-    for m in _MD_HEADING.finditer(md):
+    heads = list(_MD_HEADING.finditer(md))
+    for n, m in enumerate(heads):
         if is_reference_heading({"label": "section_header", "text": m.group(2)}):
-            cut = m.start()
-    return md if cut is None else md[:cut].rstrip()
+            cut = n
+    if cut is None:
+        return md
+    start = heads[cut].start()
+    for m in heads[cut + 1:]:
+        if is_appendix_heading({"label": "section_header", "text": m.group(2)}):
+            return md[:start] + md[m.start():]
+    return md[:start].rstrip()
 
 
 def document_text(ws: Workspace, citekey: str, parsed_path: str | None) -> str:

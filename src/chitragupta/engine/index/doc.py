@@ -34,8 +34,8 @@ from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_byte
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]
 
-SCHEMA_VERSION = 5  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
-# 5: the plain-text reference cut
+SCHEMA_VERSION = 6  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
+# 5: the plain-text reference cut; 6: appendices after the reference list kept, line-end hyphens joined
 FIELDS = ("title", "abstract")
 KIND = "doc"
 
@@ -64,6 +64,9 @@ class IndexReport:
     not_parsed: int = 0
     with_abstract: int = 0
     notes: list[str] = field(default_factory=list)
+    # (citekey, words of its reference list cut, words after the list kept) of each document tokenized
+    # this time whose reference list was cut
+    cuts: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 class DocIndex(TermIndex):
@@ -240,6 +243,8 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
                 report.notes.append(f"{body.problem}; indexed from its .txt without the reference cut")
             for runs in iter_runs_bytes(body.text):
                 acc.add_runs(int(i), runs)
+            if body.ref_words:
+                report.cuts.append((src.citekey, body.ref_words, body.after_words))
             if body.abstract:
                 flags[i] |= FLAG_HAS_ABSTRACT
                 acc.add_runs(int(i), runs_bytes(body.abstract), field="abstract")

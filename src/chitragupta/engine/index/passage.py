@@ -34,7 +34,7 @@ from chitragupta.engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
 __all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "build_passages", "open_passages"]
 
-SCHEMA_VERSION = 2  # 2: the vocabulary lookup table
+SCHEMA_VERSION = 3  # 2: the vocabulary lookup table; 3: appendices after the reference list, hyphens joined
 KIND = "passage"
 _DROPPED = frozenset(DROPPED_RUNS)
 

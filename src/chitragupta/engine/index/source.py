@@ -10,8 +10,8 @@ mtime, and its sidecar's when there is one -- not the content.
 
 Only regular files are read: a FIFO, a device or a folder where a parsed ``.txt`` (or its sidecar) is
 expected is treated as missing (the ``.txt``: ``FLAG_TEXT_MISSING``) and never opened, so it cannot hang
-an index build or a snippet. Text without a sidecar is cut at its reference list by the plain-text rule
-(``chitragupta.engine.text.refcut.plain_reference_cut``): ``plain_body``.
+an index build or a snippet. Text without a sidecar has its reference list blanked by the plain-text rule
+(``chitragupta.engine.text.refcut.plain_reference_span``; appendices after it stay): ``plain_body``.
 """
 
 from __future__ import annotations
@@ -146,11 +146,14 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
 class Body:
     """The text a document contributes beyond its title, and where it came from.
 
-    With a valid sidecar: its items before the reference cut (excluded labels left out), joined by blank
-    lines, with ``spans`` giving each item's (start, end, item number, page) in that text. Without
-    one: the ``.txt`` before its reference list by the plain-text rule (``plain_body``; ``spans`` empty;
-    pages, if any, are form-feed separated). ``problem`` names a sidecar that could not be used (the
-    ``.txt`` is then taken whole).
+    With a valid sidecar: its items outside the reference span (excluded labels left out), joined by
+    blank lines, with ``spans`` giving each item's (start, end, item number, page) in that text. Without
+    one: the ``.txt`` with its reference span blanked (``plain_body``: same length and lines as the file;
+    ``spans`` empty; pages, if any, are form-feed separated). Either way words split by a line-end
+    hyphen are joined (``chitragupta.engine.text.hyphens``, length-preserving). ``problem`` names a
+    sidecar that could not be used (the ``.txt`` is then taken whole). ``front`` is where the front
+    matter ends (``chitragupta.engine.text.front``); ``ref_words`` the words of the reference list cut
+    and ``after_words`` the words after it that were kept (its appendices).
     """
 
     text: str
@@ -158,6 +161,9 @@ class Body:
     items: tuple[dict, ...] | None = None  # every sidecar item, uncut (the passage unit numbers them)
     problem: str | None = None
     abstract: str = ""  # the items under an "Abstract" heading, up to the next heading ("" if none)
+    front: int = 0  # where the front matter (title block, authors) ends in ``text``
+    ref_words: int = 0  # words of the reference list cut
+    after_words: int = 0  # words after the reference list kept (appendices)
 
     @property
     def from_sidecar(self) -> bool:
@@ -182,12 +188,17 @@ def load_body(text_path: Path | None) -> Body:
     side = sidecar_path(text_path)
     if is_regular(side):  # a FIFO or a device there is no sidecar, and is never opened
         from chitragupta.engine.corpus.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
-        from chitragupta.engine.text.refcut import kept_items
+        from chitragupta.engine.text.front import items_front_end
+        from chitragupta.engine.text.hyphens import document_words, join_hyphens
+        from chitragupta.engine.text.refcut import kept_items, reference_span
 
         try:
             items = read_sidecar(side)
         except SidecarError as err:
             return Body(read_text(text_path), problem=str(err))
+        span = reference_span(items)
+        words = document_words("\n".join(it["text"] for _n, it in kept_items(items)))
+        items = [dict(it, text=join_hyphens(it["text"], words)) if "-" in it["text"] else it for it in items]
         kept = kept_items(items)
         parts, spans, pos = [], [], 0
         for number, it in kept:
@@ -196,16 +207,30 @@ def load_body(text_path: Path | None) -> Body:
             spans.append((pos, pos + len(it["text"]), number, it["page"]))
             parts.append(it["text"])
             pos += len(it["text"])
-        return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items), abstract=abstract_of(kept))
+        ref_words = after_words = 0
+        if span is not None:
+            ref_words = sum(len(it["text"].split()) for it in items[span[0]:span[1]])
+            after_words = sum(len(it["text"].split()) for _n, it in kept if _n >= span[1])
+        return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items), abstract=abstract_of(kept),
+                    front=items_front_end(kept, spans), ref_words=ref_words, after_words=after_words)
     return plain_body(text_path)
 
 
 def plain_body(text_path: "Path | str | None") -> Body:
-    """A parsed ``.txt`` without a sidecar: its text before the reference list (the plain-text rule of
-    ``chitragupta.engine.text.refcut``). What the index reads for a ``FLAG_NO_SIDECAR`` document."""
-    from chitragupta.engine.text.refcut import cut_plain
+    """A parsed ``.txt`` without a sidecar: its reference span blanked (the plain-text rule of
+    ``chitragupta.engine.text.refcut``) and line-end hyphens joined, both keeping every offset of the
+    file. What the index reads for a ``FLAG_NO_SIDECAR`` document."""
+    from chitragupta.engine.text.front import plain_front_end
+    from chitragupta.engine.text.hyphens import join_hyphens
+    from chitragupta.engine.text.refcut import blank, plain_reference_span
 
-    return Body(cut_plain(read_text(text_path)))
+    text = read_text(text_path)
+    span = plain_reference_span(text)
+    ref_words = after_words = 0
+    if span is not None:
+        ref_words, after_words = len(text[span[0]:span[1]].split()), len(text[span[1]:].split())
+        text = blank(text, *span)
+    return Body(join_hyphens(text), front=plain_front_end(text), ref_words=ref_words, after_words=after_words)
 
 
 _ABSTRACT = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s+|[ivx]+\.\s+)?abstract\s*[.:]?\s*$", re.IGNORECASE)

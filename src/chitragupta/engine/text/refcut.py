@@ -1,18 +1,23 @@
-"""The reference-list cut: a paper's own bibliography is neither indexed nor shown.
+"""The reference-list cut: a paper's own bibliography is neither indexed nor shown; its appendices are.
 
-With a sidecar, the span is found structurally: the *last* ``section_header`` item whose whole text is
-References / Bibliography / Works Cited / Literature Cited (any case, optionally numbered: ``7
-References``, ``VII. REFERENCES``), and everything from it to the end of the document. "Reference
-architecture" is not such a heading, and neither is the same word under another label.
+With a sidecar, the span is found structurally: it starts at the *last* ``section_header`` item whose
+whole text is References / Bibliography / Works Cited / Literature Cited (any case, optionally numbered:
+``7 References``, ``VII. REFERENCES``). "Reference architecture" is not such a heading, and neither is
+the same word under another label. It ends where the paper's own text resumes: the first later
+``section_header`` that opens an appendix or supplement (``is_appendix_heading``: "Appendix",
+"Appendices", "A Appendix", "Appendix A: Proofs", "Supplementary Material", or a lettered section
+heading such as "A Proof of Lemma 2" or "B.1 Annotation"), else the end of the document. What lies
+between the list and an appendix (Acknowledgements, author biographies, "Competing interests") is cut
+with the list, as is everything after a list that no appendix follows.
 
-Without one (the pdftotext backend, an imported corpus), ``plain_reference_cut`` finds it by the lines
+Without one (the pdftotext backend, an imported corpus), ``plain_reference_span`` finds it by the lines
 of the text. A line is a reference heading when, on its own, it reads
 
     References | REFERENCES | Bibliography | BIBLIOGRAPHY | Works Cited | Literature Cited (or in capitals)
 
 optionally numbered (``7 References``, ``VII. REFERENCES``, ``A. Bibliography``), with an optional
 trailing ``.`` or ``:`` -- capitalised, since plain text has no labels and a lower-case ``references``
-alone on a line is a wrapped sentence or a figure's label. The cut is at the *last* such line that
+alone on a line is a wrapped sentence or a figure's label. The span starts at the *last* such line that
 
 - starts after the first ``PLAIN_MIN_FRACTION`` (30%) of the text: a table of contents or a front-matter
   line never cuts the paper it introduces; and
@@ -21,10 +26,17 @@ alone on a line is a wrapped sentence or a figure's label. The cut is at the *la
   follows: 1 when under 1,000 characters do, none when nothing does), so a heading followed by prose is
   not cut.
 
-As with the sidecar, everything from that line to the end goes, appendices after the list included.
-Measured against docling's structural cut on 242 SemEval-2010 papers and on real PDFs:
-``python -m bench.refcut``. One module, used by the document index, the passage index, every snippet and
-every evidence window.
+It ends at the first later whole line that opens an appendix (the sidecar's forms, with a lettered
+heading held to A-H, a capitalised title of at most 12 words, no year and no sentence break) *and* is
+not itself followed by what a reference list looks like (the marker test above): a wrapped reference
+line such as "A Neural Attention Model for" sits among years and is never taken for an appendix. Else
+the span runs to the end.
+
+Plain text is cut by blanking, not by removal (``cut_plain``): every character of the span but line
+and page breaks becomes a space, so the text the index reads, the snippets quote and the pages counted
+by form feeds keep the offsets of ``content/parsed/<key>.txt``. Measured against docling's structural
+cut on 242 SemEval-2010 papers and on real PDFs: ``python -m bench.refcut``. One module, used by the
+document index, the passage index, every snippet, every evidence window and the embed stage.
 """
 
 from __future__ import annotations
@@ -33,8 +45,9 @@ import re
 
 from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
 
-__all__ = ["is_reference_heading", "reference_cut", "kept_items", "plain_reference_cut", "cut_plain",
-           "PLAIN_MIN_FRACTION", "PLAIN_MIN_MARKERS", "PLAIN_WINDOW"]
+__all__ = ["is_reference_heading", "is_appendix_heading", "reference_cut", "reference_span", "kept_items",
+           "plain_reference_cut", "plain_reference_span", "cut_plain", "blank", "PLAIN_MIN_FRACTION",
+           "PLAIN_MIN_MARKERS", "PLAIN_WINDOW"]
 
 _HEADING = re.compile(
     r"^\s*(?:(?:\d+(?:\.\d+)*|[ivxlcdm]+|[a-z])[.):]?\s+)?"
@@ -58,9 +71,44 @@ _MARKER = re.compile(r"(?<![\d.])(?:1[89]|20)\d\d[a-z]?(?!\d)|^[ \t]*\[\d{1,4}\]
 # a text holding none of these has no heading: skipped without the line scan (most abstracts)
 _WORDS = ("eferences", "EFERENCES", "ibliography", "IBLIOGRAPHY", "ited", "ITED")
 
+# what opens an appendix: the word (with an optional letter label before or after it) ...
+_APPENDIX_WORD = re.compile(
+    r"^\s*(?:[A-Z](?:\.\d+)*[.:)]?\s+)?"
+    r"(?:appendix|appendices|supplementary|supplemental|supporting\s+information|online\s+resource)"
+    r"(?![a-z])(?:.{0,120})$",
+    re.IGNORECASE | re.DOTALL,
+)
+# ... or a lettered section heading: "A Proof of Lemma 2", "B.1 Annotation", "C. DETAILS"
+_LETTERED = re.compile(r"^\s*(?P<letter>[A-Z])(?:\.\d{1,2})*\.?\s+(?P<title>[A-Z][^\s]+(?:\s+\S+){0,11})\s*$")
+_PLAIN_LETTERS = "ABCDEFGH"
+_SENTENCE_BREAK = re.compile(r"[.;]\s|[,;.]$|\bet al\b|\bpp\.|\bIn Proc")
+# a line: a form feed (a page break) ends one too, as pdfium glues a page's first line to the last one's number
+_PLAIN_LINE = re.compile(r"(?:^|(?<=\f))[^\n\f]{1,140}(?=[\n\f]|\Z)", re.MULTILINE)
+
 
 def is_reference_heading(item: dict) -> bool:
     return item.get("label") == "section_header" and bool(_HEADING.match(item.get("text", "")))
+
+
+def _opens_appendix(line: str, letters: str | None) -> bool:
+    """True when ``line`` reads as an appendix or supplement heading (``letters``: the letters a lettered
+    heading may start with; None: any capital)."""
+    if _MARKER.search(line):
+        return False
+    if _APPENDIX_WORD.match(line):
+        return True
+    m = _LETTERED.match(line)
+    if m is None or (letters is not None and m.group("letter") not in letters):
+        return False
+    title = m.group("title")
+    # a capitalised word of two or more letters, not an initial ("C. L. Giles"), and no sentence break
+    first = title.split()[0]
+    return not (first.endswith(".") or _SENTENCE_BREAK.search(title) or "," in title)
+
+
+def is_appendix_heading(item: dict) -> bool:
+    """A sidecar ``section_header`` that opens an appendix or supplement (the module docstring's forms)."""
+    return item.get("label") == "section_header" and _opens_appendix(item.get("text", "").strip(), None)
 
 
 def reference_cut(items: list[dict]) -> int | None:
@@ -71,11 +119,23 @@ def reference_cut(items: list[dict]) -> int | None:
     return None
 
 
-def kept_items(items: list[dict]) -> list[tuple[int, dict]]:
-    """(item number, item) of everything before the cut, excluded labels left out, in order."""
+def reference_span(items: list[dict]) -> tuple[int, int] | None:
+    """``(first, end)``: the items cut, from the last reference heading up to the first appendix heading
+    after it (or the end); None when there is no reference heading."""
     cut = reference_cut(items)
-    end = len(items) if cut is None else cut
-    return [(i, it) for i, it in enumerate(items[:end]) if it["label"] not in EXCLUDED_LABELS]
+    if cut is None:
+        return None
+    for j in range(cut + 1, len(items)):
+        if is_appendix_heading(items[j]):
+            return cut, j
+    return cut, len(items)
+
+
+def kept_items(items: list[dict]) -> list[tuple[int, dict]]:
+    """(item number, item) of everything outside the reference span, excluded labels left out, in order."""
+    span = reference_span(items)
+    a, b = span if span is not None else (len(items), len(items))
+    return [(i, it) for i, it in enumerate(items) if not a <= i < b and it["label"] not in EXCLUDED_LABELS]
 
 
 def _looks_like_references(tail: str) -> bool:
@@ -105,7 +165,60 @@ def plain_reference_cut(text: str) -> int | None:
     return None
 
 
+# what a reference entry names besides a year: where it appeared
+_VENUE = re.compile(r"Proceedings|Proc\.|arXiv|Journal|Conference|Transactions|Association for|pages \d|pp\.\s?\d"
+                    r"|doi|https?://|Press|Workshop|Symposium", re.IGNORECASE)
+APPENDIX_MAX_CITES = 14  # years, entry numbers and venues in the PLAIN_WINDOW after an appendix heading, fewer than
+
+
+def _reads_as_references(after: str) -> bool:
+    """The text after a candidate appendix heading reads as more reference list: it holds at least
+    ``APPENDIX_MAX_CITES`` years, entry numbers and venue words (a reference list holds ~30 in 2,000
+    characters, appendix prose that cites its sources 5-12), or nothing at all."""
+    window = after[:PLAIN_WINDOW]
+    if not window.strip():
+        return True
+    found = 0
+    for pattern in (_MARKER, _VENUE):
+        for _m in pattern.finditer(window):
+            found += 1
+            if found >= APPENDIX_MAX_CITES:
+                return True
+    return False
+
+
+def _plain_resume(text: str, start: int) -> int:
+    """The offset of the first whole line after ``start`` that opens an appendix and is followed by
+    prose, not by more reference list (``_reads_as_references``), else ``len(text)``."""
+    for m in _PLAIN_LINE.finditer(text, start):
+        line = m.group(0)
+        if line.isspace() or not _opens_appendix(line, _PLAIN_LETTERS):
+            continue
+        if not _reads_as_references(text[m.end():m.end() + PLAIN_WINDOW]):
+            return m.start() + (len(line) - len(line.lstrip()))
+    return len(text)
+
+
+def plain_reference_span(text: str) -> tuple[int, int] | None:
+    """``(start, end)`` of plain text's reference span: its heading line up to the appendix that follows
+    (or the end of the text); None when it has no reference list."""
+    start = plain_reference_cut(text)
+    if start is None:
+        return None
+    nl = text.find("\n", start)
+    return start, _plain_resume(text, len(text) if nl < 0 else nl + 1)
+
+
+_NOT_BREAK = re.compile(r"[^\n\f]+")
+
+
+def blank(text: str, start: int, end: int) -> str:
+    """``text`` with ``[start, end)`` turned to spaces, line and page breaks kept (same length, same lines)."""
+    return text[:start] + _NOT_BREAK.sub(lambda m: " " * len(m.group(0)), text[start:end]) + text[end:]
+
+
 def cut_plain(text: str) -> str:
-    """``text`` before its reference list (``plain_reference_cut``); unchanged when it has none."""
-    cut = plain_reference_cut(text)
-    return text if cut is None else text[:cut]
+    """``text`` with its reference span blanked (``plain_reference_span``, ``blank``): the same length and
+    lines, so offsets still point into the file; unchanged when it has no reference list."""
+    span = plain_reference_span(text)
+    return text if span is None else blank(text, *span)

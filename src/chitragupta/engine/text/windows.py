@@ -4,7 +4,8 @@ Candidate windows of ``width`` characters are anchored on every whole-word occur
 term (the tokenizer's ``[a-z0-9]`` boundary, not ``\\b``), each centred on its anchor. A candidate scores
 the number of distinct query terms that occur whole inside it; candidates are taken best first (ties by
 position), skipping any that overlaps one already taken, and returned in document order. Nothing reads
-a set's iteration order, so the result is deterministic by construction.
+a set's iteration order, so the result is deterministic by construction. A paper's front matter (before
+its abstract, ``chitragupta.engine.text.front``) is a candidate only when nothing after it is.
 
 A chosen window touching a pipe table is widened to take in the whole table (``chitragupta.engine.text.tables``),
 the table rendered line by line; two windows widened into the same table come back as one, so fewer
@@ -240,13 +241,24 @@ def _array_candidates(pos, tid, ln, n_terms: int, size: int, width: int):
     return zip(starts[order].tolist(), ends[order].tolist(), covered[order].tolist(), pos[order].tolist())
 
 
-def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None) -> list[Window]:
+def choose_windows(text: str, terms: list[str], width: int, n: int, stem=None, body_start: int = 0) -> list[Window]:
     """Up to ``n`` non-overlapping windows of ``text`` bearing on ``terms``, in document order.
 
     ``terms`` are query tokens (already lowercased). With ``stem`` (the index's stemmer), a word of
     the text matches a term when their stems agree, so a snippet still finds what the index counted.
-    A document with no occurrence yields no window.
+    A document with no occurrence yields no window. ``body_start``: where the front matter (title block,
+    authors) ends; windows are chosen from the text after it, and from the whole text only when none
+    there bears on the query.
     """
+    if 0 < body_start < len(text):
+        wins = _choose(text[body_start:], terms, width, n, stem)
+        if wins:
+            return [Window(start=w.start + body_start, end=w.end + body_start, covered=w.covered, text=w.text,
+                           anchor=w.anchor + body_start) for w in wins]
+    return _choose(text, terms, width, n, stem)
+
+
+def _choose(text: str, terms: list[str], width: int, n: int, stem) -> list[Window]:
     if n < 1 or width < 1 or not text:
         return []
     low = lower_same_length(text)
