@@ -146,10 +146,13 @@ class EmbedSearcher(SearchCalls):
         titles = list(store.titles)
         live = np.ones(len(store.citekeys), dtype=bool)
         notes: list[Note] = []
+        self.missing, self.covered = [], len(store.citekeys)
         if not self.workspace.ledger_path.exists():
             return live, titles, notes
         with Ledger(self.workspace.ledger_path, create=False) as ledger:
-            view = {k: (t, status) for k, t, status, _rel in ledger.index_view()}
+            rows = ledger.index_view()
+        view = {k: (t, status) for k, t, status, _rel in rows}
+        rels = {k: rel for k, _t, _status, rel in rows}
         pos = {k: i for i, k in enumerate(store.citekeys)}
         for i, k in enumerate(store.citekeys):
             if k in view:
@@ -158,6 +161,10 @@ class EmbedSearcher(SearchCalls):
                 live[i] = False
         gone = int((~live).sum())
         missing = [k for k, (_t, status) in view.items() if k not in pos and status == "parsed"]
+        # what hybrid search needs to tell whether the index covers the corpus: (citekey, parsed file) of
+        # each parsed source the index lacks, and how many of its sources are live
+        self.missing = [(k, rels[k]) for k in missing]
+        self.covered = int(live.sum())
         if gone:
             notes.append(Note("index", f"{gone} source(s) in the embedding index are no longer in the ledger and "
                                        f"are never returned; {NOT_BUILT_HINT} to drop them"))
