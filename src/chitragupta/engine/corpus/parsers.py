@@ -99,8 +99,9 @@ def _pdftotext(path: Path) -> ParseResult:
             finally:
                 textpage.close()
                 page.close()
-            # pdfium marks a hyphen at a line break as U+FFFE; the page shows a hyphen there.
-            pages.append(text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe", "-"))
+            # pdfium marks a hyphen at a line break as U+FFFE and drops the break after it; the page shows a
+            # hyphen and a new line there, and so does the text (engine/text/hyphens.py joins the word)
+            pages.append(text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe", "-\n"))
     except pdfium.PdfiumError as err:
         raise ParseError(f"PDF text extraction failed ({err})") from err
     finally:

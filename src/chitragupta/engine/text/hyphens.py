@@ -2,14 +2,16 @@
 
     join_hyphens("the sum-\nmaries of summaries")  ->  "the  \nsummaries of summaries"
 
-A PDF's text layer keeps the hyphen a typesetter put at a line end: ``sum-\nmaries`` (pdfium marks it and
-the pdftotext backend writes it as a plain hyphen, with or without the line break, so a parse already on
-disk holds ``sum-maries``). Indexed as it is, the word counts as ``sum`` and ``maries`` and a snippet
-shows "sum-maries". A split ``head-tail`` is joined when
+A PDF's text layer keeps the hyphen a typesetter put at a line end: ``sum-\nmaries`` (pdfium marks it, and
+the pdftotext backend writes it as a hyphen and a line break; a parse written before 2026-12-04 holds it
+inline, ``sum-maries``). Indexed as it is, the word counts as ``sum`` and ``maries`` and a snippet shows
+"sum-\nmaries". A split ``head-tail`` is joined when the joined word occurs in the document as a word of
+its own (not itself next to a hyphen) and
 
-- the joined word occurs in the document as a word of its own (not itself next to a hyphen), and
-- the halves are not both such words -- ``state-of-the-art``, ``e-mail`` beside ``mail``, ``pre-training``
-  beside ``training`` keep their hyphens.
+- across a line break: the halves are not both such words -- ``state-of-the-\nart``, ``e-\nmail`` beside
+  ``mail`` keep their hyphens;
+- inline (where a line break may have been lost, or the author wrote the hyphen): neither half is such a
+  word -- ``sum-maries``, ``prac-tice`` are joined, ``non-linear`` beside ``linear`` is not.
 
 Only ASCII letters are joined (the tokenizer's ``[a-z0-9]`` runs are what the join changes), and the
 tail must start lower-case (``Hewlett-Packard`` stays). The join keeps the text's length and lines: the
@@ -98,7 +100,11 @@ def find_splits(text: str, words=None) -> list[Split]:
         head, gap, tail = text[s:d], m.group(1) or "", t.group(0)
         if words is None:
             words = _Words(text)
-        join = (head + tail).lower() in words and not (head.lower() in words and tail in words)
+        joined = (head + tail).lower() in words
+        if gap:  # across a line break: the halves are not both words
+            join = joined and not (head.lower() in words and tail in words)
+        else:  # inline: neither half is a word
+            join = joined and head.lower() not in words and tail not in words
         out.append(Split(s, t.end(), head, gap, tail, join))
         last = t.end()
     return out
