@@ -319,6 +319,7 @@ def hyphens(texts: dict[str, str], show: int) -> dict:
     from chitragupta.engine.text.refcut import cut_plain
 
     joined, kept = [], []
+    counts = {"line_end_splits": 0, "line_end_joined": 0, "inline_splits": 0, "inline_joined": 0}
     tails_before = tails_after = 0
     for key, raw in texts.items():
         text = cut_plain(raw)
@@ -328,19 +329,24 @@ def hyphens(texts: dict[str, str], show: int) -> dict:
         tok_after = re.findall(r"[a-z0-9]+", out.lower())
         tails = set()
         for sp in find_splits(text, words):
-            shown = sp.head + "-" + sp.gap + sp.tail
-            (joined if sp.join else kept).append((key, shown))
+            kind = "line_end" if sp.gap else "inline"
+            counts[f"{kind}_splits"] += 1
+            counts[f"{kind}_joined"] += sp.join
+            shown = (kind, sp.head + "-" + ("\\n" if sp.gap else "") + sp.tail)
+            (joined if sp.join else kept).append(shown)
             if sp.join:
                 tails.add(sp.tail)
         # the joined words' tails as tokens of their own, before and after (after: where they also stand alone)
         tails_before += sum(tok_before.count(t) for t in tails)
         tails_after += sum(tok_after.count(t) for t in tails)
     rng = random.Random(21)
-    counts = {"split_words": len(joined) + len(kept), "joined": len(joined), "kept": len(kept),
-              "tail_fragment_tokens_before": tails_before, "tail_fragment_tokens_after": tails_after}
+    counts.update(tail_fragment_tokens_before=tails_before, tail_fragment_tokens_after=tails_after)
     print(f"7. line-end hyphens on the real PDFs: {json.dumps(counts)}")
-    print("   joined, a seeded sample: " + ", ".join(f"{w!r}" for _k, w in rng.sample(joined, min(show, len(joined)))))
-    print("   kept, a seeded sample: " + ", ".join(f"{w!r}" for _k, w in rng.sample(kept, min(show, len(kept)))))
+    for kind in ("line_end", "inline"):
+        for verdict, pool in (("joined", joined), ("kept", kept)):
+            pick = [w for k, w in pool if k == kind]
+            sample = rng.sample(pick, min(show, len(pick)))
+            print(f"   {kind} {verdict}, a seeded sample of {len(sample)} of {len(pick)}: " + ", ".join(sample))
     return counts
 
 
