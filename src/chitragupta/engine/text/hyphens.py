@@ -117,16 +117,26 @@ def join_hyphens(text: str, words=None) -> str:
     last = 0
     for sp in find_splits(text, words):
         s, e = sp.start, sp.end
-        if not sp.join or s < last:  # s < last: inside the closing punctuation taken with the previous word
+        if s < last:  # inside the closing punctuation taken with the previous word (cannot hold letters)
             continue
-        pad = " " + sp.gap  # where the hyphen and the line break were
-        piece = pad + sp.head + sp.tail
-        if s > 0 and not text[s - 1].isspace():
-            # glued to what precedes it ("(sum-maries)"): the spaces go after the word and the punctuation
-            # that closes it, when whitespace (or the end) follows that
+        if sp.join:
+            pad = " " + sp.gap  # where the hyphen and the line break were
+            piece = pad + sp.head + sp.tail
+            glued = s > 0 and not text[s - 1].isspace()
+        elif sp.gap:
+            # kept, across a line break: the word stays hyphenated, whole on one line ("solu-tions"), the
+            # line break after it, so a snippet shows no "solu- tions"
+            pad, piece, glued = sp.gap, sp.head + "-" + sp.tail, True
+        else:
+            continue
+        if glued:
+            # the spaces (or the line break) go after the word and the punctuation that closes it, when
+            # whitespace (or the end) follows that ("(sum-maries)" -> "(summaries)  ")
             close = _CLOSING.match(text, e)
             if close is not None:
-                piece, e = sp.head + sp.tail + close.group(1) + pad, close.end(1)
+                piece, e = piece.lstrip(" \n\t") + close.group(1) + pad, close.end(1)
+            elif not sp.join:
+                continue
         out.append(text[last:s])
         out.append(piece)
         last = e
