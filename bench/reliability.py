@@ -162,6 +162,7 @@ class Scenario:
     argv: list[str]
     finish: list[list[str]]
     units: tuple[str, ...] = ("document", "passage")
+    env: dict = field(default_factory=dict)  # for ``argv`` (the embed scenario commits every few chunks)
 
 
 SCENARIOS = ("import", "index", "sync", "sync-case", "sync-docling", "enrich-embed")
@@ -220,6 +221,9 @@ def build_scenario(name: str, base: Path, *, n_docs: int | None = None, seed: in
         if not _enrich_available():
             raise RuntimeError("enrich-embed needs the enrich extra")
         n = n_docs or 300
+        # batches of 2 and a commit every EMBED_COMMIT_CHUNKS chunks: blocks of 2, 4, 8, ... chunks, each
+        # followed by a committed segment, so kills land before, inside and between commits
+        (ws / "config.toml").write_text("[enrich]\nembed_batch_size = 2\n", encoding="utf-8")
         v0 = _records(seed, n, max_len=120)
         v1 = _changed(v0, seed + 1)
         _write_jsonl(papers / "corpus.jsonl", v0)
@@ -228,11 +232,51 @@ def build_scenario(name: str, base: Path, *, n_docs: int | None = None, seed: in
         _check(cli(["enrich", "-w", ws, "--stages", "embed", "--device", "cpu"], env=_OFFLINE), "enrich v0")
         _write_jsonl(papers / "corpus.jsonl", v1)
         _check(cli(["import", "-w", ws, papers / "corpus.jsonl"]), "import v1")
-        return Scenario(name, start, ["enrich", "-w", "ws", "--stages", "embed", "--device", "cpu"], [])
+        # commits every EMBED_COMMIT_CHUNKS chunks, so kills land before, between and after segments
+        return Scenario(name, start, ["enrich", "-w", "ws", "--stages", "embed", "--device", "cpu"], [],
+                        env={"CHITRAGUPTA_EMBED_COMMIT_CHUNKS": str(EMBED_COMMIT_CHUNKS)})
     raise ValueError(f"unknown scenario {name!r}; one of {', '.join(SCENARIOS)}")
 
 
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+EMBED_COMMIT_CHUNKS = 2
+
+
+def _encoded_chunks(stdout: str) -> int | None:
+    """M of the embed stage's "embed: N doc(s) encoded (M chunks)" line; 0 for "nothing to encode"."""
+    import re
+
+    m = re.search(r"^embed: \d+ doc\(s\) encoded \((\d+) chunks\)", stdout, re.MULTILINE)
+    if m:
+        return int(m.group(1))
+    return 0 if re.search(r"^embed: .*nothing to encode", stdout, re.MULTILINE) else None
+
+
+def _committed_chunks(ws_dir: Path) -> tuple[int, dict]:
+    """Chunks in the committed embed segments (content/faiss/.<slug>.segments/seg-*.json), and the
+    stores' manifests' bytes (to tell whether the killed run had already written the store whole)."""
+    faiss_dir = ws_dir / "content" / "faiss"
+    chunks, manifests = 0, {}
+    if faiss_dir.is_dir():
+        for seg in faiss_dir.glob(".*.segments"):
+            for p in seg.glob("seg-*.json"):
+                chunks += sum(len(d["starts"]) for d in json.loads(p.read_text(encoding="utf-8"))["body"]["docs"])
+        for m in faiss_dir.glob("*/manifest.json"):
+            manifests[m.parent.name] = m.read_bytes()
+    return chunks, manifests
+
+
+def _resume_check_from(ref_encoded: int | None, start_manifests: dict, killed: tuple[int, dict],
+                       rerun_stdout: str) -> list[str]:
+    """The rerun after a kill encodes only what no segment committed: the reference run's chunks less the
+    committed ones (none at all when the killed run had written the store whole). ``killed``:
+    ``_committed_chunks`` of the workspace right after the kill."""
+    committed, manifests = killed
+    got = _encoded_chunks(rerun_stdout)
+    want = 0 if manifests != start_manifests else (None if ref_encoded is None else ref_encoded - committed)
+    if want is None or got != want:
+        return [f"rerun encoded {got} chunks; expected {want} (reference {ref_encoded}, {committed} committed)"]
+    return []
 
 
 # -- what a workspace holds -------------------------------------------------------------------------
@@ -288,8 +332,23 @@ def snapshot(ws_dir: Path, units=("document", "passage")) -> dict:
     return snap
 
 
+class _Close:
+    """Float vectors compared to 1e-5 (batch composition moves the last bits of an encoding)."""
+
+    def __init__(self, a: np.ndarray):
+        self.a = a
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Close) and self.a.shape == other.a.shape and bool(
+            np.allclose(self.a, other.a, rtol=0, atol=1e-5))
+
+    def __repr__(self) -> str:
+        return f"vectors {self.a.shape}"
+
+
 def _embed_state(content: Path) -> dict:
-    """The enrich embedding stores (content/faiss/<model>/): arrays, vectors to 1e-5, the documents."""
+    """The enrich embedding stores (content/faiss/<model>/): arrays, vectors to 1e-5, the documents
+    (without their stamps of this copy's files)."""
     out = {}
     faiss_dir = content / "faiss"
     if not faiss_dir.is_dir():
@@ -297,10 +356,13 @@ def _embed_state(content: Path) -> dict:
     for folder in sorted(p for p in faiss_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
         for f in sorted(folder.glob("*.npy")):
             a = np.load(f, allow_pickle=False)
-            if a.dtype.kind == "f":
-                a = np.round(a.astype(np.float64), 5)
+            if a.dtype.kind == "f":  # a resumed run encodes in other batches: float noise, not a difference
+                out[f"embed/{folder.name}/{f.name}"] = _Close(a)
+                continue
             out[f"embed/{folder.name}/{f.name}"] = (a.dtype.str, a.shape, _h(np.ascontiguousarray(a).tobytes()))
-        out[f"embed/{folder.name}/docs.json"] = _h((folder / "docs.json").read_bytes())
+        docs = json.loads((folder / "docs.json").read_text(encoding="utf-8"))
+        docs.pop("stamps", None)  # sizes, mtimes and inodes of this copy's files: not content
+        out[f"embed/{folder.name}/docs.json"] = _h(json.dumps(docs, sort_keys=True).encode("utf-8"))
     return {"embed": out} if out else {}
 
 
@@ -392,7 +454,8 @@ def _reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) ->
     if faiss_dir.is_dir():
         from chitragupta.enrich.store import StoreCorrupt, load_store
 
-        slugs = {p.name.lstrip(".").split(".old-")[0].split(".tmp-")[0] for p in faiss_dir.iterdir() if p.is_dir()}
+        slugs = {p.name.lstrip(".").split(".old-")[0].split(".tmp-")[0] for p in faiss_dir.iterdir()
+                 if p.is_dir() and not p.name.endswith(".segments")}  # committed embed segments: not a store
         for slug in sorted(slugs):
             try:
                 if load_store(faiss_dir / slug, with_index=True) is None:
@@ -419,11 +482,11 @@ def _leftovers(ws_dir: Path) -> list[str]:
     return out
 
 
-def _kill_after(argv, cwd: Path, delay: float):
+def _kill_after(argv, cwd: Path, delay: float, env: dict | None = None):
     """Start the command, SIGKILL it after ``delay`` seconds if it still runs; its CompletedProcess-like."""
     import signal
 
-    p = cli(argv, cwd=cwd, popen=True)
+    p = cli(argv, cwd=cwd, popen=True, env=env)
     try:
         p.wait(timeout=delay)
     except subprocess.TimeoutExpired:
@@ -445,9 +508,11 @@ def kill_campaign(name: str, base: Path, kills: int, *, seed: int = 0, n_docs: i
     before = snapshot(ref / "ws", sc.units)
     count_file = base / "writes"
     t0 = time.monotonic()
-    p = cli(sc.argv, cwd=ref, fault_root=ref / "ws", count_file=count_file)
+    p = cli(sc.argv, cwd=ref, fault_root=ref / "ws", count_file=count_file, env=sc.env)
     wall = time.monotonic() - t0
     _check(p, "reference run")
+    ref_encoded = _encoded_chunks(p.stdout) if name == "enrich-embed" else None
+    start_manifests = _committed_chunks(sc.start / "ws")[1] if name == "enrich-embed" else {}
     writes = int(count_file.read_text())
     _run_all(sc, ref, sc.finish)
     after = snapshot(ref / "ws", sc.units)
@@ -465,22 +530,30 @@ def kill_campaign(name: str, base: Path, kills: int, *, seed: int = 0, n_docs: i
         trial = base / f"kill{i:02d}"
         shutil.copytree(sc.start, trial, symlinks=True)
         if mode == "time":
-            p = _kill_after(sc.argv, trial, at / 1000)
+            p = _kill_after(sc.argv, trial, at / 1000, env=sc.env)
         else:
-            p = cli(sc.argv, cwd=trial, fault_root=trial / "ws", kill_at=at)
+            p = cli(sc.argv, cwd=trial, fault_root=trial / "ws", kill_at=at, env=sc.env)
         out = KillOutcome(name, at, writes if mode == "write" else int(wall * 1000), killed=p.returncode == -9)
         out.torn = _reader_check(trial / "ws", allowed, answers)
-        again = cli(sc.argv, cwd=trial)
+        if name == "enrich-embed":
+            snapshot_before_rerun = _committed_chunks(trial / "ws")
+        again = cli(sc.argv, cwd=trial, env=sc.env)
         out.rerun_rc = again.returncode
         out.rerun_err = next((l for l in reversed(again.stderr.splitlines()) if l.strip()), "")[-300:]
         if again.returncode == 0:
             _run_all(sc, trial, sc.finish)
             out.leftovers = _leftovers(trial / "ws")
             out.differences = diff(after, snapshot(trial / "ws", sc.units))
+            if name == "enrich-embed":
+                out.differences += _resume_check_from(ref_encoded, start_manifests, snapshot_before_rerun,
+                                                      again.stdout)
+                out.note = (f"{snapshot_before_rerun[0]} of {ref_encoded} chunks committed before the kill, "
+                            f"{_encoded_chunks(again.stdout)} encoded by the rerun")
         outcomes.append(out)
         if log:
             log(f"{name}: kill at {'write' if mode == 'write' else 'ms'} {at}/{out.writes}: killed={out.killed} torn={len(out.torn)} "
-                f"rerun={out.rerun_rc} identical={out.identical} leftovers={len(out.leftovers)}")
+                f"rerun={out.rerun_rc} identical={out.identical} leftovers={len(out.leftovers)}"
+                + (f" ({out.note})" if out.note else ""))
         shutil.rmtree(trial, ignore_errors=True)
     return outcomes
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import os
 import shutil
 import sqlite3
@@ -49,9 +50,14 @@ def _workspace(tmp_path: Path, n: int = 6) -> Path:
     return ws
 
 
+_PROGRESS = re.compile(r"^[\w ]+: (\d+ \w+ to do|\d+/\d+ \w+ \(\d+%\).*)$")
+
+
 def _one_clear_error(p, *needles: str) -> None:
     assert p.returncode == 1, (p.returncode, p.stderr)
-    assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+    # progress lines (stderr not a terminal) may come first; then exactly one error line
+    err = "".join(line + "\n" for line in p.stderr.splitlines() if not _PROGRESS.match(line))
+    assert err.startswith("error: ") and err.count("\n") == 1, p.stderr
     assert "Traceback" not in p.stderr
     for needle in needles:
         assert needle in p.stderr, (needle, p.stderr)

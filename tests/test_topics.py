@@ -88,6 +88,15 @@ def encoder():
     return load_encoder(load_config(None).enrich, "cpu")
 
 
+class NoEncoder:
+    """An encoder that must never encode (the stage decides before encoding)."""
+
+    model_name, slug, dim, max_seq_length = "sentence-transformers/all-MiniLM-L6-v2", "x", 384, 256
+
+    def encode(self, texts, progress=None):
+        raise AssertionError("encoded")
+
+
 class CountingEncoder:
     """Wraps an encoder and counts what it is asked to encode."""
 
@@ -102,8 +111,13 @@ class CountingEncoder:
         return self.inner.encode(texts, progress=progress)
 
 
-def workspace(tmp_path: Path, records) -> Workspace:
-    return Workspace.open(make_workspace(tmp_path, records))
+def workspace(tmp_path: Path, records, min_topic_size: int | None = None) -> Workspace:
+    """The records imported; ``min_topic_size`` small enough lets a few documents be fitted (fewer than
+    2 x min_topic_size are never encoded or fitted: no topic is possible)."""
+    root = make_workspace(tmp_path, records)
+    if min_topic_size is not None:
+        (root / "config.toml").write_text(f"[enrich]\nmin_topic_size = {min_topic_size}\n", encoding="utf-8")
+    return Workspace.open(root)
 
 
 def ledger_rows(ws: Workspace):
@@ -115,12 +129,14 @@ def read_topics(ws: Workspace) -> dict:
     return json.loads((ws.content / "topics.json").read_text(encoding="utf-8"))
 
 
-def check_schema(doc: dict, citekeys: list[str]) -> None:
+def check_schema(doc: dict, citekeys: list[str], min_topic_size: int = 10) -> None:
     """Every documented field is there, consistent with itself and with the clustered citekeys."""
     assert doc["schema"] == 1
     assert isinstance(doc["created"], str) and doc["created"].endswith("Z")
     assert doc["model"] == "sentence-transformers/all-MiniLM-L6-v2"
-    assert doc["backend"] == "umap-learn+hdbscan (cpu)" and doc["fallback"] is None
+    fitted = doc["params"].get("fit_skipped") is None
+    assert doc["backend"] == ("umap-learn+hdbscan (cpu)" if fitted else "none (no fit: no topic possible)")
+    assert doc["fallback"] is None
     assert doc["n_docs"] == len(citekeys)
     assert sorted(doc["assignments"]) == sorted(citekeys)
     ids = [t["id"] for t in doc["topics"]]
@@ -134,8 +150,8 @@ def check_schema(doc: dict, citekeys: list[str]) -> None:
     assert doc["n_outliers"] == sum(1 for v in doc["assignments"].values() if v == -1)
     assert doc["n_topics"] == sum(1 for t in doc["topics"] if t["id"] != -1)
     p = doc["params"]
-    assert p["min_topic_size"] == 10 and p["seed"] == 42
-    assert p["hdbscan"]["min_cluster_size"] == 10
+    assert p["min_topic_size"] == min_topic_size and p["seed"] == 42
+    assert p["hdbscan"]["min_cluster_size"] == min_topic_size
     assert p["chunking"] == {"words": 200, "overlap": 40}
     assert p["dim"] == 384
 
@@ -285,29 +301,51 @@ def test_stage_needs_two_documents_with_text(tmp_path):
         run_stage(ws, ledger_rows(ws), device="cpu", encoder=object())  # fails before any encoding
 
 
-@pytest.mark.slow  # a real BERTopic fit
-def test_three_documents(tmp_path, encoder):
+def test_three_documents_need_no_encoding_and_no_fit(tmp_path, monkeypatch):
     records = theme_records(3) + [{"_id": "blank", "title": "No body", "text": ""}]
     ws = workspace(tmp_path, records)
-    lines = run_stage(ws, ledger_rows(ws), device="cpu", encoder=encoder)
+    monkeypatch.setattr(tm, "fit_topics", lambda *a, **k: pytest.fail("fitted"))
+    lines = run_stage(ws, ledger_rows(ws), device="cpu", encoder=NoEncoder())
     doc = read_topics(ws)
     check_schema(doc, [r["_id"] for r in records[:3]])
-    assert doc["n_topics"] == 0 and doc["n_outliers"] == 3
-    assert doc["params"]["umap"]["n_neighbors"] == 2 and doc["params"]["umap"]["init"] == "random"
+    assert doc["n_topics"] == 0 and doc["n_outliers"] == 3 and doc["params"]["umap"] is None
+    assert "3 documents < 2 x min_topic_size = 20" in doc["params"]["fit_skipped"]
     assert doc["skipped"] == {"blank": "no text and no abstract"}
     assert any("1 sources skipped: blank (no text and no abstract)" in line for line in lines)
-    assert any("every document is in topic -1" in line for line in lines)
+    assert lines[0].startswith("bertopic: no topic possible, nothing encoded or fitted: 3 documents")
+
+
+def test_no_topic_possible_below_twice_min_topic_size():
+    assert tm.no_topic_possible(19, TopicParams(min_topic_size=10)) is not None
+    assert tm.no_topic_possible(20, TopicParams(min_topic_size=10)) is None
+    assert tm.no_topic_possible(3, TopicParams(min_topic_size=2)) is not None
+    assert tm.no_topic_possible(4, TopicParams(min_topic_size=2)) is None
 
 
 @pytest.mark.slow  # a real BERTopic fit
-def test_ten_documents(tmp_path, encoder):
+def test_ten_documents_of_few_topics_still_fit(tmp_path, encoder):
     records = theme_records(10)
-    ws = workspace(tmp_path, records)
+    ws = workspace(tmp_path, records, min_topic_size=5)
     run_stage(ws, ledger_rows(ws), device="cpu", encoder=encoder)
     doc = read_topics(ws)
-    check_schema(doc, [r["_id"] for r in records])
-    # HDBSCAN cannot split 10 documents into two groups of >= 10 and never returns one cluster.
-    assert doc["n_topics"] == 0 and doc["n_outliers"] == 10
+    check_schema(doc, [r["_id"] for r in records], min_topic_size=5)
+    assert doc["params"]["umap"]["n_neighbors"] == 9 and "fit_skipped" not in doc["params"]
+
+
+@pytest.mark.slow  # runs the stage: BERTopic's import and UMAP's compile
+def test_stored_vectors_are_used_without_loading_the_encoder(tmp_path, encoder, monkeypatch):
+    """--stages embed then bertopic: every chunk is in the embed store, so the stage's own encoder
+    (a lazy one from the model folder's files) is never loaded."""
+    import chitragupta.enrich.embed as embed
+
+    records = theme_records(12)
+    ws = workspace(tmp_path, records, min_topic_size=3)
+    monkeypatch.setattr(embed, "load_encoder", lambda cfg, device: encoder)
+    embed.run_stage(ws, ledger_rows(ws), device="cpu")
+    monkeypatch.setattr(embed, "load_encoder", lambda *a, **k: pytest.fail("the encoder was loaded"))
+    lines = run_stage(ws, ledger_rows(ws), device="cpu")
+    assert "0 encoded" in lines[0] and "12 taken from the embed stage" in lines[0]
+    check_schema(read_topics(ws), [r["_id"] for r in records], min_topic_size=3)
 
 
 @pytest.fixture(scope="module")
@@ -369,11 +407,11 @@ def test_second_run_reuses_the_cache_and_refits(fifty, monkeypatch):
 @pytest.mark.slow  # fits BERTopic twice
 def test_new_document_encodes_only_itself_and_is_clustered(tmp_path, encoder):
     records = theme_records(12)
-    ws = workspace(tmp_path, records)
+    ws = workspace(tmp_path, records, min_topic_size=3)
     run_stage(ws, ledger_rows(ws), device="cpu", encoder=encoder)
     extra = {"_id": "ocean-new", "title": "Deep ocean warming",
              "text": "Argo floats show the deep ocean warming as sea heat content rises."}
-    ws = workspace(tmp_path, records + [extra])
+    ws = workspace(tmp_path, records + [extra], min_topic_size=3)
     counting = CountingEncoder(encoder)
     lines = run_stage(ws, ledger_rows(ws), device="cpu", encoder=counting)
     assert counting.encoded == 1 and "1 encoded" in lines[0] and "12 reused" in lines[0]
@@ -383,7 +421,7 @@ def test_new_document_encodes_only_itself_and_is_clustered(tmp_path, encoder):
 @pytest.mark.slow  # runs the stage: BERTopic's import and UMAP's compile, ~10 s once
 def test_cache_files_and_corrupt_cache_is_rebuilt(tmp_path, encoder):
     records = theme_records(4)
-    ws = workspace(tmp_path, records)
+    ws = workspace(tmp_path, records, min_topic_size=2)
     run_stage(ws, ledger_rows(ws), device="cpu", encoder=encoder)
     folder = ws.content / "topic_embed_cache" / encoder.slug
     meta = json.loads((folder / "keys.json").read_text())
@@ -440,12 +478,12 @@ def test_chunks_the_embed_stage_encoded_are_not_encoded_again(tmp_path, encoder,
     import chitragupta.enrich.embed as embed
 
     records = theme_records(12)
-    ws = workspace(tmp_path / "a", records)
+    ws = workspace(tmp_path / "a", records, min_topic_size=3)
     monkeypatch.setattr(embed, "load_encoder", lambda cfg, device: encoder)
     embed.run_stage(ws, ledger_rows(ws), device="cpu")
     counting = CountingEncoder(encoder)
     lines = run_stage(ws, ledger_rows(ws), device="cpu", encoder=counting)
     assert counting.encoded == 0 and "0 encoded" in lines[0] and "taken from the embed stage" in lines[0]
-    alone = workspace(tmp_path / "b", records)
+    alone = workspace(tmp_path / "b", records, min_topic_size=3)
     run_stage(alone, ledger_rows(alone), device="cpu", encoder=encoder)
     assert read_topics(ws)["assignments"] == read_topics(alone)["assignments"]

@@ -13,6 +13,10 @@ def add_arguments(p) -> None:
                         "embed (content/faiss/), bertopic (content/topics.json); default: docling,embed")
     p.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where encoding and topics run (default: [enrich].device)")
+    p.add_argument("--ray", metavar="auto|ADDRESS", default=None,
+                   help="encode the embed stage's chunks on a Ray cluster: auto (the cluster this machine is "
+                        "in, else a local Ray) or HOST:6379 / ray://HOST:10001 (default: [enrich].ray_address; "
+                        "empty: encode here); needs the ray extra")
 
 
 def run(args) -> int:
@@ -21,7 +25,38 @@ def run(args) -> int:
 
     stages = parse_stages(args.stages)  # an unknown stage is refused before the workspace is touched
     ws = open_workspace(args)
-    run_pipeline(ws, stages, device=args.device, echo=lambda line: print(line, flush=True),
-                 progress=lambda desc, unit: progress_bar(desc, unit))
+    address = args.ray if args.ray is not None else ws.config.enrich.ray_address
+    encode_stream = None
+    if address:
+        from chitragupta.errors import UsageError
+
+        if "embed" not in stages:
+            raise UsageError("--ray (or [enrich].ray_address) applies to the embed stage; add embed to --stages")
+        from chitragupta.enrich.ray_encode import ray_encode_stream
+
+        encode_stream = ray_encode_stream(ws.config.enrich, address)
+    # SIGTERM stops the run as Ctrl-C does: the embed stage commits the documents it has finished on
+    # the way out (a SIGKILL loses at most one commit interval), then "interrupted", exit 130.
+    restore = _on_sigterm()
+    try:
+        run_pipeline(ws, stages, device=args.device, echo=lambda line: print(line, flush=True),
+                     progress=lambda desc, unit: progress_bar(desc, unit), encode_stream=encode_stream)
+    finally:
+        restore()
     sys.stdout.flush()
     return 0
+
+
+def _on_sigterm():
+    """Make SIGTERM raise KeyboardInterrupt in the main thread; returns what puts the previous handler
+    back (nothing to put back when it could not be set: not the main thread)."""
+    import signal
+
+    def stop(_signum, _frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

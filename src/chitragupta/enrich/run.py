@@ -60,10 +60,12 @@ def _no_bar(_desc: str, _unit: str = "doc") -> ContextManager:
 
 def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None,
         echo: Callable[[str], None] | None = None,
-        progress: Callable[[str, str], ContextManager] | None = None) -> list[str]:
+        progress: Callable[[str, str], ContextManager] | None = None, encode_stream=None) -> list[str]:
     """Run ``stages`` over every ledger row; returns every report line (each also passed to ``echo`` as
     it is produced, the corpus header first). ``device`` overrides ``[enrich].device``; ``progress`` is
-    ``(description, unit) -> context manager yielding a (done, total) callback or None``."""
+    ``(description, unit) -> context manager yielding a (done, total) callback or None`` (the CLI's:
+    a tqdm bar on a terminal, else a line every ~10 s or 5 %). ``encode_stream``: the embed stage's
+    encoding step (``chitragupta.enrich.embed.EncodeStream``, e.g. a Ray cluster's); None: the local model."""
     from chitragupta.engine.corpus.ledger import Ledger
 
     names = parse_stages(stages)
@@ -90,7 +92,8 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
         for name in names:
             module = importlib.import_module(STAGES[name])
             unit = "chunk" if name in ("embed", "bertopic") else "doc"
+            extra = {"encode_stream": encode_stream} if name == "embed" and encode_stream is not None else {}
             with bar(name, unit) as cb:
-                for line in module.run_stage(ws, rows, device=chosen, progress=cb):
+                for line in module.run_stage(ws, rows, device=chosen, progress=cb, **extra):
                     emit(line)
     return lines

@@ -7,8 +7,23 @@
     chunk_no.npy      (n,) int32   the chunk's number within its document (0, 1, ...)
     char_start.npy    (n,) int64   the chunk's character span in its document's text
     char_end.npy      (n,) int64
-    docs.json         per document: citekey, title, text hash, and the text the spans point into
+    docs.json         per document: citekey, title, text hash, the text the spans point into, and (newer
+                      stores) a stamp of its inputs on disk, so an unchanged corpus is seen without reading it
     index.faiss       faiss.IndexFlatIP over vectors.npy (exact inner product = cosine similarity)
+
+While the embed stage encodes, what it has finished is committed as *segments* beside the store, in
+``content/faiss/.<model-slug>.segments/`` (never read by search)::
+
+    seg-000001.npy    (m, dim) float32: the vectors of the segment's documents, in order
+    seg-000001.json   schema, the base store it extends (``base``: a digest of the store's manifest, or
+                      "none"), model, dim, recipe, per document its citekey, title, text hash, text and
+                      chunk spans, the .npy's byte length and blake2b, and a blake2b of all of that
+
+Each file is written to a temp name, fsynced and renamed; the .json is written last, so a segment
+exists only once whole. A rerun reads the store plus its segments (a later segment wins for a
+document), encodes only what is still missing, then writes one complete store (the compaction,
+atomic as below) and removes the segments. A segment that fails a check, or extends another store
+than the one on disk, is removed with a note; its documents are encoded again.
 
 No pickle anywhere: arrays load with ``allow_pickle=False``, the rest is JSON. A save writes a complete
 new folder beside the old one and swaps it in by rename, so a reader sees the old store or the new one,
@@ -38,7 +53,8 @@ from chitragupta.engine.files import FileRefused, read_limited, read_small
 from chitragupta.engine.workspace import fsync_dir
 from chitragupta.extras import require
 
-__all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build_index", "store_folder", "recover"]
+__all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build_index", "store_folder", "recover",
+           "Segment", "segments_folder", "base_id", "write_segment", "read_segments", "drop_segments"]
 
 SCHEMA = 1
 MANIFEST = "manifest.json"
@@ -69,6 +85,9 @@ class Store:
     char_start: np.ndarray  # (n,) int64
     char_end: np.ndarray  # (n,) int64
     index: object | None = field(default=None, repr=False)
+    # per document, what its inputs looked like on disk when it was read (the embed stage's ``input_stamp``):
+    # an unchanged stamp means an unchanged document without reading its text; None in older stores
+    stamps: list[str] | None = None
 
     @property
     def count(self) -> int:
@@ -165,6 +184,8 @@ def save_store(folder: Path, store: Store) -> None:
         for name, dtype in _ARRAYS.items():
             _write(tmp, name, _npy_bytes(np.ascontiguousarray(arrays[name], dtype=dtype)), files)
         docs = {"citekeys": store.citekeys, "titles": store.titles, "hashes": store.hashes, "texts": store.texts}
+        if store.stamps is not None and len(store.stamps) == len(store.citekeys):
+            docs["stamps"] = store.stamps
         _write(tmp, "docs.json", json.dumps(docs, ensure_ascii=False).encode("utf-8"), files)
         index = store.faiss_index()
         _write(tmp, "index.faiss", faiss.serialize_index(index).tobytes(), files)
@@ -232,10 +253,12 @@ def _read_manifest(folder: Path) -> dict:
 
 
 def load_store(folder: Path, *, model: str | None = None, dim: int | None = None, recipe: dict | None = None,
-               with_index: bool = True) -> Store | None:
+               with_index: bool = True, check_index: bool = False) -> Store | None:
     """The store in ``folder``, every file checked against the manifest; None when there is no folder.
 
     ``model``/``dim``/``recipe``, when given, must match the manifest. StoreCorrupt otherwise.
+    ``with_index=False, check_index=True``: index.faiss is checked against the manifest (length and
+    checksum) but not deserialized, so faiss is not imported (the embed stage's look at an unchanged store).
     """
     if not folder.is_dir():
         folder = _moved_aside(folder)  # a reader between save_store's two renames sees the old store
@@ -279,10 +302,13 @@ def load_store(folder: Path, *, model: str | None = None, dim: int | None = None
     cd = arrays["chunk_doc.npy"]
     if n and (cd.min() < 0 or cd.max() >= ndocs):
         raise StoreCorrupt("chunk_doc.npy points outside docs.json")
+    stamps = docs.get("stamps")
+    if not (isinstance(stamps, list) and len(stamps) == ndocs and all(isinstance(x, str) for x in stamps)):
+        stamps = None  # absent (an older store) or not ours: documents are then read to be compared
     store = Store(model=manifest["model"], dim=d, recipe=manifest.get("recipe") or {}, citekeys=docs["citekeys"],
                   titles=docs["titles"], hashes=docs["hashes"], texts=docs["texts"], vectors=vec,
                   chunk_doc=cd, chunk_no=arrays["chunk_no.npy"], char_start=arrays["char_start.npy"],
-                  char_end=arrays["char_end.npy"])
+                  char_end=arrays["char_end.npy"], stamps=stamps)
     if with_index:
         faiss = require("faiss", "enrich", "the embedding index")
         raw = _read_checked(folder, "index.faiss", files)
@@ -293,4 +319,180 @@ def load_store(folder: Path, *, model: str | None = None, dim: int | None = None
         if index.ntotal != n or index.d != d:
             raise StoreCorrupt(f"index.faiss holds {index.ntotal} x {index.d}, the manifest says {n} x {d}")
         store.index = index
+    elif check_index:
+        _read_checked(folder, "index.faiss", files)
     return store
+
+
+# -- segments: what an embed run has committed since the store was last written whole -------------------
+
+SEGMENT_SCHEMA = 1
+MAX_SEGMENT_JSON_BYTES = 1 << 30  # a segment's documents' texts; anything bigger is not ours
+
+
+@dataclass
+class Segment:
+    """One committed segment: documents (dicts with citekey, title, hash, text, starts, ends) and their
+    chunk vectors, concatenated in document order."""
+
+    number: int
+    docs: list[dict]
+    vectors: np.ndarray
+
+
+def segments_folder(folder: Path) -> Path:
+    """``content/faiss/.<slug>.segments`` for the store in ``content/faiss/<slug>``."""
+    return folder.parent / f".{folder.name}.segments"
+
+
+def base_id(folder: Path) -> str:
+    """What identifies the store a segment extends: a digest of its manifest's bytes ("none": no store,
+    or no readable manifest)."""
+    try:
+        return _digest(read_limited(folder / MANIFEST, MAX_MANIFEST_BYTES))
+    except OSError:  # FileNotFoundError, FileRefused, ...
+        return "none"
+
+
+def _atomic(folder: Path, name: str, data: bytes) -> None:
+    tmp = folder / f".{name}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / name)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _segment_body_digest(body: dict) -> str:
+    return _digest(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+
+
+def write_segment(seg_folder: Path, number: int, *, base: str, model: str, dim: int, recipe: dict,
+                  docs: list[dict], vectors: np.ndarray) -> None:
+    """Commit one segment (see the module docstring): the .npy, then the .json that makes it exist."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    n = sum(len(d["starts"]) for d in docs)
+    if vectors.shape != (n, dim):
+        raise ValueError(f"segment vectors have shape {vectors.shape}, its documents need ({n}, {dim})")
+    seg_folder.mkdir(parents=True, exist_ok=True)
+    stem = f"seg-{number:06d}"
+    data = _npy_bytes(vectors)
+    _atomic(seg_folder, f"{stem}.npy", data)
+    body = {"schema": SEGMENT_SCHEMA, "base": base, "model": model, "dim": dim, "recipe": recipe,
+            "vectors": {"name": f"{stem}.npy", "bytes": len(data), "blake2b": _digest(data)},
+            "docs": [{"citekey": d["citekey"], "title": d["title"], "hash": d["hash"], "text": d["text"],
+                      "stamp": d.get("stamp"),
+                      "starts": [int(x) for x in d["starts"]], "ends": [int(x) for x in d["ends"]]}
+                     for d in docs]}
+    record = {"body": body, "blake2b": _segment_body_digest(body)}
+    _atomic(seg_folder, f"{stem}.json", json.dumps(record, ensure_ascii=False).encode("utf-8"))
+    fsync_dir(seg_folder)
+
+
+def _check_segment_docs(docs) -> None:
+    if not isinstance(docs, list):
+        raise ValueError("its documents are not a list")
+    for d in docs:
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("citekey", "title", "hash", "text")):
+            raise ValueError("a document lacks its citekey, title, hash or text")
+        starts, ends = d.get("starts"), d.get("ends")
+        if not isinstance(starts, list) or not isinstance(ends, list) or len(starts) != len(ends) or not starts:
+            raise ValueError(f"document {d['citekey']!r} has no matching chunk spans")
+        if any(type(x) is not int or x < 0 for x in (*starts, *ends)):
+            raise ValueError(f"document {d['citekey']!r} has a chunk span that is not a count")
+
+
+class _Stale(ValueError):
+    """A whole segment that belongs to another generation of the store."""
+
+
+def _read_segment(seg_folder: Path, number: int, *, base: str, model: str, dim: int | None, recipe: dict) -> Segment:
+    stem = f"seg-{number:06d}"
+    try:
+        record = json.loads(read_limited(seg_folder / f"{stem}.json", MAX_SEGMENT_JSON_BYTES))
+    except (OSError, ValueError, RecursionError) as err:
+        raise ValueError(f"{stem}.json cannot be read ({type(err).__name__})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("body"), dict):
+        raise ValueError(f"{stem}.json is not a segment record")
+    body = record["body"]
+    if record.get("blake2b") != _segment_body_digest(body):
+        raise ValueError(f"{stem}.json does not match its checksum")
+    if body.get("schema") != SEGMENT_SCHEMA:
+        raise ValueError(f"{stem}.json is not schema {SEGMENT_SCHEMA}")
+    if body.get("base") != base:
+        raise _Stale(f"{stem} extends another generation of the store (left by a run that wrote the store "
+                     "whole, or older); removed")
+    if body.get("model") != model or body.get("recipe") != recipe or (dim is not None and body.get("dim") != dim):
+        raise ValueError(f"{stem} was encoded with another model, dimension or recipe")
+    d = body.get("dim")
+    if type(d) is not int or d < 1:
+        raise ValueError(f"{stem}.json gives no dimension")
+    _check_segment_docs(body.get("docs"))
+    meta = body.get("vectors")
+    if not isinstance(meta, dict) or meta.get("name") != f"{stem}.npy":
+        raise ValueError(f"{stem}.json names no vectors file")
+    try:
+        raw = _read_checked(seg_folder, f"{stem}.npy", {f"{stem}.npy": meta})
+        vectors = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (StoreCorrupt, ValueError, EOFError, OSError) as err:
+        raise ValueError(f"{stem}.npy: {err}") from None
+    n = sum(len(x["starts"]) for x in body["docs"])
+    if vectors.dtype != np.float32 or vectors.shape != (n, d) or not np.isfinite(vectors).all():
+        raise ValueError(f"{stem}.npy holds {vectors.dtype} {vectors.shape}, its documents need float32 ({n}, {d})")
+    return Segment(number, body["docs"], vectors)
+
+
+def read_segments(seg_folder: Path, *, base: str, model: str, dim: int | None, recipe: dict) -> tuple[list[Segment], list[str]]:
+    """The usable segments in ``seg_folder`` (in commit order) and a note for each one removed because
+    it failed a check or extends another store. Temp files of a killed commit are removed. Call under
+    the workspace lock."""
+    if not seg_folder.is_dir():
+        return [], []
+    out, notes = [], []
+    numbers = set()
+    for p in seg_folder.iterdir():
+        if p.name.startswith("."):  # a commit killed before its rename
+            try:
+                p.unlink()
+            except OSError:
+                pass
+            continue
+        stem = p.name.rsplit(".", 1)[0]
+        if stem.startswith("seg-") and stem[4:].isdigit():
+            numbers.add(int(stem[4:]))
+    for number in sorted(numbers):
+        stem = f"seg-{number:06d}"
+        if not (seg_folder / f"{stem}.json").exists():  # its .npy was written, the commit never was
+            _unlink(seg_folder / f"{stem}.npy")
+            continue
+        try:
+            out.append(_read_segment(seg_folder, number, base=base, model=model, dim=dim, recipe=recipe))
+        except _Stale as err:
+            notes.append(str(err))
+            _unlink(seg_folder / f"{stem}.json")
+            _unlink(seg_folder / f"{stem}.npy")
+        except ValueError as err:
+            notes.append(f"a committed segment is not usable ({err}); removed, its documents are encoded again")
+            _unlink(seg_folder / f"{stem}.json")
+            _unlink(seg_folder / f"{stem}.npy")
+    return out, notes
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def drop_segments(seg_folder: Path) -> None:
+    """Remove the segments once the store holds them (after ``save_store``)."""
+    if seg_folder.is_dir():
+        shutil.rmtree(seg_folder, ignore_errors=True)

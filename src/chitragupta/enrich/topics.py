@@ -17,6 +17,14 @@ The pipeline, for every ledger row with text:
    (``min_cluster_size`` = ``[enrich].min_topic_size``, euclidean, ``eom``), through BERTopic, which
    names each cluster by c-TF-IDF over its documents' words (title and text, English stop words removed).
 
+Decided before anything is encoded or fitted: with fewer than ``2 * min_topic_size`` documents no topic
+is possible (HDBSCAN makes a cluster only where a group splits into two parts of at least
+``min_cluster_size``, and never calls the whole corpus one cluster), so every document is written to
+topic -1 at once, with ``backend`` "none (no fit: no topic possible)" and the reason in
+``params.fit_skipped`` (``no_topic_possible``). The encoder is loaded only when a chunk is in neither
+the cache nor the embed stage's store, when the model's folder says its dimension and recipe
+(``chitragupta.enrich.embed.model_spec``).
+
 Small corpora: all documents in topic -1 is a correct answer, not an error: HDBSCAN never makes a cluster
 smaller than ``min_topic_size`` and never calls the whole corpus one cluster. UMAP's ``n_neighbors`` is
 clamped to ``n_docs - 1`` and its initialisation is random when spectral cannot work
@@ -83,9 +91,9 @@ import numpy as np
 from chitragupta.errors import CorpusError, UsageError
 from chitragupta.engine.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
 from chitragupta.extras import require
-from chitragupta.enrich.device import cuml_available, resolve_device
+from chitragupta.enrich.device import cuml_available, cuml_status, resolve_device
 
-__all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedCache",
+__all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedCache", "no_topic_possible",
            "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
 
 log = logging.getLogger(__name__)
@@ -161,8 +169,8 @@ def choose_backend(device: str) -> tuple[str, str, str | None]:
     if device == "cuda":
         if cuml_available():
             return "cuml", "cuml (cuda)", None
-        reason = ("device is cuda but cuML does not import; UMAP and HDBSCAN ran with umap-learn+hdbscan on "
-                  "the CPU (different numerics from cuML)")
+        reason = (f"device is cuda but cuML cannot be used ({cuml_status() or 'it does not import'}); UMAP and "
+                  "HDBSCAN ran with umap-learn+hdbscan on the CPU (different numerics from cuML)")
         log.warning("bertopic: %s", reason)
         return "umap-learn+hdbscan", "umap-learn+hdbscan (cpu)", reason
     return "umap-learn+hdbscan", "umap-learn+hdbscan (cpu)", None
@@ -485,14 +493,74 @@ def _load_encoder(ws: Workspace, device: str):
     return load_encoder(ws.config.enrich, device)
 
 
+class _LazyEncoder:
+    """The embed model as ``model_spec`` describes it (name, slug, dim, recipe) without loading it;
+    loaded on the first ``encode``, so chunks the cache or the embed store hold need no model at all."""
+
+    def __init__(self, ws: Workspace, spec, device: str):
+        self._ws, self._device, self._inner = ws, device, None
+        self.model_name, self.slug, self.dim = spec.model_name, spec.slug, spec.dim
+        self.max_seq_length, self.passage_prefix = spec.max_seq_length, spec.passage_prefix
+        self.cache_identity = spec.cache_identity
+
+    @property
+    def loaded(self) -> bool:
+        return self._inner is not None
+
+    def encode(self, texts, progress=None):
+        if self._inner is None:
+            inner = _load_encoder(self._ws, self._device)
+            if inner.dim != self.dim or inner.max_seq_length != self.max_seq_length:
+                raise UsageError(f"[enrich].embed_model = {self.model_name!r}: the loaded model gives dim {inner.dim} "
+                                 f"and max_seq_length {inner.max_seq_length}, its folder says {self.dim} and "
+                                 f"{self.max_seq_length}; remove content/{CACHE_DIR}/ and rerun")
+            self._inner = inner
+        return self._inner.encode(texts, progress=progress)
+
+
+def _stage_params() -> dict:
+    return {"document": "document_text, else the ledger abstract",
+            "chunking": {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP},
+            "chunk_input": "title + newline + chunk",
+            "doc_vector": "normalised mean of chunk vectors",
+            "ctfidf_text": "title + newline + document"}
+
+
+def no_topic_possible(n_docs: int, params: TopicParams) -> str | None:
+    """Why no topic can come out of ``n_docs`` documents, before any encoding or fitting; None when one
+    can. HDBSCAN never calls the whole corpus one cluster (``allow_single_cluster`` is off), and it makes
+    a cluster only where a group splits into two parts of at least ``min_cluster_size`` each, so fewer
+    than ``2 * min_topic_size`` documents give topic -1 alone whatever their vectors."""
+    if n_docs < 2 * params.min_topic_size:
+        return (f"{n_docs} documents < 2 x min_topic_size = {2 * params.min_topic_size}: HDBSCAN makes a topic only "
+                f"by splitting the corpus into groups of at least min_topic_size = {params.min_topic_size} each")
+    return None
+
+
+def _no_fit(keys: list[str], params: TopicParams, reason: str, dim) -> dict:
+    """The ``topics.json`` fields when ``no_topic_possible``: every document in topic -1, nothing fitted."""
+    return {"backend": "none (no fit: no topic possible)", "fallback": None, "n_docs": len(keys), "n_topics": 0,
+            "n_outliers": len(keys),
+            "params": {"min_topic_size": params.min_topic_size, "seed": params.seed,
+                       "top_n_words": params.top_n_words, "umap": None, "umap_skipped": "no fit",
+                       "hdbscan": {"min_cluster_size": params.min_topic_size, "min_samples": params.min_topic_size,
+                                   "metric": "euclidean", "cluster_selection_method": "eom",
+                                   "allow_single_cluster": False},
+                       "vectorizer": None, "dim": dim, "fit_skipped": reason, **_stage_params()},
+            "topics": [{"id": -1, "size": len(keys), "words": [], "scores": [], "examples": []}],
+            "assignments": {k: -1 for k in keys}}
+
+
 def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = None, encoder=None) -> list[str]:
     """Fit topics over every row with text and write ``content/topics.json``; returns report lines.
 
     ``rows``: ledger rows (``.citekey``, ``.title``, ``.status``, ``.parsed_path``, ``.reason``).
     ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (resolved here). ``progress(done, total)`` counts
     chunks encoded. ``encoder`` (``.model_name``, ``.slug``, ``.dim``, ``.encode``) defaults to
-    ``chitragupta.enrich.embed.load_encoder(ws.config.enrich, device)``. Fewer than two documents with text is a
-    CorpusError naming the count.
+    ``chitragupta.enrich.embed.load_encoder(ws.config.enrich, device)``, loaded only when a chunk is in
+    neither the cache nor the embed store (when the model's folder says its dimension and recipe). Fewer
+    than two documents with text is a CorpusError naming the count; fewer than ``2 * min_topic_size``
+    writes every document to topic -1 without encoding or fitting (``no_topic_possible``).
     """
     rows = list(rows)
     keys, titles, bodies, skipped = _collect(ws, rows)
@@ -502,7 +570,23 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     params = TopicParams.from_config(ws.config.enrich)
     device = resolve_device(device)
     if encoder is None:
-        encoder = _load_encoder(ws, device)
+        from chitragupta.enrich.embed import model_spec
+
+        spec = model_spec(ws.config.enrich)
+        encoder = _LazyEncoder(ws, spec, device) if spec.complete and spec.dim else _load_encoder(ws, device)
+    path = ws.inside_content(ws.content / TOPICS_NAME)
+    impossible = no_topic_possible(len(keys), params)
+    if impossible is not None:
+        out = {"schema": SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "model": encoder.model_name, **_no_fit(keys, params, impossible, encoder.dim), "skipped": skipped}
+        atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
+        lines = [f"bertopic: no topic possible, nothing encoded or fitted: {impossible}; every document is in "
+                 f"topic -1; wrote {ws.relative(path)}"]
+        if skipped:
+            shown = ", ".join(f"{k} ({why})" for k, why in list(skipped.items())[:5])
+            more = f", and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+            lines.append(f"bertopic: {len(skipped)} sources skipped: {shown}{more}")
+        return lines
     cache = EmbedCache(ws, getattr(encoder, "cache_identity", encoder.model_name), encoder.slug, encoder.dim)
 
     t0 = time.perf_counter()
@@ -513,18 +597,13 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     fitted = fit_topics(vectors, texts, keys, params, device)
     t_fit = time.perf_counter() - t0
 
-    fitted["params"].update({"document": "document_text, else the ledger abstract",
-                             "chunking": {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP},
-                             "chunk_input": "title + newline + chunk",
-                             "doc_vector": "normalised mean of chunk vectors",
-                             "ctfidf_text": "title + newline + document"})
+    fitted["params"].update(_stage_params())
     out = {"schema": SCHEMA_VERSION,
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "model": encoder.model_name,
            **{k: fitted[k] for k in ("backend", "fallback", "n_docs", "n_topics", "n_outliers", "params",
                                      "topics", "assignments")},
            "skipped": skipped}
-    path = ws.inside_content(ws.content / TOPICS_NAME)
     atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
     lines = [f"bertopic: {stats['unique']} distinct chunks of {len(keys)} documents: {stats['encoded']} encoded "
