@@ -105,13 +105,3 @@ def test_an_address_that_cannot_be_reached_is_one_clear_error(local_ray, monkeyp
     with pytest.raises(UsageError, match="--ray is empty"):
         connect(" ")
 
-
-def test_enrich_cli_ray_flag_refuses_an_unreachable_address_and_a_stage_without_embed(tmp_path):
-    pytest.importorskip("ray")
-    from conftest import make_workspace, run_main
-
-    root = make_workspace(tmp_path, [{"_id": "a", "title": "A", "text": "coral reef heat"}])
-    p = run_main("enrich", "-w", root, "--stages", "embed", "--ray", "127.0.0.1:9")
-    assert p.returncode == 1 and "nothing answers at 127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr
-    p = run_main("enrich", "-w", root, "--stages", "bertopic", "--ray", "auto")
-    assert p.returncode == 1 and "add embed to --stages" in p.stderr
