@@ -48,8 +48,9 @@ class SearchRequest:
             serving = [s.name for s in registry.ENGINES.values() if self.unit in s.units]
             if not serving:
                 raise UsageError(f"unknown unit {self.unit!r}; allowed: {', '.join(registry.all_units())}")
-            raise UsageError(f"--unit {self.unit} is for --engine {' or '.join(serving)}; --engine {spec.name} "
-                             f"ranks {', '.join(f'{u} ({UNIT_HELP.get(u, u)})' for u in spec.units)}")
+            unit, eng = (f"--unit {self.unit}", "--engine") if flags else (f"unit {self.unit!r}", "engine")
+            raise UsageError(f"{unit} is for {eng} {' or '.join(serving)}; {eng} {spec.name} ranks "
+                             + ", ".join(f"{u} ({UNIT_HELP.get(u, u)})" for u in spec.units))
         if self.k is not None:
             check_k(self.k, name("k"))
         check_snippet_chars(self.snippet_chars, name("snippet_chars"))
