@@ -94,11 +94,20 @@ class BM25Searcher(Searcher):
 
     @property
     def params(self):
+        """The document unit's ``BM25Params`` (k1, b, field weights; a caller may set others)."""
         return self.scorer.params
+
+    @params.setter
+    def params(self, value) -> None:
+        self.scorer.params = value
 
     @property
     def passage_params(self):
         return self.scorer.passage_params
+
+    @passage_params.setter
+    def passage_params(self, value) -> None:
+        self.scorer.passage_params = value
 
     @property
     def backend(self) -> Backend:
