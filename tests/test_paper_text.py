@@ -268,10 +268,3 @@ def test_evidence_header_shows_the_title_of_a_title_only_source(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "lone  Digital twins of bridges"
 
-
-def test_markdown_cut_keeps_the_appendix():
-    from chitragupta.enrich.chunking import cut_markdown_references
-
-    md = ("# Title\n\nBody.\n\n## References\n\n- [1] Other paper. 2019.\n\n## Acknowledgements\n\nThanks.\n\n"
-          "## Appendix A: Datasheet\n\nThe datasheet.\n")
-    assert cut_markdown_references(md) == "# Title\n\nBody.\n\n## Appendix A: Datasheet\n\nThe datasheet.\n"
