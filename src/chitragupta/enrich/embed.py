@@ -435,7 +435,7 @@ def _names(keys: list[str], limit: int = 8) -> str:
     return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
-TEXT_RULES = "2"  # 2: issue 21 (appendices kept, hyphens joined). Bump when document_text's rules change: every stamp then differs and texts are re-read
+TEXT_RULES = "3"  # 2: issue 21 (appendices kept, hyphens joined); 3: issue 29 (the index's text, never docling's Markdown). Bump when document_text's rules change: every stamp then differs and texts are re-read
 
 
 
