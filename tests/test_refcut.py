@@ -109,3 +109,23 @@ def test_the_threshold_scales_with_the_remainder():
         assert len(after) == half
         text = BODY + "REFERENCES\n" + "".join(ENTRIES) + "Appendix\n" + after
         assert (_span_end(text) < len(text)) is taken
+
+
+def test_the_appendix_test_is_written_in_the_same_words_in_the_three_places_it_is_documented():
+    """README.md, ARCHITECTURE.md and refcut.py's docstring state one appendix test, word for word."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def stated(path: Path) -> str:
+        text = re.sub(r"[`*]", "", path.read_text(encoding="utf-8"))
+        text = re.sub(r"\n\s*(?:- )?", " ", text)
+        text = re.sub(r"\s+", " ", text)
+        m = re.search(r"The list ends at the first later heading.*?with no appendix, the list runs to the end\.", text)
+        assert m, f"{path.name} does not state the appendix test"
+        return m.group(0)
+
+    said = {p: stated(root / p) for p in ("README.md", "ARCHITECTURE.md", "src/chitragupta/engine/text/refcut.py")}
+    assert len(set(said.values())) == 1, said
+    assert "A Multiscale Approach to Integrated" in said["README.md"]
