@@ -150,7 +150,7 @@ def test_title_only_sources_are_counted_from_the_cache(tmp_path):
                     "again)."]
     # served from the cache (nothing changed since): still counted
     again = Retriever.open(ws)
-    assert again._opened.report is None
+    assert again.scorer.opened["document"].report is None
     assert [n.kind for n in again.search("unmistakable").notes].count("title-only") == 1
 
 
