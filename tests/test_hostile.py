@@ -1,6 +1,6 @@
 """Hostile and broken input through the CLI, writes outside the workspace, and a scan for unsafe calls.
 
-Each case of ``bench.reliability.HOSTILE`` runs its command in-process: it must end with the exit status
+Each case of ``tools.reliability.HOSTILE`` runs its command in-process: it must end with the exit status
 wanted and one clear line (an ``error:`` naming the file, line or key, what is wrong and what is
 allowed; or a ``[warn]``/``[note]`` while the command goes on), never a traceback, write nothing
 outside the workspace, and lose nothing that was in it. Cases already covered at the library level
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.reliability import FAULTS, HOSTILE, ROOT, run_hostile
+from tools.reliability import FAULTS, HOSTILE, ROOT, run_hostile
 
 
 @pytest.mark.slow
@@ -100,7 +100,7 @@ def test_every_write_stays_inside_the_workspace(tmp_path):
 
 # -- the source tree holds no unsafe calls ---------------------------------------------------------
 
-SCANNED = ("src", "bench")
+SCANNED = ("src", "bench", "tools")
 
 
 def _calls(tree):

@@ -386,12 +386,12 @@ def test_an_interrupted_import_leaves_whole_files_and_a_rerun_finishes(tmp_path,
 
 @pytest.mark.slow
 def test_sigkill_at_seeded_writes_with_moves_and_late_collisions(tmp_path):
-    """Real SIGKILLs (``bench/_faults``' hook, just before the Nth write in the workspace) during an import
+    """Real SIGKILLs (``tools/_faults``' hook, just before the Nth write in the workspace) during an import
     that rewrites, removes, adds, and renames files for keys that fold together -- some of them found
     only late in the file: a reader finds every row's file, and a rerun equals an uninterrupted run."""
     import numpy as np
 
-    from bench.reliability import cli
+    from tools.reliability import cli
 
     v0 = _docs(40, seed=8) + [{"_id": "Late", "text": "late upper"}]
     v1 = _changed(v0, seed=9) + [{"_id": "D0002", "text": "folds onto d0002"}, {"_id": "late", "text": "l"},

@@ -1,10 +1,10 @@
 """Crash safety and concurrency, tested the way SQLite tests itself: real SIGKILLs at seeded write points.
 
 Each kill runs the command as ``python -m chitragupta.cli.main ...`` with the fault hook in
-``bench/_faults`` armed to SIGKILL it just before its Nth write in the workspace; a reader then checks
+``tools/_faults`` armed to SIGKILL it just before its Nth write in the workspace; a reader then checks
 what it would see, the same command runs again, and the workspace must equal one whose run was never
 interrupted (ledger rows, parsed files, index arrays, hits with scores and snippets). The campaign
-itself lives in ``bench/reliability.py`` (``python -m bench.reliability --kills 30`` is the full one);
+itself lives in ``tools/reliability.py`` (``python -m tools.reliability --kills 30`` is the full one);
 ``CHITRAGUPTA_KILLS=30 python -m pytest tests/test_reliability.py`` scales this file up to it.
 """
 
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from bench.reliability import (_allowed_files, _reader_check, build_scenario, case_campaign, cli, concurrent_writers,
+from tools.reliability import (allowed_files, reader_check, build_scenario, case_campaign, cli, concurrent_writers,
                                diff, kill_campaign, search_during_rebuild, snapshot)
 
 pytestmark = pytest.mark.slow  # SIGKILL campaigns and concurrent writers: the full CI run has them
@@ -78,15 +78,15 @@ def test_the_checks_catch_a_torn_file_and_a_changed_index(tmp_path):
     ws = sc.start / "ws"
     before = snapshot(ws)
     answers = [{k: [h[:3] for h in v] for k, v in before["results"].items() if k.startswith("document:")}]
-    allowed = _allowed_files(before, before)
-    assert _reader_check(ws, allowed, answers) == []
+    allowed = allowed_files(before, before)
+    assert reader_check(ws, allowed, answers) == []
     victim = sorted((ws / "content" / "parsed").glob("*.txt"))[0]
     data = victim.read_bytes()
     victim.write_bytes(data[: len(data) // 2])
-    assert any(victim.name in p for p in _reader_check(ws, allowed, answers))
+    assert any(victim.name in p for p in reader_check(ws, allowed, answers))
     victim.write_bytes(data)
     assert cli(["index", "-w", ws]).returncode == 0  # the ledger moved on: the index changes
-    problems = _reader_check(ws, allowed, answers)
+    problems = reader_check(ws, allowed, answers)
     assert any("neither the old index's nor the new one's" in p for p in problems)
     assert any(d.startswith("arrays:") for d in diff(before, snapshot(ws)))
 
