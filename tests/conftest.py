@@ -52,6 +52,23 @@ def make_workspace(tmp: Path, records) -> Path:
     return ws_dir
 
 
+SAMPLE_QUERIES = ["twin model sensor", "ocean heat soil", "dt ml gpu", "retrieval ranking bm25 query", "the of a",
+                  "zzzz unknownword", "climate", "vaccine cohort llm citation prompt table result"]
+
+
+def indexed_workspace(tmp: Path, config: str = "", n: int = 80, seed: int = 7, vocab: int = 50):
+    """A ``Workspace`` of ``n`` seeded random documents with ``config`` written, its document index built."""
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.workspace import Workspace
+
+    root = make_workspace(tmp, random_docs(seed, n, vocab=vocab))
+    if config:
+        (root / "config.toml").write_text(config)
+    ws = Workspace.open(root)
+    refresh(ws, unit="document")
+    return ws
+
+
 def rewrite_index_array(gen: Path, name: str, arr: np.ndarray) -> None:
     """Replace an index array and keep the generation's manifest consistent with it (size, shape, CRC):
     damage that only the content checks can catch."""
