@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +127,89 @@ def demo_workspace(tmp_path_factory) -> Path:
     sync(ws)
     refresh(ws)
     return root
+
+
+def one_error_line(p, *needles):
+    """A CLI run that failed with exit 1 and exactly one ``error: ...`` line holding every needle."""
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    for n in needles:
+        assert n in p.stderr, p.stderr
+
+
+class Feeder:
+    """Writes ``data`` into the FIFO ``path`` if and when a reader opens it (never blocking: the write end
+    is tried with O_NONBLOCK, which fails with ENXIO while no reader is there). ``fed`` says whether a
+    reader came: code that refuses FIFOs by type never opens one."""
+
+    def __init__(self, path: Path, data: bytes):
+        self.path, self.data = path, data
+        self.fed = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as err:
+                if err.errno != errno.ENXIO:
+                    return
+                self._stop.wait(0.01)
+                continue
+            try:
+                os.set_blocking(fd, True)
+                os.write(fd, self.data)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+                self.fed = True
+            return
+
+    def __enter__(self):
+        os.mkfifo(self.path)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+@contextmanager
+def deadline(seconds: int):
+    """Fail (instead of hanging the suite) when the block takes longer than ``seconds``."""
+    def boom(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s (blocked on a FIFO?)")
+
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def bib_workspace_at(root: Path, bib: str, config: str = ""):
+    """A workspace at ``root`` whose papers/bibliography.bib is ``bib`` (and config.toml ``config``)."""
+    from chitragupta.engine.workspace import Workspace
+
+    (root / "papers").mkdir(parents=True, exist_ok=True)
+    (root / "papers" / "bibliography.bib").write_text(bib, encoding="utf-8")
+    if config:
+        (root / "config.toml").write_text(config, encoding="utf-8")
+    return Workspace.open(root)
+
+
+def ledger_rows(ws) -> dict:
+    """citekey -> the ledger row of every entry."""
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    with Ledger(ws.ledger_path) as led:
+        return {r.citekey: r for r in led.rows()}
 
 
 def pytest_collection_modifyitems(config, items):
