@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,41 @@ def demo_workspace(tmp_path_factory) -> Path:
     sync(ws)
     refresh(ws)
     return root
+
+
+def write_lines(path: Path, *lines: str) -> Path:
+    """``path`` holding each of ``lines`` and a newline after each."""
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def imported_workspace(tmp_path: Path, n: int = 6) -> Path:
+    """An imported and indexed workspace of ``n`` small documents (all holding "twin")."""
+    src = write_lines(tmp_path / "c.jsonl", *(json.dumps({"_id": f"d{i}", "title": f"title {i}",
+                                                     "text": f"twin model number {i} sensor"}) for i in range(n)))
+    ws = tmp_path / "ws"
+    assert run_main("import", "-w", ws, src).returncode == 0
+    assert run_main("index", "-w", ws).returncode == 0
+    return ws
+
+
+PROGRESS_LINE = re.compile(r"^[\w ]+: (\d+ \w+ to do|\d+/\d+ \w+ \(\d+%\).*)$")
+
+
+def one_error_line_after_progress(p, *needles: str) -> None:
+    """As ``one_error_line``, progress lines (stderr not a terminal) allowed before the error line."""
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    # progress lines (stderr not a terminal) may come first; then exactly one error line
+    err = "".join(line + "\n" for line in p.stderr.splitlines() if not PROGRESS_LINE.match(line))
+    assert err.startswith("error: ") and err.count("\n") == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    for needle in needles:
+        assert needle in p.stderr, (needle, p.stderr)
+
+
+PAPER_BODY = "".join(f"Paragraph {i} of the paper body, discussing digital twin fidelity at length.\n" for i in range(40))
+PAPER_REFS = "".join(f"[{i}] A. Author and B. Author. {2000 + i}. A cited work. In Proc. of a venue, pp. 1-10.\n"
+               for i in range(1, 25))
 
 
 def one_error_line(p, *needles):
