@@ -74,6 +74,35 @@ def indexed_workspace(tmp: Path, config: str = "", n: int = 80, seed: int = 7, v
     return ws
 
 
+STORE_QUERY = "twin model sensor"
+
+
+def built_workspace(tmp: Path, n: int = 60, seed: int = 41, config: str = ""):
+    """The indexed workspace the index-store and lock cases damage (seeded, vocabulary 40)."""
+    return indexed_workspace(tmp, config, n, seed, vocab=40)
+
+
+def numba_hits(ws, query: str = STORE_QUERY, k: int = 8) -> list[tuple[str, float]]:
+    """(citekey, score) of a numba search: what a damaged or locked workspace must still answer."""
+    from chitragupta.engine.search import Retriever
+
+    return [(h.citekey, h.score) for h in Retriever.open(ws, backend="numba").search(query, k=k).hits]
+
+
+def make_stale(ws, tmp: Path) -> None:
+    """Import ``built_workspace``'s corpus again with one text changed: its index is then older than the ledger."""
+    from chitragupta.engine.corpus.sync import import_jsonl
+
+    docs = random_docs(41, 60)
+    docs[3]["text"] += " quasarword"
+    import_jsonl(ws, write_jsonl(tmp / "corpus.jsonl", docs))
+
+
+def enospc(*_a, **_k):
+    """A stand-in for a write call on a full disk."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 def rewrite_index_array(gen: Path, name: str, arr: np.ndarray) -> None:
     """Replace an index array and keep the generation's manifest consistent with it (size, shape, CRC):
     damage that only the content checks can catch."""
