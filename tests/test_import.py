@@ -581,3 +581,24 @@ def test_after_an_import_with_bad_ids_every_batch_search_succeeds(tmp_path):
     p = run_main("search", "-w", ws, "--queries", q, "--run", run)  # was: citekey 'a b' holds whitespace
     assert p.returncode == 0, p.stderr
     assert sorted(line.split()[2] for line in run.read_text().splitlines()) == ["fine-2", "ok"]
+
+
+def test_hostile_citekeys_end_to_end_stay_citable(tmp_path):
+    """Keys that are paths, device names or 10,000 characters: imported, indexed, found, written to a
+    TREC run under their real names, and every file they produced is inside content/parsed."""
+    from chitragupta.engine.search import Retriever
+
+    keys = ["../../x", "CON", "a/b", "k" * 10_000, "/etc/y", "nul.txt", "..", "x\\y"]
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"_id": k, "title": f"T{i}", "text": f"uniqword{i} twin"}) + "\n"
+                           for i, k in enumerate(keys)), encoding="utf-8")
+    ws = tmp_path / "ws"
+    from conftest import run_cli
+
+    run_cli("import", "-w", ws, src, check=True)
+    for i, k in enumerate(keys):
+        hits = Retriever.open(ws, backend="numpy").search(f"uniqword{i}", k=3).hits
+        assert [h.citekey for h in hits] == [k]
+    parsed = {p.resolve().parent for p in (ws / "content" / "parsed").iterdir()}
+    assert parsed == {(ws / "content" / "parsed").resolve()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "ws"]

@@ -10,13 +10,19 @@ itself lives in ``tools/reliability.py`` (``python -m tools.reliability --kills 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from tools.reliability import (allowed_files, reader_check, build_scenario, case_campaign, cli, concurrent_writers,
-                               diff, kill_campaign, search_during_rebuild, snapshot)
+from conftest import ROOT
+from tools.reliability import (FAULTS, allowed_files, build_scenario, case_campaign, cli, concurrent_writers, diff,
+                               kill_campaign, reader_check, search_during_rebuild, snapshot)
+
 
 pytestmark = pytest.mark.slow  # SIGKILL campaigns and concurrent writers: the full CI run has them
 
@@ -134,3 +140,42 @@ def test_search_during_rebuilds_sees_the_old_or_the_new_index_never_a_mix(tmp_pa
     assert race.errors == ""
     assert race.mixed == 0, race
     assert race.old >= 1 and race.new >= 1 and race.searches == race.old + race.new
+
+
+@pytest.mark.slow
+def test_every_write_stays_inside_the_workspace(tmp_path):
+    """Every file-system write of sync, import, index, search (--log), evidence, traced by audit hooks:
+    inside the workspace, except the --run file the user named (and Python's/numba's own caches)."""
+    ws = tmp_path / "ws"
+    (ws / "papers").mkdir(parents=True)
+    from chitragupta.engine.demo.tinypdf import write_pdf
+
+    write_pdf(ws / "papers" / "a.pdf", ["A title", "digital twin bridge"])
+    (ws / "papers" / "bibliography.bib").write_text(
+        "@misc{../../up, title={Up}, file={a.pdf}}\n@misc{CON, title={Con}, file={/etc/passwd}}\n"
+        "@misc{a/b, title={AB}, file={a.pdf}}\n", encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text(json.dumps({"_id": "../../../j", "text": "twin"}) + "\n")
+    (tmp_path / "q.jsonl").write_text(json.dumps({"_id": "q1", "text": "twin"}) + "\n")
+    log = tmp_path / "writes.log"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FAULTS), str(ROOT)]), CHITRAGUPTA_WRITE_LOG=str(log))
+    commands = [["sync", "-w", ws], ["import", "-w", ws, tmp_path / "c.jsonl"], ["index", "-w", ws],
+                ["search", "-w", ws, "twin", "--log", "../../../draft"], ["evidence", "-w", ws, "twin", "--citekey", "a/b"],
+                ["search", "-w", ws, "--queries", tmp_path / "q.jsonl", "--run", tmp_path / "out.trec"]]
+    for argv in commands:
+        p = subprocess.run([sys.executable, "-m", "chitragupta.cli.main", *map(str, argv)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+        assert p.returncode == (3 if argv[0] == "sync" else 0), (argv, p.stderr)  # sync: CON's file is refused
+    writes = [line.split("\t", 1) for line in log.read_text().splitlines()]
+    assert len(writes) > 20  # the hook saw the work
+    inside = str(ws.resolve()) + os.sep
+    outside = []
+    for event, path in writes:
+        if path.startswith(inside) or "__pycache__" in Path(path).parts:
+            continue
+        if event == "os.mkdir" and Path(path).is_dir() and inside.startswith(path + os.sep):
+            continue  # mkdir(parents=True, exist_ok=True) of the workspace's own ancestors
+        if Path(path).parent == tmp_path and Path(path).name.startswith((".out.trec.", "out.trec")):
+            continue  # the run file the user asked for, via its temp file
+        outside.append(f"{event} {path}")
+    assert outside == []
+    assert (ws / "content" / "dossiers").is_dir() and not (tmp_path.parent / "draft").exists()
