@@ -67,6 +67,7 @@ def test_truncated_file_keeps_what_parses(tmp_path):
     assert len(problems) >= 1
 
 
+# -- the reader on hostile BibTeX: file fields, escapes, macros, FIFOs, huge values --------------------------
 def test_pdf_attachments_are_tried_first(tmp_path):
     got = file_field_paths("Snapshot:s.html:text/html;Notes:n.txt:;Full Text PDF:p.pdf:application/pdf;"
                            "Other:q.PDF", tmp_path)

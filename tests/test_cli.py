@@ -119,6 +119,7 @@ def test_stdout_on_a_full_disk_is_one_line(tmp_path):
     assert errors == ["error: cannot write the output: No space left on device"], p.stderr
 
 
+# -- the hostile-input table (tools.reliability.HOSTILE) through the CLI -------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("case", HOSTILE, ids=[f"{c.cls}-{c.name}" for c in HOSTILE])
 def test_hostile_input_gets_a_clear_line_and_harms_nothing(tmp_path, case):

@@ -137,6 +137,7 @@ def test_the_largest_allowed_dials_score_finite(tmp_path):
     assert resp.hits and all(math.isfinite(h.score) and h.score > 0 for h in resp.hits)
 
 
+# -- hostile values and files: one error line, never a traceback or a hang -----------------------------------
 def _config(tmp_path, text: str, name: str = "config.toml") -> Path:
     p = tmp_path / name
     p.write_text(text, encoding="utf-8")

@@ -359,6 +359,7 @@ def test_cli_sweep(toy, tmp_path):
     assert not (pkg / "sweeps").exists()
 
 
+# -- eval and sweep on hostile files and values: one line, no crash of pytrec_eval, no unbounded read --------
 @pytest.mark.parametrize("grade", ["99999999999999999999999", str(GRADE_MAX + 1), str(GRADE_MIN - 1),
                                    "9" * 5000, str(2**31 - 1)])  # the last: 16 GB inside trec_eval
 def test_a_grade_pytrec_eval_cannot_take_is_refused_with_its_line(tmp_path, grade):

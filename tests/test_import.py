@@ -535,6 +535,7 @@ def test_other_origins_and_damaged_files_are_respected(tmp_path):
     assert rep.removed == 0 and set(_rows(ws)) == {"x", "y"} and any("were kept" in p for p in rep.problems)
 
 
+# -- hostile input: a full disk, ids a run cannot carry, keys that are paths ---------------------------------
 def _rows_and_files_whole(ws_dir: Path) -> None:
     ws = Workspace.open(ws_dir)
     with Ledger(ws.ledger_path) as led:

@@ -131,6 +131,7 @@ def test_import_missing_file(tmp_path):
         import_jsonl(Workspace.open(tmp_path), tmp_path / "nope.jsonl")
 
 
+# -- hostile bibliographies: attachments, odd file fields and citekeys, FIFOs, name collisions ---------------
 def test_zotero_snapshot_before_pdf_parses_the_pdf(tmp_path):
     files = tmp_path / "papers" / "files" / "1"
     files.mkdir(parents=True)
@@ -330,6 +331,7 @@ def test_switch_to_docling_without_models_keeps_the_parsed_text(tmp_path):
     assert all(row.reason is None for row in ledger_rows(ws).values())
 
 
+# -- killed syncs and imports whose files swapped: one rerun equals a clean build ----------------------------
 KEYS = ["Lo2020", "lo2020", "LO2020"]
 
 
