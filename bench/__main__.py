@@ -1,4 +1,5 @@
-"""``python -m bench COMMAND ...``: quality, speed, smoke, sweep, units, experiments."""
+"""``python -m bench COMMAND [options]``: the one entry point of the instrument; ``python -m bench`` lists the
+commands, ``python -m bench COMMAND -h`` a command's options. (``python -m bench.COMMAND`` still runs one.)"""
 
 from __future__ import annotations
 
@@ -7,33 +8,45 @@ import sys
 
 COMMANDS = {
     "quality": ("bench.quality", "quality of the shipped defaults on every arm"),
-    "speed": ("bench.speed", "side by side with bm25s: queries/s, build, memory, CLI wall time"),
     "smoke": ("bench.smoke", "what CI runs: every arm against reference figures, bm25s parity, real PDFs"),
+    "speed": ("bench.speed", "side by side with bm25s: queries/s, build, memory, CLI wall time"),
+    "cli_batch": ("bench.cli_batch", "what users run beside bm25s: a whole-process CLI batch, the API strings -> citekeys"),
+    "interactive": ("bench.interactive", "one query at a time: a whole process per query (cold), a warm MCP server"),
+    "scale": ("bench.scale", "100k / 1M documents beside bm25s: queries/s, build memory, first CLI query"),
+    "ingest": ("bench.ingest", "import and index at scale, whole process: fresh, unchanged, 1% changed"),
+    "synth": ("bench.synth", "a seeded synthetic workspace drawn from a collection's statistics"),
     "sweep": ("bench.sweep", "a (k1, b, field weight) grid on one arm in one batched call"),
     "units": ("bench.units", "the reference cut, snippet shares and passage-unit costs"),
     "experiments": ("bench.experiments", "re-run the spec's experiments on the real arms"),
-    "synth": ("bench.synth", "a seeded synthetic workspace drawn from a collection's statistics"),
-    "ingest": ("bench.ingest", "import and index at scale, whole process: fresh, unchanged, 1% changed"),
-    "cli_batch": ("bench.cli_batch", "what users run beside bm25s: a whole-process CLI batch, the API strings -> citekeys"),
-    "scale": ("bench.scale", "100k / 1M documents beside bm25s: queries/s, build memory, first CLI query"),
-    "reliability": ("bench.reliability", "SIGKILL campaigns, concurrent writers, hostile input: the reliability table"),
+    "refcut": ("bench.refcut", "the plain-text reference cut against docling's and hand-read truth"),
     "dense": ("bench.dense", "dense retrieval (MiniLM in FAISS) beside BM25 on the qrels arms; encode, search, rerank cost"),
+    "hybrid": ("bench.hybrid", "hybrid search (BM25 + MiniLM, fused per source) beside its parts on the qrels arms"),
+    "encode_speed": ("bench.encode_speed", "the embed stage's encoding throughput beside a bare SentenceTransformer.encode"),
     "topics": ("bench.topics", "the bertopic stage on scifact: wall time, outlier share, reproducibility"),
     "gpu": ("bench.gpu", "one prepared GPU run: gpu tests, torch CUDA q/s at 5k/100k/1M, the 11x11 grid"),
-    "refcut": ("bench.refcut", "the plain-text reference cut against docling's and hand-read truth"),
-    "hybrid": ("bench.hybrid", "hybrid search (BM25 + MiniLM, fused per source) beside its parts on the qrels arms"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
 }
 
 
+def usage() -> str:
+    lines = ["usage: python -m bench COMMAND [options]   (python -m bench COMMAND -h: its options)", "", "commands:"]
+    lines += [f"  {name:<13} {help_text}" for name, (_m, help_text) in COMMANDS.items()]
+    lines += ["", "The reliability campaign (SIGKILLs, concurrent writers, hostile input) is not a measurement: "
+              "python -m tools.reliability."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        print("usage: python -m bench COMMAND [options]\n\ncommands:")
-        for name, (_m, help_text) in COMMANDS.items():
-            print(f"  {name:<12} {help_text}")
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
-    return int(importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:]) or 0)
+    name = argv[0].replace("-", "_") if argv else ""
+    if name not in COMMANDS:
+        print(usage(), file=sys.stdout if not argv or argv[0] in ("-h", "--help") else sys.stderr)
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\npython -m bench: no command {argv[0]!r}", file=sys.stderr)
+            return 2
+        return 0
+    sys.argv = [f"python -m bench {name}", *argv[1:]]  # what a command's argparse shows as its prog
+    return int(importlib.import_module(COMMANDS[name][0]).main(argv[1:]) or 0)
 
 
 if __name__ == "__main__":

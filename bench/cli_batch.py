@@ -1,12 +1,12 @@
 """What users run, beside bm25s doing the same: a whole-process CLI batch, and the API from strings to keys.
 
-    python -m bench.cli_batch [--corpora scifact,1m] [--queries 20000] [--ks 10,100] [--repeats 3]
+    python -m bench cli_batch [--corpora scifact,1m] [--queries 20000] [--ks 10,100] [--repeats 3]
                               [--ws-root /work/scale-ws] [--out bench/out/cli_batch.json]
 
 CLI batch (whole process, wall and CPU from process start to exit, as a shell user times it):
   ours    ``chitragupta search -w WS --queries Q.jsonl --run OUT -k K`` with the shipped config (acronym
           expansion on; ``[retrieval].threads = 0``: every core)
-  bm25s   ``python -m bench.cli_batch --peer-run DIR Q.jsonl OUT K BACKEND``: the same job written for
+  bm25s   ``python -m bench cli_batch --peer-run DIR Q.jsonl OUT K BACKEND``: the same job written for
           bm25s 0.3 -- load the index saved by ``bm25s.BM25.save`` (mmap) and its tokenizer's vocabulary
           (our splitter and stopwords, so both score the same tokens), read the queries, tokenize,
           ``retrieve(k, n_threads=2)``, write the TREC run (hits with a positive score). Both backends:
@@ -33,12 +33,11 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from bench.timer import paired_time, run_timed
 
 STOPWORDS = "a an and are as at be by for from in is of on that the to was with".split()
 
@@ -101,19 +100,13 @@ def _query_file(ws_root: Path, n: int, folder: Path, name: str) -> tuple[Path, l
     return path, texts
 
 
-def _timed(cmd: list[str]) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak RSS MB of the largest child so far) of one command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, after.ru_maxrss / 1024
+def _timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one command, run to its end."""
+    took = run_timed(cmd)
+    return took["wall_s"], took["cpu_s"]
 
 
-def _alternate(cmds: dict[str, list[str]], repeats: int) -> dict[str, list[tuple[float, float, float]]]:
+def _alternate(cmds: dict[str, list[str]], repeats: int) -> dict[str, list[tuple[float, float]]]:
     names = list(cmds)
     for name in names:  # untimed: page cache, numba's on-disk cache
         _timed(cmds[name])
@@ -175,7 +168,6 @@ def api(ws_root: Path, peer_dir: Path, texts: list[str], k: int, repeats: int) -
     import numba
 
     from bench.peers import Bm25s
-    from bench.scale import _paired_time
     from chitragupta.engine.search import Retriever
 
     r = Retriever.open(ws_root)  # the shipped config: acronym expansion on
@@ -197,7 +189,7 @@ def api(ws_root: Path, peer_dir: Path, texts: list[str], k: int, repeats: int) -
 
     ours()
     theirs()
-    o, p = _paired_time(ours, theirs, repeats)
+    o, p = paired_time(ours, theirs, repeats)
     wall_o = statistics.median(x[0] for x in o)
     wall_p = statistics.median(x[0] for x in p)
     return {"k": k, "queries": len(texts), "threads": threads, "ours_qps": len(texts) / wall_o,
@@ -212,7 +204,7 @@ def main(argv=None) -> int:
         d, q, out, k, backend = argv[1:6]
         peer_run(d, q, out, int(k), backend)
         return 0
-    ap = argparse.ArgumentParser(prog="python -m bench.cli_batch", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench cli_batch", description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpora", default="scifact,1m")
     ap.add_argument("--queries", type=int, default=20_000)
     ap.add_argument("--ks", default="10,100")

@@ -1,4 +1,4 @@
-"""Dense retrieval, measured: ``python -m bench.dense [--arms scifact,cranfield,cisi]``.
+"""Dense retrieval, measured: ``python -m bench dense [--arms scifact,cranfield,cisi]``.
 
 For each qrels arm: import its corpus.jsonl into a workspace under ``--work`` (default /tmp), run
 ``chitragupta enrich --stages embed`` and ``chitragupta search --engine embed --queries ... --run``
@@ -9,10 +9,10 @@ documents survive the collapse.
 
 Also: encode throughput (chunks/s, the embed stage with the model already loaded), FAISS query
 throughput (the exact IndexFlatIP search alone, batched and one query at a time), and what the
-cross-encoder rerank costs per query with a tiny randomly initialised cross-encoder (``tiny_cross_encoder``;
+cross-encoder rerank costs per query with a tiny randomly initialised cross-encoder (``tests/helpers.py``'s ``tiny_cross_encoder``;
 no cross-encoder model is packaged, so this measures the plumbing and a 2-layer model, not a real one).
 
-Appends one dated section to bench/RESULTS.md (``--no-append`` to only print it).
+Appends one dated section to bench/LOG.md, the log beside bench/RESULTS.md (``--no-append`` to only print it).
 """
 
 from __future__ import annotations
@@ -26,36 +26,12 @@ import time
 from pathlib import Path
 
 from bench.data import REPO
-from bench.speed import median_time
+from bench.timer import median_wall, stopwatch
 
-__all__ = ["tiny_cross_encoder", "collapse", "main"]
+__all__ = ["run_arm", "main"]
 
-RESULTS = REPO / "bench" / "RESULTS.md"
+LOG = REPO / "bench" / "LOG.md"
 EMBED_CHUNKS = 300  # chunks asked of the embed run: enough for 100 distinct citekeys after collapsing
-_VOCAB = ("[PAD] [UNK] [CLS] [SEP] [MASK] the a of and in to is for on with by paper study model data "
-          "method result effect cell protein gene water heat ocean vaccine twin digital sensor query "
-          "retrieval ranking index citation patient risk cancer treatment").split()
-
-
-def tiny_cross_encoder(folder: Path, seed: int = 0) -> Path:
-    """A tiny randomly initialised BERT cross-encoder (2 layers, hidden 32, one output logit) and its
-    (fast) WordPiece tokenizer over a small fixed vocabulary, saved to ``folder`` with save_pretrained. Built
-    locally: nothing is downloaded. Its scores are arbitrary but deterministic for a seed."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(_VOCAB) + "\n", encoding="utf-8")
-    BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True).save_pretrained(str(folder))
-    torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=len(_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=512, num_labels=1)
-    BertForSequenceClassification(cfg).eval().save_pretrained(str(folder))
-    return folder
-
-
 def _cli(*argv) -> None:
     from chitragupta.cli.main import main as cli
 
@@ -86,9 +62,9 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     if fresh and store_dir.exists():
         shutil.rmtree(store_dir)
     if not store_dir.exists() or not stats_file.exists():
-        t = time.perf_counter()
-        _cli("enrich", "-w", ws_dir, "--stages", "embed", "--device", "cpu")
-        secs = time.perf_counter() - t
+        with stopwatch() as took:
+            _cli("enrich", "-w", ws_dir, "--stages", "embed", "--device", "cpu")
+        secs = took.wall
         chunks = json.loads((store_dir / "manifest.json").read_text())["count"]
         stats_file.write_text(json.dumps({"chunks": chunks, "seconds": secs}))
     enc_stats = json.loads(stats_file.read_text())
@@ -98,9 +74,9 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     qfile.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in arm.queries.items()),
                      encoding="utf-8")
     embed_run, bm25_run = work / f"{name}.embed.trec", work / f"{name}.bm25.trec"
-    t = time.perf_counter()
-    _cli("search", "-w", ws_dir, "--engine", "embed", "--queries", qfile, "--run", embed_run, "-k", EMBED_CHUNKS)
-    embed_batch_s = time.perf_counter() - t
+    with stopwatch() as took:
+        _cli("search", "-w", ws_dir, "--engine", "embed", "--queries", qfile, "--run", embed_run, "-k", EMBED_CHUNKS)
+    embed_batch_s = took.wall
     _cli("search", "-w", ws_dir, "--queries", qfile, "--run", bm25_run, "-k", 100)
     measures = ("nDCG@10", "R@100")
     dense = evaluate({q: keys[:100] for q, keys in collapse_by_source(read_trec_run(embed_run).ranked).items()},
@@ -112,9 +88,9 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     texts = list(arm.queries.values())
     qv = s.encoder.encode_queries(texts)  # as search encodes them (numpy on the CPU for the default model)
     index = s.store.faiss_index()
-    batch_s = median_time(lambda: index.search(qv, 100), 5)
-    single_s = median_time(lambda: [index.search(qv[i:i + 1], 100) for i in range(len(qv))], repeats=3)
-    encode_q_s = median_time(lambda: s.encoder.encode_queries(texts[:64]), repeats=3) / min(64, len(texts))
+    batch_s = median_wall(lambda: index.search(qv, 100), 5)
+    single_s = median_wall(lambda: [index.search(qv[i:i + 1], 100) for i in range(len(qv))], repeats=3)
+    encode_q_s = median_wall(lambda: s.encoder.encode_queries(texts[:64]), repeats=3) / min(64, len(texts))
 
     out = {"arm": name, "queries": len(arm.queries), "docs": manifest["documents"], "chunks": manifest["count"],
            "dense": dense, "bm25": bm25, "encode_chunks_per_s": enc_stats["chunks"] / enc_stats["seconds"],
@@ -123,13 +99,15 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
            "cli_batch_s": embed_batch_s}
 
     if rerank_queries:
+        from tests.helpers import tiny_cross_encoder  # the tests' locally built model (bench runs from a checkout)
+
         ce = tiny_cross_encoder(work / "tiny-cross-encoder")
         cfg = load_config(ws_dir / "config.toml" if (ws_dir / "config.toml").is_file() else None,
                           overrides={"enrich": {"rerank_model": str(ce)}})
         r = EmbedSearcher.open(Workspace.open(ws_dir, cfg), device="cpu")
         sample = texts[:rerank_queries]
-        plain = median_time(lambda: s.search_many(sample, 10, snippet_chars=0), repeats=3)
-        rer = median_time(lambda: r.search_many(sample, 10, snippet_chars=0), repeats=3)
+        plain = median_wall(lambda: s.search_many(sample, 10, snippet_chars=0), repeats=3)
+        rer = median_wall(lambda: r.search_many(sample, 10, snippet_chars=0), repeats=3)
         out.update(rerank_queries=len(sample), search_ms=1000 * plain / len(sample),
                    rerank_search_ms=1000 * rer / len(sample),
                    rerank_candidates=10 * ws.config.enrich.embed_overfetch)
@@ -168,7 +146,7 @@ def _section(results: list[dict], argv: str) -> str:
               if "search_ms" in r else "- | -")
         lines.append(f"| {r['arm']} | {r['encode_chunks_per_s']:.1f} ({r['chunks']} in {r['encode_seconds']:.0f} s) | "
                      f"{r['faiss_batch_qps']:.0f} | {r['faiss_single_ms']:.3f} | {r['query_encode_ms']:.1f} | {rr} |")
-    lines += ["", "Rerank uses `bench.dense.tiny_cross_encoder` (2 layers, hidden 32, 36k parameters, random "
+    lines += ["", "Rerank uses `tiny_cross_encoder` of tests/helpers.py (2 layers, hidden 32, 36k parameters, random "
                   "weights): it measures the plumbing's cost on these cores, not a real cross-encoder's (a "
                   "MiniLM-L6 cross-encoder has ~22M); its ordering is meaningless, so no quality figure is given "
                   "for it.", ""]
@@ -176,7 +154,7 @@ def _section(results: list[dict], argv: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.dense", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench dense", description=__doc__.split("\n\n")[0])
     p.add_argument("--arms", default="scifact", help="comma-separated qrels arms (default scifact)")
     p.add_argument("--work", default="/tmp/chitragupta-dense", help="where the workspaces go")
     p.add_argument("--fresh", action="store_true", help="re-encode even when a store exists")
@@ -199,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r, indent=1), flush=True)
         (work / f"result-{name}.json").write_text(json.dumps(r, indent=1))
         results.append(r)
-    text = _section(results, f"python -m bench.dense --arms {','.join(names)}")
+    text = _section(results, f"python -m bench dense --arms {','.join(names)}")
     if args.reading:
         text += "\n" + args.reading.strip() + "\n"
     print(text)
     if not args.no_append:
-        with open(RESULTS, "a", encoding="utf-8") as f:
+        with open(LOG, "a", encoding="utf-8") as f:
             f.write(text)
     return 0
 

@@ -1,4 +1,4 @@
-"""The spec's experiments, re-run on this project's arms. Each prints a Markdown section for RESULTS.md.
+"""The spec's experiments, re-run on this project's arms. Each prints a Markdown section for bench/LOG.md.
 
     python -m bench experiments [--only kb,floor,title,abstract,cut,passage,acronyms,stem,peers]
 
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 from bench import arms as arms_mod
 from bench.metrics import compare, evaluate, mean_query_term_df, per_query, sentence_edges
 from bench.runs import run, scratch, sweep_runs
+from bench.timer import stopwatch
 
 QRELS = ("scifact", "cranfield", "cisi")
 SELF = ("www",)
@@ -320,9 +320,10 @@ def exp_peers(data) -> str:
         row = [name, ours, evaluate(b_run, arm.qrels, ["nDCG@10"])["nDCG@10"]]
         if len(docs) <= 2000:
             rb = RankBm25(texts)
-            t = time.perf_counter()
-            rb_run = {q: [keys[i] for i in rb.top(qt, 100)] for q, qt in zip(qids, qtexts)}
-            row += [evaluate(rb_run, arm.qrels, ["nDCG@10"])["nDCG@10"], f"{(time.perf_counter() - t) / len(qids) * 1e3:.1f} ms"]
+            with stopwatch() as took:
+                rb_run = {q: [keys[i] for i in rb.top(qt, 100)] for q, qt in zip(qids, qtexts)}
+                ndcg = evaluate(rb_run, arm.qrels, ["nDCG@10"])["nDCG@10"]
+            row += [ndcg, f"{took.wall / len(qids) * 1e3:.1f} ms"]
         else:
             row += ["(not run: large)", ""]
         rows.append(row)
@@ -344,9 +345,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     data = data_dir(args.data)
     for name in args.only.split(","):
-        t = time.perf_counter()
-        print(EXPERIMENTS[name](data))
-        print(f"<!-- {name}: {time.perf_counter() - t:.1f} s -->\n", flush=True)
+        with stopwatch() as took:
+            print(EXPERIMENTS[name](data))
+        print(f"<!-- {name}: {took.wall:.1f} s -->\n", flush=True)
     return 0
 
 

@@ -2,8 +2,8 @@
 structural sidecar, and the JSONL corpus.
 
     pip install -e ".[fuzz]"
-    python -m bench.fuzz --seconds 120                 # all three readers, inputs split by a first byte
-    python -m bench.fuzz --seconds 60 --target bibtex
+    python -m bench fuzz --seconds 120                 # all three readers, inputs split by a first byte
+    python -m bench fuzz --seconds 60 --target bibtex
 
 The contract under test: a reader returns (entries and line-numbered problems, or validated items) or
 raises its own one-line error (CorpusError, SidecarError); anything else -- another exception, a NUL in
@@ -116,7 +116,7 @@ CHECKS = {"bibtex": _check_bibtex, "sidecar": _check_sidecar, "jsonl": _check_js
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench fuzz", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=120.0, help="how long to fuzz (default 120)")
     ap.add_argument("--target", choices=["all", *TARGETS], default="all")
     ap.add_argument("--out", default=None, help="folder for the inputs of findings (default: a temp folder)")

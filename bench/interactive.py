@@ -1,7 +1,7 @@
 """One query at a time, as a person at the CLI or an agent skill asks: a whole process per query (cold),
 and a query through a warm MCP server (warm), each beside what it is compared with.
 
-    python -m bench.interactive [--corpora scifact,cranfield,cisi] [--cold 15] [--warm 200]
+    python -m bench interactive [--corpora scifact,cranfield,cisi] [--cold 15] [--warm 200]
                                 [--parts cold,warm] [--engines bm25,hybrid] [--ws scifact=/work/ws/scifact]
                                 [--out bench/out/interactive.json]
 
@@ -10,7 +10,7 @@ Cold (whole process; CPU = user + sys of the child, from ``getrusage``; wall fro
                the peer prints)
   ours hybrid  the same with ``--engine hybrid`` (BM25 fused with the embedding index; only for a workspace
                whose store is built: ``chitragupta enrich --stages embed``)
-  bm25s        ``python -m bench.interactive --peer-one DIR "QUERY" 10 BACKEND``: bm25s 0.3 loads the index
+  bm25s        ``python -m bench interactive --peer-one DIR "QUERY" 10 BACKEND``: bm25s 0.3 loads the index
                ``bm25s.BM25.save`` wrote (mmap) and its tokenizer vocabulary (our splitter and stopwords),
                answers the query, prints the keys and scores. Backends ``numpy`` and ``numba`` (bm25s keeps no
                numba cache, so numba compiles in every process); the ratio is against the faster.
@@ -33,14 +33,13 @@ import asyncio
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bench.cli_batch import STOPWORDS
+from bench.timer import run_timed, stopwatch
 
 
 # -- the peer's one-query job (imports only bm25s) --------------------------------------------------------
@@ -63,14 +62,8 @@ def peer_one(index_dir: str, query: str, k: int, backend: str) -> None:
 # -- timing ------------------------------------------------------------------------------------------------
 def _timed(cmd: list[str]) -> tuple[float, float]:
     """(wall s, CPU s of the child) of one command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    wall = time.perf_counter() - t
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    took = run_timed(cmd, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    return took["wall_s"], took["cpu_s"]
 
 
 def _pct(xs: list[float], p: float) -> float:
@@ -120,9 +113,9 @@ async def _mcp_latencies(ws: Path, queries: list[str], engine: str) -> tuple[lis
     async with Client(params) as c:
         await c.call_tool("search", {"query": queries[0], "engine": engine})  # opens the engines
         for q in queries:
-            t = time.perf_counter()
-            r = await c.call_tool("search", {"query": q, "k": 10, "engine": engine})
-            lat.append(time.perf_counter() - t)
+            with stopwatch() as took:
+                r = await c.call_tool("search", {"query": q, "k": 10, "engine": engine})
+            lat.append(took.wall)
             if r.is_error:
                 raise SystemExit(f"serve: {r.content[0].text}")
             if len(first) < 5:
@@ -130,9 +123,9 @@ async def _mcp_latencies(ws: Path, queries: list[str], engine: str) -> tuple[lis
         floor = []
         hit = next((h["citekey"] for a in first for h in a["hits"]), None)
         for _ in queries if hit else ():
-            t = time.perf_counter()
-            await c.call_tool("source", {"citekey": hit})
-            floor.append(time.perf_counter() - t)
+            with stopwatch() as took:
+                await c.call_tool("source", {"citekey": hit})
+            floor.append(took.wall)
     return lat, first, floor
 
 
@@ -151,9 +144,9 @@ def warm(ws: Path, queries: list[str], engines: list[str]) -> dict:
         searcher.search(queries[0], 10)
         inproc = []
         for q in queries:
-            t = time.perf_counter()
-            searcher.search(q, 10)
-            inproc.append(time.perf_counter() - t)
+            with stopwatch() as took:
+                searcher.search(q, 10)
+            inproc.append(took.wall)
         same = []
         exe = str(Path(sys.executable).with_name("chitragupta"))
         for q, got in zip(queries, first):
@@ -178,7 +171,7 @@ def main(argv=None) -> int:
         d, q, k, backend = argv[1:5]
         peer_one(d, q, int(k), backend)
         return 0
-    ap = argparse.ArgumentParser(prog="python -m bench.interactive", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench interactive", description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpora", default="scifact,cranfield,cisi")
     ap.add_argument("--cold", type=int, default=15, help="queries run as a whole process each (default 15)")
     ap.add_argument("--warm", type=int, default=200, help="queries through the warm server (default 200)")

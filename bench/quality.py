@@ -9,11 +9,11 @@ self-retrieval arms: Recall@1/5, MRR@5, nDCG@5 with a document's keywords as the
 from __future__ import annotations
 
 import argparse
-import time
 
 from bench import arms as arms_mod
 from bench.metrics import evaluate
 from bench.runs import run
+from bench.timer import stopwatch
 
 QRELS_ARMS = ("scifact", "cranfield", "cisi")
 KEYWORD_ARMS = ("www", "semeval2010", "inspec")
@@ -34,11 +34,11 @@ def main(argv=None) -> int:
     print("| arm | queries | " + " | ".join(cols) + " | seconds |")
     print("|---|---|" + "---|" * (len(cols) + 1))
     for name in args.arms.split(","):
-        t = time.perf_counter()
-        arm = arms_mod.get(name, args.data)
-        scores = evaluate(run(arm), arm.qrels, measures_for(name))
+        with stopwatch() as took:
+            arm = arms_mod.get(name, args.data)
+            scores = evaluate(run(arm), arm.qrels, measures_for(name))
         cells = [f"{scores[m]:.4f}" if m in scores else "" for m in cols]
-        print(f"| {name} | {len(arm.queries)} | " + " | ".join(cells) + f" | {time.perf_counter() - t:.1f} |")
+        print(f"| {name} | {len(arm.queries)} | " + " | ".join(cells) + f" | {took.wall:.1f} |")
     return 0
 
 

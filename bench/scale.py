@@ -1,6 +1,6 @@
 """Speed at scale, side by side with bm25s: queries/s, index build, peak memory, first CLI query.
 
-    python -m bench.scale [--sizes scifact,100k,1m] [--queries 1000,10000] [--ks 10,1000] [--threads 1,2]
+    python -m bench scale [--sizes scifact,100k,1m] [--queries 1000,10000] [--ks 10,1000] [--threads 1,2]
                           [--repeats 3] [--ws-root /work/scale-ws] [--out bench/out/scale.json]
 
 Corpora: ``scifact`` is the real collection (5,183 documents, the workspace ``bench.speed`` uses); ``100k``
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import resource
@@ -45,6 +44,7 @@ from pathlib import Path
 
 
 from bench.data import REPO, WORK, data_dir
+from bench.timer import median_time, paired_time, run_timed, stopwatch
 
 N_QUERIES = 10_000
 WARM = 200  # warm-up queries (JIT, page cache): the stress set's last 200
@@ -114,19 +114,6 @@ def stress_queries(ws_root: Path, n: int = N_QUERIES, seed: int = 0) -> list[str
     return windows(_Texts(), n, seed)
 
 
-def _median_time(fn, repeats: int, warm=None) -> tuple[float, float]:
-    """Median wall seconds and median CPU seconds (this process, every thread) of ``fn``."""
-    (warm or fn)()  # warm-up (JIT, caches, page cache)
-    walls, cpus = [], []
-    for _ in range(repeats):
-        c = time.process_time()
-        t = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - t)
-        cpus.append(time.process_time() - c)
-    return statistics.median(walls), statistics.median(cpus)
-
-
 def _figures(n: int, wall: float, cpu: float) -> dict:
     return {"e2e_qps": n / wall, "qps_per_cpu_s": n / cpu, "load": _load()}
 
@@ -137,11 +124,10 @@ def child_build(ws_root: Path) -> dict:
     from chitragupta.engine.workspace import Workspace
 
     ws = Workspace.open(ws_root)
-    t = time.perf_counter()
-    opened = refresh(ws, force=True)
-    s = time.perf_counter() - t
+    with stopwatch() as took:
+        opened = refresh(ws, force=True)
     rep = opened.report
-    return {"n_docs": rep.n_docs, "n_terms": rep.n_terms, "nnz": rep.nnz, "build_s": s,
+    return {"n_docs": rep.n_docs, "n_terms": rep.n_terms, "nnz": rep.nnz, "build_s": took.wall,
             "peak_rss_mb": _peak_mb(), "load": _load()}
 
 
@@ -177,7 +163,7 @@ def child_ours(ws_root: Path, qfile: Path, plan: dict) -> dict:
 
                 for threads in plan["threads"]:
                     numba.set_num_threads(threads)
-                    wall, cpu = _median_time(e2e, plan["repeats"], warm=lambda: e2e(queries[-WARM:], k))
+                    wall, cpu = median_time(e2e, plan["repeats"], warm=lambda: e2e(queries[-WARM:], k))
                     out[table][f"q{nq}/k{k}/t{threads}"] = _figures(nq, wall, cpu)
     out["peak_rss_mb"] = _peak_mb()
     return out
@@ -200,27 +186,6 @@ def _read_corpus(ws_root: Path) -> tuple[list[str], list[str]]:
     return keys, texts
 
 
-def _paired_time(a, b, repeats: int, min_round_s: float = 0.5) -> tuple[list, list]:
-    """(wall, CPU) seconds a call of ``a`` and of ``b`` in ``repeats`` rounds, the order alternating (a b,
-    b a, ...), so that a swing of the host's speed lands on both engines alike. A call shorter than
-    ``min_round_s`` is repeated within its round (the count from one untimed call of each) and averaged."""
-    once = []
-    for fn in (a, b):
-        t = time.perf_counter()
-        fn()
-        once.append(time.perf_counter() - t)
-    reps = max(1, math.ceil(min_round_s / max(min(once), 1e-6)))
-    got: dict = {a: [], b: []}
-    for i in range(repeats):
-        for fn in ((a, b) if i % 2 == 0 else (b, a)):
-            c = time.process_time()
-            t = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            got[fn].append(((time.perf_counter() - t) / reps, (time.process_time() - c) / reps))
-    return got[a], got[b]
-
-
 def child_pair(ws_root: Path, qfile: Path, plan: dict) -> dict:
     """bm25s built here and ours opened beside it in this one process; each (queries, k, threads) timed in
     alternating rounds, so the ratio compares runs seconds apart, not minutes (this host's speed swings by a
@@ -230,13 +195,13 @@ def child_pair(ws_root: Path, qfile: Path, plan: dict) -> dict:
     from bench.peers import Bm25s
 
     queries = json.loads(qfile.read_text())
-    t = time.perf_counter()
-    keys, texts = _read_corpus(ws_root)
-    read_s = time.perf_counter() - t
+    with stopwatch() as read:
+        keys, texts = _read_corpus(ws_root)
+    read_s = read.wall
     peer = Bm25s()
-    t = time.perf_counter()
-    peer.build(texts)
-    build_s = time.perf_counter() - t
+    with stopwatch() as build:
+        peer.build(texts)
+    build_s = build.wall
     del texts
     out = {"engine": f"bm25s {peer.version} (numba)", "n_docs": len(keys), "build_s": build_s, "read_s": read_s,
            "build_peak_rss_mb": _peak_mb(), "batch": {}, "ours": {}}
@@ -257,7 +222,7 @@ def child_pair(ws_root: Path, qfile: Path, plan: dict) -> dict:
                 numba.set_num_threads(threads)
                 ours(queries[-WARM:])
                 theirs(queries[-WARM:])
-                o, p = _paired_time(ours, theirs, plan["repeats"])
+                o, p = paired_time(ours, theirs, plan["repeats"])
                 key = f"q{nq}/k{k}/t{threads}"
                 med = lambda xs, j: statistics.median(x[j] for x in xs)  # noqa: E731
                 out["ours"][key] = _figures(nq, med(o, 0), med(o, 1))
@@ -278,13 +243,9 @@ def first_query(ws_root: Path, query: str) -> dict:
     cpu: list[float] = []
 
     def once(env=None) -> float:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, check=True, env=env)
-        wall = time.perf_counter() - t
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-        return wall
+        took = run_timed(cmd, env=env)
+        cpu.append(took["cpu_s"])
+        return took["wall_s"]
 
     load = _load()
     first = once()
@@ -310,17 +271,17 @@ def _child(kind: str, ws_root: str, qfile: str | None, plan: str) -> dict:
 def _run_child(kind: str, ws_root: Path, qfile: Path | None, plan: dict) -> dict:
     args = [sys.executable, "-m", "bench.scale", "--child", kind, "--child-ws", str(ws_root),
             "--child-plan", json.dumps(plan)] + (["--child-queries", str(qfile)] if qfile else [])
-    t = time.perf_counter()
-    p = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    with stopwatch() as took:
+        p = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     if p.returncode != 0:
-        return {"error": p.stderr[-2000:], "wall_s": time.perf_counter() - t}
+        return {"error": p.stderr[-2000:], "wall_s": took.wall}
     got = json.loads(p.stdout.strip().splitlines()[-1])
-    got["wall_s"] = time.perf_counter() - t
+    got["wall_s"] = took.wall
     return got
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench scale", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="scifact,100k,1m")
     ap.add_argument("--queries", default="1000,10000", help="query-set sizes (prefixes of one stress set)")
     ap.add_argument("--ks", default="10,1000")
@@ -345,7 +306,7 @@ def main(argv=None) -> int:
             "shipped": not args.no_shipped, "paired": "bm25s" in engines}
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     results = {"machine": {"platform": platform.platform(), "python": platform.python_version(),
-                           "cpus": os.cpu_count()}, "plan": plan, "command": "python -m bench.scale " + " ".join(
+                           "cpus": os.cpu_count()}, "plan": plan, "command": "python -m bench scale " + " ".join(
                                sys.argv[1:] if argv is None else argv), "sizes": {}}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

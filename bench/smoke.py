@@ -1,7 +1,7 @@
 """The benchmark smoke CI runs when ``../shared/data`` exists: quality on every arm against the
 independent reference figures, bm25s agreeing on SciFact, and real PDFs through ``sync``.
 
-    python -m bench.smoke
+    python -m bench smoke
 
 Exits non-zero when a figure falls outside its bound, so a regression in the formula, the tokenizer
 or the index build fails CI rather than a number quietly moving.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench import arms as arms_mod
@@ -19,6 +18,7 @@ from bench.data import data_dir
 from bench.metrics import evaluate
 from bench.quality import KEYWORD_ARMS, QRELS_ARMS, measures_for
 from bench.runs import run
+from bench.timer import stopwatch
 
 # Textbook BM25 with this tokenizer, measured independently (../shared/data/README.md).
 REFERENCE = {
@@ -32,7 +32,9 @@ REFERENCE = {
 TOLERANCE = 0.0015
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    if argv:
+        raise SystemExit(f"python -m bench smoke takes no options (got {' '.join(argv)})")
     failures = []
     for name in [*QRELS_ARMS, *KEYWORD_ARMS]:
         arm = arms_mod.get(name)
@@ -86,9 +88,9 @@ def _pdfs() -> list[str]:
         bib = "".join(f"@misc{{p{i}, title = {{{p.stem}}}, file = {{{p}}}}}\n" for i, p in enumerate(pdfs))
         (root / "papers" / "bibliography.bib").write_text(bib, encoding="utf-8")
         ws = Workspace.open(root)
-        t = time.perf_counter()
-        report = sync(ws)
-        secs = time.perf_counter() - t
+        with stopwatch() as took:
+            report = sync(ws)
+        secs = took.wall
         words = sum(len((root / "content" / "parsed" / f"p{i}.txt").read_text().split()) for i in range(len(pdfs))
                     if (root / "content" / "parsed" / f"p{i}.txt").exists())
         hits = Retriever.open(ws).search("semantic scholar open research corpus", k=3)

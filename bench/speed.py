@@ -1,6 +1,6 @@
 """Speed side by side with bm25s, in one run: batch queries/s, index build, peak memory, CLI wall time.
 
-    python -m bench.speed [--collection scifact] [--repeats 5] [--out bench/out/speed.json]
+    python -m bench speed [--collection scifact] [--repeats 5] [--out bench/out/speed.json]
 
 Each engine is measured in its own subprocess (so peak RSS is its own), on the same machine, corpus,
 tokens and k. Batch figures are medians of ``--repeats`` timed runs after a warm-up:
@@ -20,11 +20,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+from bench import timer
+from bench.timer import median_wall
 from bench.data import REPO, WORK, data_dir, read_jsonl, workspace_for
 
 K = 10
@@ -43,16 +44,6 @@ def stress_queries(texts, n: int = 2000, seed: int = 0) -> list[str]:
         start = int(rng.integers(0, max(1, len(words) - size)))
         out.append(" ".join(words[start:start + size]))
     return out
-
-
-def median_time(fn, repeats: int) -> float:
-    fn()  # warm-up (JIT, caches)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def _query_sets(collection: Path, texts: list[str]) -> dict[str, list[str]]:
@@ -74,9 +65,9 @@ def measure_ours(collection: Path, repeats: int) -> dict:
 
     builds = []
     for _ in range(3):
-        t = time.perf_counter()
-        refresh(ws, force=True)
-        builds.append(time.perf_counter() - t)
+        with timer.stopwatch() as took:
+            refresh(ws, force=True)
+        builds.append(took.wall)
     build_s = statistics.median(builds)
     r = Retriever.open(ws)
     texts = [d["text"] for d in read_jsonl(collection / "corpus.jsonl")]
@@ -93,8 +84,8 @@ def measure_ours(collection: Path, repeats: int) -> dict:
         idf, norm = r.index.idf_, r.index.norm(r.params.k1, r.params.b)
         for threads in (1, 2):
             numba.set_num_threads(threads)
-            e2e = median_time(e2e_fn, repeats)
-            score = median_time(lambda: score_topk(r.index.postings, batch, r.params, K, backend=r.backend,
+            e2e = median_wall(e2e_fn, repeats)
+            score = median_wall(lambda: score_topk(r.index.postings, batch, r.params, K, backend=r.backend,
                                                     idf=idf, norm=norm), repeats)
             out["batch"][f"{name}/t{threads}"] = {"queries": len(qs), "e2e_qps": len(qs) / e2e,
                                                   "scoring_qps": len(qs) / score}
@@ -110,9 +101,9 @@ def measure_bm25s(collection: Path, repeats: int) -> dict:
     builds = []
     for _ in range(3):
         peer = Bm25s()
-        t = time.perf_counter()
-        peer.build(texts)
-        builds.append(time.perf_counter() - t)
+        with timer.stopwatch() as took:
+            peer.build(texts)
+        builds.append(took.wall)
     build_s = statistics.median(builds)
     out = {"engine": f"bm25s {peer.version} (numba)", "n_docs": len(docs), "build_s": build_s,
            "build_docs_per_s": len(docs) / build_s, "batch": {}}
@@ -125,8 +116,8 @@ def measure_bm25s(collection: Path, repeats: int) -> dict:
             return [[keys[i] for i in row] for row in found.tolist()]
 
         for threads in (1, 2):
-            e2e = median_time(e2e_fn, repeats)
-            score = median_time(lambda: peer.retrieve(ids, K, threads), repeats)
+            e2e = median_wall(e2e_fn, repeats)
+            score = median_wall(lambda: peer.retrieve(ids, K, threads), repeats)
             out["batch"][f"{name}/t{threads}"] = {"queries": len(qs), "e2e_qps": len(qs) / e2e,
                                                   "scoring_qps": len(qs) / score}
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -141,9 +132,7 @@ def cli_wall(collection: Path, repeats: int) -> dict:
     subprocess.run(cmd, capture_output=True, check=True)  # warm: index current, numba cache written
     times = []
     for _ in range(repeats):
-        t = time.perf_counter()
-        subprocess.run(cmd, capture_output=True, check=True)
-        times.append(time.perf_counter() - t)
+        times.append(timer.run_timed(cmd)["wall_s"])
     return {"cli_query_s_median": statistics.median(times), "cli_query_s_max": max(times)}
 
 

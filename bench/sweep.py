@@ -13,10 +13,10 @@ range is START:STOP:STEP (STOP included) or a comma list.
 from __future__ import annotations
 
 import argparse
-import time
 
 from bench import arms as arms_mod
 from bench.data import WORK
+from bench.timer import wall_clock
 
 
 def main(argv=None) -> int:
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     from chitragupta.engine.search import Retriever
     from chitragupta.engine.sweep import file_stem, parse_range, run_sweep, write_sweep
 
-    t0 = time.perf_counter()
+    t0 = wall_clock()
     k1s, bs = parse_range(args.k1, "k1"), parse_range(args.b, "b", high=1.0)
     ts, as_ = parse_range(args.title, "title"), parse_range(args.abstract, "abstract")
     arm = arms_mod.get(args.arm, args.data)
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     paths, notes = write_sweep(result, args.out, stem, title=f"{args.arm}: {args.metric}")
     best = result.best
     print(f"{args.arm}: {len(result.points)} grid points x {result.n_queries} queries; sweep {result.seconds:.2f} s, "
-          f"total {time.perf_counter() - t0:.2f} s (index load and the arm included)")
+          f"total {wall_clock() - t0:.2f} s (index load and the arm included)")
     print(f"best {args.metric} {best.value:.4f} at k1={best.k1:g} b={best.b:g} title={best.weight_title:g} "
           f"abstract={best.weight_abstract:g}")
     for note in notes:

@@ -1,6 +1,6 @@
 """Seeded synthetic corpora drawn from a real collection's statistics, written as normal workspaces.
 
-    python -m bench.synth --docs 100000 --out /work/scale-ws/synth-100k [--seed 0] [--from ../shared/data/scifact]
+    python -m bench synth --docs 100000 --out /work/scale-ws/synth-100k [--seed 0] [--from ../shared/data/scifact]
                           [--writer fast|import]
 
 The model, fitted to the source collection's ``corpus.jsonl`` (every statistic is over the tokenizer's raw
@@ -34,13 +34,14 @@ import os
 import re
 import shutil
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+
+from bench.timer import wall_clock
 
 __all__ = ["Stats", "fit", "documents", "write_workspace", "ZIPF_A", "BLOCK"]
 
@@ -260,10 +261,10 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: s
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     tmp.mkdir(parents=True)
     try:
-        t0 = time.perf_counter()
+        t0 = wall_clock()
         corpus = tmp / "corpus.jsonl"
         _write_jsonl(corpus, documents(stats, n, seed))
-        t1 = time.perf_counter()
+        t1 = wall_clock()
         if log:
             log(f"generated {n:,} documents into {corpus.name} in {t1 - t0:.1f} s")
         if writer == "import":
@@ -277,7 +278,7 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: s
                 raise SystemExit("\n".join(report.problems[:5]))
         else:
             _fast_import(tmp, corpus, progress=(lambda k: log(f"  {k:,} rows")) if log and n >= 200_000 else None)
-        t2 = time.perf_counter()
+        t2 = wall_clock()
         meta = {"docs": n, "seed": seed, "source": stats.source, "writer": writer, "zipf_a": ZIPF_A,
                 "p_new": stats.p_new, "repeat": stats.repeat, "distinct_ratio": stats.distinct_ratio,
                 "generate_s": round(t1 - t0, 2), "write_s": round(t2 - t1, 2)}
@@ -294,7 +295,7 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: s
 def main(argv=None) -> int:
     from bench.data import DEFAULT_DATA
 
-    ap = argparse.ArgumentParser(prog="python -m bench.synth", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench synth", description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, required=True, help="documents to generate")
     ap.add_argument("--out", required=True, help="the workspace folder to create (must not exist)")
     ap.add_argument("--seed", type=int, default=0)
@@ -306,10 +307,10 @@ def main(argv=None) -> int:
     if args.docs < 1:
         ap.error("--docs must be >= 1")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    t = time.perf_counter()
+    t = wall_clock()
     stats = fit(Path(args.source), seed=args.seed)
     log(f"fitted {Path(args.source).name}: {len(stats.words):,} body words, p_new {stats.p_new:.4f}, "
-        f"repeat {stats.repeat:.3f} (distinct/length {stats.distinct_ratio:.3f}) in {time.perf_counter() - t:.1f} s")
+        f"repeat {stats.repeat:.3f} (distinct/length {stats.distinct_ratio:.3f}) in {wall_clock() - t:.1f} s")
     meta = write_workspace(stats, args.docs, Path(args.out), seed=args.seed, writer=args.writer, log=log)
     print(json.dumps(meta))
     return 0

@@ -1,6 +1,6 @@
 """The text a hit hands back: the reference cut, the passage unit against the document unit.
 
-    python -m bench.units [--data ../shared/data]
+    python -m bench units [--data ../shared/data]
 
 On ``semeval2010-md`` synced with the docling backend (Markdown papers with ABSTRACT and REFERENCES
 headings; the paper's own keywords from the BibTeX as its self-retrieval query), and on the three
@@ -19,13 +19,13 @@ import argparse
 import json
 import shutil
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 
 from bench.data import WORK, data_dir
 from bench.metrics import sentence_edges
+from bench.timer import stopwatch
 
 def sync_semeval_md(data: Path) -> Path:
     from chitragupta.engine.corpus.sync import sync
@@ -156,14 +156,14 @@ def unit_costs(root: Path, queries: dict[str, str], repeats: int = 5) -> dict:
         r.rank_many(qs, 5, unit=unit)
         batch = []
         for _ in range(repeats):
-            t = time.perf_counter()
-            r.rank_many(qs, 5, unit=unit)
-            batch.append((time.perf_counter() - t) / len(qs))
+            with stopwatch() as took:
+                r.rank_many(qs, 5, unit=unit)
+            batch.append(took.wall / len(qs))
         single = []
         for q in qs[:50]:
-            t = time.perf_counter()
-            r.search(q, k=5, unit=unit)
-            single.append(time.perf_counter() - t)
+            with stopwatch() as took:
+                r.search(q, k=5, unit=unit)
+            single.append(took.wall)
         out[f"{unit}_batch_us"] = statistics.median(batch) * 1e6
         out[f"{unit}_single_ms"] = statistics.median(single) * 1e3
     return out

@@ -12,16 +12,10 @@ import threading
 import numpy as np
 import pytest
 
-from chitragupta.errors import IndexDamaged, UsageError
-from chitragupta.engine.expand import Expander
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.search import Retriever
-from chitragupta.engine.tokenize import query_terms
-from chitragupta.engine.runfile import format_run_lines, run_chunks
+from chitragupta.engine.runfile import format_run_lines
 from conftest import make_workspace, random_docs, run_cli, write_jsonl
-
-ACRONYMS = {"dt": "digital twin", "ml": "machine learning model", "gpu": "graphics processing unit",
-            "llm": "large language model", "ocean9": "ocean heat", "zz": "the of"}
 
 
 @pytest.fixture(scope="module")
@@ -33,32 +27,6 @@ def ws(tmp_path_factory):
 @pytest.fixture(scope="module")
 def retriever(ws):
     return Retriever.open(ws)
-
-
-def _reference_batch(index, queries, expander):
-    terms = [query_terms(q)[0] + (list(expander.expand(q).added) if expander else []) for q in queries]
-    return index.query_batch(terms)
-
-
-def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever):
-    from hypothesis import given, settings, strategies as st
-
-    index = retriever.index
-    expander = Expander(ACRONYMS)
-    words = index.vocab.to_list()[:80] + list(ACRONYMS) + ["DT", "Gpu", "the", "a", "x", "naïve", "dt-ml"]
-
-    @given(st.lists(st.lists(st.sampled_from(words + [" ", ", ", "\n", "-"]), max_size=10).map("".join),
-                    min_size=32, max_size=90))
-    @settings(max_examples=60, deadline=None)
-    def check(queries):
-        got = index.query_batch_from_strings(queries, expander)  # >= 32 queries: the numba lookup
-        want = _reference_batch(index, queries, expander)
-        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.terms, want.terms)
-        small = index.query_batch_from_strings(queries[:5], expander)  # the Python path
-        ref = _reference_batch(index, queries[:5], expander)
-        assert np.array_equal(small.terms, ref.terms) and np.array_equal(small.indptr, ref.indptr)
-
-    check()
 
 
 def test_rank_many_with_expansion_matches_scoring_the_expanded_strings(ws):
@@ -90,111 +58,6 @@ def test_the_lookup_table_is_stored_with_the_index_and_not_rebuilt(ws, monkeypat
     assert len(index.vocab) not in built  # only the small acronym table, never the vocabulary's
 
 
-@pytest.mark.parametrize("damage", ["slot", "offsets", "full"])
-def test_a_damaged_lookup_table_is_an_error_not_a_crash(retriever, damage):
-    from chitragupta.engine.index.terms import TermIndex
-
-    index = retriever.index
-    arrays = {"vocab_blob": np.asarray(index.vocab.blob), "vocab_offsets": np.asarray(index.vocab.offsets).copy(),
-              "vocab_slots": np.asarray(index.slots).copy(), "indptr": index.postings.indptr,
-              "indices": index.postings.indices, "tf": index.postings.tf, "doc_len": index.postings.doc_len}
-    if damage == "slot":
-        arrays["vocab_slots"][arrays["vocab_slots"] >= 0] = 10**9
-    elif damage == "offsets":
-        arrays["vocab_offsets"][1:] = 10**12
-    else:
-        arrays["vocab_slots"][:] = 0  # no empty slot: probing must still stop
-        arrays["vocab_offsets"][1:] = 10**12
-    broken = TermIndex(arrays, {})
-    with pytest.raises(IndexDamaged, match="index --force"):
-        broken.query_batch_from_strings(["zzzz twin model qq"] * 40)
-
-
-# -- run files -----------------------------------------------------------------------------------------
-def _reference_run(qids, per_query, fmt):
-    lines = []
-    for qid, hits in zip(qids, per_query):
-        if fmt == "trec":
-            lines += [x + "\n" for x in format_run_lines(qid, [(k + (f"#{i}" if i >= 0 else ""), s)
-                                                                for k, i, s in hits])]
-        else:
-            for rank, (k, i, s) in enumerate(hits, start=1):
-                d = {"qid": qid, "rank": rank, "citekey": k}
-                if i >= 0:
-                    d["passage"] = i
-                lines.append(json.dumps(d, ensure_ascii=False)[:-1] + f', "score": {s:.10g}}}\n')
-    return "".join(lines).encode("utf-8")
-
-
-def _random_run(seed, keys, passages=False):
-    rng = np.random.default_rng(seed)
-    n_q = int(rng.integers(1, 40))
-    counts = rng.integers(0, 12, n_q)
-    n = int(counts.sum())
-    docs = rng.integers(0, len(keys), n)
-    items = rng.integers(0, 300, n) if passages else np.full(n, -1)
-    kind = rng.integers(0, 4, n)
-    scores = np.where(kind == 0, rng.random(n) * 40, np.where(kind == 1, np.exp(rng.uniform(-40, 80, n)),
-                      np.where(kind == 2, np.round(rng.random(n) * 1e4) / 8, rng.integers(1, 10**12, n) * 1.0)))
-    qids = [f"q{i}" for i in range(n_q)]
-    return qids, counts, docs, items, scores
-
-
-PLAIN_KEYS = sorted(["smith2020", "doe-2019a", "müller2021", "x:y/z", "日本2020", "a" * 300, "k9"])
-JSON_KEYS = sorted(PLAIN_KEYS + ['quote"key', "back\\slash", "tab\tkey", "nl\nkey", "nbsp\u00a0key", "\x1fctl"])
-
-
-@pytest.mark.parametrize("fmt", ["trec", "jsonl"])
-@pytest.mark.parametrize("passages", [False, True])
-def test_run_chunks_equal_the_per_line_reference(fmt, passages):
-    keys = PLAIN_KEYS if fmt == "trec" else JSON_KEYS
-    table = StringTable.from_sorted(keys)
-    table._list = None  # read the bytes, as an opened index does
-    for seed in range(25):
-        qids, counts, docs, items, scores = _random_run(seed, keys, passages)
-        if fmt == "jsonl" and seed % 3 == 0:
-            qids = [q + ['"', "\\", "é", "\t"][seed % 4] for q in qids]
-        per_query, h = [], 0
-        for c in counts:
-            per_query.append([(keys[d], int(i), float(s)) for d, i, s in
-                              zip(docs[h:h + c], items[h:h + c], scores[h:h + c])])
-            h += c
-        want = _reference_run(qids, per_query, fmt)
-        for chunk_bytes in (1 << 23, 1, 97):
-            got = b"".join(bytes(c) for c in run_chunks(qids, counts, docs, scores, table,
-                                                         items if passages else None, fmt=fmt,
-                                                         chunk_bytes=chunk_bytes))
-            assert got == want, (seed, chunk_bytes)
-        if fmt == "jsonl":
-            for line in want.decode().splitlines():
-                assert set(json.loads(line)) >= {"qid", "rank", "citekey", "score"}
-
-
-def test_score_text_is_pythons_g10_everywhere():
-    from chitragupta.kernels.runfmt import score_lengths
-
-    rng = np.random.default_rng(7)
-    xs = np.concatenate([rng.random(50_000) * 40, np.exp(rng.uniform(-60, 120, 50_000)),
-                         [1e-5, 1e-4, 9.9999999995, 9.99999999949, 0.5, 1.0, 10.0, 1e10, 9999999999.5, 1e-13,
-                          1e31, 1e22, 5e-324, 1.7976931348623157e308, 0.0, -1.5, np.inf, np.nan, 1e100, 1e9]])
-    lens = score_lengths(xs)
-    assert (lens >= 0).mean() > 0.7  # the numba path does the bulk
-    table = StringTable.from_sorted(["d"])
-    got = b"".join(bytes(c) for c in run_chunks(["q"], np.array([xs.size]), np.zeros(xs.size, np.int64), xs,
-                                                table)).decode().splitlines()
-    assert [line.split()[4] for line in got] == ["%.10g" % x for x in xs.tolist()]
-
-
-@pytest.mark.parametrize("key", ["has space", "nbsp\u00a0key", "ideo\u3000key", "fs\x1ckey", "tab\tkey"])
-def test_trec_refuses_a_citekey_holding_whitespace(key):
-    table = StringTable.from_sorted(sorted(["ok2020", key]))
-    d = table.find(key)
-    with pytest.raises(UsageError, match="whitespace"):
-        list(run_chunks(["q1"], np.array([1]), np.array([d]), np.array([1.0]), table))
-    got = b"".join(run_chunks(["q1"], np.array([1]), np.array([d]), np.array([1.0]), table, fmt="jsonl"))
-    assert json.loads(got)["citekey"] == key
-
-
 def test_strings_at_decodes_only_what_it_needs_and_agrees_with_indexing():
     keys = sorted(f"key{i:05d}" + ("é" if i % 7 == 0 else "") for i in range(5000))
     table = StringTable.from_sorted(keys)
@@ -207,17 +70,6 @@ def test_strings_at_decodes_only_what_it_needs_and_agrees_with_indexing():
     assert table.strings_at(many).tolist() == [[keys[i] for i in r] for r in many]
     assert table._list is not None  # many rows: the table decoded once, and kept
     assert table.strings_at(np.zeros(0, np.int64)).tolist() == []
-
-
-def test_ranked_keys_match_the_per_hit_reference(retriever):
-    queries = ["twin model sensor", "ocean heat", "the of", "fidelity bridge water"] * 10
-    ranked = retriever.rank_many(queries, 7)
-    keys = ranked.keys()
-    for q in range(len(queries)):
-        want = [retriever.index.citekeys[int(d)] for d in ranked.topk.ids[q] if d >= 0]
-        assert keys[q] == want
-        assert ranked.docids(q) == list(zip(want, [float(s) for s in ranked.topk.scores[q][:len(want)]]))
-    assert ranked.unmatched() == 10
 
 
 # -- the CLI: destinations ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ searches, arms on a BEIR folder the test writes itself (no ../shared needed)."""
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -136,3 +137,28 @@ def test_floor_variant_two_reproduces_the_engine(beir):
     cfg = load_config(overrides={"retrieval": {"acronym_expansion": False}})
     r = Retriever.open(Workspace.open(arm.workspace(), cfg))
     assert idx.run(arm.queries, 20) == run(arm, 20, retriever=r)
+
+
+# -- bench.timer: the paired timing (bench.scale, bench.cli_batch) -----------------------------------
+def test_paired_timing_alternates_the_engines_and_repeats_short_calls():
+    """Ours and bm25s are timed in alternating rounds (a b, b a, ...), each call repeated within its
+    round until the round lasts long enough, and the figures are per call."""
+    from bench.timer import paired_time
+
+    calls = []
+
+    def a():
+        calls.append("a")
+        time.sleep(0.002)
+
+    def b():
+        calls.append("b")
+        time.sleep(0.004)
+
+    ta, tb = paired_time(a, b, repeats=3, min_round_s=0.02)
+    reps = (len(calls) - 2) // 6  # one untimed call of each first, then 3 rounds of 2 engines
+    assert reps >= 5 and calls[:2] == ["a", "b"]
+    rounds = [calls[2 + i * reps:2 + (i + 1) * reps] for i in range(6)]
+    assert [r[0] for r in rounds] == ["a", "b", "b", "a", "a", "b"] and all(len(set(r)) == 1 for r in rounds)
+    assert len(ta) == len(tb) == 3
+    assert all(0.0015 < w < 0.02 for w, _c in ta) and all(w > min(x for x, _ in ta) for w, _c in tb)

@@ -1,6 +1,15 @@
+import os
+import time
 from pathlib import Path
 
-from chitragupta.engine.corpus.bibtex import file_field_paths, read_bibtex
+import pytest
+
+from chitragupta.engine.corpus import bibtex
+from chitragupta.engine.corpus.bibtex import file_field_paths, latex_to_text, read_bibtex
+from chitragupta.engine.corpus.sync import sync
+from chitragupta.engine.demo.tinypdf import write_pdf
+from chitragupta.errors import CorpusError
+from conftest import bib_workspace_at, deadline, ledger_rows, run_main
 
 
 def test_file_field_formats(tmp_path):
@@ -56,3 +65,152 @@ def test_truncated_file_keeps_what_parses(tmp_path):
     entries, problems = read_bibtex(bib)
     assert [e.citekey for e in entries] == ["good1"]
     assert len(problems) >= 1
+
+
+# -- the reader on hostile BibTeX: file fields, escapes, macros, FIFOs, huge values --------------------------
+def test_pdf_attachments_are_tried_first(tmp_path):
+    got = file_field_paths("Snapshot:s.html:text/html;Notes:n.txt:;Full Text PDF:p.pdf:application/pdf;"
+                           "Other:q.PDF", tmp_path)
+    assert got == (tmp_path / "p.pdf", tmp_path / "Other:q.PDF", tmp_path / "q.PDF", tmp_path / "s.html",
+                   tmp_path / "n.txt")
+
+
+NASTY = "x~y--z%w''&v.pdf"
+
+
+def test_file_field_is_not_latex_decoded(tmp_path):
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    write_pdf(papers / NASTY, ["Nasty", "nastyword"])
+    write_pdf(papers / "a:b:c.pdf", ["Colons", "colonword"])
+    write_pdf(papers / "semi;colon.pdf", ["Semi", "semiword"])
+    ws = bib_workspace_at(tmp_path, f"@misc{{n, title={{N}}, file={{{NASTY}}}}}\n"
+                           "@misc{c, title={C}, file={a:b:c.pdf}}\n"
+                           "@misc{s, title={S}, file={Desc:semi\\;colon.pdf:PDF}}\n")
+    entries, problems = read_bibtex(ws.bibliography)
+    assert [e.files[0].name for e in entries] == [NASTY, "a:b:c.pdf", "semi;colon.pdf"], problems
+    sync(ws)
+    r = ledger_rows(ws)
+    assert {k: r[k].status for k in "ncs"} == {"n": "parsed", "c": "parsed", "s": "parsed"}, r
+
+
+def test_jabref_and_zotero_escaping(tmp_path):
+    b = tmp_path
+    assert file_field_paths(r"Desc:C\:\\Users\\me\\a.pdf:PDF", b) == (b / "C:\\Users\\me\\a.pdf",)
+    assert file_field_paths(r"C:\Users\me\a.pdf", b) == (b / "C:\\Users\\me\\a.pdf",)  # a drive colon
+    assert file_field_paths(r"Full Text:a\:b.pdf:application/pdf", b) == (b / "a:b.pdf",)
+    assert file_field_paths("Full Text:a:b:c.pdf:application/pdf", b) == (b / "a:b:c.pdf",)
+    assert file_field_paths("a:b:c.pdf", b) == (b / "a:b:c.pdf",)  # no type at the end: all path
+    assert file_field_paths("notes:v2.pdf", b) == (b / "notes:v2.pdf", b / "v2.pdf")
+    assert file_field_paths(r"one\;two.pdf;three.pdf", b) == (b / "one;two.pdf", b / "three.pdf")
+    assert file_field_paths(r"dir\\x.pdf", b) == (b / "dir\\x.pdf",)
+
+
+def test_string_macros_and_concatenation(tmp_path):
+    bib = tmp_path / "b.bib"
+    bib.write_text(
+        '@string{foo = "Foo"}\n'
+        "@STRING{Bar = {Bar {X}}}\n"
+        '@string{a = "x" # bar}\n'
+        '@string(b = a # " y")\n'
+        '@misc{k1, title = foo # " and " # bar, abstract = "Issue " # 12 # ", " # jan # " " # 2020}\n'
+        "@misc{k2, title = a # b, keywords = foo # {, } # BAR}\n"
+        '@misc{k3, title = "He said {"}hi{"} to " # undefinedmacro}\n'
+        "@misc{k4, title = {Caf{\\'e} -- {Na{\\\"i}ve}}}\n",
+        encoding="utf-8")
+    entries, problems = read_bibtex(bib)
+    got = {e.citekey: e for e in entries}
+    assert got["k1"].title == "Foo and Bar X", problems
+    assert got["k1"].abstract == "Issue 12, January 2020"
+    assert got["k2"].title == "xBar XxBar X y"
+    assert got["k2"].keywords == ("Foo", "Bar X")
+    assert got["k3"].title == 'He said "hi" to undefinedmacro'
+    assert got["k4"].title == "Café – Naïve"
+
+
+def test_macros_doubling_each_other_are_cut_not_exploded(tmp_path):
+    bib = tmp_path / "b.bib"
+    lines = ['@string{m0 = "xy"}'] + [f"@string{{m{i} = m{i - 1} # m{i - 1}}}" for i in range(1, 64)]
+    bib.write_text("\n".join(lines) + "\n@misc{k, title = m63}\n", encoding="utf-8")
+    t = time.perf_counter()
+    entries, problems = read_bibtex(bib)
+    assert time.perf_counter() - t < 5
+    assert len(entries[0].title) <= bib.stat().st_size + 1024
+    assert any("cut there" in p for p in problems)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_bibliography_is_refused_without_hanging(tmp_path):
+    ws = bib_workspace_at(tmp_path, "")
+    bib = ws.bibliography
+    bib.unlink()
+    os.mkfifo(bib)
+    with deadline(10), pytest.raises(CorpusError, match="is a FIFO"):
+        read_bibtex(bib)
+    with deadline(10):
+        p = run_main("sync", "-w", tmp_path)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "is a FIFO (named pipe), not a regular file" in p.stderr
+
+
+def test_directory_and_device_bibliographies_say_what_they_are(tmp_path):
+    d = tmp_path / "dir.bib"
+    d.mkdir()
+    with pytest.raises(CorpusError, match="is a directory"):
+        read_bibtex(d)
+    if Path("/dev/null").exists():
+        with deadline(10), pytest.raises(CorpusError, match="is a character device"):
+            read_bibtex(Path("/dev/null"))
+    with pytest.raises(CorpusError, match="bibliography not found"):
+        read_bibtex(tmp_path / "nope.bib")
+    ws = bib_workspace_at(tmp_path / "w", "")
+    ws.bibliography.unlink()
+    ws.bibliography.mkdir()
+    p = run_main("sync", "-w", tmp_path / "w")
+    assert p.returncode == 1 and "is a directory" in p.stderr and "not found" not in p.stderr, p.stderr
+
+
+def test_unused_fields_are_not_decoded_and_a_huge_author_list_is_fast(tmp_path):
+    bib = tmp_path / "b.bib"
+    authors = " and ".join(f"M{{\\\"u}}ller{i}, J{{\\'o}}rg" for i in range(100_000))
+    bib.write_text("@article{huge, title = {A {Digital} Twin -- Caf{\\'e}}, author = {" + authors + "}}\n",
+                   encoding="utf-8")
+    t = time.perf_counter()
+    entries, _ = read_bibtex(bib)
+    took = time.perf_counter() - t
+    assert entries[0].title == "A Digital Twin – Café"
+    assert took < 8, took  # was ~35 s here: every field of every entry went through pylatexenc
+
+
+def test_long_values_decode_piecewise_as_a_whole(monkeypatch):
+    text = ("Caf{\\'e} and {B}ridges -- ``quoted'' \\emph {word} $x + y$ 50\\% ~ tie " * 40).strip()
+    whole = latex_to_text(text)
+    monkeypatch.setattr(bibtex, "_PIECE", 30)
+    assert len(bibtex._pieces(text)) > 20
+    assert latex_to_text(text) == whole
+    assert latex_to_text("plain text, nothing to decode") == "plain text, nothing to decode"
+
+
+def test_a_resync_decodes_only_the_values_that_changed(tmp_path, monkeypatch):
+    bib = "".join(f"@misc{{k{i}, title={{Caf{{\\'e}} number {i} -- {{B}}ridges}}, abstract={{plain {i}}}}}\n"
+                  for i in range(30))
+    ws = bib_workspace_at(tmp_path, bib)
+    sync(ws)
+    calls = []
+    real = bibtex._decode
+    monkeypatch.setattr(bibtex, "_decode", lambda v: calls.append(v) or real(v))
+    assert sync(ws).unchanged == 0 and calls == []  # every title from the cache, none decoded again
+    ws.bibliography.write_text(bib.replace("number 7 --", "number seven --"), encoding="utf-8")
+    sync(ws)
+    assert len(calls) == 1 and "seven" in calls[0]
+    assert ledger_rows(ws)["k7"].title == "Café number seven – Bridges"
+    # a damaged cache is not used (and does not stop the sync); nor is one that is not a regular file
+    cache = ws.content / "bibtex_decoded.json"
+    cache.write_text('{"decoder": "x", "texts": {"a": 1}')
+    calls.clear()
+    sync(ws)
+    assert len(calls) == 30 and ledger_rows(ws)["k3"].title == "Café number 3 – Bridges"
+    if hasattr(os, "mkfifo"):
+        cache.unlink()
+        os.mkfifo(cache)
+        with deadline(10):
+            sync(ws)

@@ -1,12 +1,13 @@
 """The CLI end to end, in subprocesses."""
 
-import pytest
 import json
 import os
 import sys
-from pathlib import Path
 
-from conftest import ROOT, run_cli, random_docs, write_jsonl
+import pytest
+
+from conftest import ROOT, random_docs, run_cli, write_jsonl
+from tools.reliability import HOSTILE, run_hostile
 
 
 def test_help_lists_commands():
@@ -116,3 +117,20 @@ def test_stdout_on_a_full_disk_is_one_line(tmp_path):
     assert p.returncode == 1
     errors = [line for line in p.stderr.splitlines() if not line.startswith("[note]")]
     assert errors == ["error: cannot write the output: No space left on device"], p.stderr
+
+
+# -- the hostile-input table (tools.reliability.HOSTILE) through the CLI -------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("case", HOSTILE, ids=[f"{c.cls}-{c.name}" for c in HOSTILE])
+def test_hostile_input_gets_a_clear_line_and_harms_nothing(tmp_path, case):
+    if "docling" in case.name:
+        pytest.importorskip("docling")
+    o = run_hostile(case, tmp_path)
+    assert not o.traceback, o.err
+    assert o.rc == case.rc, (o.rc, o.err[-800:], o.out[-300:])
+    assert case.needle in o.out or any(case.needle in line for line in o.lines), (case.needle, o.lines, o.out[-300:])
+    if o.rc not in (0, 3):  # 3: sync finished, but some entry's document could not be read (named in warnings)
+        assert o.err.count("\n") == 1 and o.err.startswith("error: "), o.err
+    assert len(o.lines) == len(set(o.lines)), f"a line said twice: {o.lines}"
+    assert o.outside == [], f"written outside the workspace: {o.outside}"
+    assert o.lost == [], f"lost from the workspace: {o.lost}"

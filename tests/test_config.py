@@ -1,10 +1,16 @@
+import argparse
+import contextlib
 import math
+import os
 from pathlib import Path
 
 import pytest
 
-from chitragupta.engine.config import SCHEMA, defaults_text, load_config
+from chitragupta.engine.config import INT_MAX, MAX_CONFIG_BYTES, SCHEMA, defaults_text, load_config
+from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import ConfigError
+from conftest import Feeder, one_error_line, run_main
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,3 +135,121 @@ def test_the_largest_allowed_dials_score_finite(tmp_path):
     (ws / "config.toml").write_text("[retrieval]\nk1 = 1000\nweight_title = 1000\nweight_abstract = 1000\n")
     resp = Retriever.open(ws).search("twin digital model", k=5, snippet_chars=0)
     assert resp.hits and all(math.isfinite(h.score) and h.score > 0 for h in resp.hits)
+
+
+# -- hostile values and files: one error line, never a traceback or a hang -----------------------------------
+def _config(tmp_path, text: str, name: str = "config.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("text, needles", [
+    ("[retrieval]\nk1 = " + "9" * 400 + "\n", ["[retrieval] k1", "too large for a number", "[0, 1000]"]),
+    ("[retrieval]\nk1 = " + "9" * 5000 + "\n", ["a number too long", "4300 digits"]),
+    ("[retrieval]\nk1 = " + "[" * 3000 + "]" * 3000 + "\n", ["nested too deep"]),
+    ("[retrieval]\nk1 = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", ["nested too deep"]),
+    ("[retrieval]\nsnippet_chars = " + "9" * 30 + "\n", ["snippet_chars", "outside 32 bits", str(INT_MAX)]),
+    ("[retrieval]\nthreads = -" + "9" * 30 + "\n", ["threads", "outside 32 bits"]),
+    ('[corpus]\nbibliography = "a\\u0000b.bib"\n', ["bibliography", "NUL character"]),
+    ('[enrich]\nrerank_model = "m\\u0000"\n', ["rerank_model", "NUL character"]),
+])
+def test_hostile_values_are_one_short_config_error(tmp_path, text, needles):
+    p = _config(tmp_path, text)
+    with pytest.raises(ConfigError) as ei:
+        load_config(p)
+    msg = str(ei.value)
+    assert msg.startswith(str(p)) and "\n" not in msg and len(msg) < 400, msg
+    for n in needles:
+        assert n in msg, msg
+
+
+def test_the_largest_32_bit_integer_is_still_allowed(tmp_path):
+    cfg = load_config(_config(tmp_path, f"[retrieval]\nsnippet_chars = {INT_MAX}\n"))
+    assert cfg.retrieval.snippet_chars == INT_MAX
+
+
+def test_a_long_unknown_key_is_shown_cut(tmp_path):
+    with pytest.raises(ConfigError) as ei:
+        load_config(_config(tmp_path, "[retrieval]\n" + "x" * 100_000 + " = 1\n"))
+    assert "unknown key [retrieval] xxx" in str(ei.value) and len(str(ei.value)) < 400
+
+
+def test_sync_with_a_nul_in_the_bibliography_is_one_line(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _config(ws, '[corpus]\nbibliography = "a\\u0000b.bib"\n')
+    one_error_line(run_main("sync", "-w", ws), "bibliography", "NUL character")
+
+
+def test_device_choices_follow_the_device_table(tmp_path, monkeypatch):
+    """``enrich --device`` and the config's device settings list ``chitragupta.device.DEVICES``, not a copy."""
+    from chitragupta.cli import enrich_cmd
+    from chitragupta.device import DEVICES
+
+    monkeypatch.setitem(DEVICES, "xpu", "a device added to the table")
+    parser = argparse.ArgumentParser()
+    enrich_cmd.add_arguments(parser)
+    (action,) = [a for a in parser._actions if "--device" in a.option_strings]
+    assert list(action.choices) == list(DEVICES)
+    with pytest.raises(ConfigError) as ei:
+        load_config(_config(tmp_path, '[enrich]\ndevice = "tpu"\n'))
+    assert '"xpu"' in str(ei.value)
+
+
+@pytest.mark.parametrize("what, needle", [
+    ("folder", "is a folder, not a config file"),
+    ("device", "is a character device, not a config file"),
+    ("dangling", "is a symbolic link to a missing file"),
+    ("huge", "too big for a config file"),
+])
+def test_a_config_path_that_is_not_a_config_file(tmp_path, what, needle):
+    if what == "folder":
+        p = tmp_path / "cfg"
+        p.mkdir()
+    elif what == "device":
+        p = Path("/dev/null")  # read whole it is an empty config: the defaults, silently
+    elif what == "dangling":
+        p = tmp_path / "cfg.toml"
+        p.symlink_to(tmp_path / "nowhere.toml")
+    else:
+        p = _config(tmp_path, "# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
+    with pytest.raises(ConfigError) as ei:
+        load_config(p)
+    assert str(ei.value).startswith(f"{p}: ") and needle in str(ei.value), str(ei.value)
+
+
+def test_a_config_fifo_is_refused_without_being_opened(tmp_path):
+    fifo = tmp_path / "cfg.toml"
+    with Feeder(fifo, b"[retrieval]\nk1 = 2\n") as feeder:
+        with pytest.raises(ConfigError, match=r"is a pipe \(FIFO\), not a config file"):
+            load_config(fifo)
+    assert not feeder.fed
+
+
+def test_a_symlinked_config_is_still_read(tmp_path):
+    real = _config(tmp_path, "[retrieval]\nk1 = 2\n", "real.toml")
+    link = tmp_path / "link.toml"
+    link.symlink_to(real)
+    assert load_config(link).retrieval.k1 == 2.0
+
+
+@pytest.mark.parametrize("what", ["fifo", "folder", "dangling"])
+def test_a_workspace_config_that_is_not_a_file_is_said_not_ignored(tmp_path, what):
+    """It was silently ignored (the defaults used): now one line naming it, and nothing removed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cfg = ws / "config.toml"
+    needle = {"fifo": "is a pipe (FIFO)", "folder": "is a folder", "dangling": "is a symbolic link to a missing file"}[what]
+    if what == "folder":
+        cfg.mkdir()
+    elif what == "dangling":
+        cfg.symlink_to(ws / "gone.toml")
+    feeder = Feeder(cfg, b"[retrieval]\nk1 = 2\n") if what == "fifo" else contextlib.nullcontext()
+    with feeder:
+        with pytest.raises(ConfigError) as ei:
+            Workspace.open(ws)
+        assert str(ei.value).startswith(f"{ws.resolve() / 'config.toml'}: {needle}"), str(ei.value)
+        one_error_line(run_main("search", "-w", ws, "twin"), "config.toml: " + needle)
+    assert what != "fifo" or not feeder.fed
+    assert os.path.lexists(cfg) and (what != "folder" or cfg.is_dir())

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_workspace, random_docs, run_main, write_jsonl
+from conftest import ROOT, Feeder, make_workspace, one_error_line, random_docs, run_main, write_jsonl
+
 
 pytest.importorskip("ir_measures")
 
-from chitragupta.engine.evaluation import (collapse_by_source, evaluate, parse_measures, passage_hint,  # noqa: E402
-                                           read_qrels, read_trec_run, source_of, split_measures)
+from chitragupta.engine.evaluation import (GRADE_MAX, GRADE_MIN, collapse_by_source, evaluate,  # noqa: E402
+                                           parse_measures, passage_hint, read_qrels, read_trec_run, source_of,
+                                           split_measures)
 from chitragupta.engine.sweep import (check_grid_size, check_out_dir, parse_range, run_sweep,  # noqa: E402
                                       write_sweep)
 from chitragupta.errors import CorpusError, UsageError  # noqa: E402
@@ -354,3 +358,288 @@ def test_cli_sweep(toy, tmp_path):
         assert p.stderr.count("\n") == 1
     assert not (pkg / "sweeps").exists()
 
+
+# -- eval and sweep on hostile files and values: one line, no crash of pytrec_eval, no unbounded read --------
+@pytest.mark.parametrize("grade", ["99999999999999999999999", str(GRADE_MAX + 1), str(GRADE_MIN - 1),
+                                   "9" * 5000, str(2**31 - 1)])  # the last: 16 GB inside trec_eval
+def test_a_grade_pytrec_eval_cannot_take_is_refused_with_its_line(tmp_path, grade):
+    q = write(tmp_path / "qrels.tsv", f"query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t{grade}\n")
+    with pytest.raises(CorpusError) as ei:
+        read_qrels(q)
+    msg = str(ei.value)
+    assert msg.startswith(f"{q}:3: relevance ") and "outside" in msg and len(msg) < 300, msg
+    run = write(tmp_path / "run", "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\n")
+    one_error_line(run_main("eval", "--qrels", q, run), f"{q}:3: relevance", "outside")
+
+
+def test_grades_at_the_bounds_are_evaluated(tmp_path):
+    q = read_qrels(write(tmp_path / "qrels", f"q1 0 d1 {GRADE_MAX}\nq1 0 d2 {GRADE_MIN}\n"))
+    ev = evaluate({"q1": ["d2", "d1"]}, q.judgments, ["MRR@10", "R@100"])
+    assert ev.means == {"MRR@10": 0.5, "R@100": 1.0}
+
+
+@pytest.mark.parametrize("qrels, run, needle", [
+    ({"q": {"d": 2**64}}, {"q": ["d"]}, "an integer of 65 bits"),
+    ({"q": {"d": "1"}}, {"q": ["d"]}, "is a str"),
+    ({"q": {"d": 1.5}}, {"q": ["d"]}, "is a float"),
+])
+def test_evaluate_refuses_grades_a_library_caller_passes(qrels, run, needle):
+    with pytest.raises(UsageError, match=needle):
+        evaluate(run, qrels, ["nDCG@10"])
+
+
+def test_ids_pytrec_eval_would_crash_on_are_refused():
+    """A NUL or a lone surrogate in an id crashed pytrec_eval (a segfault): checked in a subprocess, so a
+    regression fails this test instead of ending the run."""
+    script = r"""
+from chitragupta.engine.evaluation import evaluate
+from chitragupta.errors import UsageError
+for qrels, run in [({"q": {"\udcff": 1}}, {"q": ["\udcff"]}), ({"q": {"d": 1}}, {"q": ["d\x00x", "d\x00y"]}),
+                   ({"q\x00a": {"d": 1}}, {"q\x00a": ["d"]}), ({"q": {"d\x00x": 1, "d\x00y": 1}}, {"q": ["d"]})]:
+    try:
+        evaluate(run, qrels, ["nDCG@10", "R@100"])
+        print("accepted")
+    except UsageError as err:
+        print("refused", err)
+"""
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    lines = p.stdout.splitlines()
+    assert len(lines) == 4 and all(line.startswith("refused ") for line in lines), p.stdout
+    assert "lone surrogate" in lines[0] and all("NUL character" in line for line in lines[1:])
+
+
+def test_nul_in_a_qrels_or_run_id_names_its_line(tmp_path):
+    q = tmp_path / "qrels"
+    q.write_bytes(b"q1 0 d1 1\nq1 0 d\x00x 1\n")
+    with pytest.raises(CorpusError, match=r"qrels:2: the doc id .* holds a NUL character"):
+        read_qrels(q)
+    r = tmp_path / "run"
+    r.write_bytes(b"q1 Q0 d1 1 2 t\nq\x001 Q0 d1 1 2 t\n")
+    with pytest.raises(CorpusError, match=r"run:2: the query id .* holds a NUL character"):
+        read_trec_run(r)
+
+
+@pytest.mark.parametrize("what, needle", [("folder", "is a folder"), ("device", "is a character device")])
+def test_qrels_and_run_refused_by_what_they_are(tmp_path, what, needle):
+    bad = tmp_path if what == "folder" else Path("/dev/null")  # /dev/null read whole: "no judgments"
+    good_q = write(tmp_path / "qrels", "q1 0 d1 1\n")
+    good_r = write(tmp_path / "run", "q1 Q0 d1 1 2 t\n")
+    with pytest.raises(CorpusError, match=f"{needle}, not a qrels file"):
+        read_qrels(bad)
+    with pytest.raises(CorpusError, match=f"{needle}, not a run file"):
+        read_trec_run(bad)
+    one_error_line(run_main("eval", "--qrels", bad, good_r), f"{needle}, not a qrels file")
+    one_error_line(run_main("eval", "--qrels", good_q, bad), f"{needle}, not a run file")
+
+
+def test_a_qrels_pipe_is_read_once(tmp_path):
+    fifo = tmp_path / "qrels.fifo"
+    run = write(tmp_path / "run", "q1 Q0 d1 1 2 t\n")
+    with Feeder(fifo, b"q1 0 d1 1\n"):
+        p = run_main("eval", "--qrels", fifo, run, "--metrics", "MRR@10")
+    assert p.returncode == 0 and p.stdout.split() == ["MRR@10", "1.0000"], p.stderr
+
+
+def test_a_line_without_end_stops_the_read(tmp_path):
+    from chitragupta.engine.evaluation import MAX_LINE_BYTES
+
+    q = tmp_path / "qrels"
+    with open(q, "wb") as f:
+        f.write(b"q1 0 d1 1\n")
+        f.write(b"x" * (MAX_LINE_BYTES + 10))
+    with pytest.raises(CorpusError) as ei:
+        read_qrels(q)
+    assert str(ei.value).startswith(f"{q}:2: a line longer than 1 MiB") and len(str(ei.value)) < 200
+
+
+def test_a_5000_digit_rank_is_a_short_line(tmp_path):
+    r = write(tmp_path / "run", "q1 Q0 d1 " + "9" * 5000 + " 2 t\n")
+    with pytest.raises(CorpusError) as ei:
+        read_trec_run(r)
+    assert "rank '9999" in str(ei.value) and len(str(ei.value)) < 300
+
+
+@pytest.mark.slow  # a subprocess
+def test_dev_zero_everywhere_is_one_line_and_a_bounded_read(tmp_path):
+    """``eval --qrels /dev/zero``, ``eval /dev/zero``, ``eval -`` fed from /dev/zero, ``--config
+    /dev/zero`` and a store manifest linked to /dev/zero: each one line, read (at most) a line's worth."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    (folder / "manifest.json").symlink_to("/dev/zero")
+    run = write(tmp_path / "run", "q1 Q0 d1 1 2 t\n")
+    qrels = write(tmp_path / "qrels", "q1 0 d1 1\n")
+    script = f"""
+import contextlib, io, resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from chitragupta.cli.main import main
+from chitragupta.engine.config import load_config
+from chitragupta.enrich.store import load_store
+from chitragupta.errors import ChitraguptaError
+
+def cli(*argv, stdin=None):
+    err = io.StringIO()
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(open(stdin, "rb"))
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(list(argv))
+    print("cli", rc, err.getvalue().count(chr(10)), err.getvalue().strip())
+
+def lib(call):
+    try:
+        call()
+        print("lib accepted")
+    except ChitraguptaError as err:
+        print("lib", type(err).__name__, err)
+
+cli("eval", "--qrels", "/dev/zero", {str(run)!r})
+cli("eval", "--qrels", {str(qrels)!r}, "/dev/zero")
+cli("eval", "--qrels", {str(qrels)!r}, "-", stdin="/dev/zero")
+cli("search", "-w", {str(tmp_path)!r}, "--config", "/dev/zero", "twin")
+lib(lambda: load_store(Path({str(folder)!r})))
+"""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-2000:])
+    lines = p.stdout.splitlines()
+    assert len(lines) == 5, p.stdout
+    assert lines[0] == "cli 1 1 error: /dev/zero: is a character device, not a qrels file"
+    assert lines[1] == "cli 1 1 error: /dev/zero: is a character device, not a run file"
+    assert lines[2] == "cli 1 1 error: -:1: a line longer than 1 MiB (not a run file?); stopped reading there"
+    assert lines[3] == "cli 1 1 error: /dev/zero: is a character device, not a config file (a TOML file)"
+    assert lines[4].startswith("lib StoreCorrupt manifest.json cannot be the store's manifest") \
+        and "symbolic link" in lines[4], lines[4]
+
+
+@pytest.fixture(scope="module")
+def sweep_ws(tmp_path_factory):
+    from chitragupta.engine.search import Retriever
+
+    tmp = tmp_path_factory.mktemp("hostile_sweep")
+    docs = random_docs(7, 50)
+    ws = make_workspace(tmp, docs)
+    Retriever.open(ws)
+    queries = [{"_id": f"q{i}", "text": docs[i * 3]["text"][:40] or "twin model"} for i in range(8)]
+    write_jsonl(tmp / "queries.jsonl", queries)
+    write(tmp / "qrels.tsv", "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\t{docs[i * 3]['_id']}\t1\n"
+                                                                       for i in range(8)))
+    write(tmp / "other.tsv", "query-id\tcorpus-id\tscore\nx1\td0001\t1\nx2\td0002\t2\n")
+    return {"ws": ws, "tmp": tmp, "queries": {q["_id"]: q["text"] for q in queries},
+            "qrels": read_qrels(tmp / "qrels.tsv").judgments}
+
+
+@pytest.mark.parametrize("text, name, high, needle", [
+    ("1e308", "k1", None, "k1 must be in [0, 1000], got 1e+308"),
+    ("0:1e308:1e-308", "k1", None, "k1 must be in [0, 1000], got 1e+308"),
+    ("0:1000:1e-308", "k1", None, "more than the 10,000"),
+    ("0:1:5e-324", "b", 1.0, "more than the 10,000"),
+    ("1001", "weight-title", None, "weight-title must be in [0, 1000], got 1001"),
+    (",".join(str(i / 100) for i in range(10_001)), "k1", None, "10,001 values, more than the 10,000"),
+])
+def test_ranges_keep_to_the_configs_bounds_and_a_countable_grid(text, name, high, needle):
+    kwargs = {"high": high} if high is not None else {}
+    with pytest.raises(UsageError) as ei:
+        parse_range(text, name, **kwargs)
+    assert needle in str(ei.value), str(ei.value)
+
+
+def test_a_step_finer_than_the_kept_decimals_repeats_no_value():
+    values = parse_range("0:1e-9:1e-12", "k1")
+    assert values == sorted(set(values)) and len(values) == 11
+
+
+def test_run_sweep_holds_library_grids_to_the_configs_bounds(sweep_ws):
+    from chitragupta.engine.search import Retriever
+
+    r = Retriever.open(sweep_ws["ws"])
+    for kwargs, needle in [({"k1s": [1e308]}, "k1 = 1e+308 cannot be swept; allowed: a number in [0, 1000]"),
+                           ({"bs": [1.5]}, "b = 1.5 cannot be swept"),
+                           ({"k1s": [float("nan")]}, "k1 = nan cannot be swept"),
+                           ({"k1s": [10**400]}, "k1 = 1000000"),
+                           ({"titles": [1e308]}, "weight_title = 1e+308 cannot be swept"),
+                           ({"abstracts": [-1]}, "weight_abstract = -1 cannot be swept")]:
+        args = {"k1s": [1.0], "bs": [0.5], **kwargs}
+        with pytest.raises(UsageError) as ei:
+            run_sweep(r, sweep_ws["queries"], sweep_ws["qrels"], args.pop("k1s"), args.pop("bs"), k=10, **args)
+        assert needle in str(ei.value) and len(str(ei.value)) < 300, str(ei.value)
+
+
+@pytest.mark.parametrize("k", [0, -1, True, 2.5, "10"])
+def test_run_sweep_checks_k_as_search_does(sweep_ws, k):
+    from chitragupta.engine.search import Retriever
+
+    with pytest.raises(UsageError, match=r"k must be an integer >= 1"):
+        run_sweep(Retriever.open(sweep_ws["ws"]), sweep_ws["queries"], sweep_ws["qrels"], [1.0], [0.5], k=k)
+
+
+def test_sweep_cli_k_message_is_check_ks(sweep_ws, tmp_path):
+    t = sweep_ws["tmp"]
+    one_error_line(run_main("sweep", "-w", sweep_ws["ws"], "--queries", t / "queries.jsonl", "--qrels", t / "qrels.tsv",
+                       "--k1", "1", "--b", "0.5", "--k", "0", "--out", tmp_path / "o"),
+              "--k must be an integer >= 1, got 0")
+
+
+def test_sweep_out_on_a_symlink_loop_is_one_line(sweep_ws, tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(UsageError, match="symbolic link loop"):
+        check_out_dir(loop)
+    with pytest.raises(UsageError, match="symbolic link loop"):
+        check_out_dir(loop / "sub")
+    t = sweep_ws["tmp"]
+    one_error_line(run_main("sweep", "-w", sweep_ws["ws"], "--queries", t / "queries.jsonl", "--qrels", t / "qrels.tsv",
+                       "--k1", "1", "--b", "0.5", "--out", loop), f"--out {loop}: a symbolic link loop")
+    assert loop.is_symlink()
+
+
+def test_sweep_with_no_judged_query_is_an_error_and_keeps_the_old_output(sweep_ws, tmp_path):
+    from chitragupta.engine.search import Retriever
+
+    t = sweep_ws["tmp"]
+    out = tmp_path / "out"
+    base = ("sweep", "-w", sweep_ws["ws"], "--queries", t / "queries.jsonl", "--k1", "1,2", "--b", "0.5,0.75",
+            "--k", "10", "--out", out)
+    assert run_main(*base, "--qrels", t / "qrels.tsv").returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["sweep-nDCG10.csv", "sweep-nDCG10.md", "sweep-nDCG10.png"]
+    for extra in ((), ("--skip-missing",)):
+        one_error_line(run_main(*base, "--qrels", t / "other.tsv", *extra),
+                  "nothing to sweep: none of the 8 queries has a judgment of grade >= 1", "2 judged queries")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    r = Retriever.open(sweep_ws["ws"])
+    with pytest.raises(UsageError, match="nothing to sweep"):
+        run_sweep(r, sweep_ws["queries"], read_qrels(t / "other.tsv").judgments, [1.0], [0.5], k=10)
+    with pytest.raises(UsageError, match="the qrels hold no judgment of grade >= 1"):
+        run_sweep(r, sweep_ws["queries"], {"q1": {"d0001": 0}}, [1.0], [0.5], k=10)
+
+
+def test_sweep_files_are_never_written_through_a_planted_temp_link(sweep_ws, tmp_path):
+    from chitragupta.engine.search import Retriever
+
+    res = run_sweep(Retriever.open(sweep_ws["ws"]), sweep_ws["queries"], sweep_ws["qrels"], [1.0], [0.5], k=10)
+    out = tmp_path / "out"
+    out.mkdir()
+    precious = write(tmp_path / "precious.txt", "keep me")
+    (out / f".s.md.{os.getpid()}.tmp").symlink_to(precious)
+    paths, _ = write_sweep(res, out, "s")
+    assert precious.read_text() == "keep me"
+    assert (out / "s.md").read_text().startswith("| k1 \\ b |") and not (out / f".s.md.{os.getpid()}.tmp").exists()
+    assert [p.name for p in paths][:2] == ["s.md", "s.csv"]
+
+
+def test_a_folder_where_a_sweep_file_goes_keeps_every_old_file(sweep_ws, tmp_path):
+    from chitragupta.engine.search import Retriever
+    from chitragupta.errors import OutputError
+
+    res = run_sweep(Retriever.open(sweep_ws["ws"]), sweep_ws["queries"], sweep_ws["qrels"], [1.0, 2.0], [0.5], k=10)
+    out = tmp_path / "out"
+    write_sweep(res, out, "s")
+    (out / "s.png").unlink()
+    (out / "s.png").mkdir()
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    res2 = run_sweep(Retriever.open(sweep_ws["ws"]), sweep_ws["queries"], sweep_ws["qrels"], [1.0, 3.0], [0.5], k=10)
+    with pytest.raises(OutputError, match="s.png: is a folder"):
+        write_sweep(res2, out, "s")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert sorted(p.name for p in out.iterdir()) == ["s.csv", "s.md", "s.png"]  # no temp file left

@@ -5,6 +5,7 @@ exceptions raised at chosen steps, which leave the same on-disk state a kill the
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -18,9 +19,9 @@ import chitragupta.engine.corpus.importer as importer_mod
 from chitragupta.engine.corpus.committer import ParsedFolder
 from chitragupta.engine.corpus.jsonl import iter_jsonl
 from chitragupta.engine.corpus.ledger import Ledger
-from chitragupta.engine.corpus.sync import text_hash, assign_names, import_jsonl
+from chitragupta.engine.corpus.sync import assign_names, import_jsonl, text_hash
 from chitragupta.engine.workspace import Workspace, hashed_name, replace_in_folder, safe_name
-from conftest import random_docs, write_jsonl
+from conftest import one_error_line_after_progress, random_docs, run_main, write_jsonl, write_lines
 
 
 class Boom(Exception):
@@ -386,12 +387,12 @@ def test_an_interrupted_import_leaves_whole_files_and_a_rerun_finishes(tmp_path,
 
 @pytest.mark.slow
 def test_sigkill_at_seeded_writes_with_moves_and_late_collisions(tmp_path):
-    """Real SIGKILLs (``bench/_faults``' hook, just before the Nth write in the workspace) during an import
+    """Real SIGKILLs (``tools/_faults``' hook, just before the Nth write in the workspace) during an import
     that rewrites, removes, adds, and renames files for keys that fold together -- some of them found
     only late in the file: a reader finds every row's file, and a rerun equals an uninterrupted run."""
     import numpy as np
 
-    from bench.reliability import cli
+    from tools.reliability import cli
 
     v0 = _docs(40, seed=8) + [{"_id": "Late", "text": "late upper"}]
     v1 = _changed(v0, seed=9) + [{"_id": "D0002", "text": "folds onto d0002"}, {"_id": "late", "text": "l"},
@@ -532,3 +533,73 @@ def test_other_origins_and_damaged_files_are_respected(tmp_path):
     a.write_text('{"_id": "x", "text": "from a"}\n{"_id": "y", "te', encoding="utf-8")  # truncated
     rep = import_jsonl(ws, a)
     assert rep.removed == 0 and set(_rows(ws)) == {"x", "y"} and any("were kept" in p for p in rep.problems)
+
+
+# -- hostile input: a full disk, ids a run cannot carry, keys that are paths ---------------------------------
+def _rows_and_files_whole(ws_dir: Path) -> None:
+    ws = Workspace.open(ws_dir)
+    with Ledger(ws.ledger_path) as led:
+        rows = led.rows()
+    for r in rows:
+        assert (ws.root / r.parsed_path).read_text(encoding="utf-8").startswith("twin"), r.citekey
+    assert not [p.name for p in ws.parsed_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_full_disk_during_import_is_one_line_and_leaves_nothing_half_written(tmp_path, monkeypatch):
+    import chitragupta.engine.corpus.committer as committer_mod
+    import chitragupta.engine.corpus.importer as importer_mod
+
+    src = write_lines(tmp_path / "c.jsonl", *(json.dumps({"_id": f"d{i}", "text": f"twin {i}"}) for i in range(50)))
+    monkeypatch.setattr(importer_mod, "_BATCH_ROWS", 10)
+    real = committer_mod.replace_in_folder
+    calls = {"n": 0}
+
+    def full(folder, name, data, tag):
+        calls["n"] += 1
+        if calls["n"] > 25:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{folder}/{name}")
+        return real(folder, name, data, tag)
+
+    monkeypatch.setattr(committer_mod, "replace_in_folder", full)
+    p = run_main("import", "-w", tmp_path / "ws", src)  # was: an OSError traceback
+    one_error_line_after_progress(p, "No space left on device", "import stopped", "run the import again")
+    _rows_and_files_whole(tmp_path / "ws")
+    monkeypatch.setattr(committer_mod, "replace_in_folder", real)
+    p = run_main("import", "-w", tmp_path / "ws", src)
+    assert p.returncode == 0 and "import: 50 entries" in p.stdout
+    _rows_and_files_whole(tmp_path / "ws")
+
+
+def test_after_an_import_with_bad_ids_every_batch_search_succeeds(tmp_path):
+    src = write_lines(tmp_path / "c.jsonl", *(json.dumps({"_id": k, "text": "twin"}) for k in
+                                         ["a b", "x\u0001y", " ", "ok", "a\u00a0b", "tab\t", "fine-2"]))
+    ws = tmp_path / "ws"
+    p = run_main("import", "-w", ws, src)
+    assert p.returncode == 0 and "import: 2 entries" in p.stdout
+    assert p.stderr.count("'_id'") == 5
+    q = write_lines(tmp_path / "q.jsonl", json.dumps({"_id": "q1", "text": "twin"}))
+    run = tmp_path / "out.trec"
+    p = run_main("search", "-w", ws, "--queries", q, "--run", run)  # was: citekey 'a b' holds whitespace
+    assert p.returncode == 0, p.stderr
+    assert sorted(line.split()[2] for line in run.read_text().splitlines()) == ["fine-2", "ok"]
+
+
+def test_hostile_citekeys_end_to_end_stay_citable(tmp_path):
+    """Keys that are paths, device names or 10,000 characters: imported, indexed, found, written to a
+    TREC run under their real names, and every file they produced is inside content/parsed."""
+    from chitragupta.engine.search import Retriever
+
+    keys = ["../../x", "CON", "a/b", "k" * 10_000, "/etc/y", "nul.txt", "..", "x\\y"]
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"_id": k, "title": f"T{i}", "text": f"uniqword{i} twin"}) + "\n"
+                           for i, k in enumerate(keys)), encoding="utf-8")
+    ws = tmp_path / "ws"
+    from conftest import run_cli
+
+    run_cli("import", "-w", ws, src, check=True)
+    for i, k in enumerate(keys):
+        hits = Retriever.open(ws, backend="numpy").search(f"uniqword{i}", k=3).hits
+        assert [h.citekey for h in hits] == [k]
+    parsed = {p.resolve().parent for p in (ws / "content" / "parsed").iterdir()}
+    assert parsed == {(ws / "content" / "parsed").resolve()}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "ws"]

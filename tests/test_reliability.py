@@ -1,22 +1,28 @@
 """Crash safety and concurrency, tested the way SQLite tests itself: real SIGKILLs at seeded write points.
 
 Each kill runs the command as ``python -m chitragupta.cli.main ...`` with the fault hook in
-``bench/_faults`` armed to SIGKILL it just before its Nth write in the workspace; a reader then checks
+``tools/_faults`` armed to SIGKILL it just before its Nth write in the workspace; a reader then checks
 what it would see, the same command runs again, and the workspace must equal one whose run was never
 interrupted (ledger rows, parsed files, index arrays, hits with scores and snippets). The campaign
-itself lives in ``bench/reliability.py`` (``python -m bench.reliability --kills 30`` is the full one);
+itself lives in ``tools/reliability.py`` (``python -m tools.reliability --kills 30`` is the full one);
 ``CHITRAGUPTA_KILLS=30 python -m pytest tests/test_reliability.py`` scales this file up to it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from bench.reliability import (_allowed_files, _reader_check, build_scenario, case_campaign, cli, concurrent_writers,
-                               diff, kill_campaign, search_during_rebuild, snapshot)
+from conftest import ROOT
+from tools.reliability import (FAULTS, allowed_files, build_scenario, case_campaign, cli, concurrent_writers, diff,
+                               kill_campaign, reader_check, search_during_rebuild, snapshot)
+
 
 pytestmark = pytest.mark.slow  # SIGKILL campaigns and concurrent writers: the full CI run has them
 
@@ -78,15 +84,15 @@ def test_the_checks_catch_a_torn_file_and_a_changed_index(tmp_path):
     ws = sc.start / "ws"
     before = snapshot(ws)
     answers = [{k: [h[:3] for h in v] for k, v in before["results"].items() if k.startswith("document:")}]
-    allowed = _allowed_files(before, before)
-    assert _reader_check(ws, allowed, answers) == []
+    allowed = allowed_files(before, before)
+    assert reader_check(ws, allowed, answers) == []
     victim = sorted((ws / "content" / "parsed").glob("*.txt"))[0]
     data = victim.read_bytes()
     victim.write_bytes(data[: len(data) // 2])
-    assert any(victim.name in p for p in _reader_check(ws, allowed, answers))
+    assert any(victim.name in p for p in reader_check(ws, allowed, answers))
     victim.write_bytes(data)
     assert cli(["index", "-w", ws]).returncode == 0  # the ledger moved on: the index changes
-    problems = _reader_check(ws, allowed, answers)
+    problems = reader_check(ws, allowed, answers)
     assert any("neither the old index's nor the new one's" in p for p in problems)
     assert any(d.startswith("arrays:") for d in diff(before, snapshot(ws)))
 
@@ -134,3 +140,42 @@ def test_search_during_rebuilds_sees_the_old_or_the_new_index_never_a_mix(tmp_pa
     assert race.errors == ""
     assert race.mixed == 0, race
     assert race.old >= 1 and race.new >= 1 and race.searches == race.old + race.new
+
+
+@pytest.mark.slow
+def test_every_write_stays_inside_the_workspace(tmp_path):
+    """Every file-system write of sync, import, index, search (--log), evidence, traced by audit hooks:
+    inside the workspace, except the --run file the user named (and Python's/numba's own caches)."""
+    ws = tmp_path / "ws"
+    (ws / "papers").mkdir(parents=True)
+    from chitragupta.engine.demo.tinypdf import write_pdf
+
+    write_pdf(ws / "papers" / "a.pdf", ["A title", "digital twin bridge"])
+    (ws / "papers" / "bibliography.bib").write_text(
+        "@misc{../../up, title={Up}, file={a.pdf}}\n@misc{CON, title={Con}, file={/etc/passwd}}\n"
+        "@misc{a/b, title={AB}, file={a.pdf}}\n", encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text(json.dumps({"_id": "../../../j", "text": "twin"}) + "\n")
+    (tmp_path / "q.jsonl").write_text(json.dumps({"_id": "q1", "text": "twin"}) + "\n")
+    log = tmp_path / "writes.log"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(FAULTS), str(ROOT)]), CHITRAGUPTA_WRITE_LOG=str(log))
+    commands = [["sync", "-w", ws], ["import", "-w", ws, tmp_path / "c.jsonl"], ["index", "-w", ws],
+                ["search", "-w", ws, "twin", "--log", "../../../draft"], ["evidence", "-w", ws, "twin", "--citekey", "a/b"],
+                ["search", "-w", ws, "--queries", tmp_path / "q.jsonl", "--run", tmp_path / "out.trec"]]
+    for argv in commands:
+        p = subprocess.run([sys.executable, "-m", "chitragupta.cli.main", *map(str, argv)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+        assert p.returncode == (3 if argv[0] == "sync" else 0), (argv, p.stderr)  # sync: CON's file is refused
+    writes = [line.split("\t", 1) for line in log.read_text().splitlines()]
+    assert len(writes) > 20  # the hook saw the work
+    inside = str(ws.resolve()) + os.sep
+    outside = []
+    for event, path in writes:
+        if path.startswith(inside) or "__pycache__" in Path(path).parts:
+            continue
+        if event == "os.mkdir" and Path(path).is_dir() and inside.startswith(path + os.sep):
+            continue  # mkdir(parents=True, exist_ok=True) of the workspace's own ancestors
+        if Path(path).parent == tmp_path and Path(path).name.startswith((".out.trec.", "out.trec")):
+            continue  # the run file the user asked for, via its temp file
+        outside.append(f"{event} {path}")
+    assert outside == []
+    assert (ws / "content" / "dossiers").is_dir() and not (tmp_path.parent / "draft").exists()

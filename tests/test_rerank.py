@@ -1,7 +1,7 @@
 """Cross-encoder rerank of embedding search: the plumbing, with a cross-encoder built here.
 
 No cross-encoder model is packaged on PyPI and tests never download, so these tests build a tiny
-randomly initialised one themselves (``bench.dense.tiny_cross_encoder``: a 2-layer
+randomly initialised one themselves (``helpers.tiny_cross_encoder``: a 2-layer
 BertForSequenceClassification with one output logit, and a WordPiece tokenizer over a small vocabulary
 file, saved with save_pretrained to tmp_path). Its scores mean nothing about relevance; what is checked
 is that rerank reorders the over-fetched chunks exactly as the cross-encoder's scores say, before the
@@ -21,7 +21,7 @@ def cross_encoder(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("sentence_transformers")
-    from bench.dense import tiny_cross_encoder
+    from helpers import tiny_cross_encoder
 
     return tiny_cross_encoder(tmp_path_factory.mktemp("ce") / "tiny", seed=3)
 

@@ -252,28 +252,3 @@ def test_tiny_flushes_and_blocks_build_the_same_index(tmp_path, monkeypatch, ste
     for f, arr in want_fields.items():
         assert np.array_equal(np.asarray(got.postings.fields[f]), arr), f
     assert want_fields["title"].any()
-
-
-# -- the paired timing of bench.scale -------------------------------------------------------------
-def test_paired_timing_alternates_the_engines_and_repeats_short_calls():
-    """Ours and bm25s are timed in alternating rounds (a b, b a, ...), each call repeated within its
-    round until the round lasts long enough, and the figures are per call."""
-    from bench.scale import _paired_time
-
-    calls = []
-
-    def a():
-        calls.append("a")
-        time.sleep(0.002)
-
-    def b():
-        calls.append("b")
-        time.sleep(0.004)
-
-    ta, tb = _paired_time(a, b, repeats=3, min_round_s=0.02)
-    reps = (len(calls) - 2) // 6  # one untimed call of each first, then 3 rounds of 2 engines
-    assert reps >= 5 and calls[:2] == ["a", "b"]
-    rounds = [calls[2 + i * reps:2 + (i + 1) * reps] for i in range(6)]
-    assert [r[0] for r in rounds] == ["a", "b", "b", "a", "a", "b"] and all(len(set(r)) == 1 for r in rounds)
-    assert len(ta) == len(tb) == 3
-    assert all(0.0015 < w < 0.02 for w, _c in ta) and all(w > min(x for x, _ in ta) for w, _c in tb)

@@ -11,22 +11,16 @@ import sys
 import numpy as np
 import pytest
 
-from chitragupta.engine.index.manage import index_folder, refresh
+from chitragupta.engine.index.manage import index_folder
 from chitragupta.engine.search import FEW_QUERIES, Retriever
 from chitragupta.engine.workspace import Workspace
-from conftest import make_workspace, random_docs, rewrite_index_array, run_cli
+from conftest import SAMPLE_QUERIES, indexed_workspace, rewrite_index_array, run_cli
 
-QUERIES = ["twin model sensor", "ocean heat soil", "dt ml gpu", "retrieval ranking bm25 query", "the of a",
-           "zzzz unknownword", "climate", "vaccine cohort llm citation prompt table result"]
+QUERIES = SAMPLE_QUERIES
 
 
 def _ws(tmp_path, config: str = "", n: int = 80, seed: int = 7) -> Workspace:
-    root = make_workspace(tmp_path, random_docs(seed, n, vocab=50))
-    if config:
-        (root / "config.toml").write_text(config)
-    ws = Workspace.open(root)
-    refresh(ws, unit="document")
-    return ws
+    return indexed_workspace(tmp_path, config, n, seed)
 
 
 @pytest.mark.parametrize("config", ["", "[retrieval]\nweight_title = 2.5\n", "[retrieval]\nweight_title = 0.5\nk1 = 0.9\nb = 0.3\n",
@@ -56,53 +50,6 @@ def test_few_queries_take_numpy_until_numba_is_warm(tmp_path):
     assert r.scorer.backend_for(1).name == "numba"  # once loaded, numba serves small batches too (same bits)
     assert Retriever.open(ws, backend="numpy").scorer.backend_for(1000).name == "numpy"
     assert Retriever.open(ws, backend="numba").scorer.backend_for(1).name == "numba"
-
-
-def test_a_query_is_tokenized_expanded_and_looked_up_once(tmp_path, monkeypatch):
-    import chitragupta.engine.query as query_mod
-    from chitragupta.engine.expand import Expander
-    from chitragupta.engine.index.strings import StringTable
-
-    ws = _ws(tmp_path)
-    r = Retriever.open(ws)
-    calls = {"runs": 0, "expand": 0, "find": 0}
-    real_runs, real_expand, real_find = query_mod.runs_bytes, Expander.expand_runs, StringTable.find_many
-
-    def runs(text):
-        calls["runs"] += 1
-        return real_runs(text)
-
-    def expand(self, rs):
-        calls["expand"] += 1
-        return real_expand(self, rs)
-
-    def find(self, strings):
-        calls["find"] += 1
-        return real_find(self, strings)
-
-    monkeypatch.setattr(query_mod, "runs_bytes", runs)
-    monkeypatch.setattr(Expander, "expand_runs", expand)
-    monkeypatch.setattr(StringTable, "find_many", find)
-    resp = r.search("DT twin of the model zzzz", k=5)
-    assert calls == {"runs": 1, "expand": 1, "find": 1}, calls
-    kinds = {n.kind for n in resp.notes}
-    assert {"dropped", "unknown-terms", "expansion"} <= kinds
-    assert resp.terms[:3] == ["dt", "twin", "model"] and "digital" in resp.terms
-
-
-def test_the_numba_lookup_plan_gives_the_python_plan(tmp_path):
-    from chitragupta.engine.query import LOOKUP_MIN, QueryPlan
-
-    ws = _ws(tmp_path)
-    r = Retriever.open(ws)
-    many = (QUERIES * 8)[:max(LOOKUP_MIN, 40)]
-    big = QueryPlan(many, r.index, r.expander())  # numba lookup
-    assert big._parsed is None  # nothing per query worked out yet
-    small = [QueryPlan([q], r.index, r.expander()) for q in many]
-    for q, p in enumerate(small):
-        lo, hi = big.batch.indptr[q], big.batch.indptr[q + 1]
-        assert big.batch.terms[lo:hi].tolist() == p.batch.terms.tolist()
-        assert big.notes()[q] == p.notes()[0] and big.terms[q] == p.terms[0]
 
 
 def test_a_cold_single_query_imports_neither_numba_nor_scipy(tmp_path):

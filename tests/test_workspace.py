@@ -1,13 +1,17 @@
+import errno
+import json
 import multiprocessing
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
 from chitragupta.engine.corpus.sync import assign_names
-from chitragupta.errors import WorkspaceBusy, WorkspaceError
 from chitragupta.engine.workspace import Workspace, atomic_write_text, safe_name
+from chitragupta.errors import WorkspaceBusy, WorkspaceError
+from conftest import STORE_QUERY, built_workspace, enospc, make_stale, numba_hits, run_main
 
 
 @pytest.mark.parametrize("key", ["../x", "../../x", "a/b", "a\\b", "x\x00y", "CON", "con.txt", "nul", ".hidden",
@@ -75,3 +79,88 @@ def test_lock_busy_names_the_holder(tmp_path):
 def test_missing_workspace_is_a_clear_error(tmp_path):
     with pytest.raises(WorkspaceError, match="does not exist"):
         Workspace.open(tmp_path / "nope")
+
+
+# -- the lock and init on hostile ground: read-only, not a file, a full disk ---------------------------------
+# -- the workspace lock: read-only, a folder --------------------------------------------------------------
+@pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES])
+def test_a_lock_that_cannot_be_opened(tmp_path, monkeypatch, err):
+    ws = built_workspace(tmp_path)
+    want = numba_hits(ws)
+    real = os.open
+
+    def guarded(path, *a, **k):
+        if str(path).endswith(os.sep + ".lock"):
+            raise OSError(err, os.strerror(err), str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(os, "open", guarded)
+    got = run_main("search", "-w", ws.root, STORE_QUERY, "-k", 8, "--json", "--backend", "numba")
+    assert got.returncode == 0, got.stderr  # a current index needs no lock
+    assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
+    make_stale(ws, tmp_path)
+    lock_said = f"cannot take the workspace lock {ws.content / '.lock'} ({os.strerror(err)})"
+    got = run_main("index", "-w", ws.root)
+    assert got.returncode == 1 and got.stderr.count("\n") == 1 and lock_said in got.stderr, got.stderr
+    # a search on a read-only workspace whose index is stale answers from that index, with a note
+    got = run_main("search", "-w", ws.root, STORE_QUERY, "-k", 8, "--json", "--backend", "numba")
+    assert got.returncode == 0, got.stderr
+    assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
+    assert lock_said in got.stderr and "these results come from the previous index" in got.stderr
+    got = run_main("search", "-w", ws.root, STORE_QUERY, "--no-update")
+    assert got.returncode == 0 and "older than the ledger" in got.stderr
+
+
+@pytest.mark.parametrize("what", ["fifo", "content-a-file"])
+def test_a_lock_that_is_not_a_file(tmp_path, what):
+    ws = built_workspace(tmp_path)
+    make_stale(ws, tmp_path)
+    (ws.content / ".lock").unlink(missing_ok=True)
+    if what == "fifo":
+        os.mkfifo(ws.content / ".lock")
+        needle = ".lock is not a regular file"
+    else:
+        shutil.move(ws.content, tmp_path / "moved")
+        ws.content.write_text("x")
+        needle = "content is not a folder"
+    got = run_main("index", "-w", ws.root)
+    assert got.returncode == 1 and got.stderr.count("\n") == 1, got.stderr
+    assert needle in got.stderr
+
+
+def test_a_full_disk_cannot_stop_the_lock_being_taken(tmp_path, monkeypatch):
+    """The holder's name written into .lock is a courtesy for a waiting process: ENOSPC there is not an error."""
+    ws = built_workspace(tmp_path)
+    make_stale(ws, tmp_path)
+    monkeypatch.setattr(os, "pwrite", enospc)
+    got = run_main("index", "-w", ws.root, "--unit", "document")
+    assert got.returncode == 0, got.stderr
+
+
+def test_a_lock_that_is_a_folder(tmp_path):
+    ws = built_workspace(tmp_path)
+    make_stale(ws, tmp_path)
+    (ws.content / ".lock").unlink(missing_ok=True)
+    (ws.content / ".lock").mkdir()
+    got = run_main("index", "-w", ws.root)
+    assert got.returncode == 1 and got.stderr.count("\n") == 1
+    assert ".lock is a folder, not the workspace's lock file; remove it" in got.stderr
+
+
+# -- init, --log ---------------------------------------------------------------------------------------------
+def test_init_on_a_file_is_one_line(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    got = run_main("init", "-w", f)
+    assert got.returncode == 1 and got.stderr.count("\n") == 1
+    assert "is not a folder" in got.stderr and f.read_text() == "mine"
+
+
+def test_init_in_a_read_only_place_is_one_line(tmp_path, monkeypatch):
+    def refuse(self, *a, **k):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    got = run_main("init", "-w", tmp_path / "new")
+    assert got.returncode == 1 and got.stderr.count("\n") == 1
+    assert "cannot create the workspace" in got.stderr and "Permission denied" in got.stderr

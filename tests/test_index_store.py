@@ -1,6 +1,6 @@
 """The index cache and the workspace's own files, attacked: bit-rot in place, arrays rewritten with a
 consistent manifest (as an adversary would), manifests of the wrong types, folders where files belong,
-a full disk, a read-only lock, and what the CLI says about each (one line, never a traceback, never a
+a full disk, and what the CLI says about each (one line, never a traceback, never a
 segfault, never a wrong ranking returned silently; the previous index stays usable).
 
 Searches over damaged arrays run in a subprocess, so a segfault is seen as one (a negative exit status)
@@ -9,12 +9,10 @@ instead of ending the test run.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -22,34 +20,18 @@ import pytest
 
 from chitragupta.engine.corpus.ledger import Ledger
 from chitragupta.engine.corpus.sync import import_jsonl
-from chitragupta.engine.index import doc as doc_index
-from chitragupta.engine.index import passage as passage_index
-from chitragupta.engine.index import store
+from chitragupta.engine.index import doc as doc_index, passage as passage_index, store
 from chitragupta.engine.index.manage import index_folder, open_current, refresh
 from chitragupta.engine.search import Retriever
 from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import IndexDamaged
-from conftest import make_workspace, random_docs, rewrite_index_array, run_cli, run_main, write_jsonl
-
-QUERY = "twin model sensor"
-
-
-def _built(tmp_path, n=60, seed=41, config: str = "") -> Workspace:
-    root = make_workspace(tmp_path, random_docs(seed, n))
-    if config:
-        (root / "config.toml").write_text(config)
-    ws = Workspace.open(root)
-    refresh(ws, unit="document")
-    return ws
+from conftest import (STORE_QUERY, built_workspace, enospc, make_stale, make_workspace, numba_hits, random_docs,
+                      rewrite_index_array, run_cli, run_main, write_jsonl)
 
 
 def _gen(ws: Workspace, unit: str = "document") -> Path:
     folder = index_folder(ws, unit)
     return folder / (folder / "CURRENT").read_text().strip()
-
-
-def _hits(ws, query=QUERY, k=8):
-    return [(h.citekey, h.score) for h in Retriever.open(ws, backend="numba").search(query, k=k).hits]
 
 
 def _settle(ws: Workspace, unit: str = "document") -> Path:
@@ -79,7 +61,7 @@ def _data_start(path: Path) -> int:
     return int(np.load(path, mmap_mode="r", allow_pickle=False).offset)
 
 
-def _cli_search(ws, query=QUERY, k=8, *extra):
+def _cli_search(ws, query=STORE_QUERY, k=8, *extra):
     p = run_cli("search", "-w", ws.root, query, "-k", k, "--json", "--backend", "numba", *extra)
     assert p.returncode >= 0, f"killed by signal {-p.returncode} (a kernel read outside an array)\n{p.stderr}"
     assert "Traceback" not in p.stderr, p.stderr
@@ -88,8 +70,8 @@ def _cli_search(ws, query=QUERY, k=8, *extra):
 
 # -- bit-rot in place: size, mtime and inode unchanged ----------------------------------------------------
 def _rot_case(tmp_path, name: str, value) -> None:
-    ws = _built(tmp_path)
-    want = _hits(ws)
+    ws = built_workspace(tmp_path)
+    want = numba_hits(ws)
     gen = _settle(ws)
     p = gen / f"{name}.npy"
     arr = np.load(p, mmap_mode="r", allow_pickle=False)
@@ -113,7 +95,7 @@ def _rot_case(tmp_path, name: str, value) -> None:
     assert got.returncode == 0, got.stderr
     assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
     assert "index cache was not usable" in got.stderr, got.stderr  # said, and rebuilt
-    assert _hits(ws) == want
+    assert numba_hits(ws) == want
 
 
 @pytest.mark.slow  # a search in a subprocess per case (a segfault must not take pytest down)
@@ -135,7 +117,7 @@ def test_one_flipped_bit_in_any_array_is_caught(tmp_path, name):
 
 
 def test_index_verifies_checksums_before_saying_up_to_date(tmp_path):
-    ws = _built(tmp_path)
+    ws = built_workspace(tmp_path)
     gen = _settle(ws)
     p = gen / "tf_title.npy"  # read by no open-time check while the title weight is 1
     _rot(p, _data_start(p) + 4, np.int32(7).tobytes())
@@ -232,7 +214,7 @@ CONSISTENT = {
 @pytest.mark.parametrize("case", sorted(CONSISTENT))
 def test_damage_with_a_consistent_manifest_fails_the_open_checks(tmp_path, case):
     damage, message = CONSISTENT[case]
-    ws = _built(tmp_path)
+    ws = built_workspace(tmp_path)
     damage(_gen(ws))
     with pytest.raises(store.IndexCorrupt, match=message):
         doc_index.open_index(index_folder(ws), ws.config.index_settings(), verify=True)
@@ -241,45 +223,45 @@ def test_damage_with_a_consistent_manifest_fails_the_open_checks(tmp_path, case)
 @pytest.mark.slow  # a subprocess per case
 @pytest.mark.parametrize("case", ["indices-past-the-end", "indptr-decreasing", "vocab_offsets-past-blob"])
 def test_a_crafted_index_is_rebuilt_never_read_out_of_bounds(tmp_path, case):
-    ws = _built(tmp_path)
-    want = _hits(ws)
+    ws = built_workspace(tmp_path)
+    want = numba_hits(ws)
     CONSISTENT[case][0](_gen(ws))
     got = _cli_search(ws)
     assert got.returncode == 0 and "index cache was not usable" in got.stderr, got.stderr
     assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
     # read-only: the damaged index cannot be rebuilt, so it is one line, not a crash
     CONSISTENT[case][0](_gen(ws))
-    ro = _cli_search(ws, QUERY, 8, "--no-update")
+    ro = _cli_search(ws, STORE_QUERY, 8, "--no-update")
     assert ro.returncode == 1 and ro.stderr.count("\n") == 1 and ro.stderr.startswith("error: "), ro.stderr
     # found at open (no usable index) or by the deep check before numba reads it: either way the fix is named
     assert "no usable document index" in ro.stderr or "rebuild it with `chitragupta index --force`" in ro.stderr
 
 
 def test_field_counts_are_checked_when_weighted(tmp_path):
-    ws = _built(tmp_path, config="[retrieval]\nweight_title = 2.0\n")
-    want = _hits(ws)
+    ws = built_workspace(tmp_path, config="[retrieval]\nweight_title = 2.0\n")
+    want = numba_hits(ws)
     gen = _gen(ws)
     tf_title = _a(gen, "tf_title")
     i = int(np.flatnonzero(tf_title > 0)[0])
     tf_title[i] -= 1  # in range, but not what was written
     _rewrite(gen, "tf_title", tf_title)
     r = Retriever.open(ws, backend="numba")  # the open reads no posting; numba's first batch checks them
-    got = r.search(QUERY, k=8)
+    got = r.search(STORE_QUERY, k=8)
     assert any("title field counts do not add up" in n.text and "rebuilt" in n.text for n in got.notes), got.notes
     assert [(h.citekey, h.score) for h in got.hits] == want
 
 
 def test_an_unweighted_field_is_checked_on_first_use(tmp_path):
-    ws = _built(tmp_path)
+    ws = built_workspace(tmp_path)
     gen = _gen(ws)
     tf_title = _a(gen, "tf_title")
     tf_title[int(np.flatnonzero(tf_title > 0)[0])] += 50  # more title counts than counts
     _rewrite(gen, "tf_title", tf_title)
     r = Retriever.open(ws, backend="numba")
-    assert r.search(QUERY).hits  # weight 1: the field is never read, nothing to say
+    assert r.search(STORE_QUERY).hits  # weight 1: the field is never read, nothing to say
     assert not any("title field" in n.text for n in r.index_notes())
     r.params = type(r.params)(k1=1.5, b=0.75, field_weights=(("title", 3.0),))
-    got = r.search(QUERY)  # the first search that weights it checks it, and rebuilds the index
+    got = r.search(STORE_QUERY)  # the first search that weights it checks it, and rebuilds the index
     assert got.hits and any("title field count at posting" in n.text and "outside 0..tf" in n.text
                             and "rebuilt" in n.text for n in got.notes), got.notes
     index = r.index  # the rebuilt one: sound, so a kernel reading the field directly is fine
@@ -292,13 +274,13 @@ def test_an_unweighted_field_is_checked_on_first_use(tmp_path):
     r = Retriever.open(ws, backend="numba", update=False)
     r.params = type(r.params)(k1=1.5, b=0.75, field_weights=(("title", 3.0),))
     with pytest.raises(IndexDamaged, match="title field count at posting .* outside 0..tf.*index --force"):
-        r.search(QUERY)
+        r.search(STORE_QUERY)
 
 
 def test_passage_index_checks_its_passages_documents(tmp_path):
     from chitragupta.engine.corpus.sidecar import dump_sidecar
 
-    ws = _built(tmp_path, n=12, config="[retrieval]\nmin_passage_tokens = 2\n")
+    ws = built_workspace(tmp_path, n=12, config="[retrieval]\nmin_passage_tokens = 2\n")
     with Ledger(ws.ledger_path) as led:
         for row in led.index_view()[:6]:
             items = [{"text": f"twin model paragraph number {i} sensor", "label": "text", "page": 1} for i in range(3)]
@@ -379,23 +361,23 @@ FOREIGN = {
 def test_a_foreign_manifest_or_pointer_is_a_corrupt_cache(tmp_path, case):
     """Before: wrong types raised AttributeError/TypeError, a 5,000-digit integer ValueError, a folder
     named CURRENT bricked search and index --force, a FIFO named CURRENT hung the search."""
-    ws = _built(tmp_path)
-    want = _hits(ws)
+    ws = built_workspace(tmp_path)
+    want = numba_hits(ws)
     FOREIGN[case](ws)
-    got = run_main("search", "-w", ws.root, QUERY, "-k", 8, "--json", "--backend", "numba")
+    got = run_main("search", "-w", ws.root, STORE_QUERY, "-k", 8, "--json", "--backend", "numba")
     assert got.returncode == 0, got.stderr
     assert "index cache was not usable" in got.stderr, got.stderr
     assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
     FOREIGN[case](ws)
     forced = run_main("index", "-w", ws.root, "--force", "--unit", "document")
     assert forced.returncode == 0, forced.stderr
-    assert _hits(ws) == want
+    assert numba_hits(ws) == want
 
 
 @pytest.mark.parametrize("what", ["file", "fifo", "dangling-symlink"])
 def test_index_force_replaces_whatever_stands_in_the_index_folder(tmp_path, what):
-    ws = _built(tmp_path)
-    want = _hits(ws)
+    ws = built_workspace(tmp_path)
+    want = numba_hits(ws)
     folder = index_folder(ws)
     shutil.rmtree(folder)
     if what == "file":
@@ -406,11 +388,11 @@ def test_index_force_replaces_whatever_stands_in_the_index_folder(tmp_path, what
         folder.symlink_to(tmp_path / "nowhere")
     got = run_main("index", "-w", ws.root, "--force", "--unit", "document")
     assert got.returncode == 0, got.stderr
-    assert folder.is_dir() and _hits(ws) == want
+    assert folder.is_dir() and numba_hits(ws) == want
 
 
 def test_content_index_being_a_file_is_one_line(tmp_path):
-    ws = _built(tmp_path)
+    ws = built_workspace(tmp_path)
     shutil.rmtree(ws.index_dir)
     ws.index_dir.write_text("precious notes")
     for argv in (["index", "-w", ws.root], ["search", "-w", ws.root, "twin"]):
@@ -421,32 +403,22 @@ def test_content_index_being_a_file_is_one_line(tmp_path):
 
 
 # -- a full disk while writing a generation --------------------------------------------------------------
-def _enospc(*_a, **_k):
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-
-def _stale(ws, tmp_path):
-    docs = random_docs(41, 60)
-    docs[3]["text"] += " quasarword"
-    import_jsonl(ws, write_jsonl(tmp_path / "corpus.jsonl", docs))
-
-
 @pytest.mark.parametrize("where", ["array", "current"])
 def test_a_full_disk_during_index_is_one_line_and_keeps_the_previous_index(tmp_path, monkeypatch, where):
-    ws = _built(tmp_path)
-    want = _hits(ws)
+    ws = built_workspace(tmp_path)
+    want = numba_hits(ws)
     before = _gen(ws)
-    _stale(ws, tmp_path)
+    make_stale(ws, tmp_path)
     if where == "array":
-        monkeypatch.setattr(store.np, "save", _enospc)
+        monkeypatch.setattr(store.np, "save", enospc)
     else:
-        monkeypatch.setattr(store, "atomic_write_text", _enospc)
+        monkeypatch.setattr(store, "atomic_write_text", enospc)
     got = run_main("index", "-w", ws.root, "--unit", "document")
     assert got.returncode == 1, got.stderr
     assert got.stderr.count("\n") == 1 and got.stderr.startswith("error: cannot write the index in ")
     assert "No space left on device; the previous index is unchanged" in got.stderr
     # a search that would update the index answers from the previous one, and says why
-    got = run_main("search", "-w", ws.root, QUERY, "-k", 8, "--json", "--backend", "numba")
+    got = run_main("search", "-w", ws.root, STORE_QUERY, "-k", 8, "--json", "--backend", "numba")
     assert got.returncode == 0, got.stderr
     assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
     assert "could not be updated" in got.stderr and "No space left on device" in got.stderr
@@ -455,162 +427,8 @@ def test_a_full_disk_during_index_is_one_line_and_keeps_the_previous_index(tmp_p
     assert _gen(ws) == before and [p.name for p in index_folder(ws).iterdir() if p.name.startswith(".")] == []
     assert sorted(p.name for p in index_folder(ws).iterdir() if p.name.startswith("g")) == [before.name]
     old = Retriever.open(ws, update=False, backend="numba")
-    assert [(h.citekey, h.score) for h in old.search(QUERY, k=8).hits] == want
+    assert [(h.citekey, h.score) for h in old.search(STORE_QUERY, k=8).hits] == want
     assert Retriever.open(ws).search("quasarword").hits  # space again: the update goes through
-
-
-# -- the workspace lock: read-only, a folder --------------------------------------------------------------
-@pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES])
-def test_a_lock_that_cannot_be_opened(tmp_path, monkeypatch, err):
-    ws = _built(tmp_path)
-    want = _hits(ws)
-    real = os.open
-
-    def guarded(path, *a, **k):
-        if str(path).endswith(os.sep + ".lock"):
-            raise OSError(err, os.strerror(err), str(path))
-        return real(path, *a, **k)
-
-    monkeypatch.setattr(os, "open", guarded)
-    got = run_main("search", "-w", ws.root, QUERY, "-k", 8, "--json", "--backend", "numba")
-    assert got.returncode == 0, got.stderr  # a current index needs no lock
-    assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
-    _stale(ws, tmp_path)
-    lock_said = f"cannot take the workspace lock {ws.content / '.lock'} ({os.strerror(err)})"
-    got = run_main("index", "-w", ws.root)
-    assert got.returncode == 1 and got.stderr.count("\n") == 1 and lock_said in got.stderr, got.stderr
-    # a search on a read-only workspace whose index is stale answers from that index, with a note
-    got = run_main("search", "-w", ws.root, QUERY, "-k", 8, "--json", "--backend", "numba")
-    assert got.returncode == 0, got.stderr
-    assert [(h["citekey"], h["score"]) for h in json.loads(got.stdout)] == want
-    assert lock_said in got.stderr and "these results come from the previous index" in got.stderr
-    got = run_main("search", "-w", ws.root, QUERY, "--no-update")
-    assert got.returncode == 0 and "older than the ledger" in got.stderr
-
-
-@pytest.mark.parametrize("what", ["fifo", "content-a-file"])
-def test_a_lock_that_is_not_a_file(tmp_path, what):
-    ws = _built(tmp_path)
-    _stale(ws, tmp_path)
-    (ws.content / ".lock").unlink(missing_ok=True)
-    if what == "fifo":
-        os.mkfifo(ws.content / ".lock")
-        needle = ".lock is not a regular file"
-    else:
-        shutil.move(ws.content, tmp_path / "moved")
-        ws.content.write_text("x")
-        needle = "content is not a folder"
-    got = run_main("index", "-w", ws.root)
-    assert got.returncode == 1 and got.stderr.count("\n") == 1, got.stderr
-    assert needle in got.stderr
-
-
-def test_a_full_disk_cannot_stop_the_lock_being_taken(tmp_path, monkeypatch):
-    """The holder's name written into .lock is a courtesy for a waiting process: ENOSPC there is not an error."""
-    ws = _built(tmp_path)
-    _stale(ws, tmp_path)
-    monkeypatch.setattr(os, "pwrite", _enospc)
-    got = run_main("index", "-w", ws.root, "--unit", "document")
-    assert got.returncode == 0, got.stderr
-
-
-def test_a_lock_that_is_a_folder(tmp_path):
-    ws = _built(tmp_path)
-    _stale(ws, tmp_path)
-    (ws.content / ".lock").unlink(missing_ok=True)
-    (ws.content / ".lock").mkdir()
-    got = run_main("index", "-w", ws.root)
-    assert got.returncode == 1 and got.stderr.count("\n") == 1
-    assert ".lock is a folder, not the workspace's lock file; remove it" in got.stderr
-
-
-# -- init, --log ---------------------------------------------------------------------------------------------
-def test_init_on_a_file_is_one_line(tmp_path):
-    f = tmp_path / "notes.txt"
-    f.write_text("mine")
-    got = run_main("init", "-w", f)
-    assert got.returncode == 1 and got.stderr.count("\n") == 1
-    assert "is not a folder" in got.stderr and f.read_text() == "mine"
-
-
-def test_init_in_a_read_only_place_is_one_line(tmp_path, monkeypatch):
-    def refuse(self, *a, **k):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
-
-    monkeypatch.setattr(Path, "mkdir", refuse)
-    got = run_main("init", "-w", tmp_path / "new")
-    assert got.returncode == 1 and got.stderr.count("\n") == 1
-    assert "cannot create the workspace" in got.stderr and "Permission denied" in got.stderr
-
-
-def _log_rows(ws, draft):
-    return (ws.content / "dossiers" / draft / "retrieval.md").read_text(encoding="utf-8").splitlines()
-
-
-def test_log_of_a_query_that_is_not_utf8(tmp_path):
-    """argv bytes b'caf\\xe9' arrive as 'caf\\udce9' (surrogateescape): the hits were printed, then the
-    log row was lost in a UnicodeEncodeError."""
-    ws = _built(tmp_path)
-    query = os.fsdecode(b"twin caf\xe9")
-    got = run_main("search", "-w", ws.root, query, "--log", "draft")
-    assert got.returncode == 0, got.stderr
-    rows = _log_rows(ws, "draft")
-    assert len(rows) == 3 and "| twin caf\ufffd |" in rows[2]
-
-
-def test_log_of_a_batch_with_lone_surrogates(tmp_path):
-    ws = _built(tmp_path)
-    q = tmp_path / "q.jsonl"
-    q.write_text('{"_id": "q1", "text": "twin \\ud800 model"}\n{"_id": "q2", "text": "sensor"}\n')
-    got = run_main("search", "-w", ws.root, "--queries", q, "--run", tmp_path / "out.trec", "--log", "d")
-    assert got.returncode == 0, got.stderr
-    rows = _log_rows(ws, "d")
-    assert len(rows) == 4 and "twin \ufffd" in rows[2] and "| sensor |" in rows[3]
-
-
-def test_log_on_a_full_disk_is_one_line(tmp_path, monkeypatch):
-    from chitragupta.engine import dossier
-
-    ws = _built(tmp_path)
-    monkeypatch.setattr(dossier.os, "write", _enospc)
-    got = run_main("search", "-w", ws.root, "twin", "--log", "draft")
-    assert got.returncode == 1 and got.stderr.count("\n") == 1, got.stderr
-    assert "cannot write the --log dossier" in got.stderr and "No space left on device" in got.stderr
-
-
-def test_run_on_a_file_system_without_permission_bits(tmp_path, monkeypatch):
-    ws = _built(tmp_path)
-    q = tmp_path / "q.jsonl"
-    q.write_text('{"_id": "q1", "text": "twin"}\n')
-
-    def no_chmod(*_a):
-        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
-
-    monkeypatch.setattr(os, "fchmod", no_chmod)
-    got = run_main("search", "-w", ws.root, "--queries", q, "--run", tmp_path / "out.trec")
-    assert got.returncode == 0, got.stderr
-    assert (tmp_path / "out.trec").read_text().startswith("q1 Q0 ")
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
-
-
-# -- --run destinations that are not regular files ----------------------------------------------------------
-@pytest.mark.parametrize("dest, message", [
-    ("DIR", "is a directory; name a file to write"),
-    ("/proc/self/status", "is a kernel interface file"),
-    ("/dev/full", "cannot write --run /dev/full: No space left on device"),
-])
-def test_run_destinations_are_named_in_one_line(tmp_path, dest, message):
-    if dest.startswith("/") and not Path(dest).exists():
-        pytest.skip(f"{dest} is not on this system")
-    ws = _built(tmp_path)
-    q = tmp_path / "q.jsonl"
-    q.write_text('{"_id": "q1", "text": "twin"}\n')
-    if dest == "DIR":
-        dest = tmp_path / "runs"
-        dest.mkdir()
-    got = run_main("search", "-w", ws.root, "--queries", q, "--run", dest)
-    assert got.returncode == 1 and got.stderr.count("\n") == 1, got.stderr
-    assert got.stderr.startswith("error: ") and message in got.stderr
 
 
 # -- the open-time scan itself: its parallel chunks agree with one pass ------------------------------------

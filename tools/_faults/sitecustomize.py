@@ -1,4 +1,4 @@
-"""Fault injection and write tracing for the reliability tests (``bench/reliability.py``).
+"""Fault injection and write tracing for the reliability tests (``tools/reliability.py``).
 
 Put this folder on PYTHONPATH and set
 

@@ -1,10 +1,10 @@
 """The reliability campaign: commands SIGKILLed at seeded write points and rerun, concurrent writers, a
 search racing a rebuild, and the hostile-input table.
 
-    python -m bench.reliability --kills 30            # everything, a Markdown table on stdout
-    python -m bench.reliability --kills 8 --only kills
+    python -m tools.reliability --kills 30            # everything, a Markdown table on stdout
+    python -m tools.reliability --kills 8 --only kills
 
-A kill is real: the command runs as ``python -m chitragupta.cli.main ...`` with ``bench/_faults`` on
+A kill is real: the command runs as ``python -m chitragupta.cli.main ...`` with ``tools/_faults`` on
 PYTHONPATH, whose ``sitecustomize`` SIGKILLs the process just before its Nth write inside the
 workspace (N drawn per stratum of the uninterrupted run's write count, from a seed). After each kill
 the workspace is checked as a reader would find it (every parsed file and sidecar is the old version or
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FAULTS = Path(__file__).resolve().parent / "_faults"
 
 __all__ = ["Scenario", "KillOutcome", "SCENARIOS", "build_scenario", "kill_campaign", "case_campaign", "cli",
-           "snapshot",
+           "snapshot", "allowed_files", "reader_check",
            "concurrent_writers", "search_during_rebuild", "HOSTILE", "run_hostile", "main"]
 
 QUERIES = ("twin model", "sensor fidelity bridge", "climate ocean heat", "zzzunseen", "retrieval ranking query")
@@ -425,7 +425,7 @@ def _kill_points(writes: int, kills: int, seed: int) -> list[int]:
     return pts
 
 
-def _allowed_files(before: dict, after: dict) -> dict[str, set]:
+def allowed_files(before: dict, after: dict) -> dict[str, set]:
     allowed: dict[str, set] = {}
     for snap in (before, after):
         for name, h in snap["parsed"].items():
@@ -433,7 +433,7 @@ def _allowed_files(before: dict, after: dict) -> dict[str, set]:
     return allowed
 
 
-def _reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) -> list[str]:
+def reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) -> list[str]:
     """What a reader would see right after a kill: each problem found (empty when all is whole)."""
     from chitragupta.engine.corpus.sidecar import SidecarError, read_sidecar
 
@@ -518,7 +518,7 @@ def kill_campaign(name: str, base: Path, kills: int, *, seed: int = 0, n_docs: i
     after = snapshot(ref / "ws", sc.units)
     answers = [{k: [h[:3] for h in v] for k, v in snap["results"].items() if k.startswith("document:")}
                for snap in (before, after)]
-    allowed = _allowed_files(before, after)
+    allowed = allowed_files(before, after)
     outcomes = []
     if points is not None:  # given write numbers (to aim at one step)
         pass
@@ -534,7 +534,7 @@ def kill_campaign(name: str, base: Path, kills: int, *, seed: int = 0, n_docs: i
         else:
             p = cli(sc.argv, cwd=trial, fault_root=trial / "ws", kill_at=at, env=sc.env)
         out = KillOutcome(name, at, writes if mode == "write" else int(wall * 1000), killed=p.returncode == -9)
-        out.torn = _reader_check(trial / "ws", allowed, answers)
+        out.torn = reader_check(trial / "ws", allowed, answers)
         if name == "enrich-embed":
             snapshot_before_rerun = _committed_chunks(trial / "ws")
         again = cli(sc.argv, cwd=trial, env=sc.env)
@@ -633,7 +633,7 @@ def case_campaign(base: Path, kills: int, *, seed: int = 0, groups: int = 8, pla
     versions = {"first": a, "second": b}
     clean = {name: _clean_build(start, base / f"clean-{name}", v) for name, v in versions.items()}
     before = snapshot(start / "ws")
-    allowed = _allowed_files(before, clean["first"])
+    allowed = allowed_files(before, clean["first"])
     for name, h in clean["second"]["parsed"].items():
         allowed.setdefault(name, set()).add(h)
     answers = [{k: [h[:3] for h in v] for k, v in before["results"].items() if k.startswith("document:")}]
@@ -670,13 +670,13 @@ def case_campaign(base: Path, kills: int, *, seed: int = 0, groups: int = 8, pla
         _case_bib(papers, b)
         p = killed_sync(at)
         out = KillOutcome("sync-case", at, w1 if mode == "write" else int(wall1 * 1000), killed=p.returncode == -9)
-        out.torn = _reader_check(trial / "ws", allowed, answers)
+        out.torn = reader_check(trial / "ws", allowed, answers)
         _case_bib(papers, a)
         at2 = int(rng.integers(1, total2 + 1))
         p2 = killed_sync(at2)
         out.note = (f"then a sync of the first version killed at {'write' if mode == 'write' else 'ms'} {at2}"
                     if p2.returncode == -9 else f"then a sync of the first version ran to its end (exit {p2.returncode})")
-        out.torn += _reader_check(trial / "ws", allowed, answers)
+        out.torn += reader_check(trial / "ws", allowed, answers)
         final = "second" if i % 2 == 0 else "first"
         _case_bib(papers, versions[final])
         again = cli(argv, cwd=trial)  # the ONE rerun
@@ -1115,7 +1115,7 @@ def run_hostile(case: Hostile, base: Path) -> HostileOutcome:
             rc = cli_main(argv)
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else 2
-    except BaseException:  # noqa: BLE001 - exactly what this bench looks for
+    except BaseException:  # noqa: BLE001 - exactly what this campaign looks for
         import traceback
 
         tb = True
@@ -1144,7 +1144,7 @@ def _kill_rows(outcomes: list[KillOutcome]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.reliability", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=30, help="kills per command (default 30)")
     ap.add_argument("--time-kills", type=int, default=10,
                     help="kills per command after a seeded delay instead of at a write (default 10)")
