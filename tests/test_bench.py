@@ -161,4 +161,6 @@ def test_paired_timing_alternates_the_engines_and_repeats_short_calls():
     rounds = [calls[2 + i * reps:2 + (i + 1) * reps] for i in range(6)]
     assert [r[0] for r in rounds] == ["a", "b", "b", "a", "a", "b"] and all(len(set(r)) == 1 for r in rounds)
     assert len(ta) == len(tb) == 3
-    assert all(0.0015 < w < 0.02 for w, _c in ta) and all(w > min(x for x, _ in ta) for w, _c in tb)
+    # per call, not per round (a round is several calls): no fewer seconds than each call sleeps (lower bounds
+    # only: a loaded machine makes calls slower, never faster)
+    assert all(w >= 0.0019 for w, _c in ta) and all(w >= 0.0039 for w, _c in tb)

@@ -41,7 +41,7 @@ biographies) goes with it; with no appendix, the list runs to the end.
 Plain text is cut by blanking, not by removal (``cut_plain``): every character of the span but line
 and page breaks becomes a space, so the text the index reads, the snippets quote and the pages counted
 by form feeds keep the offsets of ``content/parsed/<key>.txt``. Measured against docling's structural
-cut on 242 SemEval-2010 papers and on real PDFs: ``python -m bench.refcut``. One module, used by the
+cut on 242 SemEval-2010 papers and on real PDFs: ``python -m bench refcut``. One module, used by the
 document index, the passage index, every snippet, every evidence window and the embed stage.
 """
 
