@@ -2,6 +2,7 @@
 
     read_small(path, limit)            the text of a small regular file (a config, a manifest, a pointer)
     read_limited(path, limit)          its bytes
+    read_head(path, n)                 the first n bytes of a regular file, or None
     open_lines(path, what)             a regular file or a pipe, opened to be read once, as lines
 
 Each looks at what ``path`` is before opening it: a folder, a FIFO, a device (``/dev/zero``, a terminal) or
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 __all__ = ["FileRefused", "kind_of", "read_small", "read_limited", "open_lines", "iter_lines", "LineTooLong",
-           "SMALL_FILE"]
+           "SMALL_FILE", "read_head"]
 
 SMALL_FILE = 1 << 24  # CURRENT, manifest.json, CHECKED: anything bigger is not ours
 
@@ -87,6 +88,29 @@ def read_limited(path: str | Path, limit: int = SMALL_FILE, *, follow: bool = Fa
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_head(path: str | Path, n: int) -> bytes | None:
+    """The first ``n`` bytes of the regular file ``path``, or None (missing, unreadable, not a regular
+    file). Opened non-blocking and checked after opening, so a FIFO swapped in is never waited on."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(n)
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def read_small(path: str | Path, limit: int = SMALL_FILE, *, follow: bool = False) -> str:

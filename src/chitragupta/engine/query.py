@@ -90,9 +90,7 @@ class QueryPlan:
             parsed = self.parsed
             lengths = np.fromiter((len(p.ids) for p in parsed), dtype=np.int64, count=len(parsed))
             ids = np.fromiter((i for p in parsed for i in p.ids), dtype=np.int64, count=int(lengths.sum()))
-            from chitragupta.engine.index.terms import batch_of
-
-            self.batch: QueryBatch = batch_of(ids, lengths)
+            self.batch: QueryBatch = QueryBatch.from_ids(ids, lengths)
 
     def __len__(self) -> int:
         return len(self.queries)
