@@ -215,17 +215,17 @@ def test_fifo_bibliography_is_refused_without_hanging(tmp_path):
     bib = ws.bibliography
     bib.unlink()
     os.mkfifo(bib)
-    with deadline(10), pytest.raises(CorpusError, match="is a FIFO"):
+    with deadline(10), pytest.raises(CorpusError, match=r"is a pipe \(FIFO\)"):
         read_bibtex(bib)
     with deadline(10):
         p = run_main("sync", "-w", tmp_path)
-    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "is a FIFO (named pipe), not a regular file" in p.stderr
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "is a pipe (FIFO), not a regular file" in p.stderr
 
 
 def test_directory_and_device_bibliographies_say_what_they_are(tmp_path):
     d = tmp_path / "dir.bib"
     d.mkdir()
-    with pytest.raises(CorpusError, match="is a directory"):
+    with pytest.raises(CorpusError, match="is a folder"):
         read_bibtex(d)
     if Path("/dev/null").exists():
         with deadline(10), pytest.raises(CorpusError, match="is a character device"):
@@ -236,7 +236,7 @@ def test_directory_and_device_bibliographies_say_what_they_are(tmp_path):
     ws.bibliography.unlink()
     ws.bibliography.mkdir()
     p = run_main("sync", "-w", tmp_path / "w")
-    assert p.returncode == 1 and "is a directory" in p.stderr and "not found" not in p.stderr, p.stderr
+    assert p.returncode == 1 and "is a folder" in p.stderr and "not found" not in p.stderr, p.stderr
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -253,7 +253,7 @@ def test_fifo_where_a_pdf_is_expected_fails_that_entry_only(tmp_path):
     r = rows(ws)
     assert r["ok"].status == "parsed"
     for k in "pl":
-        assert r[k].status == "failed" and "is a FIFO" in r[k].reason, r[k]
+        assert r[k].status == "failed" and "is a pipe (FIFO)" in r[k].reason, r[k]
     assert {k for k, _ in rep.failed} == {"p", "l"}
 
 
@@ -265,7 +265,7 @@ def test_parsers_never_open_a_fifo(tmp_path):
 
     with deadline(10):
         for backend in ("pdftotext", "docling"):
-            with pytest.raises(ParseError, match="is a FIFO"):
+            with pytest.raises(ParseError, match=r"is a pipe \(FIFO\)"):
                 parse(fifo, backend)
         assert detect_format(fifo) is None
 

@@ -595,7 +595,7 @@ def test_run_on_a_file_system_without_permission_bits(tmp_path, monkeypatch):
 
 # -- --run destinations that are not regular files ----------------------------------------------------------
 @pytest.mark.parametrize("dest, message", [
-    ("DIR", "is a directory; name a file to write"),
+    ("DIR", "is a folder; name a file to write"),
     ("/proc/self/status", "is a kernel interface file"),
     ("/dev/full", "cannot write --run /dev/full: No space left on device"),
 ])

@@ -9,29 +9,26 @@ a folder is refused by its type (``not_regular``) and never opened for reading, 
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Callable
 
 from chitragupta.engine.corpus.parsed import ParseError, ParseResult
-from chitragupta.engine.files import read_head
+from chitragupta.engine.files import FOLDER, kind_of, read_head
 
 __all__ = ["PARSERS", "DOCLING_KINDS", "ParseResult", "ParseError", "parse", "sniff_kind", "document_kind",
            "refusal", "not_regular", "read_head"]
 
 
 def not_regular(mode: int) -> str | None:
-    """What a file of ``mode`` is when it is not a regular file (``"is a directory"``, ``"is a FIFO
-    (named pipe), not a regular file"``, ...), as the end of a sentence naming it; None for a regular file."""
-    if stat.S_ISREG(mode):
+    """What a file of ``mode`` is when it is not a regular file (``"is a folder, not a file"``, ``"is a pipe
+    (FIFO), not a regular file"``, ...; the words are ``chitragupta.engine.files.kind_of``'s), as the
+    end of a sentence naming it; None for a regular file."""
+    kind = kind_of(mode)
+    if kind is None:
         return None
-    if stat.S_ISDIR(mode):
-        return "is a directory, not a file"
-    for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return f"is {what}, not a regular file"
-    return "is not a regular file"
+    if kind == FOLDER:
+        return f"is {kind}, not a file"
+    return f"is {kind}, not a regular file" if kind.startswith("a ") else f"is {kind}"
 
 
 def sniff_kind(path: Path) -> str | None:
