@@ -188,3 +188,18 @@ def test_kind_of_names_each_kind_once(tmp_path):
     assert kind_of(stat.S_IFREG) is None
     with pytest.raises(FileRefused, match="p is a pipe"):
         files.read_small(fifo)
+
+
+def test_the_workspace_lock_is_never_taken_through_a_symlink(outside, tmp_path):
+    """The lock file gets its holder's line written into it: a symlink there is refused, not followed."""
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.errors import WorkspaceError
+
+    out, _ = outside
+    ws = Workspace.open(tmp_path / "w", create=True)
+    ws.content.mkdir(parents=True, exist_ok=True)
+    (ws.content / ".lock").symlink_to(out)
+    with pytest.raises(WorkspaceError, match="cannot take the workspace lock"):
+        with ws.lock("test"):
+            pass
+    assert out.read_bytes() == b"not yours\n"

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Collection, Iterable
 
 from chitragupta.engine.corpus.ledger import COLUMNS, Ledger
-from chitragupta.engine.files import discard, replace_in_folder
+from chitragupta.engine.files import discard, put_in_place, replace_in_folder
 from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import WorkspaceError
 
@@ -226,7 +226,7 @@ class ParsedFolder:
                 os.link(src, tmp)
             except OSError:  # a file system without hard links
                 shutil.copy2(src, tmp)
-            os.replace(tmp, f"{self.folder}/{name}")
+            put_in_place(tmp, f"{self.folder}/{name}", durable=False)
         except BaseException:
             discard(tmp)
             raise
