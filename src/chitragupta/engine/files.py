@@ -185,8 +185,8 @@ def iter_lines(f: BinaryIO, limit: int) -> Iterator[tuple[int, bytes]]:
 # A run file (``chitragupta.engine.runfile.open_output``, ``--run``) is a user's output, not a cache, and
 # differs on purpose: a symlink there is followed (``runfile`` resolves it first and replaces the file it
 # points at, keeping the link), a FIFO or character device is written directly, not replaced, and the
-# permission bits of the file replaced are kept (``chmod``). It still writes through ``temp_beside`` and
-# ``put_in_place``.
+# permission bits of the file replaced are kept (``fchmod`` on the temp). It still writes through
+# ``temp_beside`` and ``put_in_place``.
 
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
@@ -251,19 +251,13 @@ def put_in_place(tmp: str, path: str | Path, *, durable: bool = True) -> None:
 
 
 @contextmanager
-def replacing(path: str | Path, *, durable: bool = True, mode: int = 0o600, tag: str | None = None,
-              chmod: int | None = None) -> Iterator[BinaryIO]:
+def replacing(path: str | Path, *, durable: bool = True, mode: int = 0o600,
+              tag: str | None = None) -> Iterator[BinaryIO]:
     """A binary file whose bytes replace ``path`` whole when the block ends without an exception; on an
     exception the old file stays and the temp is removed. ``durable``: the file and its folder fsynced (a
-    process kill is survived either way). ``mode`` / ``tag``: as ``temp_beside``. ``chmod``: exact
-    permission bits to give the file (umask not applied; a file system without them is let be)."""
+    process kill is survived either way). ``mode`` / ``tag``: as ``temp_beside``."""
     fd, tmp = temp_beside(path, mode=mode, tag=tag)
     try:
-        if chmod is not None:
-            try:
-                os.fchmod(fd, chmod)
-            except OSError:
-                pass  # vfat and friends: no permission bits, the file is still written
         with os.fdopen(fd, "wb") as f:
             fd = -1
             yield f
