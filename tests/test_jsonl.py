@@ -109,12 +109,12 @@ def test_what_the_input_is_is_said_not_file_not_found(tmp_path):
     ws = imported_workspace(tmp_path)
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
-    one_error_line_after_progress(run_main("import", "-w", ws, tmp_path), "is a directory, not a corpus file")
+    one_error_line_after_progress(run_main("import", "-w", ws, tmp_path), "is a folder, not a corpus file")
     one_error_line_after_progress(run_main("import", "-w", ws, fifo), "is a pipe (FIFO); a corpus file is read more than once", "save the stream to a file first")
     one_error_line_after_progress(run_main("import", "-w", ws, "/dev/null"), "is a character device")
     one_error_line_after_progress(run_main("import", "-w", ws, tmp_path / "nope.jsonl"), "corpus file not found")
     one_error_line_after_progress(run_main("search", "-w", ws, "--queries", tmp_path, "--run", "-"),
-                     "is a directory, not a queries file")
+                     "is a folder, not a queries file")
     one_error_line_after_progress(run_main("search", "-w", ws, "--queries", "/dev/null", "--run", "-"), "is a character device")
 
 

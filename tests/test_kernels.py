@@ -372,3 +372,31 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
             want_ids, want_scores = topk_from_dense(acc, acc > 0, k)
             n = want_ids.shape[0]
             assert m == n and np.array_equal(ids[:n], want_ids) and np.array_equal(scores[:n], want_scores)
+
+
+def test_auto_means_one_thing_per_job(monkeypatch):
+    """``backend_name`` is the one reading of "auto": a batch takes torch only where a GPU is found, a
+    few queries numpy, a sweep's grid numba; any other name is itself for every job."""
+    from chitragupta.kernels import dispatch
+
+    for gpu, batch in (("cpu", "numba"), ("cuda", "torch")):
+        monkeypatch.setattr(dispatch, "resolve_device", lambda device, purpose, _w=gpu: _w)
+        assert [dispatch.backend_name("auto", job=j) for j in ("batch", "few", "grid")] == [batch, "numpy", "numba"]
+        assert {dispatch.backend_name(n, job=j) for n in ("numba", "numpy", "torch") for j in dispatch.AUTO} == \
+            {"numba", "numpy", "torch"}
+    monkeypatch.setattr(dispatch, "resolve_device", lambda device, purpose: "cpu")
+    assert resolve("auto", job="few").name == "numpy" and resolve("auto").name == "numba"
+    with pytest.raises(ValueError, match="unknown job"):
+        dispatch.backend_name("auto", job="sweep")
+
+
+def test_the_sweep_runs_auto_as_numba():
+    from chitragupta.kernels.sweep import grid_of, sweep
+
+    postings = random_postings(29, n_docs=300, n_terms=40)
+    queries = random_queries(29, 40, 12)
+    grid = grid_of([0.9, 1.5], [0.4, 0.75])
+    got, want = sweep(postings, queries, grid, 5, backend="auto"), sweep(postings, queries, grid, 5, backend="numba")
+    assert len(got) == len(grid) and any(t.ids.size for t in got)
+    for a, b in zip(got, want):
+        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores)

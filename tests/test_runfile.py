@@ -125,7 +125,7 @@ def test_run_on_a_file_system_without_permission_bits(tmp_path, monkeypatch):
 
 # -- --run destinations that are not regular files ----------------------------------------------------------
 @pytest.mark.parametrize("dest, message", [
-    ("DIR", "is a directory; name a file to write"),
+    ("DIR", "is a folder; name a file to write"),
     ("/proc/self/status", "is a kernel interface file"),
     ("/dev/full", "cannot write --run /dev/full: No space left on device"),
 ])
@@ -187,7 +187,7 @@ def test_describe_names_stdout():
 def test_check_destination_makes_a_missing_folder_and_refuses_a_folder(tmp_path):
     check_destination(str(tmp_path / "new" / "deeper" / "run.trec"))
     assert (tmp_path / "new" / "deeper").is_dir() and not (tmp_path / "new" / "deeper" / "run.trec").exists()
-    with pytest.raises(UsageError, match="is a directory; name a file to write"):
+    with pytest.raises(UsageError, match="is a folder; name a file to write"):
         check_destination(str(tmp_path / "new"), "--out")
     with pytest.raises(UsageError, match=r"^--out "):
         check_destination(str(tmp_path / "new"), "--out")

@@ -136,7 +136,7 @@ def test_the_run_destination_is_checked_before_the_work(ws, tmp_path, monkeypatc
     real = search.Retriever.rank_many
     monkeypatch.setattr(search.Retriever, "rank_many", lambda self, *a, **k: scored.append(1) or real(self, *a, **k))
     p = run_main("search", "-w", ws, "--queries", q, "--run", tmp_path / "dir")
-    assert p.returncode == 1 and "is a directory" in p.stderr and not scored
+    assert p.returncode == 1 and "is a folder" in p.stderr and not scored
     blocker = tmp_path / "file"
     blocker.write_text("x")
     p = run_main("search", "-w", ws, "--queries", q, "--run", blocker / "x.trec")

@@ -219,7 +219,7 @@ def test_fifo_where_a_pdf_is_expected_fails_that_entry_only(tmp_path):
     r = ledger_rows(ws)
     assert r["ok"].status == "parsed"
     for k in "pl":
-        assert r[k].status == "failed" and "is a FIFO" in r[k].reason, r[k]
+        assert r[k].status == "failed" and "is a pipe (FIFO)" in r[k].reason, r[k]
     assert {k for k, _ in rep.failed} == {"p", "l"}
 
 

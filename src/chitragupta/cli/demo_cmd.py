@@ -26,7 +26,9 @@ def run(args) -> int:
     from chitragupta.errors import UsageError
     from chitragupta.engine.index.manage import refresh
     from chitragupta.engine.search import Retriever
-    from chitragupta.engine.runfile import format_run_lines
+    from chitragupta.engine.evaluation import first_relevant, mean_reciprocal_rank, read_trec_run
+    from chitragupta.engine.files import atomic_write_text
+    from chitragupta.engine.runfile import format_run_lines, open_output
     from chitragupta.engine.workspace import Workspace
 
     root = Path(DEFAULT_DIR if args.workspace == "." else args.workspace).expanduser()
@@ -54,22 +56,22 @@ def run(args) -> int:
 
     queries = load_queries()
     qpath = root / "content" / "demo-queries.jsonl"
-    qpath.write_text("".join(json.dumps({"_id": q["_id"], "text": q["text"]}) + "\n" for q in queries),
-                     encoding="utf-8")
+    atomic_write_text(qpath, "".join(json.dumps({"_id": q["_id"], "text": q["text"]}) + "\n" for q in queries),
+                      durable=False, mode=0o666)
     ranked = retriever.rank_many([q["text"] for q in queries], k=10)
-    lines, hit1, hit3, rr = [], 0, 0, 0.0
-    for i, q in enumerate(queries):
-        keys = [retriever.citekey(d) for d in ranked.topk.ids[i] if d >= 0]
-        lines += format_run_lines(q["_id"], zip(keys, ranked.topk.scores[i]))
-        rel = set(q["relevant"])
-        ranks = [n for n, key in enumerate(keys, start=1) if key in rel]
-        hit1 += bool(ranks and ranks[0] == 1)
-        hit3 += bool(ranks and ranks[0] <= 3)
-        rr += 1.0 / ranks[0] if ranks else 0.0
     run_path = root / "content" / "demo.trec"
-    run_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with open_output(str(run_path)) as f:  # the run file as `search --run` writes it
+        for i, q in enumerate(queries):
+            keys = [retriever.citekey(d) for d in ranked.topk.ids[i] if d >= 0]
+            lines = format_run_lines(q["_id"], zip(keys, ranked.topk.scores[i]))
+            f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    # scored as `chitragupta eval` reads a run (read back from the file), without the eval extra
+    ranks = first_relevant(read_trec_run(run_path).ranked, {q["_id"]: dict.fromkeys(q["relevant"], 1) for q in queries},
+                           depth=10)
     n = len(queries)
+    hit1 = sum(1 for r in ranks.values() if r == 1)
+    hit3 = sum(1 for r in ranks.values() if 1 <= r <= 3)
     print(f"\n$ chitragupta search --queries {qpath.relative_to(root)} --run {run_path.relative_to(root)} -k 10")
     print(f"batch: {n} queries -> {run_path}; a relevant paper first for {hit1}/{n}, "
-          f"in the top 3 for {hit3}/{n}; MRR@10 {rr / n:.3f}")
+          f"in the top 3 for {hit3}/{n}; MRR@10 {mean_reciprocal_rank(ranks):.3f}")
     return 0

@@ -1,8 +1,14 @@
-"""Reading files the engine does not trust: small ones whole, line files a bounded line at a time.
+"""Files the engine does not trust, read and written one way: small ones read whole, line files a bounded
+line at a time, every cache and index file replaced atomically.
 
     read_small(path, limit)            the text of a small regular file (a config, a manifest, a pointer)
     read_limited(path, limit)          its bytes
+    read_head(path, n)                 the first n bytes of a regular file, or None
     open_lines(path, what)             a regular file or a pipe, opened to be read once, as lines
+    kind_of(mode)                      what a file that is not a regular file is, in words (one table)
+    atomic_write_bytes(path, data)     ``path`` replaced whole by ``data`` (``atomic_write_text``: UTF-8)
+    replacing(path)                    the same, streamed: a binary file that replaces ``path`` on success
+    temp_beside(path) / put_in_place   its two steps, for a writer that renames several files at the end
 
 Each looks at what ``path`` is before opening it: a folder, a FIFO, a device (``/dev/zero``, a terminal) or
 a socket is refused by its type and never opened (opening a FIFO waits for a writer; reading a device may
@@ -14,24 +20,32 @@ own one line.
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import stat
 import sys
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-__all__ = ["FileRefused", "kind_of", "read_small", "read_limited", "open_lines", "iter_lines", "LineTooLong",
-           "SMALL_FILE"]
+__all__ = ["FileRefused", "kind_of", "FOLDER", "FIFO", "read_small", "read_limited", "open_lines", "iter_lines", "LineTooLong",
+           "SMALL_FILE", "read_head", "atomic_write_bytes", "atomic_write_text", "replacing", "temp_beside",
+           "put_in_place", "replace_in_folder", "fsync_dir", "discard"]
 
 SMALL_FILE = 1 << 24  # CURRENT, manifest.json, CHECKED: anything bigger is not ours
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a pipe (FIFO)"),
+# The one table of what a path can be besides a regular file, in the words every message uses (a config,
+# a corpus or queries file, a bibliography, a source document, a sidecar, a run file's destination).
+FOLDER, FIFO = "a folder", "a pipe (FIFO)"
+_KINDS = ((stat.S_ISDIR, FOLDER), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, FIFO),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 def kind_of(mode: int) -> str | None:
-    """What a file that is not a regular file is ("a folder", "a pipe (FIFO)", ...); None for a regular file."""
+    """What a file that is not a regular file is ("a folder", "a pipe (FIFO)", ...; "not a regular
+    file" for a kind not in the table); None for a regular file."""
     if stat.S_ISREG(mode):
         return None
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
@@ -89,6 +103,29 @@ def read_limited(path: str | Path, limit: int = SMALL_FILE, *, follow: bool = Fa
     return b"".join(chunks)
 
 
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_head(path: str | Path, n: int) -> bytes | None:
+    """The first ``n`` bytes of the regular file ``path``, or None (missing, unreadable, not a regular
+    file). Opened non-blocking and checked after opening, so a FIFO swapped in is never waited on."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(n)
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_small(path: str | Path, limit: int = SMALL_FILE, *, follow: bool = False) -> str:
     """``read_limited`` decoded as UTF-8 (``UnicodeDecodeError`` when it is not)."""
     return read_limited(path, limit, follow=follow).decode("utf-8")
@@ -101,7 +138,7 @@ def open_lines(path: str | Path, *, pipes: bool = True) -> BinaryIO:
         return sys.stdin.buffer
     path = Path(path)
     kind = kind_of(os.stat(path).st_mode)
-    if kind is not None and not (pipes and kind == "a pipe (FIFO)"):
+    if kind is not None and not (pipes and kind == FIFO):
         raise FileRefused(path, kind=kind)
     f = open(path, "rb")
     try:
@@ -131,3 +168,145 @@ def iter_lines(f: BinaryIO, limit: int) -> Iterator[tuple[int, bytes]]:
         if len(raw) > limit and not raw.endswith(b"\n"):
             raise LineTooLong(n, limit)
         yield n, raw
+
+
+# -- writing: one atomic writer ----------------------------------------------------------------------------
+#
+# The rule: a write never goes through a symbolic link. The new bytes go to a temp file created afresh in
+# the target's folder (``O_CREAT | O_EXCL | O_NOFOLLOW``: a symlink or file planted at the temp name is
+# never opened through -- with a fixed ``tag`` it is removed and the temp created again, otherwise another
+# random name is drawn), and the rename replaces the last path component itself: a symlink at ``path`` is
+# replaced by the new regular file, and what it pointed to (inside the workspace or out of it) is never
+# touched. A folder at ``path`` makes the rename fail and is left as it was. The folders above ``path`` are
+# the caller's to check (``Workspace.inside_content`` resolves them inside ``content/``); this module does
+# not resolve paths. A crash or an error before the rename leaves the old file whole and removes the temp
+# (a killed process leaves ``.<name>.<tag or random>.tmp``, which the owners' scans remove).
+#
+# A run file (``chitragupta.engine.runfile.open_output``, ``--run``) is a user's output, not a cache, and
+# differs on purpose: a symlink there is followed (``runfile`` resolves it first and replaces the file it
+# points at, keeping the link), a FIFO or character device is written directly, not replaced, and the
+# permission bits of the file replaced are kept (``fchmod`` on the temp). It still writes through
+# ``temp_beside`` and ``put_in_place``.
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a directory so a rename inside it survives a crash (best effort where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def discard(path) -> None:
+    """Remove a temp file a failed write leaves, quietly: the error being raised is the one to report."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _split(path: str | Path) -> tuple[str, str]:
+    folder, name = os.path.split(os.fspath(path))
+    if not name or name in (".", "..") or "\x00" in name:
+        raise ValueError(f"not a file name to write: {os.fspath(path)!r}")
+    return folder or ".", name
+
+
+def temp_beside(path: str | Path, *, mode: int = 0o600, tag: str | None = None) -> tuple[int, str]:
+    """(descriptor open for writing, name) of a new temp file in ``path``'s folder, never a symlink's
+    target: ``.<name>.<tag>.tmp`` (one left by a killed writer of the same tag is replaced), or with no
+    ``tag`` ``.<name>.<random>.tmp``. ``mode``: its permission bits, less the umask (0o600: private, what a
+    ``tempfile.mkstemp`` temp has; 0o666: as ``open`` makes a file)."""
+    folder, name = _split(path)
+    if tag is not None:
+        tmp = f"{folder}/.{name}.{tag}.tmp"
+        try:
+            return os.open(tmp, _TEMP_FLAGS, mode), tmp
+        except FileExistsError:
+            os.unlink(tmp)  # a killed writer's, or something planted there: removed, never followed
+            return os.open(tmp, _TEMP_FLAGS, mode), tmp
+    for _ in range(100):
+        tmp = f"{folder}/.{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, _TEMP_FLAGS, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temp file name", f"{folder}/.{name}.*.tmp")
+
+
+def put_in_place(tmp: str, path: str | Path, *, durable: bool = True) -> None:
+    """Rename the finished temp ``tmp`` onto ``path`` (``rename(2)``: replacing a symlink there, never its
+    target); ``durable``: the folder fsynced too, so the rename survives a power cut."""
+    os.rename(tmp, path)
+    if durable:
+        fsync_dir(_split(path)[0])
+
+
+@contextmanager
+def replacing(path: str | Path, *, durable: bool = True, mode: int = 0o600,
+              tag: str | None = None) -> Iterator[BinaryIO]:
+    """A binary file whose bytes replace ``path`` whole when the block ends without an exception; on an
+    exception the old file stays and the temp is removed. ``durable``: the file and its folder fsynced (a
+    process kill is survived either way). ``mode`` / ``tag``: as ``temp_beside``."""
+    fd, tmp = temp_beside(path, mode=mode, tag=tag)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fd = -1
+            yield f
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        put_in_place(tmp, path, durable=durable)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        discard(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True, mode: int = 0o600,
+                       tag: str | None = None) -> None:
+    """``path`` replaced whole by ``data`` (as ``replacing``, without a file object); its folder is made if
+    missing. A reader sees the old file or the new one, never a part."""
+    os.makedirs(_split(path)[0], exist_ok=True)
+    _replace_bytes(path, data, durable, mode, tag)
+
+
+def _replace_bytes(path, data: bytes, durable: bool, mode: int, tag: str | None) -> None:
+    fd, tmp = temp_beside(path, mode=mode, tag=tag)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        put_in_place(tmp, path, durable=durable)
+    except BaseException:
+        discard(tmp)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str, *, durable: bool = True, mode: int = 0o600,
+                      tag: str | None = None) -> None:
+    """``atomic_write_bytes`` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable, mode=mode, tag=tag)
+
+
+def replace_in_folder(folder: str, name: str, data: bytes, tag: str) -> None:
+    """``atomic_write_bytes(folder/name, data, durable=False, tag=tag)`` for a writer of many small files
+    into a folder it has already checked (``Workspace.inside_content``) and made: ``name`` must be one plain
+    path component (a ValueError otherwise), and the folder is not looked at again."""
+    if not name or "/" in name or "\x00" in name or name in (".", ".."):
+        raise ValueError(f"not a plain file name: {name!r}")
+    _replace_bytes(f"{folder}/{name}", data, False, 0o600, tag)

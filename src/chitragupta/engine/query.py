@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from chitragupta.engine.results import Note
-from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS, runs_bytes
+from chitragupta.engine.tokenize import query_words, runs_bytes
 from chitragupta.errors import IndexDamaged
 from chitragupta.kernels.types import QueryBatch
 
@@ -55,18 +55,7 @@ def parse(query: str, vocab_ids, expander=None) -> ParsedQuery:
     """Cut ``query`` into its runs once and read everything off them; ``vocab_ids(words)`` gives the
     index's id of each word (-1 for none)."""
     runs = runs_bytes(query)
-    seen: set[bytes] = set()
-    typed: list[str] = []
-    dropped: list[str] = []
-    for r in runs:
-        if r in seen:
-            continue
-        seen.add(r)
-        word = r.decode("ascii")
-        if len(r) < MIN_TOKEN_CHARS or word in STOPWORDS:
-            dropped.append(word)
-        else:
-            typed.append(word)
+    typed, dropped = query_words(runs)
     expansion = expander.expand_runs(runs) if expander is not None else None
     added = list(expansion.added) if expansion is not None else []
     ids = tuple(vocab_ids(typed + added)) if typed else ()
@@ -90,9 +79,7 @@ class QueryPlan:
             parsed = self.parsed
             lengths = np.fromiter((len(p.ids) for p in parsed), dtype=np.int64, count=len(parsed))
             ids = np.fromiter((i for p in parsed for i in p.ids), dtype=np.int64, count=int(lengths.sum()))
-            from chitragupta.engine.index.terms import batch_of
-
-            self.batch: QueryBatch = batch_of(ids, lengths)
+            self.batch: QueryBatch = QueryBatch.from_ids(ids, lengths)
 
     def __len__(self) -> int:
         return len(self.queries)

@@ -16,7 +16,9 @@ character device is opened and written like a stream: replacing a device node wi
 a rename would, and as root can) is never right. ``/dev/stdout``, ``/dev/stderr`` and ``/dev/fd/N``
 write to that open descriptor, as a shell redirection does (no truncation, no rename: ``>> log`` keeps
 appending). A directory, socket, block device or kernel interface file is refused with one line.
-``check_destination`` says so before any work is done, and makes a missing folder.
+``check_destination`` says so before any work is done, and makes a missing folder. The temp file and the
+rename are the atomic writer's (``chitragupta.engine.files``), which says how a run file differs from a
+cache file there.
 """
 
 from __future__ import annotations
@@ -27,14 +29,13 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from chitragupta.engine.workspace import discard
+from chitragupta.engine.files import discard, kind_of, put_in_place, temp_beside
 from chitragupta.errors import IndexDamaged, OutputError, UsageError
 
 __all__ = ["format_run_lines", "run_chunks", "RUN_TAG", "FORMATS", "open_output", "describe", "check_destination"]
@@ -241,8 +242,7 @@ def _stat_output(path: str, what: str):
             raise UsageError(f"{what} {path} is a symlink loop; name a file to write") from None
         raise UsageError(f"{what} {path}: cannot use it ({err.strerror or err})") from None
     if st is not None and not stat.S_ISREG(st.st_mode) and not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                else "a block device" if stat.S_ISBLK(st.st_mode) else "not a regular file")
+        kind = kind_of(st.st_mode)
         raise UsageError(f"{what} {path} is {kind}; name a file to write (or - for stdout)")
     if fd is not None and (st is None or stat.S_ISREG(st.st_mode)):  # /dev/fd/N onto a regular file
         raise UsageError(f"{what} {path} names an open file by its descriptor; name the file itself "
@@ -304,7 +304,7 @@ def open_output(path: str, what: str = "--run") -> Iterator[BinaryIO]:
     if not folder.is_dir():
         raise UsageError(f"{what} {path}: the folder {folder} does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = temp_beside(target)  # the one writer's temp: never a symlink's target (engine/files.py)
     except OSError as err:
         raise UsageError(f"{what} {path}: cannot write in {folder} ({err.strerror or err})") from None
     try:
@@ -321,7 +321,7 @@ def open_output(path: str, what: str = "--run") -> Iterator[BinaryIO]:
         with _reported(path, what), os.fdopen(fd, "wb") as f:
             yield f
         with _reported(path, what):
-            os.replace(tmp, target)
+            put_in_place(tmp, target, durable=False)
     except BaseException:
         discard(tmp)
         raise

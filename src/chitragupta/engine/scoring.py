@@ -111,7 +111,7 @@ class BM25Scorer:
         if self._backend_name == "auto" and n_queries <= FEW_QUERIES and self._numpy_s < NUMPY_BUDGET_S and (
                 self._backend is None or self._backend.name != "numba"):
             if self._numpy is None:
-                self._numpy = resolve("numpy")
+                self._numpy = resolve(self._backend_name, self._device, job="few")  # auto's numpy
             return self._numpy
         return self.backend
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from chitragupta.engine.config import DIAL_MAX, SCHEMA
-from chitragupta.engine.workspace import discard
+from chitragupta.engine.files import discard, put_in_place, temp_beside
 from chitragupta.errors import MissingExtra, OutputError, UsageError
 
 __all__ = ["MAX_GRID_POINTS", "SweepPoint", "SweepResult", "parse_range", "check_grid_size", "check_out_dir",
@@ -332,30 +332,23 @@ def csv_text(result: SweepResult) -> str:
     return buf.getvalue()
 
 
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-
-
 def _replace_all(files: dict[Path, bytes]) -> None:
-    """Each file written to a temp file beside it (created afresh, never through a symlink), then all
-    renamed into place: a failure before the renames leaves every old file as it was."""
+    """Each file written to a temp file beside it (the one atomic writer's, ``chitragupta.engine.files``:
+    created afresh, never through a symlink), then all renamed into place: a failure before the renames
+    leaves every old file as it was."""
     for path in files:  # a rename onto a folder fails: found before anything is replaced
         if path.is_dir():
             raise OutputError(f"{path}: is a folder; the sweep cannot write its file there")
-    temps: list[tuple[Path, Path]] = []
+    temps: list[tuple[str, Path]] = []
     path = next(iter(files))
     try:
         for path, data in files.items():
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            try:
-                fd = os.open(tmp, _TEMP_FLAGS, 0o666)
-            except FileExistsError:  # a killed run's, or something planted there: replaced, never followed
-                os.unlink(tmp)
-                fd = os.open(tmp, _TEMP_FLAGS, 0o666)
+            fd, tmp = temp_beside(path, mode=0o666, tag=str(os.getpid()))
             temps.append((tmp, path))
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
         for tmp, path in temps:
-            os.replace(tmp, path)
+            put_in_place(tmp, path, durable=False)
     except OSError as err:
         for tmp, _ in temps:
             discard(tmp)

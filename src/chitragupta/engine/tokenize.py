@@ -25,6 +25,7 @@ __all__ = [
     "tokenize",
     "tokenize_raw",
     "query_terms",
+    "query_words",
     "term_pattern",
 ]
 
@@ -85,23 +86,29 @@ def tokenize_raw(text: str) -> list[str]:
     return _RUN_RE.findall(text.lower())
 
 
-def query_terms(query: str) -> tuple[list[str], list[str]]:
-    """A query's distinct indexable terms in first-seen order, and the words it dropped.
-
-    Dropped words are the runs removed by the length floor or the stopword list (distinct, in order).
-    """
-    terms: list[str] = []
+def query_words(runs: list[bytes]) -> tuple[list[str], list[str]]:
+    """The one query splitter, given the query's ``runs_bytes``: its distinct indexable words in first-seen
+    order, and the distinct words it drops (below the length floor, or stopwords), in order.
+    ``chitragupta.engine.query.parse`` (which also hands the runs to acronym expansion) and ``query_terms``
+    both read a query's words from here."""
+    seen: set[bytes] = set()
+    typed: list[str] = []
     dropped: list[str] = []
-    seen: set[str] = set()
-    for run in tokenize_raw(query):
-        if run in seen:
+    for r in runs:
+        if r in seen:
             continue
-        seen.add(run)
-        if len(run) < MIN_TOKEN_CHARS or run in STOPWORDS:
-            dropped.append(run)
+        seen.add(r)
+        word = r.decode("ascii")
+        if len(r) < MIN_TOKEN_CHARS or word in STOPWORDS:
+            dropped.append(word)
         else:
-            terms.append(run)
-    return terms, dropped
+            typed.append(word)
+    return typed, dropped
+
+
+def query_terms(query: str) -> tuple[list[str], list[str]]:
+    """A query's distinct indexable terms in first-seen order, and the words it dropped (``query_words``)."""
+    return query_words(runs_bytes(query))
 
 
 def term_pattern(terms) -> re.Pattern[str]:

@@ -1,4 +1,4 @@
-"""The workspace folder: its layout, safe file names for citekeys, atomic writes, and the write lock.
+"""The workspace folder: its layout, safe file names for citekeys, and the write lock.
 
     <workspace>/config.toml                 optional; packaged defaults otherwise
     <workspace>/papers/bibliography.bib     what ``sync`` reads (``[corpus].bibliography``)
@@ -18,7 +18,6 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +25,9 @@ from pathlib import Path
 from typing import Iterator
 
 from chitragupta.engine.config import Config, load_config
+# the one atomic writer (chitragupta.engine.files), named here too: the workspace's writers have always
+# imported it from this module
+from chitragupta.engine.files import atomic_write_bytes, atomic_write_text, discard, fsync_dir, replace_in_folder
 from chitragupta.errors import WorkspaceBusy, WorkspaceError
 
 __all__ = ["Workspace", "safe_name", "atomic_write_bytes", "atomic_write_text", "replace_in_folder", "fsync_dir",
@@ -59,84 +61,6 @@ def hashed_name(citekey: str) -> str:
     # No dots in a hashed name: Windows reads the part before the first dot as the device name.
     base = _UNSAFE_CHARS.sub("_", citekey).replace(".", "_").strip("_-")[:60] or "key"
     return f"{base}-{digest}"
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename inside it survives a crash (best effort where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def discard(path) -> None:
-    """Remove a temp file a failed write leaves, quietly: the error being raised is the one to report."""
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and a rename.
-
-    A reader sees the old file or the new one, never a part. ``durable`` adds fsyncs (file and folder)
-    so the new file also survives a power cut; a process kill is survived either way.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        discard(tmp)
-        raise
-    if durable:
-        fsync_dir(path.parent)
-
-
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
-
-
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-
-
-def replace_in_folder(folder: str, name: str, data: bytes, tag: str) -> None:
-    """``atomic_write_bytes(folder / name, data, durable=False)`` for a writer of many small files into a
-    folder it has already checked (``Workspace.inside_content``) and created: no path resolution, no
-    random temp name. The temp file is ``folder/.<name>.<tag>.tmp`` (``tag``: the writer's pid, say),
-    created exclusively and never through a symlink; the rename replaces ``name`` whole, or a symlink
-    there, never what it points to. ``name`` must be one plain path component."""
-    if not name or "/" in name or "\x00" in name or name in (".", ".."):
-        raise ValueError(f"not a plain file name: {name!r}")
-    tmp = f"{folder}/.{name}.{tag}.tmp"
-    try:
-        fd = os.open(tmp, _TEMP_FLAGS, 0o600)
-    except FileExistsError:  # left by a killed writer of the same tag
-        os.unlink(tmp)
-        fd = os.open(tmp, _TEMP_FLAGS, 0o600)
-    try:
-        try:
-            done = os.write(fd, data)
-            while done < len(data):
-                done += os.write(fd, memoryview(data)[done:])
-        finally:
-            os.close(fd)
-        os.rename(tmp, f"{folder}/{name}")
-    except BaseException:
-        discard(tmp)
-        raise
 
 
 def _resolved(path: Path, what: str) -> Path:
@@ -230,7 +154,9 @@ class Workspace:
             raise WorkspaceError(f"{self.content} is not a folder; move it away (the workspace keeps its data there)")
         try:
             self.content.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+            # never through a symlink: the lock's holder line is written into this file
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0),
+                         0o644)
         except IsADirectoryError:
             raise WorkspaceError(f"{lock_path} is a folder, not the workspace's lock file; remove it") from None
         except OSError as err:

@@ -19,8 +19,9 @@ While the embed stage encodes, what it has finished is committed as *segments* b
                       "none"), model, dim, recipe, per document its citekey, title, text hash, text and
                       chunk spans, the .npy's byte length and blake2b, and a blake2b of all of that
 
-Each file is written to a temp name, fsynced and renamed; the .json is written last, so a segment
-exists only once whole. A rerun reads the store plus its segments (a later segment wins for a
+Each file is written to a temp name, fsynced and renamed (``chitragupta.engine.files``' atomic writer,
+which never writes through a symlink); the .json is written last, so a segment exists only once whole.
+A rerun reads the store plus its segments (a later segment wins for a
 document), encodes only what is still missing, then writes one complete store (the compaction,
 atomic as below) and removes the segments. A segment that fails a check, or extends another store
 than the one on disk, is removed with a note; its documents are encoded again.
@@ -49,8 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from chitragupta.errors import ChitraguptaError
-from chitragupta.engine.files import FileRefused, read_limited, read_small
-from chitragupta.engine.workspace import fsync_dir
+from chitragupta.engine.files import FileRefused, atomic_write_bytes, fsync_dir, read_limited, read_small
 from chitragupta.extras import require
 
 __all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build_index", "store_folder", "recover",
@@ -134,10 +134,7 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
 
 
 def _write(folder: Path, name: str, data: bytes, files: dict) -> None:
-    with open(folder / name, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    atomic_write_bytes(folder / name, data, mode=0o666)  # fsynced; never written through a symlink
     files[name] = {"bytes": len(data), "blake2b": _digest(data)}
 
 
@@ -355,19 +352,9 @@ def base_id(folder: Path) -> str:
 
 
 def _atomic(folder: Path, name: str, data: bytes) -> None:
-    tmp = folder / f".{name}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, folder / name)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """``folder/name`` replaced by ``data``, fsynced (the one atomic writer: a symlink planted at the name or
+    its temp name is replaced, never written through)."""
+    atomic_write_bytes(folder / name, data, mode=0o666, tag=str(os.getpid()))
 
 
 def _segment_body_digest(body: dict) -> str:

@@ -17,7 +17,7 @@ Per tile of documents (the first one ``first_tile`` wide, so that thr is high be
 
 - ``ne == 0`` (the heap is not full yet, or thr is low): every term is added into the tile's
   accumulator in ascending term id -- the reference's order, so these sums are exact -- and the tile's
-  hits are offered to the heap (``chitragupta.kernels.cpu._tile_add`` / ``_tile_offer``, the unpruned tiled path).
+  hits are offered to the heap (``chitragupta.kernels._tiles._tile_add`` / ``_tile_offer``, the unpruned tiled path).
 - ``ne == n_terms``: no document from here on can reach thr; the query is done.
 - otherwise the essential terms are added into the accumulator; a document is a candidate only if its
   essential partial plus the bound of the non-essential terms still reaches thr. The non-essential term
@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit, prange
 
 from chitragupta.kernels._intrinsics import prefetch
-from chitragupta.kernels.cpu import _contrib, _drain, _lower_bound, _push, _tile_add, _tile_offer
+from chitragupta.kernels._tiles import _contrib, _drain, _lower_bound, _push, _tile_add, _tile_offer
 
 __all__ = ["topk_maxscore", "term_bounds", "MARGIN", "N_COUNTERS"]
 
@@ -95,7 +95,7 @@ _AHEAD = 16  # postings ahead the essential adds prefetch norm[d]: sparse terms 
 
 @njit(cache=True)
 def _ess_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
-    """``chitragupta.kernels.cpu._tile_add`` (the same expression, the same bits) prefetching norm _AHEAD ahead."""
+    """``chitragupta.kernels._tiles._tile_add`` (the same expression, the same bits) prefetching norm _AHEAD ahead."""
     if d1 != 0.0 or d2 != 0.0:
         _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc)
         return

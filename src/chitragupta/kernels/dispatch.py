@@ -4,10 +4,15 @@
 choices and error messages are built from their keys so they cannot drift. A backend module is imported
 only when resolved, so importing ``kernels`` costs neither numba's nor torch's import time.
 
-``resolve("auto")`` picks torch on CUDA when ``chitragupta.device`` finds one, else numba, and logs the
-choice at info. It is speed only: auto runs torch in float64, which sums in the
-reference's order and ranks exactly as numba does; an explicit ``"torch"`` on CUDA defaults to float32
-(about 1e-6 relative from the reference, so near-ties may order differently: stated, not silent).
+``"auto"`` means one thing, said once in ``AUTO`` and applied by one function, ``backend_name``: the
+fastest backend that ranks exactly as the reference does, for the job at hand -- a batch ("batch"): torch
+on CUDA when ``chitragupta.device`` finds one, else numba (numpy when numba does not import); a few
+queries in a process that has not loaded numba ("few", decided by ``chitragupta.engine.search``): numpy,
+which loads no JIT kernel; a sweep's grid ("grid"): numba. ``resolve`` logs the choice at info. It is
+speed only: auto runs torch in float64, which sums in the reference's order and ranks exactly as numba
+does; an explicit ``"torch"`` on CUDA defaults to float32 (about 1e-6 relative from the reference, so
+near-ties may order differently: stated, not silent), and the sweep's torch grid is float32 only, so a
+sweep's auto never takes it.
 Kernels import nothing above them: only the bottom layer (errors, extras, device).
 """
 
@@ -24,17 +29,26 @@ from chitragupta.device import DEVICES, resolve_device
 from chitragupta.extras import require
 from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK
 
-__all__ = ["BACKENDS", "DEVICES", "Backend", "resolve", "resolve_torch_device", "import_torch_backend",
-           "score_topk", "set_threads"]
+__all__ = ["BACKENDS", "DEVICES", "AUTO", "Backend", "backend_name", "resolve", "resolve_torch_device",
+           "import_torch_backend", "score_topk", "set_threads"]
 
 log = logging.getLogger(__name__)
 
 # name -> (module, what it is). "auto" is resolved, never run.
 BACKENDS: dict[str, str] = {
-    "auto": "torch on CUDA when torch and an NVIDIA GPU are present, else numba",
+    "auto": "the fastest exact backend for the job (AUTO): for a batch, torch on CUDA when torch and an NVIDIA "
+            "GPU are present, else numba",
     "numba": "chitragupta.kernels.cpu: numba, parallel over queries",
     "numpy": "chitragupta.kernels.reference: plain numpy, one query at a time (the slow truth)",
     "torch": "chitragupta.kernels.torch_backend: torch on the chosen device (CUDA, or the CPU)",
+}
+
+# "auto" for each job (see the module docstring); ``backend_name`` applies it.
+AUTO: dict[str, str] = {
+    "batch": "torch (float64) on CUDA when torch and an NVIDIA GPU are present, else numba (numpy when numba "
+             "does not import)",
+    "few": "numpy: a small batch before numba is loaded reads only its terms' postings and loads no JIT kernel",
+    "grid": "numba: the torch grid is float32 only, which could reorder near-ties in a sweep's figures",
 }
 
 _MODULES = {"numba": "chitragupta.kernels.cpu", "numpy": "chitragupta.kernels.reference", "torch": "chitragupta.kernels.torch_backend"}
@@ -70,8 +84,24 @@ def resolve_torch_device(device: str = "auto") -> str:
     return resolve_device(device, purpose="the torch scoring backend")
 
 
-def resolve(name: str = "auto", device: str = "auto") -> Backend:
-    """Turn a backend name (and, for torch, a device) into the backend that will run.
+def backend_name(name: str, device: str = "auto", *, job: str = "batch") -> str:
+    """The backend ``name`` runs as for ``job`` ("batch", "few" or "grid"): ``name`` itself, unless it is
+    "auto", which is what ``AUTO`` says for the job (for "batch" this asks ``chitragupta.device`` whether
+    torch sees a GPU on ``device``)."""
+    if job not in AUTO:
+        raise ValueError(f"unknown job {job!r}; allowed: {', '.join(AUTO)}")
+    if name != "auto":
+        return name
+    if job == "few":
+        return "numpy"
+    if job == "grid":
+        return "numba"
+    return "torch" if resolve_device(device, purpose="the torch scoring backend") == "cuda" else "numba"
+
+
+def resolve(name: str = "auto", device: str = "auto", *, job: str = "batch") -> Backend:
+    """Turn a backend name (and, for torch, a device) into the backend that will run for ``job``
+    (``backend_name``: what "auto" is).
 
     Raises ValueError for an unknown name or device, UsageError for device "cuda" without one,
     MissingExtra for torch when it is not installed. numba and numpy ignore the device.
@@ -80,7 +110,9 @@ def resolve(name: str = "auto", device: str = "auto") -> Backend:
         raise ValueError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; allowed: {', '.join(DEVICES)}")
-    if name == "torch" or (name == "auto" and resolve_device(device, purpose="the torch scoring backend") == "cuda"):
+    chosen = backend_name(name, device, job=job)
+    said = name == "auto" and job == "batch"  # the choice worth a log line
+    if chosen == "torch":
         module = import_torch_backend()
         where = resolve_torch_device(device)
         extra = {}
@@ -93,7 +125,6 @@ def resolve(name: str = "auto", device: str = "auto") -> Backend:
             log.info("backend auto -> torch on %s (float64)", where)
         return Backend(name="torch", score_topk=functools.partial(module.score_topk, device=where, **extra),
                        accepts_cached=False, device=where)
-    chosen = "numba" if name == "auto" else name
     try:
         module = importlib.import_module(_MODULES[chosen])
     except ImportError as err:
@@ -102,7 +133,7 @@ def resolve(name: str = "auto", device: str = "auto") -> Backend:
         # auto may change speed, never results: the reference gives the same rankings.
         log.warning("numba is not importable (%s); falling back to the numpy reference backend", err)
         chosen, module = "numpy", importlib.import_module(_MODULES["numpy"])
-    if name == "auto":
+    if said:
         log.info("backend auto -> %s", chosen)
     return Backend(name=chosen, score_topk=module.score_topk, accepts_cached=chosen == "numba")
 

@@ -16,8 +16,9 @@ Backends: ``"numba"`` (this module), ``"numpy"`` (the reference, one grid point 
 ``"torch"`` (``chitragupta.kernels.torch_backend.score_grid`` on ``device``: one upload of the postings; per block of
 grid points one elementwise pass making every posting's contribution under each, then per query chunk one
 gather of its postings' contributions into the block's dense accumulators, and top-k per row). ``"auto"``
-is numba here, whatever the machine: a sweep's figures go into RESULTS.md, and float32 on CUDA could
-reorder documents whose scores differ by less than float32 resolves; ask for ``"torch"`` to use a GPU.
+is numba here, whatever the machine (``chitragupta.kernels.dispatch.AUTO["grid"]``): a sweep's figures go
+into RESULTS.md, and float32 on CUDA could reorder documents whose scores differ by less than float32
+resolves; ask for ``"torch"`` to use a GPU.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ def sweep(postings: Postings, queries: QueryBatch, grid: list[BM25Params], k: in
         raise ValueError(f"unknown sweep backend {backend!r}; allowed: {', '.join(SWEEP_BACKENDS)}")
     if not grid:
         return []
+    from chitragupta.kernels.dispatch import backend_name
+
+    backend = backend_name(backend, device, job="grid")
     if backend == "numpy":
         from chitragupta.kernels import reference
 

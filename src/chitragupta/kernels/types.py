@@ -81,6 +81,20 @@ class QueryBatch:
         terms = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
         return cls(indptr=indptr, terms=terms)
 
+    @classmethod
+    def from_ids(cls, ids: np.ndarray, lengths: np.ndarray) -> "QueryBatch":
+        """From each query's term ids flat (``lengths[q]`` of them, in order, -1 for unknown): unknown ids
+        dropped, the rest distinct and ascending per query."""
+        n = lengths.shape[0]
+        qid = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        keep = ids >= 0
+        keys = np.sort((qid[keep] << 32) | ids[keep])  # by query, then term
+        if keys.size:
+            keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys >> 32, minlength=n), out=indptr[1:])
+        return cls(indptr=indptr, terms=(keys & 0xFFFFFFFF).astype(np.int32))
+
 
 @dataclass(frozen=True)
 class BM25Params:

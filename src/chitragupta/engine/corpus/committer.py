@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Collection, Iterable
 
 from chitragupta.engine.corpus.ledger import COLUMNS, Ledger
-from chitragupta.engine.workspace import Workspace, discard, replace_in_folder
+from chitragupta.engine.files import discard, put_in_place, replace_in_folder
+from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import WorkspaceError
 
 __all__ = ["SyncReport", "ParsedFolder", "Committer", "begin", "origin_of", "gone_keys", "TXT", "SIDECAR_SUFFIX",
@@ -210,7 +211,7 @@ class ParsedFolder:
         return p is not None and p.is_file()
 
     def write(self, name: str, data: bytes) -> None:
-        """``name`` replaced whole by ``data`` (a temp file and a rename)."""
+        """``name`` (one plain path component) replaced whole by ``data`` (a temp file and a rename)."""
         replace_in_folder(self.folder, name, data, self.tag)
         if name.endswith(SIDECAR_SUFFIX):
             self.sidecars.add(name)
@@ -225,7 +226,7 @@ class ParsedFolder:
                 os.link(src, tmp)
             except OSError:  # a file system without hard links
                 shutil.copy2(src, tmp)
-            os.replace(tmp, f"{self.folder}/{name}")
+            put_in_place(tmp, f"{self.folder}/{name}", durable=False)
         except BaseException:
             discard(tmp)
             raise

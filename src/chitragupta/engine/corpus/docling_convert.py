@@ -29,8 +29,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from chitragupta.engine.corpus.parsers import ParseError, read_head
+from chitragupta.engine.corpus.parsed import ParseError
 from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
+from chitragupta.engine.files import read_head
 from chitragupta.extras import INSTALL_HINT as EXTRA_HINTS, missing
 
 if TYPE_CHECKING:  # pragma: no cover

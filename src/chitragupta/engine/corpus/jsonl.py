@@ -34,6 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from chitragupta.engine.files import kind_of
 from chitragupta.errors import CorpusError
 
 __all__ = ["JsonlRecord", "iter_jsonl", "iter_records", "read_queries", "open_input", "bad_id",
@@ -123,17 +124,6 @@ def _has_surrogate(*fields) -> bool:
     return not all(x.isascii() for x in strs) and any(_SURROGATE.search(x) for x in strs if not x.isascii())
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISFIFO, "a pipe (FIFO)"))
-
-
-def _kind(mode: int) -> str | None:
-    """What a non-regular file is ("a directory", ...); None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def open_input(path: Path, what: str, *, pipes: bool = False) -> BinaryIO:
     """``path`` opened for reading in binary, after checking what it is: a regular file, or with
     ``pipes`` a pipe (read once, as a stream). Anything else -- a folder, a device (``/dev/zero``, a
@@ -145,7 +135,7 @@ def open_input(path: Path, what: str, *, pipes: bool = False) -> BinaryIO:
         raise CorpusError(f"{path}: {what} file not found") from err
     except OSError as err:
         raise CorpusError(f"{path}: cannot read {what} file ({err.strerror or err})") from err
-    kind = _kind(st.st_mode)
+    kind = kind_of(st.st_mode)
     if kind is not None and not (pipes and stat.S_ISFIFO(st.st_mode)):
         if stat.S_ISFIFO(st.st_mode):
             raise CorpusError(f"{path}: is {kind}; a {what} file is read more than once, so save the stream to "
@@ -156,7 +146,7 @@ def open_input(path: Path, what: str, *, pipes: bool = False) -> BinaryIO:
     except OSError as err:
         raise CorpusError(f"{path}: cannot read {what} file ({err.strerror or err})") from err
     try:
-        again = _kind(os.fstat(f.fileno()).st_mode)
+        again = kind_of(os.fstat(f.fileno()).st_mode)
     except OSError:
         again = "not a regular file"
     if again is not None and again != kind:  # replaced between the check and the open

@@ -9,63 +9,26 @@ a folder is refused by its type (``not_regular``) and never opened for reading, 
 from __future__ import annotations
 
 import os
-import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from chitragupta.engine.corpus.parsed import ParseError, ParseResult
+from chitragupta.engine.files import FOLDER, kind_of, read_head
 
 __all__ = ["PARSERS", "DOCLING_KINDS", "ParseResult", "ParseError", "parse", "sniff_kind", "document_kind",
            "refusal", "not_regular", "read_head"]
 
 
 def not_regular(mode: int) -> str | None:
-    """What a file of ``mode`` is when it is not a regular file (``"is a directory"``, ``"is a FIFO
-    (named pipe), not a regular file"``, ...), as the end of a sentence naming it; None for a regular file."""
-    if stat.S_ISREG(mode):
+    """What a file of ``mode`` is when it is not a regular file (``"is a folder, not a file"``, ``"is a pipe
+    (FIFO), not a regular file"``, ...; the words are ``chitragupta.engine.files.kind_of``'s), as the
+    end of a sentence naming it; None for a regular file."""
+    kind = kind_of(mode)
+    if kind is None:
         return None
-    if stat.S_ISDIR(mode):
-        return "is a directory, not a file"
-    for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return f"is {what}, not a regular file"
-    return "is not a regular file"
-
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def read_head(path: Path, n: int) -> bytes | None:
-    """The first ``n`` bytes of the regular file ``path``, or None (missing, unreadable, not a regular
-    file). Opened non-blocking and checked after opening, so a FIFO swapped in is never waited on."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            return f.read(n)
-    except OSError:
-        return None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-class ParseError(Exception):
-    """The document could not be turned into text; the message is the ledger's failure reason."""
-
-
-@dataclass(frozen=True)
-class ParseResult:
-    """``text``: the document's plain text (pages separated by form feeds where it has pages).
-    ``items``: the structural sidecar's records, for backends that produce one; None otherwise."""
-
-    text: str
-    items: list[dict] | None = None
+    if kind == FOLDER:
+        return f"is {kind}, not a file"
+    return f"is {kind}, not a regular file" if kind.startswith("a ") else f"is {kind}"
 
 
 def sniff_kind(path: Path) -> str | None:

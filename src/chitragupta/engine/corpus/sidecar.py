@@ -27,6 +27,8 @@ import os
 import stat
 from pathlib import Path
 
+from chitragupta.engine.files import kind_of
+
 __all__ = ["SidecarError", "EXCLUDED_LABELS", "HEADING_LABELS", "read_sidecar", "dump_sidecar", "join_items"]
 
 # Never part of what BM25 reads or shows, even in a hand-made sidecar.
@@ -64,7 +66,7 @@ def read_sidecar(path: Path) -> list[dict]:
     try:
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):
-            raise SidecarError(f"{path}: not a regular file ({_kind(mode)}); expected a JSON list of items")
+            raise SidecarError(f"{path}: not a regular file ({kind_of(mode)}); expected a JSON list of items")
         raw = Path(path).read_bytes()
     except OSError as err:
         raise SidecarError(f"{path}: unreadable ({err.strerror or err})") from None
@@ -75,14 +77,6 @@ def read_sidecar(path: Path) -> list[dict]:
     except RecursionError:  # json's own nesting limit: ``[[[[...`` a hundred thousand deep
         raise SidecarError(f"{path}: not valid JSON (nested too deeply)") from None
     return _validate(items, str(path))
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a file"
 
 
 def dump_sidecar(items: list[dict]) -> str:

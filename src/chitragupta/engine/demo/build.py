@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from chitragupta.engine.demo.tinypdf import paginate, pdf_bytes
+from chitragupta.engine.files import atomic_write_bytes, atomic_write_text
 
 __all__ = ["load_corpus", "load_queries", "build_sources", "paper_paragraphs", "MARKER"]
 
@@ -48,7 +49,7 @@ def _bib_escape(s: str) -> str:
 def _write_if_changed(path: Path, data: bytes) -> None:
     """Leave an identical file alone, so a second demo run re-parses nothing."""
     if not (path.is_file() and path.read_bytes() == data):
-        path.write_bytes(data)
+        atomic_write_bytes(path, data, durable=False, mode=0o666)
 
 
 def build_sources(root: Path) -> Path:
@@ -75,5 +76,5 @@ def build_sources(root: Path) -> Path:
     )
     bib = papers / "bibliography.bib"
     _write_if_changed(bib, "\n".join(entries).encode("utf-8"))
-    (root / MARKER).write_text("built by `chitragupta demo`; safe to delete\n", encoding="utf-8")
+    atomic_write_text(root / MARKER, "built by `chitragupta demo`; safe to delete\n", durable=False, mode=0o666)
     return bib

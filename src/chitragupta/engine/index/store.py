@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from chitragupta.engine.files import atomic_write_text, fsync_dir, replacing
 from chitragupta.engine.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
-from chitragupta.engine.workspace import atomic_write_text, fsync_dir
 from chitragupta.errors import WorkspaceError
 
 __all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "check_manifest", "read_small", "CHECKSUM_LIMIT"]
@@ -158,16 +158,11 @@ def _save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
         for name, arr in arrays.items():
             arr = np.ascontiguousarray(arr)
             p = tmp / f"{name}.npy"
-            with open(p, "wb") as f:
+            with replacing(p, mode=0o666) as f:  # fsynced; never written through a symlink
                 np.save(f, arr, allow_pickle=False)
-                f.flush()
-                os.fsync(f.fileno())
             files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "bytes": p.stat().st_size, "crc32": _crc(p)}
         full = dict(manifest, files=files, written=time.time())
-        with open(tmp / "manifest.json", "w", encoding="utf-8") as f:
-            json.dump(full, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
+        atomic_write_text(tmp / "manifest.json", json.dumps(full, indent=1, sort_keys=True), mode=0o666)
         fsync_dir(tmp)
         os.replace(tmp, gen)
         fsync_dir(folder)

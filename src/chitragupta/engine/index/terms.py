@@ -24,7 +24,7 @@ from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.stem import NONE, get_stemmer
 from chitragupta.kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
-__all__ = ["TermIndex", "batch_of", "check_arrays", "check_postings", "check_sorted", "array_of", "check_string_table",
+__all__ = ["TermIndex", "check_arrays", "check_postings", "check_sorted", "array_of", "check_string_table",
            "table_arrays"]
 
 
@@ -217,7 +217,7 @@ class TermIndex:
         """Distinct known term ids per query (unknown terms dropped), as a CSR batch."""
         flat = [self.index_term(t) for terms in term_lists for t in terms]
         lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
-        return batch_of(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
+        return QueryBatch.from_ids(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
 
     def query_batch_from_strings(self, queries, expander=None) -> QueryBatch:
         """Raw query strings as a ``QueryBatch``: ``chitragupta.engine.query.QueryPlan``'s batch (the same
@@ -250,17 +250,3 @@ class TermIndex:
 
 def _plain(arr: np.ndarray) -> np.ndarray:
     return arr.view(np.ndarray) if isinstance(arr, np.memmap) else arr
-
-
-def batch_of(ids: np.ndarray, lengths: np.ndarray) -> QueryBatch:
-    """A ``QueryBatch`` from each query's term ids (``lengths[q]`` of them, in order, -1 for unknown):
-    unknown ids dropped, the rest distinct and ascending per query."""
-    n = lengths.shape[0]
-    qid = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    keep = ids >= 0
-    keys = np.sort((qid[keep] << 32) | ids[keep])  # by query, then term
-    if keys.size:
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys >> 32, minlength=n), out=indptr[1:])
-    return QueryBatch(indptr=indptr, terms=(keys & 0xFFFFFFFF).astype(np.int32))

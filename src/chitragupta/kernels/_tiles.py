@@ -1,0 +1,186 @@
+"""The numba pieces both CPU top-k paths share (``chitragupta.kernels.cpu``, the table and tiled paths, and
+``chitragupta.kernels._maxscore``, the pruned one): the bounded heap with the engine's tie-break (score
+descending, then id ascending), one posting's BM25 contribution -- the one expression every numba path
+computes, so every path adds the same bits -- and a tile's add and offer.
+
+They live here, below both, so that neither scorer imports the other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def _worse(s_a, i_a, s_b, i_b):
+    """True when hit a ranks below hit b: lower score, or equal score and larger id."""
+    return s_a < s_b or (s_a == s_b and i_a > i_b)
+
+
+@njit(cache=True)
+def _sift_down(hs, hi, pos, size):
+    # Min-heap on rank: the root is the worst hit kept so far.
+    while True:
+        left = 2 * pos + 1
+        if left >= size:
+            return
+        child = left
+        right = left + 1
+        if right < size and _worse(hs[right], hi[right], hs[left], hi[left]):
+            child = right
+        if _worse(hs[child], hi[child], hs[pos], hi[pos]):
+            hs[pos], hs[child] = hs[child], hs[pos]
+            hi[pos], hi[child] = hi[child], hi[pos]
+            pos = child
+        else:
+            return
+
+
+@njit(cache=True)
+def _sift_up(hs, hi, pos):
+    while pos > 0:
+        parent = (pos - 1) // 2
+        if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
+            hs[pos], hs[parent] = hs[parent], hs[pos]
+            hi[pos], hi[parent] = hi[parent], hi[pos]
+            pos = parent
+        else:
+            return
+
+
+@njit(cache=True, inline="always")
+def _push(hs, hi, size, k, s, d):
+    """Offer hit (s, d) to the bounded heap of size entries; returns the new size (exact tie-break)."""
+    if size < k:
+        hs[size] = s
+        hi[size] = d
+        _sift_up(hs, hi, size)
+        return size + 1
+    if s > hs[0] or (s == hs[0] and d < hi[0]):
+        hs[0] = s
+        hi[0] = d
+        _sift_down(hs, hi, 0, size)
+    return size
+
+
+@njit(cache=True, inline="always")
+def _drain(hs, hi, size, out_ids, out_scores):
+    """Pop the heap's size hits worst-first into out[:size], so the row reads best first; returns size."""
+    n = size
+    while size > 0:
+        size -= 1
+        out_scores[size] = hs[0]
+        out_ids[size] = hi[0]
+        hs[0] = hs[size]
+        hi[0] = hi[size]
+        _sift_down(hs, hi, 0, size)
+    return n
+
+
+_BLOCK = 64
+
+
+@njit(cache=True, inline="always")
+def _span_max(acc, b0, b1):
+    """max(0, max of acc[b0:b1]); a full block of _BLOCK by eight independent running maxima."""
+    m = 0.0
+    if b1 - b0 == _BLOCK:
+        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
+        for d in range(b0, b1, 8):
+            m0 = max(m0, acc[d])
+            m1 = max(m1, acc[d + 1])
+            m2 = max(m2, acc[d + 2])
+            m3 = max(m3, acc[d + 3])
+            m4 = max(m4, acc[d + 4])
+            m5 = max(m5, acc[d + 5])
+            m6 = max(m6, acc[d + 6])
+            m7 = max(m7, acc[d + 7])
+        m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    else:
+        for d in range(b0, b1):
+            m = max(m, acc[d])
+    return m
+
+
+@njit(cache=True, inline="always")
+def _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d):
+    """The BM25 contribution of posting p (document d), 0 where tf' <= 0: the one expression every
+    numba path computes, so every path adds the same bits."""
+    f = np.float64(tf[p])
+    if d1 != 0.0:
+        f += d1 * f1[p]
+    if d2 != 0.0:
+        f += d2 * f2[p]
+    if f > 0.0:
+        return w * f * k1p1 / (f + norm[np.uint64(d)])
+    return 0.0
+
+
+@njit(cache=True, inline="always")
+def _lower_bound(a, lo, hi, x):
+    """First position in a[lo:hi] (ascending) whose value is >= x, or hi."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
+    """acc[d - lo] += c(t, d) for the postings s:e of one term (all inside the tile starting at lo).
+
+    c is ``_contrib``, the expression ``cpu._posting_table`` writes, so every addend has the same bits.
+    """
+    # Unsigned indices drop numba's negative-index wraparound test from the hot loop; d - lo >= 0 here.
+    if d1 == 0.0 and d2 == 0.0:
+        # The common unweighted case: no field counts read, one predictable branch.
+        for p in range(np.uint64(s), np.uint64(e)):
+            d = indices[p]
+            f = np.float64(tf[p])
+            if f > 0.0:
+                acc[np.uint64(d - lo)] += w * f * k1p1 / (f + norm[np.uint64(d)])
+    else:
+        for p in range(np.uint64(s), np.uint64(e)):
+            d = indices[p]
+            acc[np.uint64(d - lo)] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)  # 0.0 where tf' <= 0
+
+
+@njit(cache=True)
+def _tile_offer(acc, n, lo, k, hs, hi, size):
+    """Offer the hits (acc > 0) of acc[:n] (documents lo + i) to the bounded heap, zeroing acc[:n].
+
+    One pass per block of _BLOCK: its maximum (eight independent maxima: one chain waits on itself)
+    decides whether any of it can enter the heap -- whose root, once k are held, is a lower bound on
+    the final k-th score; then the block is zeroed while it is in L1. Documents arrive in ascending
+    id and the heap's exact test (as in ``cpu._offer``) keeps the tie-break, so the filter (acc >= root) only
+    skips what cannot enter.
+    """
+    thr = hs[0] if size == k else 0.0
+    for b0 in range(0, n, _BLOCK):
+        b1 = min(b0 + _BLOCK, n)
+        m = _span_max(acc, b0, b1)
+        if not m > 0.0:
+            continue  # nothing added here: already zero
+        if m >= thr:
+            for d in range(b0, b1):
+                s = acc[d]
+                if s > 0.0 and s >= thr:
+                    doc = d + lo
+                    if size < k:
+                        hs[size] = s
+                        hi[size] = doc
+                        _sift_up(hs, hi, size)
+                        size += 1
+                        if size == k:
+                            thr = hs[0]
+                    elif s > hs[0] or (s == hs[0] and doc < hi[0]):
+                        hs[0] = s
+                        hi[0] = doc
+                        _sift_down(hs, hi, 0, size)
+                        thr = hs[0]
+        acc[b0:b1] = 0.0
+    return size
