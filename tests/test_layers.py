@@ -104,8 +104,8 @@ def _private_uses(path: Path, own: set[str]) -> list[str]:
     return out
 
 
-def test_bench_uses_only_public_names_of_the_package():
-    files = sorted((ROOT / "bench").rglob("*.py"))
+def test_bench_and_tools_use_only_public_names_of_the_package():
+    files = sorted((ROOT / "bench").rglob("*.py")) + sorted((ROOT / "tools").rglob("*.py"))
     own = set()  # names bench defines itself (functions, classes, attributes it sets)
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
