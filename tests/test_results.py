@@ -1,5 +1,5 @@
-"""engine/ranked.py: a batch's top-k turned into citekeys, (doc id, score) pairs and run files (``Ranked``),
-and ``search`` / ``search_many`` on top of ``rank_many`` (``SearchCalls``)."""
+"""engine/results.py: a batch's top-k turned into citekeys, (doc id, score) pairs and run files (``Ranked``);
+and engine/searcher.py: ``search`` / ``search_many`` on top of ``rank_many`` (the ``Searcher`` base)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from chitragupta.engine.index.strings import StringTable
-from chitragupta.engine.ranked import Ranked, SearchCalls
+from chitragupta.engine.results import Ranked
+from chitragupta.engine.searcher import Searcher
 from chitragupta.engine.runfile import format_run_lines
 from chitragupta.engine.search import Retriever
 from chitragupta.errors import UsageError
@@ -91,14 +92,14 @@ class _Resp:
         self.notes = notes
 
 
-class _Engine(SearchCalls):
-    """What SearchCalls needs of an engine: rank_many, responses and index_notes."""
+class _Engine(Searcher):
+    """What the Searcher base needs of an engine: rank_many, responses and index_notes."""
 
     def __init__(self):
         self.asked = []
 
-    def rank_many(self, queries, k, *, unit=None):
-        self.asked.append((list(queries), k, unit))
+    def rank_many(self, queries, k, *, unit=None, max_per_source=None):
+        self.asked.append((list(queries), k, unit, max_per_source))
         return queries
 
     def responses(self, ranked, *, snippet_chars=None):
@@ -110,8 +111,11 @@ class _Engine(SearchCalls):
 
 def test_search_calls_pass_the_request_through_and_put_the_index_notes_first():
     e = _Engine()
-    many = e.search_many(["a", "b"], 7, unit="passage", snippet_chars=0)
+    many = e.search_many(["a", "b"], 7, unit="passage", snippet_chars=0, max_per_source=2)
     assert [r.notes for r in many] == [["a: width 0"], ["b: width 0"]]  # no index notes on a batch
     one = e.search("c", 3)
     assert one.notes == ["index (None)", "c: width None"]
-    assert e.asked == [(["a", "b"], 7, "passage"), (["c"], 3, None)]
+    assert e.asked == [(["a", "b"], 7, "passage", 2), (["c"], 3, None, None)]
+    with pytest.raises(UsageError, match="snippet_chars must be an integer in"):
+        e.search("d", 3, snippet_chars=-5)  # checked before the engine is asked
+    assert len(e.asked) == 2
