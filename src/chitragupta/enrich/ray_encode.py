@@ -88,9 +88,10 @@ def connect(address: str = "auto"):
 def _running_address(ray) -> str | None:
     """``HOST:PORT`` of the Ray this process is connected to (its GCS), None when Ray does not say."""
     try:
-        return str(ray.get_runtime_context().gcs_address) or None
+        address = ray.get_runtime_context().gcs_address
     except Exception:  # a Ray Client connection, an older Ray: not known
         return None
+    return str(address) if address else None
 
 
 def _same_node(a: tuple[str, int], b: tuple[str, int]) -> bool:
