@@ -49,7 +49,7 @@ __all__ = ["run_stage", "InputStamps", "text_hash", "COMMIT_EVERY_CHUNKS", "COMM
            # re-exported from chitragupta.enrich.encoders and chitragupta.enrich.stream
            "Encoder", "QueryEncoder", "load_encoder", "load_query_encoder", "model_slug", "DEFAULT_MODEL",
            "resolve_model_source", "offline_env", "ModelSpec", "model_spec", "EncodeStream", "recipe",
-           "encode_input"]
+           "encode_input", "CHUNK_WORDS", "CHUNK_OVERLAP"]
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,11 @@ The pipeline, for every ledger row with text:
 1. The document is ``chitragupta.enrich.chunking.document_text`` (the docling Markdown when the docling stage wrote
    one, else the parsed text, cut at its reference list), else its ledger abstract, as the embed stage
    reads it; a row with neither is skipped and named.
-2. It is cut into 200-word chunks overlapping by 40 words (``chunk_spans``), every chunk is encoded as the
-   embed stage encodes it (``encode_input``: the title on a line above the chunk; L2-normalised), and the
-   document's vector is the normalised mean of its chunk vectors: the whole document counts, not its
-   first 256 word pieces.
+2. It is cut into 200-word chunks overlapping by 40 words and every chunk encoded through the embed
+   stage's pipeline (``chitragupta.enrich.stream``: ``document_chunks``, ``encode_input`` -- the title on
+   a line above the chunk --, an ``EncodeStream``, L2-normalised blocks; ``--ray`` reaches it as it
+   reaches the embed stage), and the document's vector is the normalised mean of its chunk vectors: the
+   whole document counts, not its first 256 word pieces.
 3. UMAP (cosine, ``min_dist`` 0) to ``[enrich].umap_n_components`` dimensions, then HDBSCAN
    (``min_cluster_size`` = ``[enrich].min_topic_size``, euclidean, ``eom``), through BERTopic, which
    names each cluster by c-TF-IDF over its documents' words (title and text, English stop words removed).
@@ -23,7 +24,7 @@ is possible (HDBSCAN makes a cluster only where a group splits into two parts of
 topic -1 at once, with ``backend`` "none (no fit: no topic possible)" and the reason in
 ``params.fit_skipped`` (``no_topic_possible``). The encoder is loaded only when a chunk is in neither
 the cache nor the embed stage's store, when the model's folder says its dimension and recipe
-(``chitragupta.enrich.embed.model_spec``).
+(``chitragupta.enrich.encoders.model_spec``).
 
 Small corpora: all documents in topic -1 is a correct answer, not an error: HDBSCAN never makes a cluster
 smaller than ``min_topic_size`` and never calls the whole corpus one cluster. UMAP's ``n_neighbors`` is
