@@ -52,7 +52,9 @@ def test_model_slug_is_a_safe_name_distinct_per_setting():
     from chitragupta.enrich.encoders import model_slug
 
     a = model_slug("sentence-transformers/all-MiniLM-L6-v2")
-    assert a.startswith("sentence-transformers--all-MiniLM-L6-v2-") and a == model_slug("sentence-transformers/all-MiniLM-L6-v2")
+    stem = "sentence-transformers--all-MiniLM-L6-v2-"
+    assert a.startswith(stem) and len(a) == len(stem) + 8  # the safe characters, then a hash of 8 hex digits
+    assert a == model_slug("sentence-transformers/all-MiniLM-L6-v2")
     assert model_slug("a b") != model_slug("a_b")  # the same safe characters, two settings: two folders
     assert "/" not in model_slug("../../etc/passwd") and not model_slug("///").startswith("-")
 

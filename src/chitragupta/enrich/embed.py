@@ -81,8 +81,9 @@ def text_hash(title: str, text: str) -> str:
     return h.hexdigest()
 
 
-TEXT_RULES = "2"  # 2: issue 21 (appendices kept, hyphens joined). Bump when document_text's rules change: every stamp then differs and texts are re-read
-
+# 2: issue 21 (appendices kept, hyphens joined). Bump when document_text's rules change: every stamp then
+# differs and texts are re-read
+TEXT_RULES = "2"
 
 
 class InputStamps:
@@ -358,8 +359,8 @@ class SegmentWriter:
             return
         lo, hi = enc.chunk_end(a), enc.chunk_end(b)
         seg_docs = [{"citekey": d.citekey, "title": d.title, "hash": d.hash, "text": d.text,
-                     "stamp": self.stamps[d.citekey], "starts": [s for s, _ in d.spans], "ends": [e for _, e in d.spans]}
-                    for d in enc.fresh[a:b]]
+                     "stamp": self.stamps[d.citekey], "starts": [s for s, _ in d.spans],
+                     "ends": [e for _, e in d.spans]} for d in enc.fresh[a:b]]
         write_segment(self.known.seg_folder, self.known.next_segment, base=self.known.base, model=self.model,
                       dim=enc.dim, recipe=self.recipe, docs=seg_docs, vectors=enc.buf[lo:hi])
         self.known.next_segment += 1

@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BLOCK_CHUNKS = 2048
 # Ray Data releases blocks in order; a block that arrives early waits here (a bound, not an expectation).
 _MAX_PENDING_BLOCKS = 64
-_HINT = "check the address (ray://HOST:10001 for the Ray Client, HOST:6379 for a head node) and that `ray status` there answers"
+_HINT = ("check the address (ray://HOST:10001 for the Ray Client, HOST:6379 for a head node) and that `ray status` "
+         "there answers")
 _connected: dict[str, str] = {}  # "address": the explicit address this process's Ray was initialised for here
 
 

@@ -64,8 +64,9 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
     """Run ``stages`` over every ledger row; returns every report line (each also passed to ``echo`` as
     it is produced, the corpus header first). ``device`` overrides ``[enrich].device``; ``progress`` is
     ``(description, unit) -> context manager yielding a (done, total) callback or None`` (the CLI's:
-    a tqdm bar on a terminal, else a line every ~10 s or 5 %). ``encode_stream``: the embed and
-    bertopic stages' encoding step (``chitragupta.enrich.stream.EncodeStream``, e.g. a Ray cluster's); None: the local model."""
+    a tqdm bar on a terminal, else a line every ~10 s or 5 %). ``encode_stream``: the embed and bertopic
+    stages' encoding step (``chitragupta.enrich.stream.EncodeStream``, e.g. a Ray cluster's); None: the
+    local model."""
     from chitragupta.engine.corpus.ledger import Ledger
 
     names = parse_stages(stages)
