@@ -32,6 +32,11 @@ a parsed ``.txt`` without a sidecar (the default pdftotext backend, an imported 
 8. Snippets opening on the author block, on the real PDFs: for each paper and query (its title and a
    fixed list), whether the chosen 500-character window starts before the front matter's end, without
    and with the chooser's preference for the body.
+9. Reference-list words past the list (plain rule: the semeval2010 texts and the real PDFs): every source
+   whose span ends before its text does, with the line the span ends at, the line before it, and the
+   entry-like lines in the text kept after it (a line opening with ``[n]`` or with a surname and
+   initials, a year later on the same line), for reading by hand: a source with such lines,
+   or ending at a line that is no appendix heading, indexes reference words past its list.
 """
 
 from __future__ import annotations
@@ -379,6 +384,37 @@ def front_matter(texts: dict[str, str]) -> dict:
     return counts
 
 
+# an entry-like line: "[12] ..." or "Smith, J., Doe, K. ... 2019" / "J. Smith and K. Doe. 2019."
+_ENTRY_LINE = re.compile(r"^\s*(?:\[\d{1,3}\]\s|[A-Z][a-z]+,\s(?:[A-Z]\.\s?){1,3}|(?:[A-Z]\.\s){1,2}[A-Z][a-z]+,?\s)"
+                         r".*(?<!\d)(?:19|20)\d\d(?!\d)")
+
+
+def past_the_list(data: Path, texts: dict[str, str], show: int) -> dict:
+    """Measurement 9."""
+    from chitragupta.engine.text.refcut import plain_reference_span
+
+    sources = {f"semeval2010/{rec['_id']}": rec["text"] for rec in read_jsonl(data / "semeval2010" / "corpus.jsonl")}
+    sources.update({f"pdfs/{k}": t for k, t in texts.items()})
+    counts = {"sources": len(sources), "cut": 0, "kept_after": 0, "with_entry_lines_after": 0}
+    for key, text in sources.items():
+        span = plain_reference_span(text)
+        if span is None:
+            continue
+        counts["cut"] += 1
+        end = span[1]
+        if end >= len(text):
+            continue
+        counts["kept_after"] += 1
+        line = text[end:].split("\n", 1)[0].strip()
+        before = text[:end].rstrip().rsplit("\n", 1)[-1].strip()
+        entries = [ln.strip() for ln in text[end:].split("\n") if _ENTRY_LINE.match(ln)]
+        counts["with_entry_lines_after"] += bool(entries)
+        print(f"   {key}: ends at {line[:60]!r} (after {before[-50:]!r}); {len(text[end:].split())} words kept, "
+              f"{len(entries)} entry-like lines" + (f": {entries[:min(show, 3)]}" if entries else ""))
+    print(f"9. text kept after the reference list (plain rule): {json.dumps(counts)}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.refcut", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=None, help="the evaluation data folder (default ../shared/data)")
@@ -402,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     kept_and_cut(data, have_docling, texts)
     hyphens(texts, args.show)
     front_matter(texts)
+    past_the_list(data, texts, args.show)
     return 0
 
 

@@ -54,7 +54,7 @@ def test_errors_are_one_line_and_nonzero(tmp_path):
     assert p.returncode == 1 and "config.toml" in p.stderr and "[retrieval] b = 2 " in p.stderr and "[0, 1]" in p.stderr
     (ws / "config.toml").unlink()
     p = run_cli("search", "-w", ws, "twin", "-k", "0")
-    assert p.returncode == 1 and "-k must be >= 1" in p.stderr
+    assert p.returncode == 1 and "-k must be an integer >= 1, got 0" in p.stderr
     p = run_cli("search", "-w", ws)
     assert p.returncode == 1 and "give a QUERY" in p.stderr
     p = run_cli("import", "-w", ws, tmp_path / "nope.jsonl")

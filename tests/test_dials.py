@@ -183,7 +183,7 @@ def test_workspace_vocabulary_wins_and_one_character_keys_never_expand(acro):
 
 
 def test_switched_off_loads_nothing(acro, monkeypatch):
-    import chitragupta.engine.search as search
+    import chitragupta.engine.scoring as search
 
     (acro.root / "config.toml").write_text("[retrieval]\nacronym_expansion = false\n")
     (acro.content / "acronyms.toml").write_text("this is not toml [")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, write_jsonl
-from chitragupta.enrich.chunking import chunk_spans, cut_markdown_references, document_text
+from chitragupta.enrich.chunking import chunk_spans, document_text
 
 TOPICS = {
     "ocean": ("Sea surface temperatures rose across the North Atlantic as the ocean absorbed excess heat from "
@@ -92,12 +92,6 @@ def test_chunk_spans_parameters_and_validation():
     for bad in [dict(words=0), dict(words=5, overlap=5), dict(words=5, overlap=-1), dict(words=True)]:
         with pytest.raises(ValueError):
             chunk_spans(text, **bad)
-
-
-def test_markdown_reference_cut():
-    md = "# Title\n\nBody text.\n\n## 2 Reference architecture\n\nKept.\n\n## References\n\n- [1] Other paper."
-    assert cut_markdown_references(md) == "# Title\n\nBody text.\n\n## 2 Reference architecture\n\nKept."
-    assert cut_markdown_references("# A\n\nno refs") == "# A\n\nno refs"
 
 
 def test_enrich_modules_stay_light_and_engine_imports_nothing_heavy():
@@ -505,7 +499,8 @@ def test_docling_stage_writes_markdown_and_json_and_leaves_bm25_alone(tmp_path, 
     sync(ws)
     bm25_before = [(h.citekey, h.score, h.snippet) for h in Retriever.open(ws).search("coral bleaching references", k=5)]
     # the parsed text is cut at the sidecar's reference heading
-    assert "Hughes" not in document_text(ws, "coral", "content/parsed/coral.txt")
+    before = document_text(ws, "coral", "content/parsed/coral.txt")
+    assert "Hughes" not in before
     assert _cli("enrich", "-w", root, "--stages", "docling") == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "Corpus: 4 doc(s) from papers/bibliography.bib"
@@ -517,9 +512,8 @@ def test_docling_stage_writes_markdown_and_json_and_leaves_bm25_alone(tmp_path, 
                                                        "page.md"]
     assert json.loads((folder / "coral.json").read_text())["schema_name"] == "DoclingDocument"
     assert "Thermal stress in coral reefs" in (folder / "coral.md").read_text()
-    # the embed stage now reads the docling Markdown, cut at its References heading
-    text = document_text(ws, "coral", "content/parsed/coral.txt")
-    assert text.startswith("# Thermal stress") and "Bleaching followed" in text and "Hughes" not in text
+    # the embed stage reads what BM25 reads (one text path), not the docling Markdown
+    assert document_text(ws, "coral", "content/parsed/coral.txt") == before
     # BM25 reads exactly what it read before
     bm25_after = [(h.citekey, h.score, h.snippet) for h in Retriever.open(ws).search("coral bleaching references", k=5)]
     assert bm25_after == bm25_before
@@ -551,7 +545,8 @@ def test_docling_then_embed_end_to_end(tmp_path, encoder, capsys):
     assert any("embed: skipped 2 source(s) with no text and no abstract" in l for l in out)
     store, _ = _store(root)
     assert store.citekeys == ["coral", "page"]
-    assert store.texts[0].startswith("# Thermal stress") and "Hughes" not in store.texts[0]
+    assert store.texts[0] == document_text(Workspace.open(root), "coral", "content/parsed/coral.txt")  # one text path
+    assert "Bleaching followed" in store.texts[0] and "Hughes" not in store.texts[0]
     hit = _searcher(root).search("coral bleaching after heatwaves", k=1).hits[0]
     assert hit.citekey == "coral" and hit.title == "Thermal stress in coral reefs"
     assert _cli("enrich", "-w", root, "--stages", "docling,embed") == 0

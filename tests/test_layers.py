@@ -18,8 +18,11 @@ ALLOWED = {
     "kernels": BOTTOM + ("chitragupta.kernels",),
     "engine": BOTTOM + ("chitragupta.kernels", "chitragupta.engine"),
     "enrich": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich"),
-    "cli": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich", "chitragupta.cli"),
-    "root": ("chitragupta.engine",),  # chitragupta/__init__.py re-exports the engine's names, loaded on first use
+    "service": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich", "chitragupta.service"),
+    "cli": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich", "chitragupta.service",
+                     "chitragupta.cli"),
+    # chitragupta/__init__.py re-exports the engine's names and the service's open_searcher, loaded on first use
+    "root": ("chitragupta.engine", "chitragupta.service"),
 }
 
 
@@ -28,7 +31,7 @@ PKG = ROOT / "src" / "chitragupta"
 
 def _layer(path: Path) -> str:
     rel = path.relative_to(PKG).parts
-    if rel[0] in ("cli", "kernels", "engine", "enrich"):
+    if rel[0] in ("cli", "service", "kernels", "engine", "enrich"):
         return rel[0]
     return "root" if rel[0] == "__init__.py" else "bottom"
 

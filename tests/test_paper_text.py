@@ -168,6 +168,20 @@ def test_hyphen_join_rules():
     assert "un-seen\n word" in out  # "unseen" is not a word of this document: kept, whole on one line
 
 
+@pytest.mark.parametrize("doc, joined", [
+    ("a data-\nbase is a database of data on a base", False),  # both halves are words: kept (README's example)
+    ("a data-\nbase is a database of data", True),  # "base" stands nowhere alone: joined
+    ("write e-\nmail beside mail", False),  # "email" stands nowhere alone: kept
+    ("write e-\nmail beside email and mail", True),  # a one-letter half is never a word: joined
+    ("the state-of-the-\nart beside art and theart", False),  # inside a longer compound: never joined
+])
+def test_hyphen_rule_as_the_readme_tells_it(doc, joined):
+    out = join_hyphens(doc)
+    head = doc.split("-\n")[0].split()[-1].split("-")[-1]
+    tail = doc.split("-\n")[1].split()[0]
+    assert ((head + tail) in out.split()[:4]) is joined
+
+
 def test_hyphen_join_inline_from_an_older_parse():
     doc = "Best prac-tice is practice. The (sum-maries) are summaries."
     out = join_hyphens(doc)
@@ -254,10 +268,3 @@ def test_evidence_header_shows_the_title_of_a_title_only_source(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "lone  Digital twins of bridges"
 
-
-def test_markdown_cut_keeps_the_appendix():
-    from chitragupta.enrich.chunking import cut_markdown_references
-
-    md = ("# Title\n\nBody.\n\n## References\n\n- [1] Other paper. 2019.\n\n## Acknowledgements\n\nThanks.\n\n"
-          "## Appendix A: Datasheet\n\nThe datasheet.\n")
-    assert cut_markdown_references(md) == "# Title\n\nBody.\n\n## Appendix A: Datasheet\n\nThe datasheet.\n"

@@ -140,7 +140,7 @@ def test_passage_cap_is_exact_against_a_full_ranking(ws):
     r = Retriever.open(ws)
     pidx = r.passage_index()
     batch = pidx.query_batch_from_strings(["soil yield twin"])
-    full = r._score("passage", batch, pidx.n_passages)
+    full = r.scorer.score("passage", batch, pidx.n_passages)
     want, per = [], {}
     for u in full.ids[0]:
         if u < 0:
@@ -149,7 +149,7 @@ def test_passage_cap_is_exact_against_a_full_ranking(ws):
         if per.get(d, 0) < 2:
             per[d] = per.get(d, 0) + 1
             want.append(int(u))
-    got = r._capped(batch, 3, 2)
+    got = r.scorer.capped(batch, 3, 2)
     assert got.ids[0].tolist() == (want + [-1] * 3)[:3]
 
 

@@ -73,7 +73,7 @@ def test_long_query(retriever):
 
 
 def test_numpy_backend_same_results(tmp_path, retriever):
-    ref = Retriever(retriever.workspace, retriever._opened, backend="numpy")
+    ref = Retriever(retriever.workspace, retriever.scorer.opened["document"], backend="numpy")
     for q in ("digital twin bridge", "soil microbes nitrogen", "heat"):
         assert [(h.citekey, h.score) for h in ref.search(q)] == [(h.citekey, h.score) for h in retriever.search(q)]
 

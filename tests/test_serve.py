@@ -141,7 +141,7 @@ def test_serve_without_the_sdk_names_the_extra(ws):
 
 
 def test_warm_engines_reopen_only_when_the_workspace_changed(ws):
-    from chitragupta.cli.warm import WarmEngines
+    from chitragupta.service.warm import WarmEngines
 
     old = os.stat(ws / "content" / "parsed").st_mtime - 60  # past the 2 s in which a stamp is not trusted
     os.utime(ws / "content" / "parsed", (old, old))

@@ -51,11 +51,11 @@ def test_the_numpy_path_equals_the_numba_batch_to_the_bit(tmp_path, config):
 def test_few_queries_take_numpy_until_numba_is_warm(tmp_path):
     ws = _ws(tmp_path)
     r = Retriever.open(ws)
-    assert r._backend_for(1).name == "numpy" and r._backend_for(FEW_QUERIES).name == "numpy"
-    assert r._backend_for(FEW_QUERIES + 1).name == "numba"
-    assert r._backend_for(1).name == "numba"  # once loaded, numba serves small batches too (same bits)
-    assert Retriever.open(ws, backend="numpy")._backend_for(1000).name == "numpy"
-    assert Retriever.open(ws, backend="numba")._backend_for(1).name == "numba"
+    assert r.scorer.backend_for(1).name == "numpy" and r.scorer.backend_for(FEW_QUERIES).name == "numpy"
+    assert r.scorer.backend_for(FEW_QUERIES + 1).name == "numba"
+    assert r.scorer.backend_for(1).name == "numba"  # once loaded, numba serves small batches too (same bits)
+    assert Retriever.open(ws, backend="numpy").scorer.backend_for(1000).name == "numpy"
+    assert Retriever.open(ws, backend="numba").scorer.backend_for(1).name == "numba"
 
 
 def test_a_query_is_tokenized_expanded_and_looked_up_once(tmp_path, monkeypatch):
@@ -150,7 +150,7 @@ def test_a_damaged_slice_a_single_query_reads_is_rebuilt_with_a_note(tmp_path, d
     got = r.search("twin sensor", k=8)
     assert [(h.citekey, h.score) for h in got.hits] == want
     assert any("not usable" in n.text and "rebuilt" in n.text for n in got.notes), got.notes
-    assert r._backend is None  # the numpy scorer found it; numba was never loaded
+    assert r.scorer._backend is None  # the numpy scorer found it; numba was never loaded
     again = Retriever.open(ws).search("twin sensor", k=8)  # the rebuilt index is sound: no note now
     assert not any("not usable" in n.text for n in again.notes)
 
@@ -239,22 +239,22 @@ def test_one_query_runs_blas_on_one_thread_and_a_batch_keeps_them(tmp_path):
 
 
 def test_a_long_lived_retriever_moves_to_numba_after_its_numpy_budget(tmp_path, monkeypatch):
-    import chitragupta.engine.search as search
+    import chitragupta.engine.scoring as search
 
     ws = _ws(tmp_path)
     r = Retriever.open(ws)
     first = r.rank_many([QUERIES[0]], 10)
-    assert r._backend is None  # numpy so far
+    assert r.scorer._backend is None  # numpy so far
     monkeypatch.setattr(search, "NUMPY_BUDGET_S", 0.0)
     again = r.rank_many([QUERIES[0]], 10)
-    assert r._backend is not None and r._backend.name == "numba"
+    assert r.scorer._backend is not None and r.scorer._backend.name == "numba"
     assert np.array_equal(first.topk.ids, again.topk.ids) and np.array_equal(first.topk.scores, again.topk.scores)
 
 
 def test_bodies_are_kept_within_their_budget_and_a_changed_file_is_read_again(tmp_path, monkeypatch):
     import os
 
-    import chitragupta.engine.search as search_mod
+    import chitragupta.engine.hits as search_mod
 
     ws = _ws(tmp_path, n=12)
     r = Retriever.open(ws)
@@ -266,9 +266,9 @@ def test_bodies_are_kept_within_their_budget_and_a_changed_file_is_read_again(tm
     assert [len(r.body(k).text) for k in keys[:3]] == sizes[:3] and len(reads) == 3
     r.body(keys[2]), r.body(keys[0])
     assert len(reads) == 3  # kept; least recently used first: keys[1], keys[2], keys[0]
-    monkeypatch.setattr(Retriever, "_BODY_CHARS", sizes[0] + sizes[3] + 1)
+    monkeypatch.setattr(search_mod, "BODY_CHARS", sizes[0] + sizes[3] + 1)
     r.body(keys[3])  # over budget: keys[1] then keys[2] go, keys[0] (used since) stays
-    assert len(reads) == 4 and r._body_chars == sizes[0] + sizes[3]
+    assert len(reads) == 4 and r.hits._body_chars == sizes[0] + sizes[3]
     r.body(keys[0])
     assert len(reads) == 4
     r.body(keys[1])

@@ -17,13 +17,13 @@ def run(args) -> int:
 
     from chitragupta.cli._common import open_workspace, print_notes
     from chitragupta.engine.dossier import LogRow, append_rows, expanded_text, payload_chars
-    from chitragupta.errors import UsageError
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.searcher import check_k
+    from chitragupta.service import open_searcher
 
-    if args.n < 1 or args.width < 1:
-        raise UsageError(f"-n and --width must be >= 1, got -n {args.n}, --width {args.width}")
+    check_k(args.n, "-n")
+    check_k(args.width, "--width")
     ws = open_workspace(args)
-    retriever = Retriever.open(ws)
+    retriever = open_searcher(ws, "bm25")
     resp = retriever.evidence(args.query, args.citekey, n=args.n, width=args.width)
     print_notes(retriever.index_notes() + resp.notes)
     if args.json:

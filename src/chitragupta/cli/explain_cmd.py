@@ -38,11 +38,11 @@ def run(args) -> int:
 
     from chitragupta.cli._common import open_workspace, progress_bar
     from chitragupta.engine.explain import explain
-    from chitragupta.engine.search import Retriever
+    from chitragupta.service import open_searcher
 
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
-        retriever = Retriever.open(ws, update=not args.no_update, progress=cb)
+        retriever = open_searcher(ws, "bm25", update=not args.no_update, progress=cb)
     ex = explain(retriever, args.query, args.citekey)
     print(json.dumps(ex.to_dict(), ensure_ascii=False, indent=1) if args.json else _fmt(ex))
     return 0

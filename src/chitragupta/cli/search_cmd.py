@@ -1,18 +1,18 @@
 """``chitragupta search``: one query as a table or JSON, or a batch of queries to a run file, for every
-engine. The engines are a table (``ENGINES``); each opens a searcher with the same three calls --
-``search(query, k, unit=, snippet_chars=)``, ``rank_many(queries, k, unit=)`` returning the one ``Ranked``
-type, ``index_notes(unit)`` -- so there is one single-query path and one batch path."""
+engine of the service registry (``chitragupta.service.registry``). The request is checked once
+(``service.request.SearchRequest``) and run on the searcher the registry opens -- every engine has the
+same calls -- so there is one single-query path and one batch path."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Callable
 
 
 def add_arguments(p) -> None:
     from chitragupta.device import DEVICES
+    from chitragupta.engine.searcher import UNIT_HELP
     from chitragupta.kernels.dispatch import BACKENDS
+    from chitragupta.service import registry
 
     p.add_argument("query", nargs="?", help="the query (omit with --queries)")
     p.add_argument("-k", type=int, default=None, help="hits per query (default 10; 100 with --queries)")
@@ -27,56 +27,16 @@ def add_arguments(p) -> None:
     p.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where torch runs: BM25's torch backend ([retrieval].device), or the embedding model "
                         "for --engine embed / hybrid ([enrich].device)")
-    p.add_argument("--snippet-chars", type=int, default=None, help="snippet width (default: [retrieval].snippet_chars)")
-    p.add_argument("--unit", choices=["document", "passage"], default="document",
-                   help="rank whole documents (default) or the sidecar's paragraphs (BM25 and hybrid)")
-    p.add_argument("--engine", choices=list(ENGINES), default="bm25",
-                   help="; ".join(f"{name}: {e.help}" for name, e in ENGINES.items()))
+    p.add_argument("--snippet-chars", type=int, default=None,
+                   help="snippet width (default: [retrieval].snippet_chars; 0: no snippet)")
+    p.add_argument("--unit", choices=list(registry.all_units()), default=None,
+                   help="what is ranked (default: the engine's first): " + "; ".join(
+                       f"{u}: {UNIT_HELP.get(u, u)} (--engine {' or '.join(s.name for s in registry.ENGINES.values() if u in s.units)})"
+                       for u in registry.all_units()))
+    p.add_argument("--engine", choices=list(registry.names()), default=registry.DEFAULT_ENGINE,
+                   help="; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values()))
     p.add_argument("--no-update", action="store_true", help="search the index as it is, even if the ledger changed")
     p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
-
-
-SNIPPET_MAX = 2**31 - 1  # as [retrieval].snippet_chars allows
-
-
-@dataclass(frozen=True)
-class Engine:
-    """One search engine of the CLI: how it opens, which ``--unit`` values it takes, what its log says."""
-
-    open: Callable  # (workspace, args, progress) -> a searcher
-    units: tuple[str, ...]
-    help: str
-    backend: bool = False  # takes --backend
-
-
-def _open_bm25(ws, args, progress):
-    from chitragupta.engine.search import Retriever
-
-    return Retriever.open(ws, update=not args.no_update, backend=args.backend, device=args.device, progress=progress)
-
-
-def _open_embed(ws, args, _progress):
-    from chitragupta.enrich.search import EmbedSearcher
-
-    return EmbedSearcher.open(ws, device=args.device)
-
-
-def _open_hybrid(ws, args, progress):
-    from chitragupta.enrich.hybrid import HybridSearcher
-
-    return HybridSearcher.open(ws, unit=args.unit, update=not args.no_update, backend=args.backend,
-                               device=args.device, progress=progress)
-
-
-ENGINES: dict[str, Engine] = {
-    "bm25": Engine(_open_bm25, ("document", "passage"), "BM25 (default)", backend=True),
-    "embed": Engine(_open_embed, ("document",),
-                    "the embedding index `chitragupta enrich --stages embed` builds (ranks 200-word chunks, "
-                    "citekey#n; needs the enrich extra)"),
-    "hybrid": Engine(_open_hybrid, ("document", "passage"),
-                     "BM25 and the embedding index fused per source ([hybrid] in the config; BM25 alone, "
-                     "with a note, when the embedding index is missing)", backend=True),
-}
 
 
 def _table(resp) -> str:
@@ -113,28 +73,31 @@ def print_response(resp, as_json: bool) -> None:
 
 
 def _command(args) -> str:
-    cmd = "search" if args.engine == "bm25" else f"search --engine {args.engine}"
+    from chitragupta.service.registry import DEFAULT_ENGINE
+
+    cmd = "search" if args.engine == DEFAULT_ENGINE else f"search --engine {args.engine}"
     return cmd + (" --queries" if args.queries else "")
 
 
-def _unit_label(searcher, args) -> str:
-    return getattr(searcher, "UNIT", None) or (args.unit if args.engine == "bm25" else f"hybrid-{args.unit}")
+def _unit_label(req) -> str:
+    from chitragupta.service.registry import DEFAULT_ENGINE
+
+    unit = req.resolved_unit
+    return unit if req.engine == DEFAULT_ENGINE else f"{req.engine} {unit}"
 
 
-def _single(args, searcher, ws) -> int:
-    k = args.k or 10
-    unit = args.unit if args.engine != "embed" else None
-    resp = searcher.search(args.query, k=k, unit=unit, snippet_chars=args.snippet_chars)
+def _single(args, req, searcher, ws) -> int:
+    resp = req.run_one(searcher, args.query)
     print_response(resp, args.json)
     if args.log:
         from chitragupta.engine.dossier import LogRow, append_rows, expanded_text, payload_chars
 
-        append_rows(ws, args.log, [LogRow(_command(args), _unit_label(searcher, args), args.query,
-                                          expanded_text(resp.notes), k, len(resp.hits), payload_chars(resp.hits))])
+        append_rows(ws, args.log, [LogRow(_command(args), _unit_label(req), args.query, expanded_text(resp.notes),
+                                          req.k_for(False), len(resp.hits), payload_chars(resp.hits))])
     return 0
 
 
-def _batch(args, searcher, ws) -> int:
+def _batch(args, req, searcher, ws) -> int:
     from pathlib import Path
 
     from chitragupta.cli._common import print_notes, print_problems
@@ -152,10 +115,10 @@ def _batch(args, searcher, ws) -> int:
         raise UsageError(f"{args.queries}: no query to run: {why}; "
                          + ("nothing written to stdout" if args.run == "-" else f"{args.run} left as it was"))
     print_problems(problems)
-    k = args.k or 100
+    k = req.k_for(True)
     qids = [qid for qid, _ in queries]
-    unit = args.unit if args.engine != "embed" else None
-    ranked = searcher.rank_many([text for _, text in queries], k, unit=unit)
+    unit = req.resolved_unit
+    ranked = req.run_many(searcher, [text for _, text in queries])
     with open_output(args.run) as out:
         for chunk in ranked.run_chunks(qids, fmt="jsonl" if args.json else "trec"):
             out.write(chunk)
@@ -167,10 +130,10 @@ def _batch(args, searcher, ws) -> int:
 
         all_notes = ranked.notes
         append_rows(ws, args.log, [
-            LogRow(_command(args), ranked.unit, text, expanded_text(all_notes[q]), k, int(counts[q]),
+            LogRow(_command(args), ranked.label, text, expanded_text(all_notes[q]), k, int(counts[q]),
                    sum(len(x) + 1 for x in format_run_lines(qid, ranked.docids(q))))
             for q, (qid, text) in enumerate(queries)])
-    unmatched = ranked.unmatched() if args.engine == "bm25" else 0
+    unmatched = ranked.unmatched() if ranked.engine == "bm25" else 0
     if unmatched:
         notes.append(f"{unmatched} of {len(queries)} queries had no indexable term that the index holds, and got no hits")
     print_notes(notes)
@@ -184,9 +147,9 @@ def _batch(args, searcher, ws) -> int:
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, progress_bar
     from chitragupta.errors import UsageError
+    from chitragupta.service import open_searcher
+    from chitragupta.service.request import SearchRequest
 
-    if args.k is not None and args.k < 1:
-        raise UsageError(f"-k must be >= 1, got {args.k}")
     if args.queries or args.run:
         if not (args.queries and args.run):
             raise UsageError("batch mode needs both --queries Q.jsonl and --run OUT.trec (--run - for stdout)")
@@ -194,16 +157,10 @@ def run(args) -> int:
             raise UsageError("give either a QUERY or --queries, not both")
     elif not args.query:
         raise UsageError('give a QUERY, e.g. chitragupta search "digital twin fidelity", or --queries Q.jsonl --run OUT.trec')
-    if args.snippet_chars is not None and not 1 <= args.snippet_chars <= SNIPPET_MAX:
-        raise UsageError(f"--snippet-chars must be an integer in [1, {SNIPPET_MAX}], got {args.snippet_chars}")
-    engine = ENGINES[args.engine]
-    if args.unit not in engine.units:
-        raise UsageError(f"--unit {args.unit} is for --engine bm25 or hybrid; --engine {args.engine} ranks its own "
-                         "unit, 200-word chunks (each hit names its chunk as citekey#n)")
-    if args.backend is not None and not engine.backend:
-        raise UsageError(f"--backend chooses BM25's scoring backend; --engine {args.engine} does not use it "
-                         "(its device is [enrich].device)")
+    req = SearchRequest.checked(flags=True, engine=args.engine, unit=args.unit, k=args.k,
+                                snippet_chars=args.snippet_chars)
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
-        searcher = engine.open(ws, args, cb)
-    return _batch(args, searcher, ws) if args.queries else _single(args, searcher, ws)
+        searcher = open_searcher(ws, req.engine, update=not args.no_update, backend=args.backend,
+                                 device=args.device, progress=cb)
+    return _batch(args, req, searcher, ws) if args.queries else _single(args, req, searcher, ws)

@@ -1,9 +1,10 @@
 """``chitragupta serve -w WS``: a Model Context Protocol server over stdio that keeps the workspace's
-engines warm (``chitragupta.cli.warm``) for an agent skill calling it again and again.
+engines warm (``chitragupta.service.warm``) for an agent skill calling it again and again.
 
 Tools, each answering JSON (structured content, and the same JSON as text):
 
-    search    {query, k=10, engine="bm25"|"embed"|"hybrid", unit="document"|"passage", snippet_chars?}
+    search    {query, k=10, engine=one of the registry's (default "bm25"), unit? (the engine's first),
+               snippet_chars?}
               -> {"hits": [{citekey, title, score, snippet, page, passage}], "notes": [{kind, text}]}
     evidence  {citekey, query, n=2, width=600}  -> {"hits": [...], "notes": [...]}
     explain   {query, citekey}                  -> each query term's tf, idf and contribution, the rank
@@ -57,13 +58,28 @@ def build_server(warm) -> Any:
         except ChitraguptaError as err:  # what the CLI prints as "error: ..."
             raise ToolError(str(err)) from None
 
-    @server.tool()
-    async def search(query: str, k: int = 10, engine: Literal["bm25", "embed", "hybrid"] = "bm25",
-               unit: Literal["document", "passage"] = "document", snippet_chars: int | None = None) -> dict[str, Any]:
-        """Rank the bibliography's sources for a query. engine: bm25 (default; exact words), embed (meaning, needs
-        `chitragupta enrich --stages embed`), hybrid (both, fused per source). unit: document (default) or passage
-        (a source's paragraphs; needs docling sidecars). Returns citable hits, best first, and notes."""
+    from chitragupta.engine.searcher import UNIT_HELP
+    from chitragupta.service import registry
+
+    Engine = Literal[registry.names()]  # the registry's engines, whatever they are when the server starts
+    Unit = Literal[registry.all_units()]
+
+    async def search(query: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE, unit: Unit | None = None,
+                     snippet_chars: int | None = None) -> dict[str, Any]:
         return call(warm.search, query, k=k, engine=engine, unit=unit, snippet_chars=snippet_chars)
+
+    # the annotations as objects (this module's annotations are strings, and these two are local names)
+    search.__annotations__ = {"query": str, "k": int, "engine": Engine, "unit": Unit | None,
+                              "snippet_chars": int | None, "return": dict[str, Any]}
+    search.__doc__ = (
+        "Rank the bibliography's sources for a query. engine: "
+        + "; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values())
+        + ". unit (default: the engine's first): "
+        + "; ".join(f"{u}: {UNIT_HELP.get(u, u)} (engine {' or '.join(s.name for s in registry.ENGINES.values() if u in s.units)})"
+                    for u in registry.all_units())
+        + ". snippet_chars: the snippet width (default: the configured one; 0: none). "
+          "Returns citable hits, best first, and notes.")
+    server.tool()(search)
 
     @server.tool()
     async def evidence(citekey: str, query: str, n: int = 2, width: int = 600) -> dict[str, Any]:
@@ -87,7 +103,7 @@ def build_server(warm) -> Any:
 def run(args) -> int:
     import logging
 
-    from chitragupta.cli.warm import WarmEngines
+    from chitragupta.service.warm import WarmEngines
 
     logging.getLogger("mcp").setLevel(logging.WARNING)
     warm = WarmEngines(args.workspace, args.config, update=not args.no_update, device=args.device)

@@ -38,7 +38,8 @@ def run(args) -> int:
     from chitragupta.cli._common import open_workspace, print_notes, print_problems, progress_bar
     from chitragupta.engine.corpus.jsonl import read_queries
     from chitragupta.engine.evaluation import parse_measures, read_qrels
-    from chitragupta.engine.search import Retriever, check_k
+    from chitragupta.engine.searcher import check_k
+    from chitragupta.service import open_searcher
     from chitragupta.engine.sweep import (MAX_GRID_POINTS, check_grid_size, check_out_dir, file_stem,
                                           judged_queries, parse_range, run_sweep, write_sweep)
     from chitragupta.errors import UsageError
@@ -61,7 +62,7 @@ def run(args) -> int:
     judged_queries(queries, qrels.judgments, skip_missing=args.skip_missing)  # none judged: an error, not zeros
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
-        retriever = Retriever.open(ws, progress=cb)
+        retriever = open_searcher(ws, "bm25", progress=cb)
     result = run_sweep(retriever, queries, qrels.judgments, k1s, bs, args.metric, titles=titles,
                        abstracts=abstracts, k=args.k, backend=args.backend, device=args.device,
                        skip_missing=args.skip_missing)

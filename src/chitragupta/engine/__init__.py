@@ -16,7 +16,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Retriever": "chitragupta.engine.search",
-    "Ranked": "chitragupta.engine.search",
+    "BM25Searcher": "chitragupta.engine.search",
+    "Searcher": "chitragupta.engine.searcher",
+    "Ranked": "chitragupta.engine.results",
     "SearchResult": "chitragupta.engine.results",
     "SearchResponse": "chitragupta.engine.results",
     "Note": "chitragupta.engine.results",

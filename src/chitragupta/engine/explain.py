@@ -64,7 +64,7 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     """Explain ``citekey``'s BM25 document score for ``query`` under the retriever's k1, b and field
     weights (its configuration). UsageError for an unknown citekey (with near names)."""
     index, params = retriever.index, retriever.params
-    doc = retriever._doc(citekey)
+    doc = retriever.doc_id(citekey)
     p = index.raw_postings  # read as the numpy scorer reads it: each slice checked
     plan = retriever.plan([query])
     batch, parsed = plan.batch, plan.parsed[0]
@@ -95,7 +95,7 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
         rows.append(TermScore(term=index.vocab[t], origin="query" if t in typed_ids else "expansion",
                               df=hi - lo, idf=float(idf[t]), tf=tf, tf_fields=fields, tf_weighted=w,
                               contribution=contrib))
-    ex = Explanation(query=query, citekey=citekey, title=retriever._rows[doc][1], k1=params.k1, b=params.b,
+    ex = Explanation(query=query, citekey=citekey, title=retriever.title(citekey), k1=params.k1, b=params.b,
                      field_weights=dict(params.field_weights), doc_len=int(dl), avgdl=avgdl, norm=norm,
                      n_docs=p.n_docs, terms=rows, dropped=dropped, unknown=unknown)
     ex.score = total

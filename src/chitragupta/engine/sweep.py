@@ -213,8 +213,8 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
     ``grid``: the document unit of ``retriever``'s index, ``queries`` as (qid, text), top ``k``. The grid
     is scored in blocks whose top-k arrays fit ``RESULT_BUDGET_BYTES``, each block in one pass."""
     from chitragupta.engine.evaluation import evaluate, parse_measures
-    from chitragupta.engine.ranked import Ranked
-    from chitragupta.engine.search import check_k
+    from chitragupta.engine.results import Ranked
+    from chitragupta.engine.searcher import check_k
     from chitragupta.kernels.sweep import sweep
 
     k = check_k(k)
@@ -276,7 +276,7 @@ def run_sweep(retriever, queries: Mapping[str, str] | Sequence[tuple[str, str]],
     """Score the grid k1s x bs (x title weights x abstract weights; by default the workspace's weights)
     on the judged ``queries`` and evaluate ``metric`` at each point, plus the workspace's own point."""
     from chitragupta.engine.evaluation import cutoff_of, parse_measures
-    from chitragupta.engine.search import check_k
+    from chitragupta.engine.searcher import check_k
     from chitragupta.kernels.sweep import grid_of
 
     k = check_k(k)

@@ -1,9 +1,13 @@
-"""What the embed stage reads for one document, and how it is cut into overlapping word chunks.
+"""What the embed and topic stages read for one document, and how it is cut into overlapping word chunks.
 
-    document_text(ws, citekey, parsed_path) -> str     content/docling/<name>.md when the docling stage
-                                                       wrote one, else the parsed text before the
-                                                       reference cut (chitragupta.engine.index.source.load_body)
+    document_text(ws, citekey, parsed_path) -> str     the text BM25 indexes after the row's title:
+                                                       chitragupta.engine.index.source.row_body (the
+                                                       reference cut, the appendix rule, the hyphen join)
     chunk_spans(text, words=200, overlap=40) -> [(start, end), ...]   character offsets into ``text``
+
+One text path: whether a row's text came from pdftotext, docling (a sidecar) or a JSONL import, the chunks
+that are embedded and the documents topics see are cut from the very string the document index tokenizes
+and the snippets quote. The docling stage's Markdown (``content/docling/<name>.md``) is not read here.
 
 A chunk is ``words`` whitespace-separated words; consecutive chunks share ``overlap`` words, so the step
 is ``words - overlap``. Offsets are kept so a hit's snippet is cut from the very text that was encoded.
@@ -15,14 +19,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from chitragupta.engine.index.source import load_body, read_text
-from chitragupta.engine.text.refcut import is_appendix_heading, is_reference_heading
+from chitragupta.engine.index.source import row_body
 from chitragupta.engine.workspace import Workspace, safe_name
 
-__all__ = ["chunk_spans", "document_text", "docling_name", "docling_paths", "cut_markdown_references"]
+__all__ = ["chunk_spans", "document_text", "docling_name", "docling_paths"]
 
 _WORD = re.compile(r"\S+")
-_MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$", re.MULTILINE)
 
 
 def chunk_spans(text: str, words: int = 200, overlap: int = 40) -> list[tuple[int, int]]:
@@ -68,37 +70,9 @@ def docling_paths(ws: Workspace, citekey: str, parsed_path: str | None) -> tuple
     return ws.inside_content(folder / f"{name}.md"), ws.inside_content(folder / f"{name}.json")
 
 
-def cut_markdown_references(md: str) -> str:
-    """Markdown without its reference list: from its last heading whose text is a reference heading
-    (References, Bibliography, ...) up to the first later heading that opens an appendix, the rule the
-    corpus layer applies to a sidecar (``chitragupta.engine.text.refcut``); unchanged when there is none."""
-    cut = None
-    heads = list(_MD_HEADING.finditer(md))
-    for n, m in enumerate(heads):
-        if is_reference_heading({"label": "section_header", "text": m.group(2)}):
-            cut = n
-    if cut is None:
-        return md
-    start = heads[cut].start()
-    for m in heads[cut + 1:]:
-        if is_appendix_heading({"label": "section_header", "text": m.group(2)}):
-            return md[:start] + md[m.start():]
-    return md[:start].rstrip()
-
-
 def document_text(ws: Workspace, citekey: str, parsed_path: str | None) -> str:
-    """The text the embed (and topic) stage reads for one ledger row.
-
-    ``content/docling/<name>.md`` when present (better reading order), cut at its reference heading;
-    else the parsed text with the corpus layer's reference cut when it has a sidecar
-    (``content/parsed/<name>.passages.json``); "" when the row has no text on disk.
-    """
-    md, _json = docling_paths(ws, citekey, parsed_path)
-    if md.is_file():
-        return cut_markdown_references(read_text(md))
-    if not parsed_path:
-        return ""
-    path = ws.absolute(parsed_path)
-    if not path.is_file():
-        return ""
-    return load_body(path).text
+    """The text the embed (and topic) stage reads for one ledger row: exactly the text the document index
+    reads after the row's title (``chitragupta.engine.index.source.row_body``: its reference span cut,
+    appendices kept, line-end hyphens joined); "" when the row has no text on disk. ``citekey`` is unused:
+    the parsed path names the file."""
+    return row_body(ws.root, parsed_path).text

@@ -1,6 +1,6 @@
 """The docling stage: each ledger row's source document converted to Markdown and DoclingDocument JSON.
 
-    content/docling/<name>.md      docling's Markdown export (what the embed stage prefers to read)
+    content/docling/<name>.md      docling's Markdown export (for reading: no stage reads it)
     content/docling/<name>.json    docling's full DoclingDocument JSON (the richer structural sidecar)
     content/docling/manifest.json  per citekey: the file name and the source's path, size and mtime
 

@@ -81,9 +81,9 @@ def text_hash(title: str, text: str) -> str:
     return h.hexdigest()
 
 
-# 2: issue 21 (appendices kept, hyphens joined). Bump when document_text's rules change: every stamp then
-# differs and texts are re-read
-TEXT_RULES = "2"
+# 2: issue 21 (appendices kept, hyphens joined); 3: issue 29 (the index's text, never docling's Markdown).
+# Bump when document_text's rules change: every stamp then differs and texts are re-read
+TEXT_RULES = "3"
 
 
 class InputStamps:

@@ -30,9 +30,9 @@ from typing import Sequence
 import numpy as np
 
 from chitragupta.engine.config import Config
-from chitragupta.engine.ranked import Ranked, SearchCalls
-from chitragupta.engine.results import Note, SearchResponse, SearchResult
-from chitragupta.engine.search import Retriever, check_k
+from chitragupta.engine.results import Note, Ranked, SearchResponse, SearchResult
+from chitragupta.engine.search import BM25Searcher
+from chitragupta.engine.searcher import Searcher, check_k, check_max_per_source
 from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import ConfigError, UsageError
 from chitragupta.kernels.types import TopK
@@ -138,16 +138,22 @@ def fuse(bm25_ids: np.ndarray, bm25_scores: np.ndarray, dense_ids: np.ndarray, d
                  passage=grid(aux_b[sel], -1, np.int64), chunk=grid(aux_d[sel], -1, np.int64))
 
 
-class HybridSearcher(SearchCalls):
+class HybridSearcher(Searcher):
     """BM25 (``unit`` "document" or "passage") fused with the embedding index. Create with :meth:`open`,
-    or from an open ``Retriever`` and ``EmbedSearcher`` (None: BM25 alone, ``dense_notes`` saying why)."""
+    or from an open ``BM25Searcher`` and ``EmbedSearcher`` (None: BM25 alone, ``dense_notes`` saying why).
+    ``unit`` is the default of calls that give none; every call may name the other."""
 
-    def __init__(self, retriever: Retriever, dense, unit: str = "document", dense_notes: list[Note] | None = None):
+    NAME = "hybrid"
+    UNITS = BM25Searcher.UNITS
+
+    def __init__(self, retriever: BM25Searcher, dense, unit: str = "document", dense_notes: list[Note] | None = None,
+                 dense_failed_at: tuple | None = None):
         self.retriever = retriever
         self.workspace: Workspace = retriever.workspace
         self.dense = dense  # an EmbedSearcher, or None: BM25 alone (dense_notes say why)
-        self.unit = retriever._check_unit(unit)
+        self.unit = self.check_unit(unit)
         self._dense_notes = list(dense_notes or [])
+        self._dense_failed_at = dense_failed_at  # the store's signature when opening it failed
         if dense is not None:
             partial = coverage_note(self.workspace, dense)
             if partial is not None:  # a partial index would rank the sources it lacks below BM25's order
@@ -168,15 +174,27 @@ class HybridSearcher(SearchCalls):
         ``[enrich].embed_model``. A missing or unusable embedding index is not an error: the searcher
         then ranks by BM25 alone, with a note naming the command that builds it. ``device`` is the
         embedding side's (``[enrich].device``); ``backend`` BM25's."""
+        from chitragupta.enrich.search import store_signature
+
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
-        if unit not in Retriever.UNITS:
-            raise UsageError(f"unknown unit {unit!r}; allowed: {', '.join(Retriever.UNITS)}")
-        retriever = Retriever.open(ws, update=update, backend=backend, progress=progress)
+        cls.check_unit(cls, unit)
+        retriever = BM25Searcher.open(ws, update=update, backend=backend, progress=progress)
         dense, notes = open_dense(ws, device)
-        return cls(retriever, dense, unit, notes)
+        return cls(retriever, dense, unit, notes, None if dense is not None else store_signature(ws))
+
+    def changed(self) -> bool:
+        """Whether either side moved on since this searcher opened: BM25's workspace, the embedding
+        store saved again, or a store that could not be opened then has appeared or changed since."""
+        from chitragupta.enrich.search import store_signature
+
+        if self.retriever.changed():
+            return True
+        if self.dense is not None:
+            return self.dense.changed()
+        return store_signature(self.workspace) != self._dense_failed_at
 
     def _unit(self, unit: str | None) -> str:
-        return self.unit if unit is None else self.retriever._check_unit(unit)
+        return self.unit if unit is None else self.check_unit(unit)
 
     # -- notes --------------------------------------------------------------------------------------
     def index_notes(self, unit: str | None = None) -> list[Note]:
@@ -246,11 +264,14 @@ class HybridSearcher(SearchCalls):
         out_rows = np.where(keep_sorted, np.take_along_axis(chunks, order, 1), -1)
         return ids, out_scores, out_rows
 
-    def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None) -> Ranked:
+    def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
+                  max_per_source: int | None = None) -> Ranked:
         """Fuse BM25's and the embedding index's top ``max(depth, k)`` sources per query; keep k.
         ``topk.ids`` are rows of the BM25 document index; ``columns`` hold each source's rank in either
-        list (0: absent), its best BM25 passage and its best chunk (-1: none)."""
+        list (0: absent), its best BM25 passage and its best chunk (-1: none). A fused list holds each
+        source once, so any ``max_per_source`` (checked as every engine checks it) is met."""
         k = check_k(k)
+        check_max_per_source(max_per_source)
         unit = self._unit(unit)
         queries = list(queries)
         cfg = self.workspace.config.hybrid
@@ -262,19 +283,19 @@ class HybridSearcher(SearchCalls):
         weight_bm25 = cfg.weight_bm25 if self.dense is not None else 1.0  # BM25 alone: its own order
         fused = fuse(b_ids, b_scores, d_ids, d_scores, k, method=cfg.method, rrf_k=cfg.rrf_k,
                      weight_bm25=weight_bm25, weight_dense=weight_dense, bm25_aux=b_aux, dense_aux=d_rows)
-        return Ranked(TopK(fused.ids, fused.scores), queries, unit=f"hybrid-{unit}",
+        return Ranked(TopK(fused.ids, fused.scores), queries, unit=unit, engine=self.NAME,
                       table=self.retriever.index.citekeys, plan=ranked.plan, tag=RUN_TAG,
                       columns={"bm25_rank": fused.bm25_rank, "dense_rank": fused.dense_rank,
                                "passage": fused.passage, "chunk": fused.chunk})
 
     # -- citable hits -------------------------------------------------------------------------------
     def _hit(self, ranked: Ranked, q: int, j: int, terms: list[str], width: int, cache: dict,
-             query: str) -> SearchResult:
+             dense_terms: list[str]) -> SearchResult:
         doc, score = int(ranked.topk.ids[q, j]), float(ranked.topk.scores[q, j])
         cols = ranked.columns
         passage = int(cols["passage"][q, j])
         r = self.retriever
-        by_passage = ranked.unit == "hybrid-passage"
+        by_passage = ranked.unit == "passage"
         if by_passage and passage >= 0:
             return r.passage_hit(passage, score, cache)
         if not by_passage and cols["bm25_rank"][q, j] > 0:
@@ -284,20 +305,19 @@ class HybridSearcher(SearchCalls):
         if not hit.snippet and row >= 0 and width:
             # BM25 did not retrieve it (no query term, or below its depth): quote the chunk that did
             hit = SearchResult(citekey=hit.citekey, title=hit.title, score=score,
-                               snippet=self.dense.snippet(row, query, width), page=None,
+                               snippet=self.dense.snippet(row, dense_terms, width), page=None,
                                passage=int(self.dense.store.chunk_no[row]) if by_passage else None)
         return hit
 
     def responses(self, ranked: Ranked, *, snippet_chars: int | None = None) -> list[SearchResponse]:
         """``ranked`` (from ``rank_many``) as citable hits; ``snippet_chars`` as for BM25 (None: configured)."""
-        width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else int(snippet_chars)
-        if width < 0:
-            raise UsageError(f"snippet_chars must be >= 0, got {snippet_chars!r}")
+        width = self.snippet_width(snippet_chars)
         terms, notes = ranked.terms, ranked.notes
         out, cache = [], {}
         for q, query in enumerate(ranked.queries):
             n = int((ranked.topk.ids[q] >= 0).sum())
-            hits = [self._hit(ranked, q, j, terms[q], width, cache, query) for j in range(n)]
+            dense_terms = self.dense.query_terms(query) if self.dense is not None and width and n else []
+            hits = [self._hit(ranked, q, j, terms[q], width, cache, dense_terms) for j in range(n)]
             out.append(SearchResponse(query=query, hits=hits, notes=list(notes[q]), terms=terms[q], unit=ranked.unit))
         return out
 

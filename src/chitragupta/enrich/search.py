@@ -8,7 +8,9 @@ A query is encoded by the store's model, and the k x ``[enrich].embed_overfetch`
 fetched by exact inner product (vectors are L2-normalised, so the score is cosine similarity, higher
 first; ties by chunk order). The optional cross-encoder (``[enrich].rerank_model``) reorders that list,
 then each citekey is capped at ``[enrich].embed_max_passages_per_source`` chunks, *then* it is cut to k:
-a dominant source's excess promotes another source's chunk instead of shortening the list.
+a dominant source's excess promotes another source's chunk instead of shortening the list, and a list
+that still falls short while more chunks exist is fetched again deeper (``engine.searcher.deepen_capped``,
+as BM25's passages are).
 
 Search runs where ``[enrich].device`` resolves: FAISS on the GPU when faiss has GPU support, else a
 torch matmul on CUDA, else FAISS on the CPU. All three are exact, so only speed differs.
@@ -25,9 +27,8 @@ import numpy as np
 
 from chitragupta.engine.config import Config
 from chitragupta.errors import UsageError, WorkspaceError
-from chitragupta.engine.ranked import Ranked, SearchCalls
-from chitragupta.engine.results import Note, SearchResponse, SearchResult
-from chitragupta.engine.search import check_k
+from chitragupta.engine.results import Note, Ranked, SearchResponse, SearchResult
+from chitragupta.engine.searcher import Searcher, check_k, check_max_per_source, deepen_capped
 from chitragupta.engine.text.windows import choose_windows, normalize_ws
 from chitragupta.engine.workspace import Workspace
 from chitragupta.extras import require
@@ -68,10 +69,12 @@ def _lead(text: str, width: int) -> str:
     return flat[:cut if cut > 0 else width]
 
 
-class EmbedSearcher(SearchCalls):
+class EmbedSearcher(Searcher):
     """Search a workspace's embedding store. Create with :meth:`open`."""
 
+    NAME = "embed"
     UNIT = "chunk"
+    UNITS = (UNIT,)
 
     def __init__(self, ws: Workspace, store, encoder, device: str, folder: Path, reranker=None):
         self.workspace = ws
@@ -223,84 +226,92 @@ class EmbedSearcher(SearchCalls):
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
                   max_per_source: int | None = None) -> Ranked:
         """Per query, up to k chunks best first (``topk.ids``: chunk rows of the store): over-fetch, rerank
-        if configured, cap (at ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut.
+        if configured, cap (at ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut;
+        a capped list that falls short while more chunks exist is fetched again deeper.
         The key table is the store's citekeys; each hit's item is its chunk number."""
-        from chitragupta.kernels.topk import cap_per_source
-
-        self._check_unit(unit)
+        self.check_unit(unit)
         k = check_k(k)
+        cap = check_max_per_source(max_per_source)
         queries = list(queries)
         cfg = self.workspace.config.enrich
-        cap = int(cfg.embed_max_passages_per_source) if max_per_source is None \
-            else check_k(max_per_source, "max_per_source")
+        if cap is None:
+            cap = int(cfg.embed_max_passages_per_source)
         n_chunks = self.store.count
         top = TopK.empty(len(queries), k)
         if queries and n_chunks:
-            n = min(k * int(cfg.embed_overfetch), n_chunks)
-            qv = self.encoder.encode_queries(queries)
-            scores, rows = self._searcher()(np.ascontiguousarray(qv, dtype=np.float32), n)
-            scores, rows = np.asarray(scores, dtype=np.float32), np.asarray(rows, dtype=np.int64)
-            rows = np.where(rows < n_chunks, rows, -1)
-            # score descending, then chunk order: the same on every device; dead and padding entries last
+            qv = np.ascontiguousarray(self.encoder.encode_queries(queries), dtype=np.float32)
             doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
-            ok = rows >= 0
-            ok[ok] = self._live[doc[rows[ok]]]
-            order = np.lexsort((np.where(ok, rows, n_chunks), np.where(ok, -scores, np.inf)), axis=1)
-            rows = np.where(np.take_along_axis(ok, order, 1), np.take_along_axis(rows, order, 1), -1)
-            scores = np.take_along_axis(scores, order, 1)
-            if self.reranker is not None:
-                for q in range(len(queries)):
-                    m = int((rows[q] >= 0).sum())
-                    if m:
-                        pos, s = self.reranker.order(queries[q], [self.store.chunk_text(int(x)) for x in rows[q, :m]])
-                        rows[q, :m], scores[q, :m] = rows[q, :m][pos], s
-            cols, _short = cap_per_source(rows, doc[np.where(rows >= 0, rows, 0)], cap, k)
-            got = cols >= 0
-            safe = np.where(got, cols, 0)
-            top.ids[:] = np.where(got, np.take_along_axis(rows, safe, 1), -1)
-            top.scores[:] = np.where(got, np.take_along_axis(scores, safe, 1).astype(np.float64), -np.inf)
+
+            def rank(todo: np.ndarray, depth: int):
+                rows, scores = self._nearest(qv[todo], depth, [queries[q] for q in todo.tolist()])
+                return rows, doc[np.where(rows >= 0, rows, 0)], scores
+
+            top.ids[:], top.scores[:] = deepen_capped(rank, len(queries), k, cap, n_chunks,
+                                                      k * int(cfg.embed_overfetch))
         hit = top.ids >= 0
         safe = np.where(hit, top.ids, 0)
         doc_rows = np.where(hit, np.asarray(self.store.chunk_doc, dtype=np.int64)[safe] if n_chunks else -1, -1)
         items = np.where(hit, np.asarray(self.store.chunk_no, dtype=np.int64)[safe] if n_chunks else -1, -1)
         return Ranked(top, queries, unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
-                      item_field="chunk")
+                      item_field="chunk", engine=self.NAME)
 
-    def _check_unit(self, unit: str | None) -> None:
-        if unit not in (None, self.UNIT):
-            raise UsageError(f"unit {unit!r} is for BM25; the embedding index ranks its own unit, 200-word chunks "
-                             "(each hit names its chunk as citekey#n)")
+    def _nearest(self, qv: np.ndarray, n: int, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores), each (len(qv), n): the ``n`` nearest chunks of each query vector, live ones only,
+        best first (score descending, then chunk order: the same on every device), reranked when a
+        cross-encoder is configured; -1 / -inf padding."""
+        n_chunks = self.store.count
+        scores, rows = self._searcher()(qv, n)
+        scores, rows = np.asarray(scores, dtype=np.float32), np.asarray(rows, dtype=np.int64)
+        rows = np.where(rows < n_chunks, rows, -1)
+        doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
+        ok = rows >= 0
+        ok[ok] = self._live[doc[rows[ok]]]
+        order = np.lexsort((np.where(ok, rows, n_chunks), np.where(ok, -scores, np.inf)), axis=1)
+        ok = np.take_along_axis(ok, order, 1)
+        rows = np.where(ok, np.take_along_axis(rows, order, 1), -1)
+        scores = np.where(ok, np.take_along_axis(scores, order, 1), -np.inf)
+        if self.reranker is not None:
+            for q in range(len(queries)):
+                m = int((rows[q] >= 0).sum())
+                if m:
+                    pos, s = self.reranker.order(queries[q], [self.store.chunk_text(int(x)) for x in rows[q, :m]])
+                    rows[q, :m], scores[q, :m] = rows[q, :m][pos], s
+        return rows, scores
 
     def citekey(self, row: int) -> str:
         return self.store.citekeys[int(self.store.chunk_doc[row])]
 
     # -- citable hits --------------------------------------------------------------------------------
-    def snippet(self, row: int, query: str, width: int) -> str:
-        """The chunk's text, whitespace-normalised; when wider than ``width``, the window of that width in
-        the chunk holding the most query words (the shared window chooser), else its first words."""
+    def query_terms(self, query: str) -> list[str]:
+        """The words of ``query`` a snippet window looks for (worked out once per query, not per hit)."""
         from chitragupta.engine.tokenize import query_terms
 
+        return query_terms(query)[0]
+
+    def snippet(self, row: int, terms: list[str], width: int) -> str:
+        """The chunk's text, whitespace-normalised; when wider than ``width``, the window of that width in
+        the chunk holding the most of ``terms`` (the shared window chooser), else its first words."""
         text = self.store.chunk_text(row)
-        if len(normalize_ws(text)) <= width:
-            return normalize_ws(text)
-        wins = choose_windows(text, query_terms(query)[0], width, 1, stem=self._stem)
+        flat = normalize_ws(text)
+        if len(flat) <= width:
+            return flat
+        wins = choose_windows(text, terms, width, 1, stem=self._stem)
         return wins[0].text if wins else _lead(text, width)
 
-    def _hit(self, row: int, score: float, query: str, width: int) -> SearchResult:
+    def _hit(self, row: int, score: float, terms: list[str], width: int) -> SearchResult:
         d = int(self.store.chunk_doc[row])
         return SearchResult(citekey=self.store.citekeys[d], title=self._titles[d], score=score,
-                            snippet=self.snippet(row, query, width) if width else "",
+                            snippet=self.snippet(row, terms, width) if width else "",
                             passage=int(self.store.chunk_no[row]))
 
     def responses(self, ranked: Ranked, *, snippet_chars: int | None = None) -> list[SearchResponse]:
         """``ranked`` (from ``rank_many``) as citable hits; ``snippet_chars=None`` uses
         ``[retrieval].snippet_chars``, 0 skips snippets. A hit's ``passage`` is its chunk number."""
-        width = self.workspace.config.retrieval.snippet_chars if snippet_chars is None else int(snippet_chars)
-        if width < 0:
-            raise UsageError(f"snippet_chars must be >= 0, got {snippet_chars!r}")
+        width = self.snippet_width(snippet_chars)
         out = []
         for q, query in enumerate(ranked.queries):
             ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
-            hits = [self._hit(int(r), float(s), query, width) for r, s in zip(ids, scores) if r >= 0]
+            terms = self.query_terms(query) if width and (ids >= 0).any() else []
+            hits = [self._hit(int(r), float(s), terms, width) for r, s in zip(ids, scores) if r >= 0]
             out.append(SearchResponse(query=query, hits=hits, notes=[], unit=self.UNIT))
         return out

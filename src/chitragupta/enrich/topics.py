@@ -6,9 +6,9 @@ re-fits the whole corpus on every run. Only the encoding is cached.
 
 The pipeline, for every ledger row with text:
 
-1. The document is ``chitragupta.enrich.chunking.document_text`` (the docling Markdown when the docling stage wrote
-   one, else the parsed text, cut at its reference list), else its ledger abstract, as the embed stage
-   reads it; a row with neither is skipped and named.
+1. The document is ``chitragupta.enrich.chunking.document_text`` (the text the document index reads: the
+   reference cut, the appendix rule and the hyphen join applied), else its ledger abstract, as the embed
+   stage reads it; a row with neither is skipped and named.
 2. It is cut into 200-word chunks overlapping by 40 words and every chunk encoded through the embed
    stage's pipeline (``chitragupta.enrich.stream``: ``document_chunks``, ``encode_input`` -- the title on
    a line above the chunk --, an ``EncodeStream``, L2-normalised blocks; ``--ray`` reaches it as it
@@ -376,7 +376,7 @@ class EmbedCache:
 def _collect(ws: Workspace, rows) -> tuple[list[str], list[str], list[str], dict[str, str]]:
     """``(citekeys, titles, bodies, skipped)`` in citekey order.
 
-    A body is ``document_text`` (the docling Markdown or the parsed text), else the ledger abstract, as
+    A body is ``document_text`` (the text the document index reads), else the ledger abstract, as
     the embed stage reads it; a row with neither is skipped with its status as the reason.
     """
     from chitragupta.enrich.chunking import document_text

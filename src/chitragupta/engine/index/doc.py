@@ -34,8 +34,9 @@ from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_byte
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]
 
-SCHEMA_VERSION = 6  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
-# 5: the plain-text reference cut; 6: appendices after the reference list kept, line-end hyphens joined
+SCHEMA_VERSION = 7  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
+# 5: the plain-text reference cut; 6: appendices after the reference list kept, line-end hyphens joined;
+# 7: the one appendix test (issue 29)
 FIELDS = ("title", "abstract")
 KIND = "doc"
 

@@ -12,6 +12,12 @@ Only regular files are read: a FIFO, a device or a folder where a parsed ``.txt`
 expected is treated as missing (the ``.txt``: ``FLAG_TEXT_MISSING``) and never opened, so it cannot hang
 an index build or a snippet. Text without a sidecar has its reference list blanked by the plain-text rule
 (``chitragupta.engine.text.refcut.plain_reference_span``; appendices after it stay): ``plain_body``.
+
+One text path: ``load_body`` (and ``row_body``, the same from a ledger row's parsed path) is the one
+function that applies the reference cut, the appendix rule, the hyphen join and the front-matter end to a
+source's text, whether it came from pdftotext, docling or a JSONL import. The index, the snippets, the
+embed stage (``chitragupta.enrich.chunking.document_text``) and topics all read what it returns; docling's
+Markdown in ``content/docling/`` is read by none of them.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import numpy as np
 
 __all__ = ["RowView", "DocSource", "Body", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "FLAG_BAD_SIDECAR",
            "FLAG_NO_SIDECAR", "FLAG_HAS_ABSTRACT", "fingerprints", "read_text", "load_body", "plain_body",
-           "sidecar_path", "is_regular"]
+           "row_body", "sidecar_path", "is_regular"]
 
 FLAG_TEXT_MISSING = 1  # ledger says parsed, the .txt is gone: indexed on its title alone
 FLAG_NOT_PARSED = 2  # no-file or failed: indexed on its title alone
@@ -214,6 +220,18 @@ def load_body(text_path: Path | None) -> Body:
         return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items), abstract=abstract_of(kept),
                     front=items_front_end(kept, spans), ref_words=ref_words, after_words=after_words)
     return plain_body(text_path)
+
+
+def row_body(root: "Path | str", parsed_path: str | None) -> Body:
+    """The text a ledger row is read by after its title -- what the document index tokenizes, snippets and
+    evidence quote, the embed stage chunks and topics see -- whatever made its parsed text: the pdftotext
+    backend (a ``.txt``), docling (a ``.txt`` and its sidecar) or a JSONL import (a ``.txt``). It is
+    ``load_body`` of ``<root>/<parsed_path>``, found as the index's scan finds it (``fingerprints``): a
+    ledger path outside ``content/``, or anything but a regular file there, gives ``Body("")``."""
+    if not parsed_path or not _inside_content(parsed_path):
+        return Body("")
+    path = Path(root) / parsed_path
+    return load_body(path) if is_regular(path) else Body("")
 
 
 def plain_body(text_path: "Path | str | None") -> Body:

@@ -8,13 +8,15 @@ inline, ``sum-maries``). Indexed as it is, the word counts as ``sum`` and ``mari
 "sum-\nmaries". A split ``head-tail`` is joined when the joined word occurs in the document as a word of
 its own (not itself next to a hyphen) and
 
-- across a line break: the halves are not both such words -- ``state-of-the-\nart``, ``e-\nmail`` beside
-  ``mail`` keep their hyphens;
+- across a line break: the halves are not both such words -- ``data-\nbase`` beside ``data`` and
+  ``base`` keeps its hyphen. A word of one letter never counts (``e`` is no such word), so ``e-\nmail``
+  is joined when ``email`` stands alone in the document, and kept otherwise;
 - inline (where a line break may have been lost, or the author wrote the hyphen): neither half is such a
   word -- ``sum-maries``, ``prac-tice`` are joined, ``non-linear`` beside ``linear`` is not.
 
-Only ASCII letters are joined (the tokenizer's ``[a-z0-9]`` runs are what the join changes), and the
-tail must start lower-case (``Hewlett-Packard`` stays). The join keeps the text's length and lines: the
+Only ASCII letters are joined (the tokenizer's ``[a-z0-9]`` runs are what the join changes), the
+tail must start lower-case (``Hewlett-Packard`` stays), and a split inside a longer compound is not one
+(``state-of-the-\nart`` stays). The join keeps the text's length and lines: the
 hyphen and the line break move, as spaces and that same line break, to one side of the joined word, so
 every offset outside the word -- the snippets', the pages counted by form feeds -- still points into
 ``content/parsed/<key>.txt``. One function, applied where the index reads a body

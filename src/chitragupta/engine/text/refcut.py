@@ -4,11 +4,8 @@ With a sidecar, the span is found structurally: it starts at the *last* ``sectio
 whole text is References / Bibliography / Works Cited / Literature Cited (any case, optionally numbered:
 ``7 References``, ``VII. REFERENCES``). "Reference architecture" is not such a heading, and neither is
 the same word under another label. It ends where the paper's own text resumes: the first later
-``section_header`` that opens an appendix or supplement (``is_appendix_heading``: "Appendix",
-"Appendices", "A Appendix", "Appendix A: Proofs", "Supplementary Material", or a lettered section
-heading such as "A Proof of Lemma 2" or "B.1 Annotation"), else the end of the document. What lies
-between the list and an appendix (Acknowledgements, author biographies, "Competing interests") is cut
-with the list, as is everything after a list that no appendix follows.
+``section_header`` that opens an appendix or supplement (``is_appendix_heading``: the appendix test
+below), else the end of the document.
 
 Without one (the pdftotext backend, an imported corpus), ``plain_reference_span`` finds it by the lines
 of the text. A line is a reference heading when, on its own, it reads
@@ -26,11 +23,20 @@ alone on a line is a wrapped sentence or a figure's label. The span starts at th
   follows: 1 when under 1,000 characters do, none when nothing does), so a heading followed by prose is
   not cut.
 
-It ends at the first later whole line that opens an appendix (the sidecar's forms, with a lettered
-heading held to A-H, a capitalised title of at most 12 words, no year and no sentence break) *and* is
-not itself followed by what a reference list looks like (the marker test above): a wrapped reference
-line such as "A Neural Attention Model for" sits among years and is never taken for an appendix. Else
-the span runs to the end.
+**The appendix test** (the same words in README.md and ARCHITECTURE.md). The list ends at the first later
+heading that opens an appendix or supplement ("Appendix", "Appendix A: Proofs", "Supplementary Material",
+or a lettered heading such as "A Proof of Lemma 2" or "B.1 Annotation": a capital letter, A-H in plain
+text, then a capitalised title of at most 12 words with no year and no sentence break). In a docling
+sidecar a heading is a section_header item; in plain text a line is one only when it does not continue the
+line before it (that line does not end in a letter, a comma, a colon, a semicolon or a hyphen: a wrapped
+title such as "A Multiscale Approach to Integrated" continues its entry) and it is followed by prose, not
+by more entries: the 2,000 characters after it (all that follow, when fewer do) hold at least 150
+characters of text and fewer years, [n] entry numbers and venue words than 14 per 2,000 characters, in
+proportion for a shorter remainder. What lies between the list and an appendix (acknowledgements, author
+biographies) goes with it; with no appendix, the list runs to the end.
+
+(The numbers: ``PLAIN_WINDOW``, ``APPENDIX_MIN_CHARS``, ``APPENDIX_MAX_CITES``; a reference list holds
+~30 years, entry numbers and venue words in 2,000 characters, appendix prose that cites its sources 0-12.)
 
 Plain text is cut by blanking, not by removal (``cut_plain``): every character of the span but line
 and page breaks becomes a space, so the text the index reads, the snippets quote and the pages counted
@@ -47,7 +53,7 @@ from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
 
 __all__ = ["is_reference_heading", "is_appendix_heading", "reference_cut", "reference_span", "kept_items",
            "plain_reference_cut", "plain_reference_span", "cut_plain", "blank", "PLAIN_MIN_FRACTION",
-           "PLAIN_MIN_MARKERS", "PLAIN_WINDOW"]
+           "PLAIN_MIN_MARKERS", "PLAIN_WINDOW", "APPENDIX_MAX_CITES", "APPENDIX_MIN_CHARS"]
 
 _HEADING = re.compile(
     r"^\s*(?:(?:\d+(?:\.\d+)*|[ivxlcdm]+|[a-z])[.):]?\s+)?"
@@ -168,34 +174,45 @@ def plain_reference_cut(text: str) -> int | None:
 # what a reference entry names besides a year: where it appeared
 _VENUE = re.compile(r"Proceedings|Proc\.|arXiv|Journal|Conference|Transactions|Association for|pages \d|pp\.\s?\d"
                     r"|doi|https?://|Press|Workshop|Symposium", re.IGNORECASE)
-APPENDIX_MAX_CITES = 14  # years, entry numbers and venues in the PLAIN_WINDOW after an appendix heading, fewer than
+APPENDIX_MAX_CITES = 14  # years, entry numbers and venue words per PLAIN_WINDOW characters after a heading: fewer
+APPENDIX_MIN_CHARS = 150  # characters after a plain-text appendix heading, at least (an entry's tail is shorter)
 
 
-def _reads_as_references(after: str) -> bool:
-    """The text after a candidate appendix heading reads as more reference list: it holds at least
-    ``APPENDIX_MAX_CITES`` years, entry numbers and venue words (a reference list holds ~30 in 2,000
-    characters, appendix prose that cites its sources 5-12), or nothing at all."""
+def _followed_by_prose(after: str) -> bool:
+    """The text after a candidate appendix heading reads as prose, not as more entries (the module
+    docstring's appendix test): of its first ``PLAIN_WINDOW`` characters (all, when fewer follow), at
+    least ``APPENDIX_MIN_CHARS``, holding fewer years, entry numbers and venue words than
+    ``APPENDIX_MAX_CITES`` per ``PLAIN_WINDOW`` characters, in proportion for a shorter remainder."""
     window = after[:PLAIN_WINDOW]
-    if not window.strip():
-        return True
+    if len(window.strip()) < APPENDIX_MIN_CHARS:
+        return False
+    need = max(1, -(-APPENDIX_MAX_CITES * len(window) // PLAIN_WINDOW))  # the ceiling, at least 1
     found = 0
     for pattern in (_MARKER, _VENUE):
         for _m in pattern.finditer(window):
             found += 1
-            if found >= APPENDIX_MAX_CITES:
-                return True
-    return False
+            if found >= need:
+                return False
+    return True
+
+
+def _continues_previous_line(text: str, start: int) -> bool:
+    """The line at ``start`` continues the last non-blank line before it: that line ends in a letter, a
+    comma, a colon, a semicolon or a hyphen (a wrapped title, an author list running on)."""
+    before = text[max(0, start - 400):start].rstrip()
+    return bool(before) and (before[-1].isalpha() or before[-1] in ",:;-\u2010\u2013")
 
 
 def _plain_resume(text: str, start: int) -> int:
-    """The offset of the first whole line after ``start`` that opens an appendix and is followed by
-    prose, not by more reference list (``_reads_as_references``), else ``len(text)``."""
+    """The offset of the first whole line after ``start`` that passes the appendix test (a heading form,
+    not continuing the line before it, followed by prose), else ``len(text)``."""
     for m in _PLAIN_LINE.finditer(text, start):
         line = m.group(0)
         if line.isspace() or not _opens_appendix(line, _PLAIN_LETTERS):
             continue
-        if not _reads_as_references(text[m.end():m.end() + PLAIN_WINDOW]):
-            return m.start() + (len(line) - len(line.lstrip()))
+        at = m.start() + (len(line) - len(line.lstrip()))
+        if not _continues_previous_line(text, at) and _followed_by_prose(text[m.end() + 1:m.end() + 1 + PLAIN_WINDOW]):
+            return at
     return len(text)
 
 

@@ -1,0 +1,233 @@
+"""BM25 scoring of a workspace: its document and passage indexes, the backend a batch is scored on, and
+a batch of query strings to a ``Ranked`` (top-k arrays, no titles, no snippets).
+
+Which scorer: under ``[retrieval].backend = "auto"`` a batch of at most ``FEW_QUERIES`` queries is
+scored by the numpy scorer (``chitragupta.kernels.reference``: it reads only its terms' posting slices,
+checks them, and needs no JIT kernels, so one query from a cold process pays for nothing else), larger
+batches by the dispatch (numba, or torch on CUDA) once the index has passed its deep check. Both give
+the same ids and scores to the bit (tested); once numba has run in a process, small batches use it too,
+and a long-lived scorer (the MCP server) that has spent ``NUMPY_BUDGET_S`` scoring in numpy moves to
+numba: at a million documents a query's common terms cost numpy tens of milliseconds, numba's pruned
+kernel a few, and loading it (and checking every posting) is paid once. A configured backend other than
+auto is used for everything.
+
+An index found damaged while scoring is rebuilt once (with a note) and the batch ranked again.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from chitragupta.engine.expand import load_expander
+from chitragupta.engine.index.manage import OpenedIndex, open_current, rebuild
+from chitragupta.engine.index.store import IndexCorrupt
+from chitragupta.engine.query import QueryPlan
+from chitragupta.engine.results import Ranked
+from chitragupta.engine.searcher import deepen_capped
+from chitragupta.engine.workspace import Workspace
+from chitragupta.errors import IndexDamaged, UsageError
+from chitragupta.kernels import BM25Params, QueryBatch, TopK
+from chitragupta.kernels.dispatch import Backend, resolve, set_threads
+
+__all__ = ["BM25Scorer", "FEW_QUERIES", "NUMPY_BUDGET_S", "check_backend"]
+
+FEW_QUERIES = 8  # under backend "auto", batches this small are scored by numpy (module docstring)
+NUMPY_BUDGET_S = 1.0  # ... until a long-lived scorer has spent this long in numpy: then numba (see above)
+
+
+def check_backend(backend: str) -> None:
+    """UsageError unless ``backend`` names a scoring backend (checked when a searcher opens; the backend
+    itself is resolved when a batch first needs it)."""
+    from chitragupta.kernels.dispatch import BACKENDS
+
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+
+
+class _Rebuilt(Exception):
+    """An index was found damaged while scoring and has been rebuilt: rank the batch again."""
+
+
+class BM25Scorer:
+    """A workspace's BM25 indexes (the document index opened, the passage index on first use) and the
+    scoring of query batches against them."""
+
+    def __init__(self, ws: Workspace, opened: OpenedIndex, *, backend: str | None = None, update: bool = True,
+                 device: str | None = None):
+        self.workspace = ws
+        self.update = update
+        cfg = ws.config.retrieval
+        self.params = BM25Params(k1=cfg.k1, b=cfg.b,
+                                 field_weights=(("title", cfg.weight_title), ("abstract", cfg.weight_abstract)))
+        self.passage_params = BM25Params(k1=cfg.k1, b=cfg.b)  # passages have no fields
+        # device: where the torch backend runs ("auto" | "cpu" | "cuda"); numba and numpy ignore it
+        self._backend_name = backend or cfg.backend
+        self._device = device or cfg.device
+        self._backend: Backend | None = None  # resolved on the first batch that needs it
+        self._numpy: Backend | None = None
+        self._numpy_s = 0.0  # seconds this scorer has scored in numpy (a warm server moves to numba)
+        self._expansion_cache = None
+        self.opened: dict[str, OpenedIndex] = {}
+        self.rows: dict[str, list] = {}  # per unit, the ledger row (citekey, title, status, parsed path) of each
+        self.install("document", opened)
+
+    def install(self, unit: str, opened: OpenedIndex) -> None:
+        """Take ``opened`` as ``unit``'s index (opened, or rebuilt after damage), with its aligned rows."""
+        self.opened[unit] = opened
+        self.rows[unit] = _aligned_rows(opened)
+
+    @property
+    def index(self):
+        """The document index."""
+        return self.opened["document"].index
+
+    def passage_index(self):
+        """The passage index, opened (and brought up to date unless ``update`` is False) on first use."""
+        if "passage" not in self.opened:
+            self.install("passage", open_current(self.workspace, unit="passage", update=self.update))
+        return self.opened["passage"].index
+
+    def index_of(self, unit: str):
+        return self.index if unit == "document" else self.passage_index()
+
+    def params_of(self, unit: str) -> BM25Params:
+        return self.params if unit == "document" else self.passage_params
+
+    # -- the backend, resolved when a batch first needs it ------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        """The backend batches are scored on (``[retrieval].backend`` resolved: numba, numpy or torch)."""
+        if self._backend is None:
+            self._backend = resolve(self._backend_name, self._device)
+            if self._backend.name == "numba":
+                set_threads(self.workspace.config.retrieval.threads)
+        return self._backend
+
+    def backend_for(self, n_queries: int) -> Backend:
+        """The backend a batch of ``n_queries`` is scored on (module docstring)."""
+        if self._backend_name == "auto" and n_queries <= FEW_QUERIES and self._numpy_s < NUMPY_BUDGET_S and (
+                self._backend is None or self._backend.name != "numba"):
+            if self._numpy is None:
+                self._numpy = resolve("numpy")
+            return self._numpy
+        return self.backend
+
+    # -- damage ---------------------------------------------------------------------------------------
+    def checked_index(self, unit: str = "document"):
+        """``unit``'s index once it has passed the checks a numba kernel needs (``TermIndex.check_deep``),
+        rebuilt first (with a note) when it fails them; for callers that hand its arrays to a kernel."""
+        index = self.index_of(unit)
+        try:
+            index.check_deep(fields=[name for name, _d in self.params_of(unit).active_fields()])
+        except IndexCorrupt as err:
+            index = self.repair(unit, str(err))
+        return index
+
+    def repair(self, unit: str, why: str):
+        """The index of ``unit`` turned out damaged: rebuild it (with a note), or say how to."""
+        index = self.index_of(unit)
+        if not self.update:
+            raise IndexDamaged(f"{index.where}: {why}; rebuild it with `chitragupta index --force`")
+        self.install(unit, rebuild(self.workspace, why, unit=unit))
+        return self.index_of(unit)
+
+    # -- scoring --------------------------------------------------------------------------------------
+    def expander(self):
+        """The acronym expander (``engine.expand.Expander``: ``.expand(query)``), reloaded when
+        content/acronyms.toml changes; None when expansion is switched off (nothing is read then)."""
+        if not self.workspace.config.retrieval.acronym_expansion:
+            return None
+        user = self.workspace.content / "acronyms.toml"
+        try:
+            seen = user.stat().st_mtime_ns
+        except OSError:
+            seen = None
+        if self._expansion_cache is None or self._expansion_cache[0] != seen:
+            self._expansion_cache = (seen, load_expander(self.workspace.content, True))
+        return self._expansion_cache[1]
+
+    def plan(self, queries: Sequence[str], unit: str = "document") -> QueryPlan:
+        """``queries`` tokenized, expanded and looked up once against ``unit``'s index."""
+        return QueryPlan(queries, self.index_of(unit), self.expander())
+
+    def score(self, unit: str, batch: QueryBatch, k: int) -> TopK:
+        """The top-k of a batch of term ids; ``_Rebuilt`` when the index turned out damaged on the way
+        and was rebuilt (the caller plans again), IndexDamaged when it could not be."""
+        from chitragupta.kernels.reference import PostingsDamaged
+
+        index = self.index_of(unit)
+        params = self.params_of(unit)
+        backend = self.backend_for(batch.n_queries)
+        try:
+            if backend.name == "numpy":
+                t = time.perf_counter()
+                try:
+                    return backend.score_topk(index.raw_postings, batch, params, k)
+                finally:
+                    if backend is self._numpy:
+                        self._numpy_s += time.perf_counter() - t
+            index.check_deep(fields=[name for name, _d in params.active_fields()])
+            if backend.accepts_cached:
+                return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
+                                          norm=index.norm(params.k1, params.b), bounds=index.bounds(params))
+            return backend.score_topk(index.postings, batch, params, k)
+        except (IndexCorrupt, PostingsDamaged) as err:
+            self.repair(unit, str(err))
+            raise _Rebuilt from None
+
+    def rank(self, queries: list[str], k: int, unit: str, cap: int | None) -> Ranked:
+        """``queries`` ranked to ``k`` units of ``unit`` (passages at most ``cap`` per source); an index
+        found damaged on the way is rebuilt once and the batch ranked again."""
+        for _attempt in range(2):
+            try:
+                return self._rank(queries, k, unit, cap)
+            except _Rebuilt:
+                continue
+        raise IndexDamaged(f"{self.index_of(unit).where} is damaged again after a rebuild; "
+                           "run `chitragupta index --force`")
+
+    def _rank(self, queries: list[str], k: int, unit: str, cap: int | None) -> Ranked:
+        index = self.index_of(unit)
+        # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
+        k = min(k, max(1, index.n_units))
+        plan = QueryPlan(queries, index, self.expander())
+        if unit == "document":
+            return Ranked(self.score("document", plan.batch, k), queries, unit="document", table=index.citekeys,
+                          plan=plan)
+        top = self.capped(plan.batch, k, cap)
+        units = np.where(top.ids >= 0, top.ids, 0)
+        p_doc, p_item = np.asarray(index.p_doc), np.asarray(index.p_item)
+        if p_doc.size:
+            rows = np.where(top.ids >= 0, p_doc[units], -1).astype(np.int64)
+            items = np.where(top.ids >= 0, p_item[units], -1).astype(np.int64)
+        else:
+            rows = items = np.full(top.ids.shape, -1, dtype=np.int64)
+        return Ranked(top, queries, unit="passage", table=index.citekeys, rows=rows, items=items, plan=plan)
+
+    def capped(self, batch: QueryBatch, k: int, cap: int) -> TopK:
+        """Top-k passages per query with at most ``cap`` per source, exact (``searcher.deepen_capped``)."""
+        pidx = self.passage_index()
+        p_doc = np.asarray(pidx.p_doc)
+        lens = np.diff(batch.indptr)
+
+        def rank(todo: np.ndarray, depth: int):
+            sub = QueryBatch(indptr=np.concatenate(([0], np.cumsum(lens[todo]))).astype(np.int64),
+                             terms=np.concatenate([batch.terms[batch.indptr[q]:batch.indptr[q + 1]] for q in todo]))
+            top = self.score("passage", sub, depth)
+            src = p_doc[np.where(top.ids >= 0, top.ids, 0)] if p_doc.size else np.zeros_like(top.ids)
+            return top.ids, src, top.scores
+
+        ids, scores = deepen_capped(rank, batch.n_queries, k, cap, pidx.n_passages, k * cap)
+        return TopK(ids, scores)
+
+
+def _aligned_rows(opened: OpenedIndex) -> list:
+    if opened.current:
+        return opened.rows
+    # the index and the ledger disagree: look rows up by citekey
+    by_key = {r[0]: r for r in opened.rows}
+    keys = opened.index.citekeys
+    return [by_key.get(keys[i], (keys[i], "", "parsed", None)) for i in range(len(keys))]

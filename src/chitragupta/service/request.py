@@ -1,0 +1,84 @@
+"""A search request, checked once for every surface: the CLI's ``search``, the MCP server's ``search``
+tool and ``chitragupta.open_searcher(...).search`` all ask the same fields with the same defaults and
+the same error texts.
+
+    req = SearchRequest.checked(engine="hybrid", unit="passage", k=20)   # UsageError on a bad field
+    resp = req.run_one(searcher, "digital twin fidelity")
+
+A field is added here (and in ``engine/searcher.py``'s ``Searcher`` calls, which every engine
+inherits), and reaches every surface from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from chitragupta.engine.searcher import (DEFAULT_BATCH_K, DEFAULT_K, UNIT_HELP, check_k, check_max_per_source,
+                                         check_snippet_chars)
+from chitragupta.errors import UsageError
+from chitragupta.service import registry
+
+__all__ = ["SearchRequest", "DEFAULT_MAX_QUERY_CHARS"]
+
+DEFAULT_MAX_QUERY_CHARS = None  # no bound yet (the server's limits are a config field of their own)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """``engine`` (a registry name), ``unit`` (None: the engine's default), ``k`` (None: ``DEFAULT_K`` for
+    one query, ``DEFAULT_BATCH_K`` for a batch), ``snippet_chars`` (None: the configured width, 0: none),
+    ``max_per_source`` (None: the engine's configured cap)."""
+
+    engine: str = registry.DEFAULT_ENGINE
+    unit: str | None = None
+    k: int | None = None
+    snippet_chars: int | None = None
+    max_per_source: int | None = None
+
+    @classmethod
+    def checked(cls, *, flags: bool = False, **fields) -> "SearchRequest":
+        """A request from keyword fields, each checked (UsageError naming the field and what it allows;
+        ``flags``: named as the CLI's flags, ``-k``, ``--snippet-chars``)."""
+        return cls(**fields).check(flags=flags)
+
+    def check(self, *, flags: bool = False) -> "SearchRequest":
+        name = (lambda field: "-k" if field == "k" else "--" + field.replace("_", "-")) if flags else (lambda f: f)
+        spec = registry.engine(self.engine)
+        if self.unit is not None and self.unit not in spec.units:
+            serving = [s.name for s in registry.ENGINES.values() if self.unit in s.units]
+            if not serving:
+                raise UsageError(f"unknown unit {self.unit!r}; allowed: {', '.join(registry.all_units())}")
+            unit, eng = (f"--unit {self.unit}", "--engine") if flags else (f"unit {self.unit!r}", "engine")
+            raise UsageError(f"{unit} is for {eng} {' or '.join(serving)}; {eng} {spec.name} ranks "
+                             + ", ".join(f"{u} ({UNIT_HELP.get(u, u)})" for u in spec.units))
+        if self.k is not None:
+            check_k(self.k, name("k"))
+        check_snippet_chars(self.snippet_chars, name("snippet_chars"))
+        check_max_per_source(self.max_per_source, name("max_per_source"))
+        return self
+
+    @property
+    def spec(self) -> registry.EngineSpec:
+        return registry.engine(self.engine)
+
+    @property
+    def resolved_unit(self) -> str:
+        """The unit the engine ranks for this request."""
+        return self.unit if self.unit is not None else self.spec.units[0]
+
+    def k_for(self, batch: bool) -> int:
+        return self.k if self.k is not None else (DEFAULT_BATCH_K if batch else DEFAULT_K)
+
+    def with_(self, **fields) -> "SearchRequest":
+        return replace(self, **fields).check()
+
+    # -- running it on an open searcher ---------------------------------------------------------------
+    def run_one(self, searcher, query: str):
+        """One query: a ``SearchResponse`` (hits with snippets, index notes first)."""
+        return searcher.search(query, self.k_for(False), unit=self.resolved_unit, snippet_chars=self.snippet_chars,
+                               max_per_source=self.max_per_source)
+
+    def run_many(self, searcher, queries: list[str]):
+        """A batch: the ``Ranked`` arrays (for a run file)."""
+        return searcher.rank_many(queries, self.k_for(True), unit=self.resolved_unit,
+                                  max_per_source=self.max_per_source)

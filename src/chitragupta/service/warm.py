@@ -1,0 +1,161 @@
+"""Engines kept warm across calls, answering in JSON-ready dicts: what ``chitragupta serve`` (the MCP
+server) calls, and what any long-lived process can use.
+
+    warm = WarmEngines("my-review")
+    warm.search("digital twin fidelity", k=10, engine="hybrid")   # {"hits": [...], "notes": [...]}
+    warm.evidence("smith2020", "fidelity"); warm.explain("fidelity", "smith2020"); warm.source("smith2020")
+
+Every engine of the registry (``service/registry.py``) is opened on first use and kept; an engine made
+of others (hybrid) is made of the ones kept here. Before each call an engine checks, cheaply, that the
+workspace has not moved on (its ``changed()``: a new index generation switched in by another process,
+the ledger's change stamp, ``content/parsed/``, the embedding store saved again; and the workspace's
+config.toml edited) and is reopened when it did, so an answer always comes from the current index -- the
+same answer ``chitragupta search`` gives at that moment. Calls are serialized (one lock): the engines are
+not meant to be shared between threads. Every error a user can cause is a ``ChitraguptaError`` (one
+line); nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from chitragupta.service import registry
+from chitragupta.service.request import SearchRequest
+
+__all__ = ["WarmEngines"]
+
+
+def _notes(notes) -> list[dict]:
+    return [{"kind": n.kind, "text": n.text} if hasattr(n, "kind") else {"kind": "note", "text": str(n)}
+            for n in notes]
+
+
+def _response(resp) -> dict:
+    return {"hits": [h.to_dict() for h in resp.hits], "notes": _notes(resp.notes)}
+
+
+class WarmEngines:
+    """A workspace's search engines, opened on first use and reopened when the workspace changes."""
+
+    def __init__(self, workspace: str | Path = ".", config: str | Path | None = None, *, update: bool = True,
+                 device: str | None = None):
+        self._root = Path(workspace)
+        self._config_arg = config
+        self._update = update
+        self._device = device
+        self._lock = threading.Lock()
+        self._ws = None
+        self._config_seen = None
+        self._open: dict[str, object] = {}  # engine name -> its open searcher
+        self._failed: dict[str, tuple] = {}  # engine name -> (the notes saying why not, what to watch)
+
+    # -- keeping them current ------------------------------------------------------------------------
+    def _config_path(self) -> Path | None:
+        if self._config_arg is not None:
+            return Path(self._config_arg)
+        default = self._root / "config.toml"
+        return default if default.exists() else None
+
+    def _config_signature(self):
+        path = self._config_path()
+        if path is None:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return (str(path), None)
+        return (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def workspace(self):
+        from chitragupta.engine.workspace import Workspace
+
+        sig = self._config_signature()
+        if self._ws is None or sig != self._config_seen:
+            self._ws = Workspace.open(self._root, self._config_arg)
+            self._config_seen = sig
+            self._open, self._failed = {}, {}
+        return self._ws
+
+    def _options(self) -> registry.OpenOptions:
+        return registry.OpenOptions(update=self._update, device=self._device, warm=self)
+
+    def searcher(self, name: str):
+        """The open searcher of engine ``name``, reopened when it (or what it is made of) changed."""
+        ws = self.workspace()
+        got = self._open.get(name)
+        if got is None or got.changed():
+            got = self._open[name] = registry.engine(name).open(ws, self._options())
+            for other, held in list(self._open.items()):  # engines made of this one are made again
+                if other != name and _holds(held, got.__class__):
+                    self._open.pop(other)
+        return got
+
+    def optional(self, name: str, *, fallback):
+        """(engine ``name``'s searcher, []) or, when it cannot open, ``fallback()``'s (None, notes); a
+        failure is not retried until what it depends on changes (the fallback's searcher says)."""
+        from chitragupta.enrich.search import store_signature
+
+        ws = self.workspace()
+        failed = self._failed.get(name)
+        if failed is not None and failed[1] == store_signature(ws):
+            return None, failed[0]
+        got = self._open.get(name)
+        if got is not None and not got.changed():
+            return got, []
+        searcher, notes = fallback()
+        if searcher is None:
+            self._failed[name] = (notes, store_signature(ws))
+            self._open.pop(name, None)
+        else:
+            self._failed.pop(name, None)
+            self._open[name] = searcher
+        return searcher, notes
+
+    # backwards-compatible names of the engines this cache holds
+    def retriever(self):
+        return self.searcher("bm25")
+
+    def embed(self):
+        return self.searcher("embed")
+
+    def hybrid(self, unit: str = "document"):
+        return self.searcher("hybrid")
+
+    # -- the calls ------------------------------------------------------------------------------------
+    def search(self, query: str, k: int = 10, engine: str = registry.DEFAULT_ENGINE, unit: str | None = None,
+               snippet_chars: int | None = None) -> dict:
+        """One query's hits and notes, as ``chitragupta search --json`` gives them (notes as objects)."""
+        req = SearchRequest.checked(engine=engine, unit=unit, k=k, snippet_chars=snippet_chars)
+        with self._lock:
+            resp = req.run_one(self.searcher(req.engine), query)
+        return _response(resp)
+
+    def evidence(self, citekey: str, query: str, n: int = 2, width: int = 600) -> dict:
+        """One source's passages bearing on ``query``, as ``chitragupta evidence --json`` gives them."""
+        with self._lock:
+            r = self.searcher("bm25")
+            resp = r.evidence(query, citekey, n=n, width=width)
+            resp.notes[:0] = r.index_notes()
+        return _response(resp)
+
+    def explain(self, query: str, citekey: str) -> dict:
+        """Each query term's share of ``citekey``'s BM25 score, as ``chitragupta explain --json`` gives it."""
+        from chitragupta.engine.explain import explain
+
+        with self._lock:
+            return explain(self.searcher("bm25"), query, citekey).to_dict()
+
+    def source(self, citekey: str) -> dict:
+        """The ledger's row for ``citekey``."""
+        with self._lock:
+            row = self.searcher("bm25").source(citekey)
+        return {"citekey": row.citekey, "title": row.title, "authors": list(row.authors), "year": row.year,
+                "status": row.status, "reason": row.reason, "abstract": row.abstract, "keywords": list(row.keywords),
+                "origin": row.origin, "source_path": row.source_path, "parsed_path": row.parsed_path}
+
+
+def _holds(searcher, cls) -> bool:
+    """Whether ``searcher`` is made of a searcher of class ``cls`` (hybrid holds a BM25 and an embed one)."""
+    return any(isinstance(part, cls) for part in (getattr(searcher, "retriever", None), getattr(searcher, "dense", None)))
