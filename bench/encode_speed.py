@@ -59,9 +59,10 @@ def measure(n_docs: int, *, device: str = "cpu", work: Path | None = None) -> di
 
     from chitragupta.engine.corpus.sync import import_jsonl
     from chitragupta.engine.workspace import Workspace
-    from chitragupta.enrich.embed import encode_input, load_encoder
+    from chitragupta.enrich.encoders import load_encoder
     from chitragupta.enrich.run import run as run_stages
     from chitragupta.enrich.store import load_store, store_folder
+    from chitragupta.enrich.stream import encode_input
 
     work = (work or WORK) / "encode_speed"
     shutil.rmtree(work, ignore_errors=True)

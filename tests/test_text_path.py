@@ -116,13 +116,13 @@ def test_bm25_embed_and_topics_read_one_string(kind, tmp_path, monkeypatch):
 
     # the embed stage, run: its store keeps the text it chunked, and it encoded exactly those chunks
     pytest.importorskip("faiss")
-    from chitragupta.enrich import embed
+    from chitragupta.enrich import embed, encoders
     from chitragupta.enrich.store import load_store, store_folder
 
     with Ledger(ws.ledger_path) as led:
         rows = list(led.rows())
     stream = _Stream()
-    monkeypatch.setattr(embed, "model_spec", lambda cfg: embed.ModelSpec("fake-model", 4, "", "", 64, stream.dim))
+    monkeypatch.setattr(encoders, "model_spec", lambda cfg: embed.ModelSpec("fake-model", 4, "", "", 64, stream.dim))
     embed.run_stage(ws, rows, device="cpu", encode_stream=stream)
     store = load_store(store_folder(ws.content, embed.model_slug("fake-model")), with_index=False)
     assert store.texts[store.citekeys.index(key)] == bm25

@@ -337,12 +337,13 @@ def test_stored_vectors_are_used_without_loading_the_encoder(tmp_path, encoder, 
     """--stages embed then bertopic: every chunk is in the embed store, so the stage's own encoder
     (a lazy one from the model folder's files) is never loaded."""
     import chitragupta.enrich.embed as embed
+    import chitragupta.enrich.encoders as encoders
 
     records = theme_records(12)
     ws = workspace(tmp_path, records, min_topic_size=3)
-    monkeypatch.setattr(embed, "load_encoder", lambda cfg, device: encoder)
+    monkeypatch.setattr(encoders, "load_encoder", lambda cfg, device: encoder)
     embed.run_stage(ws, ledger_rows(ws), device="cpu")
-    monkeypatch.setattr(embed, "load_encoder", lambda *a, **k: pytest.fail("the encoder was loaded"))
+    monkeypatch.setattr(encoders, "load_encoder", lambda *a, **k: pytest.fail("the encoder was loaded"))
     lines = run_stage(ws, ledger_rows(ws), device="cpu")
     assert "0 encoded" in lines[0] and "12 taken from the embed stage" in lines[0]
     check_schema(read_topics(ws), [r["_id"] for r in records], min_topic_size=3)
@@ -476,10 +477,11 @@ def test_chunks_the_embed_stage_encoded_are_not_encoded_again(tmp_path, encoder,
     """--stages embed,bertopic: the topic stage takes the embed store's vectors for the same model and
     chunk text, encodes nothing, and clusters exactly what it clusters from its own encodings."""
     import chitragupta.enrich.embed as embed
+    import chitragupta.enrich.encoders as encoders
 
     records = theme_records(12)
     ws = workspace(tmp_path / "a", records, min_topic_size=3)
-    monkeypatch.setattr(embed, "load_encoder", lambda cfg, device: encoder)
+    monkeypatch.setattr(encoders, "load_encoder", lambda cfg, device: encoder)
     embed.run_stage(ws, ledger_rows(ws), device="cpu")
     counting = CountingEncoder(encoder)
     lines = run_stage(ws, ledger_rows(ws), device="cpu", encoder=counting)

@@ -14,9 +14,9 @@ def add_arguments(p) -> None:
     p.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where encoding and topics run (default: [enrich].device)")
     p.add_argument("--ray", metavar="auto|ADDRESS", default=None,
-                   help="encode the embed stage's chunks on a Ray cluster: auto (the cluster this machine is "
-                        "in, else a local Ray) or HOST:6379 / ray://HOST:10001 (default: [enrich].ray_address; "
-                        "empty: encode here); needs the ray extra")
+                   help="encode the embed and bertopic stages' chunks on a Ray cluster: auto (the cluster this "
+                        "machine is in, else a local Ray) or HOST:6379 / ray://HOST:10001 (default: "
+                        "[enrich].ray_address; empty: encode here); the actors get --device; needs the ray extra")
 
 
 def run(args) -> int:
@@ -30,11 +30,13 @@ def run(args) -> int:
     if address:
         from chitragupta.errors import UsageError
 
-        if "embed" not in stages:
-            raise UsageError("--ray (or [enrich].ray_address) applies to the embed stage; add embed to --stages")
-        from chitragupta.enrich.ray_encode import ray_encode_stream
+        if "embed" not in stages and "bertopic" not in stages:
+            raise UsageError("--ray (or [enrich].ray_address) applies to the embed and bertopic stages; add one "
+                             "of them to --stages")
+        from chitragupta.enrich.ray_encode import RayEncodeStream
 
-        encode_stream = ray_encode_stream(ws.config.enrich, address)
+        # the actors get the device asked for ("auto": each actor resolves it on its own node)
+        encode_stream = RayEncodeStream(ws.config.enrich, address, device=args.device or ws.config.enrich.device)
     # SIGTERM stops the run as Ctrl-C does: the embed stage commits the documents it has finished on
     # the way out (a SIGKILL loses at most one commit interval), then "interrupted", exit 130.
     restore = _on_sigterm()

@@ -64,8 +64,9 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
     """Run ``stages`` over every ledger row; returns every report line (each also passed to ``echo`` as
     it is produced, the corpus header first). ``device`` overrides ``[enrich].device``; ``progress`` is
     ``(description, unit) -> context manager yielding a (done, total) callback or None`` (the CLI's:
-    a tqdm bar on a terminal, else a line every ~10 s or 5 %). ``encode_stream``: the embed stage's
-    encoding step (``chitragupta.enrich.embed.EncodeStream``, e.g. a Ray cluster's); None: the local model."""
+    a tqdm bar on a terminal, else a line every ~10 s or 5 %). ``encode_stream``: the embed and bertopic
+    stages' encoding step (``chitragupta.enrich.stream.EncodeStream``, e.g. a Ray cluster's); None: the
+    local model."""
     from chitragupta.engine.corpus.ledger import Ledger
 
     names = parse_stages(stages)
@@ -85,14 +86,15 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
             emit("enrich: nothing to do; run `chitragupta sync` (BibTeX) or `chitragupta import FILE.jsonl` first")
             return lines
         chosen = "cpu"
-        if any(s not in _NO_DEVICE for s in names):
+        # a stream that encodes elsewhere (Ray actors) resolves its own device: only a local fit needs one here
+        if any(s not in _NO_DEVICE and (encode_stream is None or s == "bertopic") for s in names):
             from chitragupta.enrich.device import resolve_device
 
             chosen = resolve_device(device or ws.config.enrich.device)
         for name in names:
             module = importlib.import_module(STAGES[name])
             unit = "chunk" if name in ("embed", "bertopic") else "doc"
-            extra = {"encode_stream": encode_stream} if name == "embed" and encode_stream is not None else {}
+            extra = {"encode_stream": encode_stream} if name != "docling" and encode_stream is not None else {}
             with bar(name, unit) as cb:
                 for line in module.run_stage(ws, rows, device=chosen, progress=cb, **extra):
                     emit(line)

@@ -6,13 +6,14 @@ re-fits the whole corpus on every run. Only the encoding is cached.
 
 The pipeline, for every ledger row with text:
 
-1. The document is ``chitragupta.enrich.chunking.document_text`` (the docling Markdown when the docling stage wrote
-   one, else the parsed text, cut at its reference list), else its ledger abstract, as the embed stage
-   reads it; a row with neither is skipped and named.
-2. It is cut into 200-word chunks overlapping by 40 words (``chunk_spans``), every chunk is encoded as the
-   embed stage encodes it (``encode_input``: the title on a line above the chunk; L2-normalised), and the
-   document's vector is the normalised mean of its chunk vectors: the whole document counts, not its
-   first 256 word pieces.
+1. The document is ``chitragupta.enrich.chunking.document_text`` (the text the document index reads: the
+   reference cut, the appendix rule and the hyphen join applied), else its ledger abstract, as the embed
+   stage reads it; a row with neither is skipped and named.
+2. It is cut into 200-word chunks overlapping by 40 words and every chunk encoded through the embed
+   stage's pipeline (``chitragupta.enrich.stream``: ``document_chunks``, ``encode_input`` -- the title on
+   a line above the chunk --, an ``EncodeStream``, L2-normalised blocks; ``--ray`` reaches it as it
+   reaches the embed stage), and the document's vector is the normalised mean of its chunk vectors: the
+   whole document counts, not its first 256 word pieces.
 3. UMAP (cosine, ``min_dist`` 0) to ``[enrich].umap_n_components`` dimensions, then HDBSCAN
    (``min_cluster_size`` = ``[enrich].min_topic_size``, euclidean, ``eom``), through BERTopic, which
    names each cluster by c-TF-IDF over its documents' words (title and text, English stop words removed).
@@ -23,7 +24,7 @@ is possible (HDBSCAN makes a cluster only where a group splits into two parts of
 topic -1 at once, with ``backend`` "none (no fit: no topic possible)" and the reason in
 ``params.fit_skipped`` (``no_topic_possible``). The encoder is loaded only when a chunk is in neither
 the cache nor the embed stage's store, when the model's folder says its dimension and recipe
-(``chitragupta.enrich.embed.model_spec``).
+(``chitragupta.enrich.encoders.model_spec``).
 
 Small corpora: all documents in topic -1 is a correct answer, not an error: HDBSCAN never makes a cluster
 smaller than ``min_topic_size`` and never calls the whole corpus one cluster. UMAP's ``n_neighbors`` is
@@ -92,6 +93,8 @@ from chitragupta.errors import CorpusError, UsageError
 from chitragupta.engine.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
 from chitragupta.extras import require
 from chitragupta.enrich.device import cuml_available, cuml_status, resolve_device
+from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream, as_stream, checked_blocks,
+                                       document_chunks, encode_input, recipe)
 
 __all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedCache", "no_topic_possible",
            "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
@@ -102,8 +105,6 @@ SCHEMA_VERSION = 1
 CACHE_SCHEMA = 1
 TOPICS_NAME = "topics.json"
 CACHE_DIR = "topic_embed_cache"
-CHUNK_WORDS = 200
-CHUNK_OVERLAP = 40
 # Chunks encoded between cache saves, so an interrupted run keeps most of its work.
 ENCODE_BLOCK = 2048
 EXAMPLES_PER_TOPIC = 3
@@ -375,7 +376,7 @@ class EmbedCache:
 def _collect(ws: Workspace, rows) -> tuple[list[str], list[str], list[str], dict[str, str]]:
     """``(citekeys, titles, bodies, skipped)`` in citekey order.
 
-    A body is ``document_text`` (the docling Markdown or the parsed text), else the ledger abstract, as
+    A body is ``document_text`` (the text the document index reads), else the ledger abstract, as
     the embed stage reads it; a row with neither is skipped with its status as the reason.
     """
     from chitragupta.enrich.chunking import document_text
@@ -402,24 +403,25 @@ def document_vectors(titles: list[str], bodies: list[str], encoder, cache: Embed
                      known: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, dict]:
     """One float32 ``(len(bodies), dim)`` row per document: the normalised mean of its chunk vectors.
 
-    A body is cut by ``chunk_spans`` (200 words, 40 overlap) and each chunk encoded as the embed stage
-    encodes it, ``chitragupta.enrich.embed.encode_input(title, chunk)`` (the title on a line above the chunk).
+    A body is cut and each chunk encoded as the embed stage does (``chitragupta.enrich.stream``:
+    ``document_chunks``, ``encode_input(title, chunk)``). ``encoder``: an ``EncodeStream``, or an encoder
+    (``.encode``, ``.dim``) run as a local stream.
 
     Chunks already in ``cache`` are reused, then chunks in ``known`` (the embed stage's vectors of the
-    same model, keyed the same way); the rest are encoded in blocks (the cache saved after each) with
-    ``progress(done, total)`` over the chunks to encode. Returns the vectors and counts
-    ``{"chunks", "unique", "encoded", "reused", "from_embed"}``.
+    same model, keyed the same way); the rest go through the stream once, the cache saved every
+    ``ENCODE_BLOCK`` chunks and at the end, with ``progress(done, total)`` over the chunks to encode.
+    Returns the vectors and counts ``{"chunks", "unique", "encoded", "reused", "from_embed"}``.
     """
-    from chitragupta.enrich.chunking import chunk_spans
-    from chitragupta.enrich.embed import encode_input
-
     if len(titles) != len(bodies):
         raise UsageError(f"{len(titles)} titles for {len(bodies)} documents")
+    stream = as_stream(encoder, None, "cpu")
+    dim = getattr(encoder, "dim", None)
+    dim = int(dim) if dim is not None else stream.spec().dim
     doc_keys: list[list[str]] = []
     chunk_text: dict[str, str] = {}
     for title, body in zip(titles, bodies):
         ks = []
-        for start, end in chunk_spans(body, words=CHUNK_WORDS, overlap=CHUNK_OVERLAP):
+        for start, end in document_chunks(body):
             piece = encode_input(title, body[start:end])
             k = chunk_key(piece)
             chunk_text.setdefault(k, piece)
@@ -440,24 +442,16 @@ def document_vectors(titles: list[str], bodies: list[str], encoder, cache: Embed
     changed = len(cached) != n_cached or len(have) != n_cached
     if cache is not None and not missing and changed:
         cache.save(have)  # keep the cache to the current corpus (and what the embed stage supplied)
-    for lo in range(0, total, ENCODE_BLOCK):
-        block = missing[lo:lo + ENCODE_BLOCK]
-        done = lo
-
-        def _block_progress(d, _t, _done=done):
-            if progress:
-                progress(_done + d, total)
-
-        vecs = np.asarray(encoder.encode([chunk_text[k] for k in block], progress=_block_progress),
-                          dtype=np.float32)
-        if vecs.shape != (len(block), encoder.dim):
-            raise UsageError(f"encoder returned shape {vecs.shape} for {len(block)} chunks (dim {encoder.dim})")
-        have.update(zip(block, vecs))
-        if cache is not None:
+    done = saved = 0
+    for block in checked_blocks(stream, [chunk_text[k] for k in missing], dim):
+        have.update(zip(missing[done:done + len(block)], block))
+        done += len(block)
+        if cache is not None and (done - saved >= ENCODE_BLOCK or done == total):
             cache.save({k: have[k] for k in chunk_text if k in have})
+            saved = done
         if progress:
-            progress(lo + len(block), total)
-    out = np.zeros((len(bodies), encoder.dim), dtype=np.float32)
+            progress(done, total)
+    out = np.zeros((len(bodies), dim), dtype=np.float32)
     for i, ks in enumerate(doc_keys):
         mean = np.mean([have[k] for k in ks], axis=0, dtype=np.float64)
         norm = float(np.linalg.norm(mean))
@@ -465,20 +459,19 @@ def document_vectors(titles: list[str], bodies: list[str], encoder, cache: Embed
     return out, stats
 
 
-def embed_store_vectors(ws: Workspace, encoder) -> dict[str, np.ndarray]:
-    """The embed stage's chunk vectors for ``encoder``'s model, keyed like the cache (``chunk_key`` of the
+def embed_store_vectors(ws: Workspace, spec) -> dict[str, np.ndarray]:
+    """The embed stage's chunk vectors for ``spec``'s model, keyed like the cache (``chunk_key`` of the
     encoded string), so ``--stages embed,bertopic`` encodes each chunk once. Empty when there is no
     store for this model and recipe, or it does not read back (the embed stage reports that itself)."""
-    from chitragupta.enrich.embed import encode_input, recipe
     from chitragupta.enrich.store import StoreCorrupt, load_store, store_folder
 
     try:
-        want = recipe(encoder)
+        want = recipe(spec)
     except AttributeError:  # an encoder that is not the embed stage's has no recipe to match
         return {}
     try:
-        store = load_store(ws.inside_content(store_folder(ws.content, encoder.slug)), model=encoder.model_name,
-                           dim=encoder.dim, recipe=want, with_index=False)
+        store = load_store(ws.inside_content(store_folder(ws.content, spec.slug)), model=spec.model_name,
+                           dim=spec.dim, recipe=want, with_index=False)
     except StoreCorrupt:
         return {}
     if store is None:
@@ -487,35 +480,39 @@ def embed_store_vectors(ws: Workspace, encoder) -> dict[str, np.ndarray]:
             for r in range(store.count)}
 
 
-def _load_encoder(ws: Workspace, device: str):
-    from chitragupta.enrich.embed import load_encoder
+def _stream_spec(stream: EncodeStream):
+    """The model as the stream knows it, with its dimension (loaded when the folder does not say it)."""
+    spec = stream.spec()
+    return spec if spec.dim is not None else stream.model()
 
-    return load_encoder(ws.config.enrich, device)
+
+def _check_loaded(stream: EncodeStream, spec) -> None:
+    """Before encoding: the model that runs must be the one its folder described (dim, max_seq_length)."""
+    model = stream.model()
+    if model is spec:
+        return
+    if model.dim != spec.dim or getattr(model, "max_seq_length", None) != getattr(spec, "max_seq_length", None):
+        raise UsageError(f"[enrich].embed_model = {spec.model_name!r}: the loaded model gives dim {model.dim} "
+                         f"and max_seq_length {model.max_seq_length}, its folder says {spec.dim} and "
+                         f"{spec.max_seq_length}; remove content/{CACHE_DIR}/ and rerun")
 
 
-class _LazyEncoder:
-    """The embed model as ``model_spec`` describes it (name, slug, dim, recipe) without loading it;
-    loaded on the first ``encode``, so chunks the cache or the embed store hold need no model at all."""
+class _CheckedStream(EncodeStream):
+    """``stream``, with the model checked against ``spec`` on the first encoding (nothing loaded before)."""
 
-    def __init__(self, ws: Workspace, spec, device: str):
-        self._ws, self._device, self._inner = ws, device, None
-        self.model_name, self.slug, self.dim = spec.model_name, spec.slug, spec.dim
-        self.max_seq_length, self.passage_prefix = spec.max_seq_length, spec.passage_prefix
-        self.cache_identity = spec.cache_identity
+    def __init__(self, stream: EncodeStream, spec):
+        self._stream, self._spec = stream, spec
+
+    def spec(self):
+        return self._spec
 
     @property
-    def loaded(self) -> bool:
-        return self._inner is not None
+    def device(self) -> str:
+        return self._stream.device
 
-    def encode(self, texts, progress=None):
-        if self._inner is None:
-            inner = _load_encoder(self._ws, self._device)
-            if inner.dim != self.dim or inner.max_seq_length != self.max_seq_length:
-                raise UsageError(f"[enrich].embed_model = {self.model_name!r}: the loaded model gives dim {inner.dim} "
-                                 f"and max_seq_length {inner.max_seq_length}, its folder says {self.dim} and "
-                                 f"{self.max_seq_length}; remove content/{CACHE_DIR}/ and rerun")
-            self._inner = inner
-        return self._inner.encode(texts, progress=progress)
+    def __call__(self, texts):
+        _check_loaded(self._stream, self._spec)
+        return self._stream(texts)
 
 
 def _stage_params() -> dict:
@@ -551,16 +548,19 @@ def _no_fit(keys: list[str], params: TopicParams, reason: str, dim) -> dict:
             "assignments": {k: -1 for k in keys}}
 
 
-def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = None, encoder=None) -> list[str]:
+def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = None, encoder=None,
+              encode_stream=None) -> list[str]:
     """Fit topics over every row with text and write ``content/topics.json``; returns report lines.
 
     ``rows``: ledger rows (``.citekey``, ``.title``, ``.status``, ``.parsed_path``, ``.reason``).
-    ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (resolved here). ``progress(done, total)`` counts
-    chunks encoded. ``encoder`` (``.model_name``, ``.slug``, ``.dim``, ``.encode``) defaults to
-    ``chitragupta.enrich.embed.load_encoder(ws.config.enrich, device)``, loaded only when a chunk is in
-    neither the cache nor the embed store (when the model's folder says its dimension and recipe). Fewer
-    than two documents with text is a CorpusError naming the count; fewer than ``2 * min_topic_size``
-    writes every document to topic -1 without encoding or fitting (``no_topic_possible``).
+    ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (resolved here): where the fit runs, and the local
+    encoder's device. ``progress(done, total)`` counts chunks encoded. The chunks go through
+    ``encode_stream`` (an ``EncodeStream``, e.g. a Ray cluster's) or ``encoder`` (``.model_name``,
+    ``.slug``, ``.dim``, ``.encode``); default: ``[enrich]``'s model on ``device``, loaded only when a
+    chunk is in neither the cache nor the embed store (when the model's folder says its dimension and
+    recipe). Fewer than two documents with text is a CorpusError naming the count; fewer than
+    ``2 * min_topic_size`` writes every document to topic -1 without encoding or fitting
+    (``no_topic_possible``).
     """
     rows = list(rows)
     keys, titles, bodies, skipped = _collect(ws, rows)
@@ -569,16 +569,13 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
                           f"(of {len(rows)} sources)")
     params = TopicParams.from_config(ws.config.enrich)
     device = resolve_device(device)
-    if encoder is None:
-        from chitragupta.enrich.embed import model_spec
-
-        spec = model_spec(ws.config.enrich)
-        encoder = _LazyEncoder(ws, spec, device) if spec.complete and spec.dim else _load_encoder(ws, device)
+    stream = as_stream(encoder if encoder is not None else encode_stream, ws.config.enrich, device)
+    spec = _stream_spec(stream)
     path = ws.inside_content(ws.content / TOPICS_NAME)
     impossible = no_topic_possible(len(keys), params)
     if impossible is not None:
         out = {"schema": SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "model": encoder.model_name, **_no_fit(keys, params, impossible, encoder.dim), "skipped": skipped}
+               "model": spec.model_name, **_no_fit(keys, params, impossible, spec.dim), "skipped": skipped}
         atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
         lines = [f"bertopic: no topic possible, nothing encoded or fitted: {impossible}; every document is in "
                  f"topic -1; wrote {ws.relative(path)}"]
@@ -587,10 +584,11 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
             more = f", and {len(skipped) - 5} more" if len(skipped) > 5 else ""
             lines.append(f"bertopic: {len(skipped)} sources skipped: {shown}{more}")
         return lines
-    cache = EmbedCache(ws, getattr(encoder, "cache_identity", encoder.model_name), encoder.slug, encoder.dim)
+    cache = EmbedCache(ws, getattr(spec, "cache_identity", spec.model_name), spec.slug, spec.dim)
 
     t0 = time.perf_counter()
-    vectors, stats = document_vectors(titles, bodies, encoder, cache, progress, known=embed_store_vectors(ws, encoder))
+    vectors, stats = document_vectors(titles, bodies, _CheckedStream(stream, spec), cache, progress,
+                                      known=embed_store_vectors(ws, spec))
     t_encode = time.perf_counter() - t0
     t0 = time.perf_counter()
     texts = [f"{t}\n{b}" if t else b for t, b in zip(titles, bodies)]  # what c-TF-IDF reads
@@ -600,14 +598,14 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     fitted["params"].update(_stage_params())
     out = {"schema": SCHEMA_VERSION,
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "model": encoder.model_name,
+           "model": spec.model_name,
            **{k: fitted[k] for k in ("backend", "fallback", "n_docs", "n_topics", "n_outliers", "params",
                                      "topics", "assignments")},
            "skipped": skipped}
     atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
     lines = [f"bertopic: {stats['unique']} distinct chunks of {len(keys)} documents: {stats['encoded']} encoded "
-             f"with {encoder.model_name} on {device}, {stats['reused']} reused from "
+             f"with {spec.model_name} on {stream.device}, {stats['reused']} reused from "
              f"{ws.relative(cache.folder)}, {stats['from_embed']} taken from the embed stage's store "
              f"({t_encode:.1f} s)"]
     lines += [f"bertopic: {note}" for note in cache.notes]
