@@ -128,8 +128,9 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "seed": Setting(int, "an integer >= 0", lambda v: v >= 0),
         "query_prefix": Setting(str, "a string put before every query before it is encoded (empty: none)"),
         "passage_prefix": Setting(str, "a string put before every chunk before it is encoded (empty: none)"),
-        "ray_address": Setting(str, 'empty (encode in this process), "auto" (this machine\'s Ray cluster, else a local '
-                                    'Ray) or a cluster address (ray://HOST:10001, HOST:6379)'),
+        "ray_address": Setting(str, 'where the embed and bertopic stages encode: empty (in this process), "auto" '
+                                    '(this machine\'s Ray cluster, else a local Ray) or a cluster address '
+                                    '(ray://HOST:10001, HOST:6379)'),
     },
     "hybrid": {
         "method": Setting(str, 'one of "rrf", "minmax"', lambda v: v in FUSION_METHODS),

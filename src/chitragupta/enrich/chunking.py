@@ -22,12 +22,15 @@ from pathlib import Path
 from chitragupta.engine.index.source import row_body
 from chitragupta.engine.workspace import Workspace, safe_name
 
-__all__ = ["chunk_spans", "document_text", "docling_name", "docling_paths"]
+__all__ = ["chunk_spans", "document_text", "docling_name", "docling_paths", "CHUNK_WORDS", "CHUNK_OVERLAP"]
+
+CHUNK_WORDS = 200  # words per chunk, the spec's rule (the embed and topic stages cut with these)
+CHUNK_OVERLAP = 40  # words a chunk shares with the one before it
 
 _WORD = re.compile(r"\S+")
 
 
-def chunk_spans(text: str, words: int = 200, overlap: int = 40) -> list[tuple[int, int]]:
+def chunk_spans(text: str, words: int = CHUNK_WORDS, overlap: int = CHUNK_OVERLAP) -> list[tuple[int, int]]:
     """Character spans ``(start, end)`` of ``words``-word chunks of ``text`` overlapping by ``overlap`` words.
 
     The first chunk starts at the first word, each next one ``words - overlap`` words later, and the last

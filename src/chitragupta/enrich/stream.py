@@ -28,7 +28,6 @@ or cache built under another recipe is not reused.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from typing import Callable, Iterator, Sequence
@@ -36,7 +35,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from chitragupta.enrich import encoders
-from chitragupta.enrich.chunking import chunk_spans
+from chitragupta.enrich.chunking import CHUNK_OVERLAP, CHUNK_WORDS, chunk_spans
 from chitragupta.errors import UsageError
 
 __all__ = ["EncodeStream", "LocalEncodeStream", "FunctionStream", "as_stream", "checked_blocks",
@@ -46,18 +45,6 @@ __all__ = ["EncodeStream", "LocalEncodeStream", "FunctionStream", "as_stream", "
 log = logging.getLogger(__name__)
 
 
-def _chunking_constants() -> tuple[int, int]:
-    """``(words, overlap)``: chunking.py's named constants where it has them, else its ``chunk_spans``
-    defaults -- written there once, never repeated here."""
-    from chitragupta.enrich import chunking
-
-    if hasattr(chunking, "CHUNK_WORDS") and hasattr(chunking, "CHUNK_OVERLAP"):
-        return int(chunking.CHUNK_WORDS), int(chunking.CHUNK_OVERLAP)
-    params = inspect.signature(chunk_spans).parameters
-    return int(params["words"].default), int(params["overlap"].default)
-
-
-CHUNK_WORDS, CHUNK_OVERLAP = _chunking_constants()
 BLOCK_SECONDS = 8.0  # the local stream aims at a block every few seconds (progress, commits, Ctrl-C)
 MAX_BLOCK_BATCHES = 32
 
