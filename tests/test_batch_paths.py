@@ -107,7 +107,7 @@ def test_cli_run_destinations_that_are_not_regular_files(cli_ws, tmp_path):
     ws, q = cli_ws
     p = run_cli("search", "-w", ws, "--queries", q, "--run", tmp_path, "-k", "5")
     assert p.returncode == 1 and p.stderr.strip().splitlines()[-1].startswith("error: --run")
-    assert "directory" in p.stderr and "Traceback" not in p.stderr
+    assert "is a folder" in p.stderr and "Traceback" not in p.stderr
     # a character device is written, never replaced by a file
     p = run_cli("search", "-w", ws, "--queries", q, "--run", "/dev/null", "-k", "5", check=True)
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

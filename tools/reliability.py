@@ -997,7 +997,7 @@ HOSTILE: list[Hostile] = [
     Hostile("jsonl", "missing file", lambda d: (d / "ws").mkdir(), ("import", "-w", "{ws}", "{dir}/nope.jsonl"), 1,
             "corpus file not found"),
     Hostile("jsonl", "a folder as the corpus", lambda d: (d / "ws").mkdir(), ("import", "-w", "{ws}", "{dir}"), 1,
-            "is a directory"),
+            "is a folder"),
     # documents
     Hostile("document", "50 MB document", _big_doc, ("search", "-w", "{ws}", "needleword", "-k", "3"), 0, "big"),
     Hostile("document", "one word repeated 2M times", _one_word_doc, ("search", "-w", "{ws}", "twin", "-k", "3"), 0, "rep"),
@@ -1038,8 +1038,8 @@ HOSTILE: list[Hostile] = [
     Hostile("query", "100,000 characters", _indexed(), ("search", "-w", "{ws}", "twin model " * 10_000, "-k", "3"), 0, "twin"),
     Hostile("query", "only stopwords", _indexed(), ("search", "-w", "{ws}", "the of and to"), 0, "no indexable"),
     Hostile("query", "only punctuation", _indexed(), ("search", "-w", "{ws}", "!?.,;:()[]{}"), 0, "no indexable"),
-    Hostile("query", "k = 0", _indexed(), ("search", "-w", "{ws}", "twin", "-k", "0"), 1, "-k must be >= 1, got 0"),
-    Hostile("query", "k negative", _indexed(), ("search", "-w", "{ws}", "twin", "-k", "-5"), 1, "-k must be >= 1, got -5"),
+    Hostile("query", "k = 0", _indexed(), ("search", "-w", "{ws}", "twin", "-k", "0"), 1, "-k must be an integer >= 1, got 0"),
+    Hostile("query", "k negative", _indexed(), ("search", "-w", "{ws}", "twin", "-k", "-5"), 1, "-k must be an integer >= 1, got -5"),
     Hostile("query", "k larger than the corpus", _indexed(), ("search", "-w", "{ws}", "twin", "-k", "1000000", "--json"),
             0, "citekey"),
     Hostile("query", "k = 10**30", _indexed(), ("search", "-w", "{ws}", "twin", "-k", str(10**30), "--unit", "passage"),
@@ -1047,7 +1047,7 @@ HOSTILE: list[Hostile] = [
     Hostile("query", "k = a billion", _indexed(), ("search", "-w", "{ws}", "twin", "-k", "1000000000"), 0, "twin"),
     Hostile("query", "--snippet-chars a trillion", _indexed(), ("search", "-w", "{ws}", "twin", "--snippet-chars",
                                                                  str(10**12)), 1,
-            "--snippet-chars must be an integer in [1, 2147483647], got 1000000000000"),
+            "--snippet-chars must be an integer in [0, 2147483647] (0: no snippet), got 1000000000000"),
     Hostile("query", "--log ../../escape", _indexed(), ("search", "-w", "{ws}", "twin", "--log", "../../escape"), 0, "twin"),
 ]
 
