@@ -63,10 +63,13 @@ def test_tools_answer_what_the_cli_answers(ws):
         evidence = _json(await c.call_tool("evidence", {"citekey": key, "query": "twin model"}))
         explain = _json(await c.call_tool("explain", {"query": "twin model", "citekey": key}))
         source = _json(await c.call_tool("source", {"citekey": key}))
-        return names, search, passage, evidence, explain, source
+        similar = _json(await c.call_tool("similar", {"citekey": key, "k": 4}))
+        return names, search, passage, evidence, explain, source, similar
 
-    names, search, passage, evidence, explain, source = _drive(ws, script)
-    assert names == ["evidence", "explain", "search", "source"]
+    names, search, passage, evidence, explain, source, similar = _drive(ws, script)
+    assert names == ["evidence", "explain", "search", "similar", "source"]
+    cli_sim = json.loads(run_cli("similar", "-w", ws, key, "-k", "4", "--json", check=True).stdout)
+    assert similar["hits"] == cli_sim and key not in [h["citekey"] for h in cli_sim]
     cli = json.loads(run_cli("search", "-w", ws, "twin model sensor", "-k", "5", "--json", check=True).stdout)
     assert search["hits"] == cli and len(cli) == 5
     assert all(set(n) == {"kind", "text"} for n in search["notes"])

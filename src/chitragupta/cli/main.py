@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("chitragupta.cli.import_cmd", "import a BEIR-style corpus.jsonl as the workspace's sources"),
     "index": ("chitragupta.cli.index_cmd", "build or update the BM25 index"),
     "search": ("chitragupta.cli.search_cmd", "search the workspace (one query, or a batch to a TREC run file)"),
+    "similar": ("chitragupta.cli.similar_cmd", "papers like this one: the sources most like a citekey (any engine)"),
     "evidence": ("chitragupta.cli.evidence_cmd", "one document's passages that bear on a query"),
     "explain": ("chitragupta.cli.explain_cmd", "each query term's tf, idf and share of one document's BM25 score"),
     "eval": ("chitragupta.cli.eval_cmd", "score a TREC run against qrels (BEIR TSV or TREC) with ir-measures"),

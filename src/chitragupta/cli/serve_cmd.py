@@ -6,6 +6,7 @@ Tools, each answering JSON (structured content, and the same JSON as text):
     search    {query, k=10, engine=one of the registry's (default "bm25"), unit? (the engine's first),
                snippet_chars?}
               -> {"hits": [{citekey, title, score, snippet, page, passage}], "notes": [{kind, text}]}
+    similar   {citekey, k=10, engine?, snippet_chars?} -> as search: the sources most like citekey, never itself
     evidence  {citekey, query, n=2, width=600}  -> {"hits": [...], "notes": [...]}
     explain   {query, citekey}                  -> each query term's tf, idf and contribution, the rank
     source    {citekey}                         -> the ledger row (title, authors, year, status, ...)
@@ -80,6 +81,19 @@ def build_server(warm) -> Any:
         + ". snippet_chars: the snippet width (default: the configured one; 0: none). "
           "Returns citable hits, best first, and notes.")
     server.tool()(search)
+
+    async def similar(citekey: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE,
+                      snippet_chars: int | None = None) -> dict[str, Any]:
+        return call(warm.similar, citekey, k=k, engine=engine, snippet_chars=snippet_chars)
+
+    similar.__annotations__ = {"citekey": str, "k": int, "engine": Engine, "snippet_chars": int | None,
+                               "return": dict[str, Any]}
+    similar.__doc__ = ("Papers like this one: the k sources most like the citekey, never itself. engine: "
+                       + "; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values())
+                       + ". bm25 uses the source's most distinctive terms, embed the mean of its chunk vectors, "
+                         "hybrid fuses both. Returns citable hits, best first, and notes; an unknown citekey is "
+                         "an error naming the closest ones.")
+    server.tool()(similar)
 
     @server.tool()
     async def evidence(citekey: str, query: str, n: int = 2, width: int = 600) -> dict[str, Any]:

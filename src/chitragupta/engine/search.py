@@ -35,7 +35,7 @@ from chitragupta.kernels.dispatch import Backend
 __all__ = ["BM25Searcher", "Retriever", "Ranked", "check_k", "FEW_QUERIES"]
 
 
-def _near(key: str, table, limit: int = 5) -> str:
+def near_citekeys(key: str, table, limit: int = 5) -> str:
     """'; did you mean: ...' with the closest citekeys (by edit similarity, or by prefix when many)."""
     import difflib
 
@@ -208,6 +208,14 @@ class BM25Searcher(Searcher):
             cap = self.workspace.config.retrieval.max_passages_per_source
         return self.scorer.rank(list(queries), k, unit, cap)
 
+    def rank_similar(self, citekey: str, k: int = 10) -> Ranked:
+        """The ``k`` sources most like ``citekey`` by BM25 over its most distinctive terms (``engine.similar``),
+        never ``citekey`` itself; UsageError naming the closest citekeys for an unknown one."""
+        from chitragupta.engine.similar import rank_like
+
+        k = check_k(k)
+        return rank_like(self.scorer, self.doc_id(citekey), k, self.title(citekey))
+
     # -- citable hits ---------------------------------------------------------------------------------
     def responses(self, ranked: Ranked, *, snippet_chars: int | None = None) -> list[SearchResponse]:
         """``ranked`` (from ``rank_many``) as citable hits: documents with a ``snippet_chars`` window (None:
@@ -237,7 +245,7 @@ class BM25Searcher(Searcher):
         """The document index row of ``citekey``; UsageError naming near citekeys when it has none."""
         doc_id = self.index.doc_id(citekey)
         if doc_id < 0:
-            raise UsageError(f"unknown citekey {citekey!r}" + _near(citekey, self.index.citekeys))
+            raise UsageError(f"unknown citekey {citekey!r}" + near_citekeys(citekey, self.index.citekeys))
         return doc_id
 
     def body(self, citekey: str):
@@ -262,7 +270,7 @@ class BM25Searcher(Searcher):
         with Ledger(self.workspace.ledger_path, create=False) as ledger:
             row = ledger.get(citekey)
         if row is None:
-            raise UsageError(f"unknown citekey {citekey!r}" + _near(citekey, self.index.citekeys))
+            raise UsageError(f"unknown citekey {citekey!r}" + near_citekeys(citekey, self.index.citekeys))
         return row
 
 

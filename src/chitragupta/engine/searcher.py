@@ -7,8 +7,9 @@ Every engine -- ``BM25Searcher`` (``engine/search.py``), ``EmbedSearcher`` and `
     rank_many(queries, k, *, unit=None, max_per_source=None) -> Ranked     the batch, arrays only
     responses(ranked, *, snippet_chars=None) -> list[SearchResponse]      citable hits for a Ranked
     index_notes(unit=None) -> list[Note]                                   what holds for every query
+    rank_similar(citekey, k) -> Ranked                                     "papers like this one"
 
-and inherits ``search_many`` and ``search`` from here, so the request fields mean the same on every
+and inherits ``search_many``, ``search`` and ``similar`` from here, so the request fields mean the same on every
 engine and have the same defaults:
 
     k               hits per query, an integer >= 1 (``DEFAULT_K``; a batch from the CLI: ``DEFAULT_BATCH_K``);
@@ -135,7 +136,19 @@ class Searcher:
     def index_notes(self, unit: str | None = None) -> list:
         raise NotImplementedError
 
+    def rank_similar(self, citekey: str, k: int = DEFAULT_K):
+        """The ``k`` sources most like ``citekey`` (never itself), as a ``Ranked`` of one query."""
+        raise UsageError(f"engine {self.NAME} cannot rank the sources like a given one")
+
     # -- what every engine inherits ------------------------------------------------------------------
+    def similar(self, citekey: str, k: int = DEFAULT_K, *, snippet_chars: int | None = None):
+        """"Papers like this one": the ``k`` sources most like ``citekey`` (never itself), as citable hits
+        with snippets, the index's notes first. UsageError naming the closest citekeys for an unknown one."""
+        check_snippet_chars(snippet_chars)
+        resp = self.responses(self.rank_similar(citekey, k), snippet_chars=snippet_chars)[0]
+        resp.notes[:0] = self.index_notes(None)
+        return resp
+
     def search_many(self, queries: Sequence[str], k: int = DEFAULT_K, *, unit: str | None = None,
                     snippet_chars: int | None = None, max_per_source: int | None = None) -> list:
         """Batched search with citable hits (``responses`` of ``rank_many``): documents and chunks with a

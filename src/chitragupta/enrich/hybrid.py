@@ -252,7 +252,10 @@ class HybridSearcher(Searcher):
         if self.dense is None or not nq:
             return (np.full((nq, depth), -1, dtype=np.int64), np.full((nq, depth), -np.inf),
                     np.full((nq, depth), -1, dtype=np.int64))
-        ranked = self.dense.rank_many(queries, depth, max_per_source=1)
+        return self._dense_sources(self.dense.rank_many(queries, depth, max_per_source=1))
+
+    def _dense_sources(self, ranked: Ranked):
+        """(ids, scores, chunk rows) of an embedding ``Ranked`` with one chunk per source, in BM25 rows."""
         rows, chunks, scores = ranked.rows, ranked.topk.ids, ranked.topk.scores
         valid = chunks >= 0
         docs = np.where(valid, self._store_map()[np.where(valid, rows, 0)], -1)
@@ -278,15 +281,40 @@ class HybridSearcher(Searcher):
         k = int(min(k, max(1, self.retriever.index.n_docs)))
         depth = max(int(cfg.depth), k)
         b_ids, b_scores, b_aux, ranked = self._bm25(queries, depth, unit)
-        d_ids, d_scores, d_rows = self._dense(queries, depth)
-        weight_dense = cfg.weight_dense if self.dense is not None else 0.0
-        weight_bm25 = cfg.weight_bm25 if self.dense is not None else 1.0  # BM25 alone: its own order
-        fused = fuse(b_ids, b_scores, d_ids, d_scores, k, method=cfg.method, rrf_k=cfg.rrf_k,
-                     weight_bm25=weight_bm25, weight_dense=weight_dense, bm25_aux=b_aux, dense_aux=d_rows)
+        dense = self._dense(queries, depth)
+        return self._fused(queries, k, unit, (b_ids, b_scores, b_aux), ranked.plan, dense, self.dense is not None)
+
+    def _fused(self, queries: list[str], k: int, unit: str, bm25: tuple, plan, dense: tuple, with_dense: bool) -> Ranked:
+        """The two sides' (ids, scores, aux) fused per source under ``[hybrid]`` (BM25 alone, in its own
+        order, without a dense side), as a ``Ranked``."""
+        cfg = self.workspace.config.hybrid
+        weight_dense = cfg.weight_dense if with_dense else 0.0
+        weight_bm25 = cfg.weight_bm25 if with_dense else 1.0  # BM25 alone: its own order
+        fused = fuse(bm25[0], bm25[1], dense[0], dense[1], k, method=cfg.method, rrf_k=cfg.rrf_k,
+                     weight_bm25=weight_bm25, weight_dense=weight_dense, bm25_aux=bm25[2], dense_aux=dense[2])
         return Ranked(TopK(fused.ids, fused.scores), queries, unit=unit, engine=self.NAME,
-                      table=self.retriever.index.citekeys, plan=ranked.plan, tag=RUN_TAG,
+                      table=self.retriever.index.citekeys, plan=plan, tag=RUN_TAG,
                       columns={"bm25_rank": fused.bm25_rank, "dense_rank": fused.dense_rank,
                                "passage": fused.passage, "chunk": fused.chunk})
+
+    def rank_similar(self, citekey: str, k: int = 10) -> Ranked:
+        """The sources most like ``citekey`` by BM25 (its distinctive terms) and by the embedding index (the
+        mean of its chunk vectors), fused per source as a query's lists are; never ``citekey`` itself. A
+        source the embedding index lacks is ranked by BM25 alone."""
+        k = check_k(k)
+        k = int(min(k, max(1, self.retriever.index.n_docs - 1)))
+        depth = max(int(self.workspace.config.hybrid.depth), k)
+        ranked = self.retriever.rank_similar(citekey, depth)
+        bm25 = (ranked.topk.ids.astype(np.int64), ranked.topk.scores, None)
+        with_dense = self.dense is not None
+        dense = (np.full((1, depth), -1, dtype=np.int64), np.full((1, depth), -np.inf),
+                 np.full((1, depth), -1, dtype=np.int64))
+        if with_dense:
+            try:
+                dense = self._dense_sources(self.dense.rank_similar(citekey, depth, max_per_source=1))
+            except UsageError:  # not in the embedding index (yet): BM25's list alone
+                with_dense = False
+        return self._fused(ranked.queries, k, "document", bm25, ranked.plan, dense, with_dense)
 
     # -- citable hits -------------------------------------------------------------------------------
     def _hit(self, ranked: Ranked, q: int, j: int, terms: list[str], width: int, cache: dict,

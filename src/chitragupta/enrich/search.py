@@ -255,7 +255,46 @@ class EmbedSearcher(Searcher):
         return Ranked(top, queries, unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
                       item_field="chunk", engine=self.NAME)
 
-    def _nearest(self, qv: np.ndarray, n: int, queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def rank_similar(self, citekey: str, k: int = 10, *, max_per_source: int | None = None) -> Ranked:
+        """The ``k`` chunks nearest the mean of ``citekey``'s chunk vectors (re-normalised), capped per source
+        as ``rank_many`` caps, ``citekey``'s own chunks left out. No cross-encoder: there is no query text."""
+        from chitragupta.engine.search import near_citekeys
+
+        k = check_k(k)
+        cap = check_max_per_source(max_per_source)
+        if cap is None:
+            cap = int(self.workspace.config.enrich.embed_max_passages_per_source)
+        pos = self.key_table().find_many([citekey])[0] if self.store.citekeys else -1
+        if pos < 0 or not self._live[pos]:
+            raise UsageError(f"{citekey!r} is not a source of the embedding index"
+                             + near_citekeys(citekey, self.key_table()))
+        doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
+        own = np.flatnonzero(doc == pos)
+        title = self._titles[pos]
+        top = TopK.empty(1, k)
+        if own.size:
+            mean = np.asarray(self.store.vectors[own], dtype=np.float64).mean(axis=0)
+            qv = (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32)[None, :]
+            n_chunks = self.store.count
+
+            def rank(todo: np.ndarray, depth: int):
+                rows, scores = self._nearest(qv[todo], depth, None)
+                return rows, doc[np.where(rows >= 0, rows, 0)], scores
+
+            # k + cap capped: the source's own chunks (at most cap of them) leave at least k others
+            ids, scores = deepen_capped(rank, 1, k + cap, cap, n_chunks,
+                                        (k + cap) * int(self.workspace.config.enrich.embed_overfetch))
+            keep = (ids[0] >= 0) & (doc[np.where(ids[0] >= 0, ids[0], 0)] != pos)
+            n = min(k, int(keep.sum()))
+            top.ids[0, :n], top.scores[0, :n] = ids[0][keep][:n], scores[0][keep][:n]
+        hit = top.ids >= 0
+        safe = np.where(hit, top.ids, 0)
+        doc_rows = np.where(hit, doc[safe] if self.store.count else -1, -1)
+        items = np.where(hit, np.asarray(self.store.chunk_no, dtype=np.int64)[safe] if self.store.count else -1, -1)
+        return Ranked(top, [title], unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
+                      item_field="chunk", engine=self.NAME)
+
+    def _nearest(self, qv: np.ndarray, n: int, queries: list[str] | None) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores), each (len(qv), n): the ``n`` nearest chunks of each query vector, live ones only,
         best first (score descending, then chunk order: the same on every device), reranked when a
         cross-encoder is configured; -1 / -inf padding."""
@@ -270,7 +309,7 @@ class EmbedSearcher(Searcher):
         ok = np.take_along_axis(ok, order, 1)
         rows = np.where(ok, np.take_along_axis(rows, order, 1), -1)
         scores = np.where(ok, np.take_along_axis(scores, order, 1), -np.inf)
-        if self.reranker is not None:
+        if self.reranker is not None and queries is not None:
             for q in range(len(queries)):
                 m = int((rows[q] >= 0).sum())
                 if m:

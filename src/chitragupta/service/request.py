@@ -78,6 +78,10 @@ class SearchRequest:
         return searcher.search(query, self.k_for(False), unit=self.resolved_unit, snippet_chars=self.snippet_chars,
                                max_per_source=self.max_per_source)
 
+    def run_similar(self, searcher, citekey: str):
+        """"Papers like this one": a ``SearchResponse`` of the sources most like ``citekey``."""
+        return searcher.similar(citekey, self.k_for(False), snippet_chars=self.snippet_chars)
+
     def run_many(self, searcher, queries: list[str]):
         """A batch: the ``Ranked`` arrays (for a run file)."""
         return searcher.rank_many(queries, self.k_for(True), unit=self.resolved_unit,

@@ -3,6 +3,7 @@ server) calls, and what any long-lived process can use.
 
     warm = WarmEngines("my-review")
     warm.search("digital twin fidelity", k=10, engine="hybrid")   # {"hits": [...], "notes": [...]}
+    warm.similar("smith2020", k=10, engine="hybrid")               # papers like this one
     warm.evidence("smith2020", "fidelity"); warm.explain("fidelity", "smith2020"); warm.source("smith2020")
 
 Every engine of the registry (``service/registry.py``) is opened on first use and kept; an engine made
@@ -130,6 +131,14 @@ class WarmEngines:
         req = SearchRequest.checked(engine=engine, unit=unit, k=k, snippet_chars=snippet_chars)
         with self._lock:
             resp = req.run_one(self.searcher(req.engine), query)
+        return _response(resp)
+
+    def similar(self, citekey: str, k: int = 10, engine: str = registry.DEFAULT_ENGINE,
+                snippet_chars: int | None = None) -> dict:
+        """The sources most like ``citekey``, as ``chitragupta similar --json`` gives them."""
+        req = SearchRequest.checked(engine=engine, k=k, snippet_chars=snippet_chars)
+        with self._lock:
+            resp = req.run_similar(self.searcher(req.engine), citekey)
         return _response(resp)
 
     def evidence(self, citekey: str, query: str, n: int = 2, width: int = 600) -> dict:
