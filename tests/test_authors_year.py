@@ -30,12 +30,16 @@ def test_bibtex_authors_and_year(tmp_path):
         "@misc{c, title={C}, year = {{in press}}}\n"
         "@misc{d, title={D}}\n"
         f"@misc{{e, title={{E}}, author={{{many}}}, year=1999}}\n", encoding="utf-8")
-    e = {x.citekey: x for x in read_bibtex(bib)[0]}
-    assert e["a"].authors == ("Müller, Jórg", "Barnes and Noble", "Smith, J.", "others") and e["a"].year == "2020"
-    assert e["b"].authors == ("Doe, Jane",) and e["b"].year == "2019"
-    assert e["c"].authors == () and e["c"].year == "in press"
+    got, problems = read_bibtex(bib)
+    e = {x.citekey: x for x in got}
+    assert e["a"].authors == ("Müller, Jórg", "Barnes and Noble", "Smith, J.", "others") and e["a"].year == 2020
+    assert e["a"].author_names == (("Müller", "Jórg"), ("Barnes and Noble", ""), ("Smith", "J."))
+    assert e["b"].authors == ("Doe, Jane",) and e["b"].year == 2019
+    assert e["c"].authors == () and e["c"].year is None  # "in press" is no year: noted, left empty
+    assert [p for p in problems if "'c'" in p] == [f"{bib}:3: 'c': field 'year' 'in press' is not a year; left empty"]
     assert e["d"].authors == () and e["d"].year is None
-    assert len(e["e"].authors) == MAX_AUTHORS + 1 and e["e"].authors[-1] == "others" and e["e"].year == "1999"
+    assert len(e["e"].authors) == MAX_AUTHORS + 1 and e["e"].authors[-1] == "others" and e["e"].year == 1999
+    assert len(e["e"].author_names) == MAX_AUTHORS and e["e"].author_names[-1] == (f"Name{MAX_AUTHORS - 1}", "A.")
 
 
 def test_sync_records_them_and_a_resync_fills_them_without_reparsing(tmp_path):
@@ -50,7 +54,7 @@ def test_sync_records_them_and_a_resync_fills_them_without_reparsing(tmp_path):
                    encoding="utf-8")
     rep = sync(ws)
     row = _rows(ws)["alpha"]
-    assert row.authors == ("Doe, Jane", "Roe, R.") and row.year == "2021"
+    assert row.authors == ("Doe, Jane", "Roe, R.") and row.year == 2021
     assert rep.parsed == 0 and rep.unchanged == 1  # the text was not parsed again
 
 
@@ -64,8 +68,8 @@ def test_jsonl_authors_and_year_top_level_or_metadata(tmp_path):
     ])
     rep = import_jsonl(ws, src)
     r = _rows(ws)
-    assert r["a"].authors == ("Doe, Jane", "Roe, R.") and r["a"].year == "2020"
-    assert r["b"].authors == ("Smith, J.", "Li, W.") and r["b"].year == "2019a"
+    assert r["a"].authors == ("Doe, Jane", "Roe, R.") and r["a"].year == 2020
+    assert r["b"].authors == ("Smith, J.", "Li, W.") and r["b"].year == 2019  # "2019a"
     assert r["c"].authors == () and r["c"].year is None and r["c"].status == "parsed"  # kept, fields ignored
     assert any("'authors' must be" in p for p in rep.problems) and any("'year' must be" in p for p in rep.problems)
     assert r["d"].authors == () and r["d"].year is None
@@ -78,7 +82,7 @@ def test_jsonl_authors_and_year_top_level_or_metadata(tmp_path):
     rep = import_jsonl(ws, src)
     r = _rows(ws)
     assert rep.parsed == 0 and rep.unchanged == 4
-    assert r["a"].authors == ("Doe, Jane",) and r["d"].year == "1987"
+    assert r["a"].authors == ("Doe, Jane",) and r["d"].year == 1987
 
 
 def _schema1_ledger(path):
@@ -138,5 +142,5 @@ def test_the_source_of_a_hit_carries_them(tmp_path):
     import_jsonl(ws, write_jsonl(tmp_path / "c.jsonl", [
         {"_id": "a", "title": "A twin", "text": "digital twin", "authors": ["Doe, Jane"], "year": 2020}]))
     row = Retriever.open(ws).source("a")
-    assert row.authors == ("Doe, Jane",) and row.year == "2020"
+    assert row.authors == ("Doe, Jane",) and row.year == 2020
     assert json.loads(json.dumps(list(row.authors))) == ["Doe, Jane"]
