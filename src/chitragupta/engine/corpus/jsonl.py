@@ -11,7 +11,8 @@ first record. What a line may hold, and what becomes of what it may not:
   U+FFFD and is reported; a NUL becomes a space.
 - Metadata, at the top level or inside BEIR's ``metadata`` object (the top level wins), read by the rules
   of ``metadata.py``: ``authors`` (a list of names, each ``Family, Given`` or ``Given Family`` as BibTeX
-  reads them, or one string: names separated by ``;``, else a BibTeX-style ``A and B``), ``year`` (a
+  reads them, or one string: names separated by ``;``, else a BibTeX-style ``A and B``; a name holding a
+  backslash or a brace is LaTeX, decoded as ``sync`` decodes names, any other kept as written), ``year`` (a
   number, or a string that holds one: ``2019a`` is 2019), ``keywords`` (a list of strings, or one string
   separated by ``;``), ``venue`` (a string), ``type`` (a string, lower-cased) and ``doi`` (normalised).
   A value of the wrong kind, or one that is no year or DOI (``19x5``, a venue that is a number), is a
@@ -265,10 +266,10 @@ def _bibliographic(obj: dict, where: str, problems: list[str]) -> tuple:
         problems.append(f"{where}: 'authors' must be a list of strings or one string, got {_what(names)}; "
                         "left empty")
     pairs = []
-    for a in authors:
-        if a.lower() != "others":
-            fam, given = split_name(a)
-            pairs.append((fam.replace("{", "").replace("}", ""), given.replace("{", "").replace("}", "")))
+    if authors and any("\\" in a or "{" in a for a in authors):
+        authors, pairs = _latex_names(authors)
+    else:
+        pairs = [split_name(a) for a in authors if a.lower() != "others"]
     if year is not None:
         if isinstance(year, bool) or not isinstance(year, (str, int)):
             problems.append(f"{where}: 'year' must be a number or a string, got {_what(year)}; left empty")
@@ -295,6 +296,22 @@ def _bibliographic(obj: dict, where: str, problems: list[str]) -> tuple:
             problems.append(f"{where}: field 'doi' {_shown(doi)} is not a DOI (10.NNNN/...); left empty")
         doi = got
     return authors, year, tuple(pairs), text["venue"], text["type"], doi
+
+
+def _latex_names(authors: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """Names of which some hold LaTeX (a backslash or a brace: ``M{\\"u}ller, K.``), split before they are
+    decoded (braces protect, as in BibTeX), then decoded as ``sync`` decodes them. Names without either are
+    kept as written."""
+    from chitragupta.engine.corpus.bibtex import latex_to_text  # bibtex imports this module
+
+    shown, pairs = [], []
+    for a in authors:
+        tex = "\\" in a or "{" in a
+        if a.lower() != "others":
+            fam, given = split_name(a)
+            pairs.append((latex_to_text(fam), latex_to_text(given)) if tex else (fam, given))
+        shown.append(latex_to_text(a) if tex else a)
+    return tuple(x for x in shown if x), pairs
 
 
 def _keywords(obj: dict, where: str, problems: list[str]) -> list[str]:
