@@ -172,7 +172,8 @@ def test_a_resync_of_a_schema2_ledger_fills_the_new_fields_without_reparsing(tmp
     assert rep.parsed == 0 and rep.unchanged == 1  # the PDF was not parsed again
     row = _rows(ws)["alpha"]
     assert (row.venue, row.type, row.doi, row.year) == ("Proc. Ö", "inproceedings", "10.1234/abc.5", 2021)
-    assert row.authors == ("Über, Hans", "Müller, Karl") and row.author_names == (("Über", "Hans"), ("Müller", "Karl"))
+    assert row.authors == ("Über, Hans", "Müller, Karl")
+    assert row.author_names == (("Über", "Hans"), ("Müller", "Karl"))
     assert sync(ws).unchanged == 1  # and a third sync writes nothing new
 
 
@@ -189,7 +190,8 @@ def test_a_reimport_into_a_schema2_ledger_fills_the_new_fields_without_rewriting
     assert rep.parsed == 0 and rep.unchanged == 2 and not rep.problems
     r = _rows(ws)
     assert (ws.root / r["a"].parsed_path).stat().st_mtime_ns == text
-    assert r["a"].author_names == (("Doe", "Jane"), ("Roe", "Richard")) and r["a"].authors == ("Doe, Jane", "Richard Roe")
+    assert r["a"].author_names == (("Doe", "Jane"), ("Roe", "Richard"))
+    assert r["a"].authors == ("Doe, Jane", "Richard Roe")
     assert (r["a"].year, r["a"].venue, r["a"].type, r["a"].doi, r["a"].keywords) == (
         2020, "Nature", "article", "10.1000/x", ("Twin", "Model"))
     assert (r["b"].venue, r["b"].doi) == ("Science", "10.2000/y")

@@ -244,7 +244,8 @@ def test_latex_names_are_split_before_decoding_and_a_sync_stores_them(tmp_path):
     bib = tmp_path / "papers" / "bibliography.bib"
     bib.parent.mkdir()
     bib.write_text("@article{k, title={T}, author={{\\\"U}ber, Hans and M\\\"{u}ller, Karl and "
-                   "Jean de La Fontaine and Jean {de La} Fontaine and {\\'E}mile Zola}, year={19x5}}\n", encoding="utf-8")
+                   "Jean de La Fontaine and Jean {de La} Fontaine and {\\'E}mile Zola}, year={19x5}}\n",
+                   encoding="utf-8")
     (e,), problems = read_bibtex(bib)
     assert e.authors == ("Über, Hans", "Müller, Karl", "Jean de La Fontaine", "Jean de La Fontaine", "Émile Zola")
     # braces around words without a backslash hide their case, as in BibTeX: "{de La}" joins the given names

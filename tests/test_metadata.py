@@ -19,7 +19,8 @@ from conftest import write_jsonl
     ('M{\\"u}ller, J{\\\'o}rg', ('M{\\"u}ller', "J{\\'o}rg")),
     ('{\\"U}ber, Hans', ('{\\"U}ber', "Hans")),
     ("Ludwig van Beethoven", ("van Beethoven", "Ludwig")),
-    ("Charles Louis Xavier Joseph de la Vall{\\'e}e Poussin", ("de la Vall{\\'e}e Poussin", "Charles Louis Xavier Joseph")),
+    ("Charles Louis Xavier Joseph de la Vall{\\'e}e Poussin",
+     ("de la Vall{\\'e}e Poussin", "Charles Louis Xavier Joseph")),
     ('{\\"u}ber der Berg, K.', ('{\\"u}ber der Berg', "K.")),  # a special character's letter gives the case
     ("{van Gogh}, Vincent", ("{van Gogh}", "Vincent")),
     ("Vincent {van Gogh}", ("{van Gogh}", "Vincent")),  # braces protect: one family word

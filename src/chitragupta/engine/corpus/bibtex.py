@@ -8,9 +8,13 @@ linear time, and only for the fields the ledger keeps:
   value is expanded where it is defined, from the macros defined above it; an entry may use any macro
   of the file; a later ``@string`` of the same name wins. An unknown macro stands for its own name. A
   value expanded past the size of the whole file (macros doubling each other) is cut, with a warning.
-- **LaTeX**: ``title``, ``abstract`` and ``keywords`` are LaTeX-decoded (pylatexenc, as bibtexparser's
-  decoding middleware), text without LaTeX is not, and a long value is decoded piecewise, so the cost is
-  linear in what is used. Other fields (a 100,000-name ``author``) are never decoded. With a
+- **LaTeX**: ``title``, ``abstract``, ``keywords``, the venue and the first ``MAX_AUTHORS`` names (each
+  split into family and given names first: braces protect) are LaTeX-decoded (pylatexenc, as
+  bibtexparser's decoding middleware), text without LaTeX is not, and a long value is decoded piecewise,
+  so the cost is linear in what is used. Other fields (the rest of a 100,000-name ``author``) are never
+  decoded.
+- **Metadata**: year, venue, type and DOI by the rules of ``metadata.py``; a year or DOI that cannot be
+  read is a problem naming the line, the citekey and the field, and is left empty (the entry is kept). With a
   ``DecodeCache`` (sync keeps one in ``content/bibtex_decoded.json``) only values that changed since the
   last read are decoded.
 - **Citekeys**: an empty key, or one holding white space or a control character (a TREC run line is split
@@ -35,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from chitragupta.engine.corpus.jsonl import bad_id
+from chitragupta.engine.corpus.ids import bad_id
 from chitragupta.engine.corpus.metadata import norm_doi, split_name, venue_of, year_of
 from chitragupta.engine.corpus.parsers import not_regular
 from chitragupta.errors import CorpusError

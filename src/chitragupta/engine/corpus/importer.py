@@ -29,6 +29,7 @@ __all__ = ["import_jsonl", "text_hash"]
 Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
 _BATCH_ROWS = 5000
+_NO_META = (None,) * 6  # authors, year, venue, type, doi, author_names of a record without them
 
 
 def text_hash(title: str, text: str, abstract: str | None) -> str:
@@ -145,7 +146,8 @@ def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: 
         digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
                                    len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # text_hash
         kw = _keywords_json(kws)
-        meta = (authors_json(authors), year_text(year), venue, kind, doi, names_json(pairs))  # import_state's order
+        meta = (authors_json(authors), year_text(year), venue, kind, doi, names_json(pairs)) \
+            if authors or year is not None or venue or kind or doi else _NO_META  # import_state's order
         row = (key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now(), *meta)
         if wanted is None and old is not None and old[1] == "parsed" and old[3] == digest and old[2] == rel \
                 and fname in files and (not untrusted or rel not in untrusted):

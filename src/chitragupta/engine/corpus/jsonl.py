@@ -33,12 +33,12 @@ import json
 import os
 import re
 import stat
-import unicodedata
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from chitragupta.engine.corpus.ids import bad_id
 from chitragupta.engine.corpus.metadata import norm_doi, split_and, split_name, year_of
 from chitragupta.engine.files import kind_of
 from chitragupta.errors import CorpusError
@@ -107,25 +107,6 @@ def _str_field(obj: dict, name: str, where: str, problems: list[str]) -> str | N
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def bad_id(key: str) -> str | None:
-    """Why ``key`` cannot be an ``_id`` (a citekey or a query id a TREC run carries), or None when it can:
-    empty, white space (which splits a TREC line), a control character, or a lone surrogate."""
-    if not key:
-        return "is empty"
-    if key.isascii() and key.isprintable() and " " not in key:
-        return None  # the common case, decided without a scan
-    for c in key:
-        if "\ud800" <= c <= "\udfff":
-            return f"holds a lone surrogate escape U+{ord(c):04X} (not Unicode text)"
-        if c.isspace():
-            return f"holds white space (U+{ord(c):04X}), which a TREC run cannot carry"
-        if c == "\x00":
-            return "holds a NUL byte"
-        if unicodedata.category(c) == "Cc":
-            return f"holds a control character (U+{ord(c):04X})"
-    return None
 
 
 def _has_surrogate(*fields) -> bool:
@@ -233,8 +214,6 @@ def _id_of(obj: dict, path: str, n: int, problems: list[str]) -> str | None:
 # JsonlRecord's fields, in its order
 Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int, "tuple[str, ...]", "int | None",
                "tuple[tuple[str, str], ...]", "str | None", "str | None", "str | None"]
-_NO_META = ((), None, (), None, None, None)
-_META_KEYS = ("metadata", "authors", "year", "venue", "type", "doi")
 
 
 def _clean(s: str) -> str:
@@ -377,19 +356,22 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
                 if title is None or text is None or abstract is None:
                     continue
             kws = obj.get("keywords")
-            if type(kws) is not list or "metadata" in obj:
-                kws = _keywords(obj, f"{path}:{n}", problems)
-            elif not all(type(k) is str for k in kws):
+            has_meta = "metadata" in obj
+            if kws is None and not has_meta:
+                kws = []
+            elif has_meta or type(kws) is not list or not all(type(k) is str for k in kws):
                 kws = _keywords(obj, f"{path}:{n}", problems)
             if b"\\" in raw and _has_surrogate(title, text, abstract, kws):  # only a \\u escape makes one
                 problems.append(f"{path}:{n}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
                 title, text = _SURROGATE.sub("\ufffd", title), _SURROGATE.sub("\ufffd", text)
                 abstract = _SURROGATE.sub("\ufffd", abstract) if abstract else abstract
                 kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
-            meta = _bibliographic(obj, f"{path}:{n}", problems) \
-                if any(k in obj for k in _META_KEYS) else _NO_META
             seen.add(key)
-            yield (key, title, text, tuple(kws), abstract or None, n, *meta)
+            if has_meta or "authors" in obj or "year" in obj or "venue" in obj or "type" in obj or "doi" in obj:
+                yield (key, title, text, tuple(kws), abstract or None, n,
+                       *_bibliographic(obj, f"{path}:{n}", problems))
+            else:
+                yield (key, title, text, tuple(kws), abstract or None, n, (), None, (), None, None, None)
 
 
 def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:

@@ -1,7 +1,8 @@
 """The ledger: one SQLite row per source, written in transactions.
 
-A row records what the corpus holds for one citekey: title, abstract and keywords where the source has
-them, the parse status (``parsed``, ``no-file``, ``failed`` with a reason) and the parsed text's path
+A row records what the corpus holds for one citekey: title, abstract, keywords and the bibliographic
+metadata (authors, year, venue, type, doi; ``metadata.py`` has the rules) where the source has them, the
+parse status (``parsed``, ``no-file``, ``failed`` with a reason) and the parsed text's path
 relative to the workspace. Only ledger rows are ever indexed, so every hit is citable.
 
 Change stamp: ``meta.changes`` counts writes to ``sources`` -- once per ``upsert`` call (the only way
@@ -29,6 +30,13 @@ every reader skips it and logs one warning (counted through the citekey index, s
 nothing for the check), and ``sync`` and ``import`` drop it (``drop_unkeyed``); a BLOB or a number where
 other text belongs (a title, a path) is read as the text it holds, a number column that holds text as
 unknown.
+
+Schema 3 added ``venue``, ``type``, ``doi`` and ``author_names`` (a JSON list of [family, given] pairs) to
+schema 2's ``authors`` (a JSON list of display strings) and ``year`` (text: the year's digits since 3).
+An older ledger is read as it is -- its missing columns NULL, its ``year`` text read by ``year_of`` (an old
+``2020a`` is 2020, ``in press`` none), its family names split from the display strings -- and a writer
+migrates it in one transaction (``ALTER TABLE ... ADD COLUMN``, rows kept); the next sync or import fills
+the new columns without parsing any document again.
 """
 
 from __future__ import annotations
@@ -94,7 +102,8 @@ _COLUMNS = (
     "source_path", "source_size", "source_mtime_ns", "source_hash", "backend", "updated_at", "authors", "year",
     "venue", "type", "doi", "author_names",
 )
-_ADDED = {2: ("authors", "year"), 3: ("venue", "type", "doi", "author_names")}  # columns each schema version added: NULL when reading an older ledger
+# columns each schema version added: NULL when reading an older ledger
+_ADDED = {2: ("authors", "year"), 3: ("venue", "type", "doi", "author_names")}
 COLUMNS = _COLUMNS  # the order of ``Ledger.upsert_values``' tuples
 _NUMBERS = frozenset({"source_size", "source_mtime_ns", "updated_at"})
 
