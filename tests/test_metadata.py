@@ -112,3 +112,15 @@ def test_facets_of_a_ledger_before_schema_3_come_from_its_display_names(tmp_path
         assert led.get("k").author_names == (("Müller", "Jörg"), ("van Beethoven", "Ludwig"))
     assert f.citekeys == ["k"] and f.families == [("muller", "van beethoven", "beethoven")]
     assert f.year == [None] and f.keywords == [("twin",)] and f.venue == f.type == f.doi == [None]
+
+
+def test_a_bibtex_name_list_gives_the_names_as_written_and_their_parts(tmp_path):
+    from chitragupta.engine.corpus.bibtex import read_bibtex
+
+    bib = tmp_path / "n.bib"
+    bib.write_text("@misc{k, author={Smith, Jr., John and D.~E. Knuth and Ludwig van Beethoven and {\\'E}mile Zola"
+                   " and {\\\"U}ber, Hans and Plato}}\n", encoding="utf-8")
+    (e,), _ = read_bibtex(bib)
+    assert e.authors == ("Smith, Jr., John", "D. E. Knuth", "Ludwig van Beethoven", "Émile Zola", "Über, Hans", "Plato")
+    assert e.author_names == (("Smith", "John, Jr."), ("Knuth", "D. E."), ("van Beethoven", "Ludwig"),
+                              ("Zola", "Émile"), ("Über", "Hans"), ("Plato", ""))

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chitragupta.engine.corpus.ids import bad_id
-from chitragupta.engine.corpus.metadata import norm_doi, split_name, venue_of, year_of
+from chitragupta.engine.corpus.metadata import join_name, name_parts, norm_doi, venue_of, year_of
 from chitragupta.engine.corpus.parsers import not_regular
 from chitragupta.errors import CorpusError
 
@@ -307,20 +307,18 @@ def _names(value: str | None, cache: DecodeCache | None = None
         parts.append(value[start:])
     more = len(parts) > MAX_AUTHORS
     parts = [p for p in (p.strip() for p in parts[:MAX_AUTHORS]) if p]
-    pieces = []
-    for p in parts:
-        pieces.append(p)
-        pieces.extend(split_name(p) if p.lower() != "others" else ("", ""))
+    split = [name_parts(p) for p in parts]
+    pieces = [x for fam, jr, given, _ in split for x in (fam, jr, given)]
     decoded = [n.strip() for n in latex_to_text(_JOIN.join(pieces), cache).split("\u2063")]
-    if len(decoded) != len(pieces):  # the decoder ate a separator: one name at a time
+    if len(decoded) != len(pieces):  # the decoder ate a separator: one piece at a time
         decoded = [latex_to_text(x, cache) if x else "" for x in pieces]
     names, pairs = [], []
-    for i in range(0, len(decoded), 3):
-        name, fam, given = decoded[i:i + 3]
+    for i, (*_, commas) in enumerate(split):
+        name, fam, given = join_name(*decoded[3 * i:3 * i + 3], commas)
         if not name:
             continue
         names.append(name)
-        if name.lower() != "others" and (fam or given):
+        if name.lower() != "others":
             pairs.append((fam, given))
     if more and (not names or names[-1].lower() != "others"):
         names.append("others")

@@ -30,7 +30,7 @@ import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 
-__all__ = ["split_name", "split_and", "year_of", "norm_doi", "fold", "venue_of", "VENUE_FIELDS", "THESIS_TYPES",
+__all__ = ["split_name", "name_parts", "join_name", "split_and", "year_of", "norm_doi", "fold", "venue_of", "VENUE_FIELDS", "THESIS_TYPES",
            "Facets", "facets"]
 
 THESIS_TYPES = frozenset({"phdthesis", "mastersthesis", "thesis", "techreport", "report"})
@@ -152,26 +152,39 @@ def _lower_first(tok: str) -> bool | None:
     return None
 
 
-def split_name(raw: str) -> tuple[str, str]:
-    """(family, given) of one name as BibTeX reads it (see the module docstring), in the text given
-    (LaTeX left as it is: the caller decodes). A name of one word is all family name."""
+def name_parts(raw: str) -> tuple[str, str, str, bool]:
+    """(family, jr, given, written with commas) of one name as BibTeX reads it, in the text given."""
     raw = " ".join(_top_split(raw.replace("~", " "), " \t\r\n"))  # white space outside braces, collapsed
     parts = [p.strip() for p in _top_split(raw, ",")]
     words = lambda s: [w for w in _top_split(s, " ") if w]  # noqa: E731
     if len(parts) == 1:
         toks = words(parts[0])
         if not toks:
-            return "", ""
+            return "", "", "", False
         last = len(toks) - 1
         lows = [i for i in range(last) if _lower_first(toks[i])]
         if lows:  # First von Last: von from the first lower-case word to the last one before the last word
-            first = lows[0]
-            return " ".join(toks[first:]), " ".join(toks[:first])
-        return toks[last], " ".join(toks[:last])
-    given = parts[-1] if len(parts) == 2 else parts[2]
-    if len(parts) >= 3 and parts[1]:
-        given = f"{given}, {parts[1]}" if given else parts[1]
-    return " ".join(words(parts[0])), given
+            return " ".join(toks[lows[0]:]), "", " ".join(toks[:lows[0]]), False
+        return toks[last], "", " ".join(toks[:last]), False
+    if len(parts) == 2:
+        return " ".join(words(parts[0])), "", parts[1], True
+    return " ".join(words(parts[0])), parts[1], ", ".join(parts[2:]), True
+
+
+def join_name(family: str, jr: str, given: str, commas: bool) -> tuple[str, str, str]:
+    """(display, family, given) of ``name_parts``' parts: the display as the name was written (``Family,
+    Given``, ``Family, Jr, Given`` or ``Given Family``), the given names with a ``Jr`` part after them."""
+    if commas:
+        shown = ", ".join([family] + ([jr] if jr else []) + [given]) if given or jr else family
+    else:
+        shown = f"{given} {family}" if given else family
+    return shown, family, (f"{given}, {jr}" if given and jr else given or jr)
+
+
+def split_name(raw: str) -> tuple[str, str]:
+    """(family, given) of one name as BibTeX reads it (see the module docstring), in the text given
+    (LaTeX left as it is: the caller decodes). A name of one word is all family name."""
+    return join_name(*name_parts(raw))[1:]
 
 
 # -- folding and facets -----------------------------------------------------------------------------
