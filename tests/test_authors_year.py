@@ -12,7 +12,7 @@ from chitragupta.engine.corpus.ledger import SCHEMA_VERSION, Ledger
 from chitragupta.engine.corpus.sync import import_jsonl, sync
 from chitragupta.engine.demo.tinypdf import write_pdf
 from chitragupta.engine.workspace import Workspace
-from conftest import write_jsonl
+from conftest import run_cli, write_jsonl
 
 
 def _rows(ws):
@@ -30,12 +30,16 @@ def test_bibtex_authors_and_year(tmp_path):
         "@misc{c, title={C}, year = {{in press}}}\n"
         "@misc{d, title={D}}\n"
         f"@misc{{e, title={{E}}, author={{{many}}}, year=1999}}\n", encoding="utf-8")
-    e = {x.citekey: x for x in read_bibtex(bib)[0]}
-    assert e["a"].authors == ("Müller, Jórg", "Barnes and Noble", "Smith, J.", "others") and e["a"].year == "2020"
-    assert e["b"].authors == ("Doe, Jane",) and e["b"].year == "2019"
-    assert e["c"].authors == () and e["c"].year == "in press"
+    got, problems = read_bibtex(bib)
+    e = {x.citekey: x for x in got}
+    assert e["a"].authors == ("Müller, Jórg", "Barnes and Noble", "Smith, J.", "others") and e["a"].year == 2020
+    assert e["a"].author_names == (("Müller", "Jórg"), ("Barnes and Noble", ""), ("Smith", "J."))
+    assert e["b"].authors == ("Doe, Jane",) and e["b"].year == 2019
+    assert e["c"].authors == () and e["c"].year is None  # "in press" is no year: noted, left empty
+    assert [p for p in problems if "'c'" in p] == [f"{bib}:3: 'c': field 'year' 'in press' is not a year; left empty"]
     assert e["d"].authors == () and e["d"].year is None
-    assert len(e["e"].authors) == MAX_AUTHORS + 1 and e["e"].authors[-1] == "others" and e["e"].year == "1999"
+    assert len(e["e"].authors) == MAX_AUTHORS + 1 and e["e"].authors[-1] == "others" and e["e"].year == 1999
+    assert len(e["e"].author_names) == MAX_AUTHORS and e["e"].author_names[-1] == (f"Name{MAX_AUTHORS - 1}", "A.")
 
 
 def test_sync_records_them_and_a_resync_fills_them_without_reparsing(tmp_path):
@@ -50,7 +54,7 @@ def test_sync_records_them_and_a_resync_fills_them_without_reparsing(tmp_path):
                    encoding="utf-8")
     rep = sync(ws)
     row = _rows(ws)["alpha"]
-    assert row.authors == ("Doe, Jane", "Roe, R.") and row.year == "2021"
+    assert row.authors == ("Doe, Jane", "Roe, R.") and row.year == 2021
     assert rep.parsed == 0 and rep.unchanged == 1  # the text was not parsed again
 
 
@@ -64,8 +68,8 @@ def test_jsonl_authors_and_year_top_level_or_metadata(tmp_path):
     ])
     rep = import_jsonl(ws, src)
     r = _rows(ws)
-    assert r["a"].authors == ("Doe, Jane", "Roe, R.") and r["a"].year == "2020"
-    assert r["b"].authors == ("Smith, J.", "Li, W.") and r["b"].year == "2019a"
+    assert r["a"].authors == ("Doe, Jane", "Roe, R.") and r["a"].year == 2020
+    assert r["b"].authors == ("Smith, J.", "Li, W.") and r["b"].year == 2019  # "2019a"
     assert r["c"].authors == () and r["c"].year is None and r["c"].status == "parsed"  # kept, fields ignored
     assert any("'authors' must be" in p for p in rep.problems) and any("'year' must be" in p for p in rep.problems)
     assert r["d"].authors == () and r["d"].year is None
@@ -78,7 +82,7 @@ def test_jsonl_authors_and_year_top_level_or_metadata(tmp_path):
     rep = import_jsonl(ws, src)
     r = _rows(ws)
     assert rep.parsed == 0 and rep.unchanged == 4
-    assert r["a"].authors == ("Doe, Jane",) and r["d"].year == "1987"
+    assert r["a"].authors == ("Doe, Jane",) and r["d"].year == 1987
 
 
 def _schema1_ledger(path):
@@ -138,5 +142,71 @@ def test_the_source_of_a_hit_carries_them(tmp_path):
     import_jsonl(ws, write_jsonl(tmp_path / "c.jsonl", [
         {"_id": "a", "title": "A twin", "text": "digital twin", "authors": ["Doe, Jane"], "year": 2020}]))
     row = Retriever.open(ws).source("a")
-    assert row.authors == ("Doe, Jane",) and row.year == "2020"
+    assert row.authors == ("Doe, Jane",) and row.year == 2020
     assert json.loads(json.dumps(list(row.authors))) == ["Doe, Jane"]
+
+
+def _to_schema2(path):
+    """The ledger at ``path`` taken back to what version 2 wrote: schema 2, without the columns 3 added."""
+    db = sqlite3.connect(path)
+    for col in ("venue", "type", "doi", "author_names"):
+        db.execute(f"ALTER TABLE sources DROP COLUMN {col}")
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    db.commit()
+    db.close()
+
+
+def test_a_resync_of_a_schema2_ledger_fills_the_new_fields_without_reparsing(tmp_path):
+    (tmp_path / "papers").mkdir()
+    write_pdf(tmp_path / "papers" / "a.pdf", ["Alpha", "Digital twin fidelity."])
+    bib = tmp_path / "papers" / "bibliography.bib"
+    bib.write_text("@InProceedings{alpha, title={Alpha}, author={{\\\"U}ber, Hans and M\\\"{u}ller, Karl},"
+                   " booktitle={Proc. {\\\"O}}, year={2021}, doi={doi:10.1234/ABC.5}, file={a.pdf}}\n",
+                   encoding="utf-8")
+    ws = Workspace.open(tmp_path)
+    sync(ws)
+    _to_schema2(ws.ledger_path)
+    old = _rows(ws)["alpha"]
+    assert old.venue is None and old.author_names == (("Über", "Hans"), ("Müller", "Karl"))  # from display names
+    rep = sync(ws)
+    assert rep.parsed == 0 and rep.unchanged == 1  # the PDF was not parsed again
+    row = _rows(ws)["alpha"]
+    assert (row.venue, row.type, row.doi, row.year) == ("Proc. Ö", "inproceedings", "10.1234/abc.5", 2021)
+    assert row.authors == ("Über, Hans", "Müller, Karl")
+    assert row.author_names == (("Über", "Hans"), ("Müller", "Karl"))
+    assert sync(ws).unchanged == 1  # and a third sync writes nothing new
+
+
+def test_a_reimport_into_a_schema2_ledger_fills_the_new_fields_without_rewriting_texts(tmp_path):
+    ws = Workspace.open(tmp_path / "ws", create=True)
+    src = write_jsonl(tmp_path / "c.jsonl", [
+        {"_id": "a", "title": "A", "text": "twin", "authors": "Doe, Jane and Richard Roe", "year": "2020",
+         "venue": "Nature", "type": "Article", "doi": "https://doi.org/10.1000/X", "keywords": "Twin; Model"},
+        {"_id": "b", "title": "B", "text": "twin", "metadata": {"venue": "Science", "doi": "10.2000/y"}}])
+    import_jsonl(ws, src)
+    _to_schema2(ws.ledger_path)
+    text = (ws.root / _rows(ws)["a"].parsed_path).stat().st_mtime_ns
+    rep = import_jsonl(ws, src)
+    assert rep.parsed == 0 and rep.unchanged == 2 and not rep.problems
+    r = _rows(ws)
+    assert (ws.root / r["a"].parsed_path).stat().st_mtime_ns == text
+    assert r["a"].author_names == (("Doe", "Jane"), ("Roe", "Richard"))
+    assert r["a"].authors == ("Doe, Jane", "Richard Roe")
+    assert (r["a"].year, r["a"].venue, r["a"].type, r["a"].doi, r["a"].keywords) == (
+        2020, "Nature", "article", "10.1000/x", ("Twin", "Model"))
+    assert (r["b"].venue, r["b"].doi) == ("Science", "10.2000/y")
+
+
+def test_the_source_tool_reports_the_new_fields_and_keeps_the_old_keys(tmp_path):
+    from chitragupta.service.warm import WarmEngines
+
+    ws = Workspace.open(tmp_path / "ws", create=True)
+    import_jsonl(ws, write_jsonl(tmp_path / "c.jsonl", [
+        {"_id": "a", "title": "A twin", "text": "digital twin", "authors": ["Müller, Jörg", "Ada Lovelace"],
+         "year": "2020", "venue": "Nature", "type": "article", "doi": "10.1000/x"}]))
+    run_cli("index", "-w", ws.root, check=True)
+    got = WarmEngines(ws.root).source("a")
+    assert got["authors"] == ["Müller, Jörg", "Ada Lovelace"] and got["year"] == 2020
+    assert got["author_names"] == [{"family": "Müller", "given": "Jörg"}, {"family": "Lovelace", "given": "Ada"}]
+    assert (got["venue"], got["type"], got["doi"]) == ("Nature", "article", "10.1000/x")
+    assert json.loads(json.dumps(got)) == got

@@ -214,3 +214,50 @@ def test_a_resync_decodes_only_the_values_that_changed(tmp_path, monkeypatch):
         os.mkfifo(cache)
         with deadline(10):
             sync(ws)
+
+
+def test_venue_type_and_doi_of_each_kind_of_entry(tmp_path):
+    bib = tmp_path / "v.bib"
+    bib.write_text(
+        "@string{jo = {J. {\\\"O}kol.}}\n"
+        "@Article{art, title={A}, journal=jo, booktitle={not this}, doi={https://doi.org/10.1000/ABC\\_1}}\n"
+        "@article{bl, title={B}, journaltitle={Biblatex J.}, doi={DOI:10.1000/Z}}\n"
+        "@InProceedings{inp, title={C}, booktitle={Proc. ICML}, publisher={PMLR}}\n"
+        "@PhdThesis{phd, title={D}, school={MIT}, publisher={ProQuest}}\n"
+        "@techreport{tr, title={E}, institution={NASA}}\n"
+        "@mastersthesis{ms, title={F}, publisher={Uni Press}}\n"
+        "@book{bk, title={G}, publisher={Springer}, doi={not a doi}}\n"
+        "@misc{mi, title={H}, doi = 1234}\n", encoding="utf-8")
+    got, problems = read_bibtex(bib)
+    e = {x.citekey: (x.venue, x.type, x.doi) for x in got}
+    assert e == {
+        "art": ("J. Ökol.", "article", "10.1000/abc_1"), "bl": ("Biblatex J.", "article", "10.1000/z"),
+        "inp": ("Proc. ICML", "inproceedings", None), "phd": ("MIT", "phdthesis", None),
+        "tr": ("NASA", "techreport", None), "ms": ("Uni Press", "mastersthesis", None),
+        "bk": (None, "book", None),  # a book's publisher is not its venue
+        "mi": (None, "misc", None)}
+    assert problems == [f"{bib}:8: 'bk': field 'doi' 'not a doi' is not a DOI (10.NNNN/...); left empty",
+                        f"{bib}:9: 'mi': field 'doi' '1234' is not a DOI (10.NNNN/...); left empty"]
+
+
+def test_latex_names_are_split_before_decoding_and_a_sync_stores_them(tmp_path):
+    bib = tmp_path / "papers" / "bibliography.bib"
+    bib.parent.mkdir()
+    bib.write_text("@article{k, title={T}, author={{\\\"U}ber, Hans and M\\\"{u}ller, Karl and "
+                   "Jean de La Fontaine and Jean {de La} Fontaine and {\\'E}mile Zola}, year={19x5}}\n",
+                   encoding="utf-8")
+    (e,), problems = read_bibtex(bib)
+    assert e.authors == ("Über, Hans", "Müller, Karl", "Jean de La Fontaine", "Jean de La Fontaine", "Émile Zola")
+    # braces around words without a backslash hide their case, as in BibTeX: "{de La}" joins the given names
+    assert e.author_names == (("Über", "Hans"), ("Müller", "Karl"), ("de La Fontaine", "Jean"),
+                              ("Fontaine", "Jean de La"), ("Zola", "Émile"))
+    assert e.year is None and problems == [f"{bib}:1: 'k': field 'year' '19x5' is not a year; left empty"]
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.workspace import Workspace
+
+    ws = Workspace.open(tmp_path)
+    rep = sync(ws)
+    assert rep.problems == problems
+    with Ledger(ws.ledger_path, create=False) as led:
+        row = led.get("k")
+    assert row.author_names == e.author_names and row.year is None and row.type == "article"

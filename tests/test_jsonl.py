@@ -59,12 +59,15 @@ def test_a_huge_integer_never_stops_the_import(tmp_path):
                  '{"_id": "kw", "text": "twin", "keywords": [' + HUGE + ']}',
                  '{"_id": 42, "text": "twin"}')
     problems: list[str] = []
-    assert [r.citekey for r in iter_jsonl(src, problems)] == ["ignored", "42"]  # was: ValueError
+    got = {r.citekey: r for r in iter_jsonl(src, problems)}
+    assert list(got) == ["ignored", "kw", "42"]  # was: ValueError
+    assert got["kw"].keywords == ()  # a bad metadata field is left empty; the record is kept
     assert any(f"{src}:2: '_id' is an integer of 5000 digits" in p for p in problems), problems
     assert any(f"{src}:3: field 'title' must be a string, got an integer of 5000 digits" in p for p in problems)
-    assert any(f"{src}:4: 'keywords'" in p for p in problems)
+    assert any(f"{src}:4: 'keywords' must be a list of strings or one string, got list; left empty" in p
+               for p in problems), problems
     p = run_main("import", "-w", tmp_path / "ws", src)
-    assert p.returncode == 0 and "import: 2 entries" in p.stdout, p.stderr
+    assert p.returncode == 0 and "import: 3 entries" in p.stdout, p.stderr
 
 
 def test_a_huge_integer_in_a_queries_file_skips_only_its_line(tmp_path):
@@ -150,3 +153,39 @@ def test_an_id_a_trec_run_cannot_carry_is_refused_at_import(tmp_path, key):
     qp: list[str] = []
     assert read_queries(q, qp) == [("q2", "twin")]
     assert len(qp) == 1 and qp[0].startswith(f"{q}:1: '_id' ")
+
+
+def test_bad_metadata_is_a_note_naming_line_and_field_and_the_record_is_kept(tmp_path):
+    src = write_lines(tmp_path / "c.jsonl", *[json.dumps(r) for r in [
+        {"_id": "y", "text": "t", "year": "19x5", "venue": 12, "type": ["x"], "doi": "nope"},
+        {"_id": "a", "text": "t", "authors": {"family": "Doe"}, "keywords": 3, "metadata": {"year": 2020}},
+        {"_id": "m", "text": "t", "authors": ["Doe, J.", 4], "year": 10**7, "doi": 7, "metadata": "not an object"},
+        {"_id": "h", "text": "t", "year": True},
+        {"_id": "ok", "text": "t", "authors": "M{\\\"u}ller, K. and Ada Lovelace and others", "type": " Article ",
+         "metadata": {"venue": "  Nature\n Physics ", "keywords": ["x"], "doi": "doi:10.1000/ABC", "year": "in press",
+                      "authors": "ignored: the top level wins"}},
+    ]])
+    problems: list[str] = []
+    got = {r.citekey: r for r in iter_jsonl(src, problems)}
+    assert list(got) == ["y", "a", "m", "h", "ok"]  # every record kept
+    assert [(r.year, r.venue, r.type, r.doi) for r in got.values()] == [
+        (None, None, None, None), (2020, None, None, None), (None, None, None, None), (None, None, None, None),
+        (None, "Nature Physics", "article", "10.1000/abc")]
+    assert got["a"].authors == got["m"].authors == () and got["a"].keywords == () and got["ok"].keywords == ("x",)
+    assert got["ok"].authors == ("Müller, K.", "Ada Lovelace", "others")  # LaTeX in a name: decoded
+    assert got["ok"].author_names == (("Müller", "K."), ("Lovelace", "Ada"))
+    assert problems == [
+        f"{src}:1: field 'year' '19x5' is not a year; left empty",
+        f"{src}:1: 'venue' must be a string, got int; left empty",
+        f"{src}:1: 'type' must be a string, got list; left empty",
+        f"{src}:1: field 'doi' 'nope' is not a DOI (10.NNNN/...); left empty",
+        f"{src}:2: 'keywords' must be a list of strings or one string, got int; left empty",
+        f"{src}:2: 'authors' must be a list of strings or one string, got dict; left empty",
+        f"{src}:3: 'authors' must be a list of strings or one string, got list; left empty",
+        f"{src}:3: field 'year' 10000000 is not a year; left empty",
+        f"{src}:3: field 'doi' 7 is not a DOI (10.NNNN/...); left empty",
+        f"{src}:4: 'year' must be a number or a string, got bool; left empty",
+        f"{src}:5: field 'year' 'in press' is not a year; left empty",
+    ]
+    p = run_main("import", "-w", tmp_path / "ws", src)
+    assert p.returncode == 0 and "import: 5 entries" in p.stdout, p.stderr

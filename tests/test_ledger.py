@@ -160,3 +160,60 @@ def test_a_reader_never_writes_the_ledger(tmp_path):
     db = sqlite3.connect(ledger)
     assert db.execute("SELECT COUNT(*) FROM meta WHERE key IN ('ledger_id', 'changes', 'x')").fetchone() == (0,)
     db.close()
+
+
+def _schema2_ledger(path: Path) -> None:
+    """A ledger as version 2 wrote it (authors and year, no venue, type, doi or author_names), built by hand."""
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE sources (citekey TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '', abstract TEXT, keywords TEXT,
+            status TEXT NOT NULL CHECK (status IN ('parsed', 'no-file', 'failed')), reason TEXT, parsed_path TEXT,
+            origin TEXT NOT NULL, source_path TEXT, source_size INTEGER, source_mtime_ns INTEGER, source_hash TEXT,
+            backend TEXT, updated_at REAL NOT NULL, authors TEXT, year TEXT);
+        INSERT INTO meta VALUES ('schema', '2'), ('ledger_id', 'abc'), ('changes', '0');
+    """)
+    db.executemany("INSERT INTO sources (citekey, title, status, origin, updated_at, authors, year, keywords) "
+                   "VALUES (?, ?, 'no-file', 'x.bib', 1.0, ?, ?, ?)",
+                   [(f"k{i}", f"T{i}", json.dumps(["Müller, Jörg", "Ada Lovelace"]), year, '["twin"]')
+                    for i, year in enumerate(["2020a", "in press", None, "1999"])])
+    db.commit()
+    db.close()
+
+
+def test_a_schema2_ledger_is_read_as_it_is_and_a_writer_migrates_it_keeping_every_row(tmp_path):
+    from chitragupta.engine.corpus.ledger import SCHEMA_VERSION
+
+    path = tmp_path / "ledger.sqlite"
+    _schema2_ledger(path)
+    before = path.read_bytes()
+    with Ledger(path, create=False) as led:  # a reader: read as it is, nothing written
+        rows = {r.citekey: r for r in led.rows()}
+        assert [rows[k].year for k in sorted(rows)] == [2020, None, None, 1999]
+        assert rows["k0"].authors == ("Müller, Jörg", "Ada Lovelace")
+        assert rows["k0"].author_names == (("Müller", "Jörg"), ("Lovelace", "Ada"))  # from the display names
+        assert rows["k0"].venue is rows["k0"].type is rows["k0"].doi is None and rows["k0"].keywords == ("twin",)
+        assert len(led.import_state()["k0"]) == 11
+    assert path.read_bytes() == before
+    assert SCHEMA_VERSION == 3
+    with Ledger(path) as led:  # a writer: the columns are added, every row kept as it was
+        assert {r.citekey: r for r in led.rows()} == rows
+    db = sqlite3.connect(path)
+    cols = [r[1] for r in db.execute("PRAGMA table_info(sources)")]
+    assert cols[-4:] == ["venue", "type", "doi", "author_names"]
+    assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0] == "3"
+    assert db.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 4
+    db.close()
+
+
+@pytest.mark.parametrize("edit, field, want", [
+    ("year = 'nineteen'", "year", None), ("year = X'32303230'", "year", 2020), ("author_names = '{\"a\": 1}'",
+                                                                               "author_names", ()),
+    ("author_names = '[[\"Doe\"], [\"Roe\", \"R.\"], [1, 2]]'", "author_names", (("Roe", "R."),)),
+    ("venue = 12", "venue", "12"), ("doi = X'00'", "doi", "\x00"), ("type = ''", "type", None),
+])
+def test_a_hand_edited_metadata_value_is_read_around(tmp_path, edit, field, want):
+    ws_dir = _edited(tmp_path, f"UPDATE sources SET {edit} WHERE citekey = 'd1'")
+    with Ledger(ws_dir / "content" / "ledger.sqlite", create=False) as led:
+        assert getattr(led.get("d1"), field) == want
+        assert len(led.metadata_view()) == 4

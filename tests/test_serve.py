@@ -124,7 +124,7 @@ def test_a_workspace_changed_by_another_process_is_answered_from(ws, tmp_path):
     assert before["hits"] == []
     assert [h["citekey"] for h in after["hits"]] == ["zz-new"]
     assert again["hits"] == after["hits"]
-    assert title["title"] == "New" and title["authors"] == ["Doe, Jane"] and title["year"] == "2021"
+    assert title["title"] == "New" and title["authors"] == ["Doe, Jane"] and title["year"] == 2021
 
 
 def test_serve_without_the_sdk_names_the_extra(ws):

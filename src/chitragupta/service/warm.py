@@ -161,6 +161,8 @@ class WarmEngines:
         with self._lock:
             row = self.searcher("bm25").source(citekey)
         return {"citekey": row.citekey, "title": row.title, "authors": list(row.authors), "year": row.year,
+                "author_names": [{"family": f, "given": g} for f, g in row.author_names], "venue": row.venue,
+                "type": row.type, "doi": row.doi,
                 "status": row.status, "reason": row.reason, "abstract": row.abstract, "keywords": list(row.keywords),
                 "origin": row.origin, "source_path": row.source_path, "parsed_path": row.parsed_path}
 

@@ -232,8 +232,9 @@ def _sync_entry(e, old: LedgerRow | None, name: str, folder: ParsedFolder, batch
     """One entry: its row (and parsed file) brought in line with its ``file`` field."""
     rel = folder.rel(name)  # a safe name: one plain component in the checked folder
     trusted = old is not None and old.parsed_path not in untrusted
+    meta = dict(authors=e.authors, year=e.year, author_names=e.author_names, venue=e.venue, type=e.type, doi=e.doi)
     base = LedgerRow(citekey=e.citekey, title=e.title, abstract=e.abstract, keywords=e.keywords,
-                     status="no-file", origin=report.origin, backend=backend, authors=e.authors, year=e.year)
+                     status="no-file", origin=report.origin, backend=backend, **meta)
     had = trusted and old.status == "parsed" and folder.exists(old.parsed_path)
     choice = _choose(e.files, backend, old if trusted else None)
     put = lambda row: batch.put(row._values())  # noqa: E731
@@ -257,8 +258,8 @@ def _sync_entry(e, old: LedgerRow | None, name: str, folder: ParsedFolder, batch
             report.unchanged += 1
             if old.parsed_path != rel:
                 _carry(folder, old.parsed_path, name, batch)
-            if (old.title, old.abstract, old.keywords, old.parsed_path, old.reason, old.authors, old.year) != (
-                    e.title, e.abstract, e.keywords, rel, None, e.authors, e.year):
+            if (old.title, old.abstract, old.keywords, old.parsed_path, old.reason) != (
+                    e.title, e.abstract, e.keywords, rel, None) or any(getattr(old, k) != v for k, v in meta.items()):
                 put(row.with_(status="parsed", parsed_path=rel))
             return
         try:
@@ -275,8 +276,7 @@ def _sync_entry(e, old: LedgerRow | None, name: str, folder: ParsedFolder, batch
             # read at all (or no longer a regular file) loses it, as no file does.
             if old.parsed_path != rel:
                 _carry(folder, old.parsed_path, name, batch)
-            put(old.with_(title=e.title, abstract=e.abstract, keywords=e.keywords, authors=e.authors, year=e.year,
-                          parsed_path=rel,
+            put(old.with_(title=e.title, abstract=e.abstract, keywords=e.keywords, **meta, parsed_path=rel,
                           reason=f"kept the text of an earlier parse; the last sync failed: {error}"))
             report.failed.append((e.citekey, f"{error} (the text parsed before is kept)"))
             report.kept += 1

@@ -8,9 +8,13 @@ linear time, and only for the fields the ledger keeps:
   value is expanded where it is defined, from the macros defined above it; an entry may use any macro
   of the file; a later ``@string`` of the same name wins. An unknown macro stands for its own name. A
   value expanded past the size of the whole file (macros doubling each other) is cut, with a warning.
-- **LaTeX**: ``title``, ``abstract`` and ``keywords`` are LaTeX-decoded (pylatexenc, as bibtexparser's
-  decoding middleware), text without LaTeX is not, and a long value is decoded piecewise, so the cost is
-  linear in what is used. Other fields (a 100,000-name ``author``) are never decoded. With a
+- **LaTeX**: ``title``, ``abstract``, ``keywords``, the venue and the first ``MAX_AUTHORS`` names (each
+  split into family and given names first: braces protect) are LaTeX-decoded (pylatexenc, as
+  bibtexparser's decoding middleware), text without LaTeX is not, and a long value is decoded piecewise,
+  so the cost is linear in what is used. Other fields (the rest of a 100,000-name ``author``) are never
+  decoded.
+- **Metadata**: year, venue, type and DOI by the rules of ``metadata.py``; a year or DOI that cannot be
+  read is a problem naming the line, the citekey and the field, and is left empty (the entry is kept). With a
   ``DecodeCache`` (sync keeps one in ``content/bibtex_decoded.json``) only values that changed since the
   last read are decoded.
 - **Citekeys**: an empty key, or one holding white space or a control character (a TREC run line is split
@@ -35,7 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from chitragupta.engine.corpus.jsonl import bad_id
+from chitragupta.engine.corpus.ids import bad_id
+from chitragupta.engine.corpus.metadata import join_name, name_parts, norm_doi, venue_of, year_of
 from chitragupta.engine.corpus.parsers import not_regular
 from chitragupta.errors import CorpusError
 
@@ -54,7 +59,11 @@ class BibEntry:
     files: tuple[Path, ...]  # candidate documents from the ``file`` field: PDF attachments first
     line: int  # 1-based line of the entry in the .bib
     authors: tuple[str, ...] = ()  # the ``author`` field's names (``editor``'s when it has none), decoded
-    year: str | None = None  # the ``year`` field as written, else the year of a biblatex ``date``
+    year: int | None = None  # the ``year`` field's year (``metadata.year_of``), else a biblatex ``date``'s
+    author_names: tuple[tuple[str, str], ...] = ()  # (family, given) of each of ``authors`` but "others"
+    venue: str | None = None  # ``metadata.venue_of``, decoded
+    type: str | None = None  # the entry type, lower case
+    doi: str | None = None  # ``metadata.norm_doi``
 
 
 _WS = re.compile(r"\s+")
@@ -269,11 +278,18 @@ MAX_AUTHORS = 100  # names kept from one author list; a longer one ends in "othe
 _JOIN = " \u2063 "  # joins the kept names so that they are decoded as one value (an invisible separator)
 
 
-def _names(value: str | None, cache: DecodeCache | None = None) -> tuple[str, ...]:
-    """A BibTeX name list (``A and B and {Barnes and Noble}``): split on ``and`` outside braces, the first
-    ``MAX_AUTHORS`` names LaTeX-decoded together (one cached decode, not one per name); ``others`` kept."""
+_NO_NAMES: tuple[tuple[str, ...], tuple[tuple[str, str], ...]] = ((), ())
+
+
+def _names(value: str | None, cache: DecodeCache | None = None
+           ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A BibTeX name list (``A and B and {Barnes and Noble}``): (display names, (family, given) pairs).
+    Split on ``and`` outside braces; each name split as BibTeX does (``metadata.split_name``) before
+    decoding, so braces protect; the first ``MAX_AUTHORS`` names, their family and given parts
+    LaTeX-decoded together (one cached decode, not one per name); ``others`` kept among the display
+    names, left out of the pairs."""
     if not value or not value.strip():
-        return ()
+        return _NO_NAMES
     value = value.replace("\u2063", "")
     parts, depth, start = [], 0, 0
     for m in re.finditer(r"[{}]|\s+and\s+", value, re.IGNORECASE):
@@ -290,20 +306,41 @@ def _names(value: str | None, cache: DecodeCache | None = None) -> tuple[str, ..
     else:
         parts.append(value[start:])
     more = len(parts) > MAX_AUTHORS
-    names = [n.strip() for n in latex_to_text(_JOIN.join(parts[:MAX_AUTHORS]), cache).split("\u2063")]
-    names = [n for n in names if n]
+    parts = [p for p in (p.strip() for p in parts[:MAX_AUTHORS]) if p]
+    split = [name_parts(p) for p in parts]
+    pieces = [x for fam, jr, given, _ in split for x in (fam, jr, given)]
+    decoded = [n.strip() for n in latex_to_text(_JOIN.join(pieces), cache).split("\u2063")]
+    if len(decoded) != len(pieces):  # the decoder ate a separator: one piece at a time
+        decoded = [latex_to_text(x, cache) if x else "" for x in pieces]
+    names, pairs = [], []
+    for i, (*_, commas) in enumerate(split):
+        name, fam, given = join_name(*decoded[3 * i:3 * i + 3], commas)
+        if not name:
+            continue
+        names.append(name)
+        if name.lower() != "others":
+            pairs.append((fam, given))
     if more and (not names or names[-1].lower() != "others"):
         names.append("others")
-    return tuple(names)
+    return tuple(names), tuple(pairs)
 
 
-def _year(year: str | None, date: str | None) -> str | None:
-    """The ``year`` field as written (braces and white space dropped), else the first four-digit year of
-    a biblatex ``date`` (``2020-05-01``, ``2019/2020``)."""
+def _year(year: str | None, date: str | None, note) -> int | None:
+    """The year of the ``year`` field (``metadata.year_of``: ``1999``, ``2020a``), else the first
+    four-digit year of a biblatex ``date`` (``2020-05-01``, ``2019/2020``). A field that gives none
+    (``19x5``, ``in press``) is noted (``note(field, value)``) and gives None."""
     if year and year.strip():
-        return latex_to_text(year)[:40] or None
-    m = _YEAR.search(date or "")
-    return m.group(1) if m else None
+        text = latex_to_text(year)
+        got = year_of(text)
+        if got is None:
+            note("year", text)
+        return got
+    if date and date.strip():
+        m = _YEAR.search(date)
+        if m is None:
+            note("date", date.strip())
+        return int(m.group(1)) if m else None
+    return None
 
 
 def _keywords(value: str | None, cache: DecodeCache | None = None) -> tuple[str, ...]:
@@ -582,7 +619,20 @@ def read_bibtex(path: Path, cache: DecodeCache | None = None) -> tuple[list[BibE
             v = raw(name)
             return (latex_to_text(v, cache) or None) if v and v.strip() else None
 
+        def note(name, value, what="a year"):
+            shown = value if len(value) <= 60 else value[:60] + "..."
+            problems.append(f"{path}:{line}: {key!r}: field {name!r} {shown!r} is not {what}; left empty")
+
         f = raw("file")
+        kind = (e.entry_type or "").strip().lower() or None
+        _, venue = venue_of(kind or "", raw)
+        doi = raw("doi")
+        norm = norm_doi(doi) if doi and doi.strip() else None
+        if doi and doi.strip() and norm is None:
+            note("doi", doi.strip(), "a DOI (10.NNNN/...)")
+        authors = _names(raw("author"), cache)
+        if not authors[0]:
+            authors = _names(raw("editor"), cache)
         entries.append(BibEntry(
             citekey=key,
             title=text_field("title") or "",
@@ -590,7 +640,11 @@ def read_bibtex(path: Path, cache: DecodeCache | None = None) -> tuple[list[BibE
             keywords=_keywords(raw("keywords"), cache),
             files=file_field_paths(f, base) if f and f.strip() else (),
             line=line,
-            authors=_names(raw("author"), cache) or _names(raw("editor"), cache),
-            year=_year(raw("year"), raw("date")),
+            authors=authors[0],
+            year=_year(raw("year"), raw("date"), note),
+            author_names=authors[1],
+            venue=(latex_to_text(venue, cache) or None) if venue else None,
+            type=kind,
+            doi=norm,
         ))
     return entries, problems

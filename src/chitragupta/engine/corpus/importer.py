@@ -21,7 +21,7 @@ from typing import Callable
 from chitragupta.engine.corpus.committer import (Committer, ParsedFolder, SyncReport, begin, gone_keys, origin_of,
                                                  TXT)
 from chitragupta.engine.corpus.jsonl import NOT_JSON, iter_records, open_input
-from chitragupta.engine.corpus.ledger import Ledger, authors_json
+from chitragupta.engine.corpus.ledger import Ledger, authors_json, names_json, year_text
 from chitragupta.engine.corpus.names import Names
 
 __all__ = ["import_jsonl", "text_hash"]
@@ -29,6 +29,7 @@ __all__ = ["import_jsonl", "text_hash"]
 Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
 _BATCH_ROWS = 5000
+_NO_META = (None,) * 6  # authors, year, venue, type, doi, author_names of a record without them
 
 
 def text_hash(title: str, text: str, abstract: str | None) -> str:
@@ -111,7 +112,7 @@ def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: 
     now = time.time
     blake2b = hashlib.blake2b
     problems = report.problems if wanted is None else []
-    for key, title, text, kws, abstract, line, authors, year in iter_records(path, problems):
+    for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_records(path, problems):
         if wanted is not None:
             if key not in wanted:
                 continue
@@ -145,13 +146,13 @@ def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: 
         digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
                                    len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # text_hash
         kw = _keywords_json(kws)
-        au = authors_json(authors)
-        row = (key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now(), au, year)
+        meta = (authors_json(authors), year_text(year), venue, kind, doi, names_json(pairs)) \
+            if authors or year is not None or venue or kind or doi else _NO_META  # import_state's order
+        row = (key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now(), *meta)
         if wanted is None and old is not None and old[1] == "parsed" and old[3] == digest and old[2] == rel \
                 and fname in files and (not untrusted or rel not in untrusted):
             report.unchanged += 1
-            if (old[4] != kw and (tuple(json.loads(old[4])) if old[4] else ()) != kws) or old[5] != au \
-                    or old[6] != year:
+            if (old[4] != kw and (tuple(json.loads(old[4])) if old[4] else ()) != kws) or old[5:] != meta:
                 put(row)  # what the record says about itself changed, not its text
             continue
         # (imported text has no structure: a stale sidecar there is removed with the write)

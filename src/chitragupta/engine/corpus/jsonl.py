@@ -9,9 +9,14 @@ first record. What a line may hold, and what becomes of what it may not:
   the field -- a TREC run is split on white space, so such an id could be imported but never written.
 - ``title``, ``text``, ``abstract``: strings (a missing one is ""). A lone surrogate escape becomes
   U+FFFD and is reported; a NUL becomes a space.
-- ``authors`` (a list of names, or one string of names separated by ``;``) and ``year`` (a number or a
-  string), at the top level or inside BEIR's ``metadata`` object: what ``chitragupta serve``'s ``source``
-  reports. Anything else there is ignored with a warning; the record is kept.
+- Metadata, at the top level or inside BEIR's ``metadata`` object (the top level wins), read by the rules
+  of ``metadata.py``: ``authors`` (a list of names, each ``Family, Given`` or ``Given Family`` as BibTeX
+  reads them, or one string: names separated by ``;``, else a BibTeX-style ``A and B``; a name holding a
+  backslash or a brace is LaTeX, decoded as ``sync`` decodes names, any other kept as written), ``year`` (a
+  number, or a string that holds one: ``2019a`` is 2019), ``keywords`` (a list of strings, or one string
+  separated by ``;``), ``venue`` (a string), ``type`` (a string, lower-cased) and ``doi`` (normalised).
+  A value of the wrong kind, or one that is no year or DOI (``19x5``, a venue that is a number), is a
+  warning naming the line and the field, and that field is left empty; the record is kept.
 - An integer longer than Python's ``int`` conversion allows (``sys.get_int_max_str_digits()``, 4,300
   digits) never stops the read: in ``_id`` or a text field it skips the line with a warning; in a field
   this reader ignores, it is ignored.
@@ -28,12 +33,13 @@ import json
 import os
 import re
 import stat
-import unicodedata
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from chitragupta.engine.corpus.ids import bad_id
+from chitragupta.engine.corpus.metadata import norm_doi, split_and, split_name, year_of
 from chitragupta.engine.files import kind_of
 from chitragupta.errors import CorpusError
 
@@ -53,7 +59,11 @@ class JsonlRecord:
     abstract: str | None
     line: int
     authors: tuple[str, ...] = ()
-    year: str | None = None
+    year: int | None = None
+    author_names: tuple[tuple[str, str], ...] = ()
+    venue: str | None = None
+    type: str | None = None
+    doi: str | None = None
 
 
 class _HugeInt:
@@ -97,25 +107,6 @@ def _str_field(obj: dict, name: str, where: str, problems: list[str]) -> str | N
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def bad_id(key: str) -> str | None:
-    """Why ``key`` cannot be an ``_id`` (a citekey or a query id a TREC run carries), or None when it can:
-    empty, white space (which splits a TREC line), a control character, or a lone surrogate."""
-    if not key:
-        return "is empty"
-    if key.isascii() and key.isprintable() and " " not in key:
-        return None  # the common case, decided without a scan
-    for c in key:
-        if "\ud800" <= c <= "\udfff":
-            return f"holds a lone surrogate escape U+{ord(c):04X} (not Unicode text)"
-        if c.isspace():
-            return f"holds white space (U+{ord(c):04X}), which a TREC run cannot carry"
-        if c == "\x00":
-            return "holds a NUL byte"
-        if unicodedata.category(c) == "Cc":
-            return f"holds a control character (U+{ord(c):04X})"
-    return None
 
 
 def _has_surrogate(*fields) -> bool:
@@ -221,33 +212,102 @@ def _id_of(obj: dict, path: str, n: int, problems: list[str]) -> str | None:
 
 
 # JsonlRecord's fields, in its order
-Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int, "tuple[str, ...]", "str | None"]
+Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int, "tuple[str, ...]", "int | None",
+               "tuple[tuple[str, str], ...]", "str | None", "str | None", "str | None"]
 
 
-def _bibliographic(obj: dict, where: str, problems: list[str]) -> tuple[tuple[str, ...], str | None]:
-    """(authors, year) of a record, from its top level or BEIR's ``metadata``; a field of the wrong kind
-    is ignored with a warning (the record is kept)."""
+def _clean(s: str) -> str:
+    """A string with lone surrogates as U+FFFD and NULs as spaces, stripped."""
+    if not s.isascii():
+        s = _SURROGATE.sub("\ufffd", s)
+    return s.replace("\x00", " ").strip()
+
+
+def _shown(v) -> str:
+    r = repr(v) if not isinstance(v, _HugeInt) else _what(v)
+    return r if len(r) <= 60 else r[:60] + "..."
+
+
+def _bibliographic(obj: dict, where: str, problems: list[str]) -> tuple:
+    """(authors, year, author_names, venue, type, doi) of a record, from its top level or BEIR's
+    ``metadata`` (the top level wins); a value of the wrong kind is a warning naming the field, and that
+    field is left empty (the record is kept)."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    names = obj.get("authors", meta.get("authors"))
-    year = obj.get("year", meta.get("year"))
+    get = lambda name: obj[name] if name in obj else meta.get(name)  # noqa: E731
+    names, year, venue, kind, doi = get("authors"), get("year"), get("venue"), get("type"), get("doi")
     authors: tuple[str, ...] = ()
     if isinstance(names, str):
-        authors = tuple(a for a in (x.strip() for x in names.split(";")) if a)
+        authors = tuple(a for a in (_clean(x) for x in (names.split(";") if ";" in names else split_and(names))) if a)
     elif isinstance(names, list) and all(isinstance(a, str) for a in names):
-        authors = tuple(a.strip() for a in names if a.strip())
+        authors = tuple(a for a in map(_clean, names) if a)
     elif names is not None:
-        problems.append(f"{where}: 'authors' must be a list of strings or one string; ignored")
-    if authors and any(_SURROGATE.search(a) or "\x00" in a for a in authors):
-        authors = tuple(_SURROGATE.sub("\ufffd", a).replace("\x00", " ") for a in authors)
-    if isinstance(year, bool) or not (year is None or isinstance(year, (str, int))):
-        problems.append(f"{where}: 'year' must be a number or a string; ignored")
-        year = None
-    elif isinstance(year, int):
-        year = str(year) if abs(year) < 10**6 else None
-    elif isinstance(year, str):
-        year = _SURROGATE.sub("\ufffd", year).replace("\x00", " ").strip()[:40] or None
-    return authors, year
+        problems.append(f"{where}: 'authors' must be a list of strings or one string, got {_what(names)}; "
+                        "left empty")
+    pairs = []
+    if authors and any("\\" in a or "{" in a for a in authors):
+        authors, pairs = _latex_names(authors)
+    else:
+        pairs = [split_name(a) for a in authors if a.lower() != "others"]
+    if year is not None:
+        if isinstance(year, bool) or not isinstance(year, (str, int)):
+            problems.append(f"{where}: 'year' must be a number or a string, got {_what(year)}; left empty")
+            year = None
+        else:
+            got = year_of(_clean(year) if isinstance(year, str) else year)
+            if got is None and year != "":
+                problems.append(f"{where}: field 'year' {_shown(year)} is not a year; left empty")
+            year = got
+    text = {}
+    for name, v in (("venue", venue), ("type", kind)):
+        if v is None:
+            text[name] = None
+        elif not isinstance(v, str):
+            problems.append(f"{where}: '{name}' must be a string, got {_what(v)}; left empty")
+            text[name] = None
+        else:
+            text[name] = " ".join(_clean(v).split()) or None
+    if text["type"]:
+        text["type"] = text["type"].lower()
+    if doi is not None:
+        got = norm_doi(doi)
+        if got is None and doi != "":
+            problems.append(f"{where}: field 'doi' {_shown(doi)} is not a DOI (10.NNNN/...); left empty")
+        doi = got
+    return authors, year, tuple(pairs), text["venue"], text["type"], doi
+
+
+def _latex_names(authors: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """Names of which some hold LaTeX (a backslash or a brace: ``M{\\"u}ller, K.``), split before they are
+    decoded (braces protect, as in BibTeX), then decoded as ``sync`` decodes them. Names without either are
+    kept as written."""
+    from chitragupta.engine.corpus.bibtex import latex_to_text  # bibtex imports this module
+
+    shown, pairs = [], []
+    for a in authors:
+        tex = "\\" in a or "{" in a
+        if a.lower() != "others":
+            fam, given = split_name(a)
+            pairs.append((latex_to_text(fam), latex_to_text(given)) if tex else (fam, given))
+        shown.append(latex_to_text(a) if tex else a)
+    return tuple(x for x in shown if x), pairs
+
+
+def _keywords(obj: dict, where: str, problems: list[str]) -> list[str]:
+    """A record's keywords (top level, else BEIR's ``metadata``): a list of strings, or one string separated
+    by ``;``; anything else is a warning, and no keywords."""
+    kws = obj.get("keywords")
+    if kws is None:
+        meta = obj.get("metadata")
+        kws = meta.get("keywords") if isinstance(meta, dict) else None
+    if kws is None:
+        return []
+    if isinstance(kws, str):
+        return [k for k in (x.strip() for x in kws.split(";")) if k]
+    if not isinstance(kws, list) or not all(isinstance(k, str) for k in kws):
+        problems.append(f"{where}: 'keywords' must be a list of strings or one string, got {_what(kws)}; left empty")
+        return []
+    return kws
 
 
 def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
@@ -257,7 +317,8 @@ def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
 
 
 def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
-    """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line, authors, year): the bulk import's
+    """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line, authors, year,
+    author_names, venue, type, doi): the bulk import's
     reader. See the module docstring for what skips a line and what is replaced."""
     f = open_input(path, "corpus")
     spath = str(path)
@@ -294,21 +355,23 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
                 abstract = _str_field(obj, "abstract", where, problems)
                 if title is None or text is None or abstract is None:
                     continue
-            kws = obj.get("keywords") or []
-            if isinstance(kws, str):
-                kws = [k for k in (x.strip() for x in kws.split(";")) if k]
-            if not isinstance(kws, list) or not all(isinstance(k, str) for k in kws):
-                problems.append(f"{path}:{n}: 'keywords' must be a list of strings; line skipped")
-                continue
+            kws = obj.get("keywords")
+            has_meta = "metadata" in obj
+            if kws is None and not has_meta:
+                kws = []
+            elif has_meta or type(kws) is not list or not all(type(k) is str for k in kws):
+                kws = _keywords(obj, f"{path}:{n}", problems)
             if b"\\" in raw and _has_surrogate(title, text, abstract, kws):  # only a \\u escape makes one
                 problems.append(f"{path}:{n}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
                 title, text = _SURROGATE.sub("\ufffd", title), _SURROGATE.sub("\ufffd", text)
                 abstract = _SURROGATE.sub("\ufffd", abstract) if abstract else abstract
                 kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
-            authors, year = _bibliographic(obj, f"{path}:{n}", problems) \
-                if ("authors" in obj or "year" in obj or "metadata" in obj) else ((), None)
             seen.add(key)
-            yield (key, title, text, tuple(kws), abstract or None, n, authors, year)
+            if has_meta or "authors" in obj or "year" in obj or "venue" in obj or "type" in obj or "doi" in obj:
+                yield (key, title, text, tuple(kws), abstract or None, n,
+                       *_bibliographic(obj, f"{path}:{n}", problems))
+            else:
+                yield (key, title, text, tuple(kws), abstract or None, n, (), None, (), None, None, None)
 
 
 def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:

@@ -1,7 +1,8 @@
 """The ledger: one SQLite row per source, written in transactions.
 
-A row records what the corpus holds for one citekey: title, abstract and keywords where the source has
-them, the parse status (``parsed``, ``no-file``, ``failed`` with a reason) and the parsed text's path
+A row records what the corpus holds for one citekey: title, abstract, keywords and the bibliographic
+metadata (authors, year, venue, type, doi; ``metadata.py`` has the rules) where the source has them, the
+parse status (``parsed``, ``no-file``, ``failed`` with a reason) and the parsed text's path
 relative to the workspace. Only ledger rows are ever indexed, so every hit is citable.
 
 Change stamp: ``meta.changes`` counts writes to ``sources`` -- once per ``upsert`` call (the only way
@@ -29,6 +30,13 @@ every reader skips it and logs one warning (counted through the citekey index, s
 nothing for the check), and ``sync`` and ``import`` drop it (``drop_unkeyed``); a BLOB or a number where
 other text belongs (a title, a path) is read as the text it holds, a number column that holds text as
 unknown.
+
+Schema 3 added ``venue``, ``type``, ``doi`` and ``author_names`` (a JSON list of [family, given] pairs) to
+schema 2's ``authors`` (a JSON list of display strings) and ``year`` (text: the year's digits since 3).
+An older ledger is read as it is -- its missing columns NULL, its ``year`` text read by ``year_of`` (an old
+``2020a`` is 2020, ``in press`` none), its family names split from the display strings -- and a writer
+migrates it in one transaction (``ALTER TABLE ... ADD COLUMN``, rows kept); the next sync or import fills
+the new columns without parsing any document again.
 """
 
 from __future__ import annotations
@@ -47,13 +55,16 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from chitragupta.engine.corpus.metadata import split_name, year_of
 from chitragupta.errors import WorkspaceError
 
-__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS", "ledger_error", "authors_json"]
+__all__ = ["Ledger", "LedgerRow", "STATUSES", "SCHEMA_VERSION", "COLUMNS", "ledger_error", "authors_json",
+           "names_json", "year_text"]
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: authors and year (a schema-1 ledger gains them when a writer opens it)
+SCHEMA_VERSION = 3  # 2: authors and year; 3: venue, type, doi, author_names (an older ledger gains them
+# when a writer opens it, and is read as it is until then)
 STATUSES = ("parsed", "no-file", "failed")
 
 _DDL = f"""
@@ -74,7 +85,11 @@ CREATE TABLE IF NOT EXISTS sources (
     backend         TEXT,
     updated_at      REAL NOT NULL,
     authors         TEXT,
-    year            TEXT
+    year            TEXT,
+    venue           TEXT,
+    type            TEXT,
+    doi             TEXT,
+    author_names    TEXT
 );
 CREATE TRIGGER IF NOT EXISTS sources_changed_upd AFTER UPDATE ON sources
 BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'; END;
@@ -85,8 +100,10 @@ BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'; 
 _COLUMNS = (
     "citekey", "title", "abstract", "keywords", "status", "reason", "parsed_path", "origin",
     "source_path", "source_size", "source_mtime_ns", "source_hash", "backend", "updated_at", "authors", "year",
+    "venue", "type", "doi", "author_names",
 )
-_ADDED = {2: ("authors", "year")}  # columns each schema version added: NULL when reading an older ledger
+# columns each schema version added: NULL when reading an older ledger
+_ADDED = {2: ("authors", "year"), 3: ("venue", "type", "doi", "author_names")}
 COLUMNS = _COLUMNS  # the order of ``Ledger.upsert_values``' tuples
 _NUMBERS = frozenset({"source_size", "source_mtime_ns", "updated_at"})
 
@@ -103,6 +120,7 @@ def _select(schema: int) -> str:
 
 
 _SELECT = _select(SCHEMA_VERSION)
+_META = ("authors", "year", "venue", "type", "doi", "author_names")  # import_state's metadata, in this order
 _VIEW = f"citekey, {_as_text('title')}, {_as_text('status')}, {_as_text('parsed_path')}"
 _KEYED = "typeof(citekey) = 'text'"
 # The rows whose citekey is not text, as ranges of the citekey index (NULLs sort first, then numbers,
@@ -129,7 +147,11 @@ class LedgerRow:
     backend: str | None = None
     updated_at: float = field(default=0.0, compare=False)
     authors: tuple[str, ...] = ()  # as the source gives them ("Last, First" or "First Last"), in order
-    year: str | None = None  # as written (BibTeX years can be "2020a" or "in press")
+    year: int | None = None  # ``metadata.year_of`` of what the source wrote ("2020a" is 2020; "in press" None)
+    venue: str | None = None  # journal, booktitle, or a thesis's or report's issuer (``metadata``)
+    type: str | None = None  # the BibTeX entry type, lower case
+    doi: str | None = None  # normalised: no URL or "doi:" prefix, lower case
+    author_names: tuple[tuple[str, str], ...] = ()  # (family, given) per author, "others" left out
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -141,7 +163,8 @@ class LedgerRow:
             json.dumps(list(self.keywords), ensure_ascii=False) if self.keywords else None,
             self.status, self.reason, self.parsed_path, self.origin, self.source_path,
             self.source_size, self.source_mtime_ns, self.source_hash, self.backend,
-            self.updated_at or time.time(), authors_json(self.authors), self.year,
+            self.updated_at or time.time(), authors_json(self.authors), year_text(self.year),
+            self.venue, self.type, self.doi, names_json(self.author_names),
         )
 
     @classmethod
@@ -158,8 +181,11 @@ class LedgerRow:
             d["origin"] = ""
         keywords = _string_list(d.pop("keywords"))
         d["authors"] = _string_list(d["authors"])
-        if not isinstance(d["year"], str):
-            d["year"] = None
+        d["year"] = year_of(d["year"])  # a hand edit or an older ledger's "in press": None
+        d["author_names"] = _names(d["author_names"], d["authors"])
+        for col in ("venue", "type", "doi"):
+            if not isinstance(d[col], str) or not d[col]:
+                d[col] = None
         if d["status"] not in STATUSES:  # only a damaged file gets past the CHECK constraint
             d["reason"] = f"damaged ledger row (status {d['status']!r}); run sync or import again"
             d["status"] = "failed"
@@ -172,6 +198,36 @@ class LedgerRow:
 def authors_json(authors) -> str | None:
     """Authors as the ledger stores them (a JSON list; None for none), as keywords are."""
     return json.dumps(list(authors), ensure_ascii=False) if authors else None
+
+
+def year_text(year: int | None) -> str | None:
+    """A year as the ledger stores it (its ``year`` column is text): the integer's digits, or None."""
+    return None if year is None else str(year)
+
+
+def names_json(names) -> str | None:
+    """(family, given) pairs as the ledger stores them (a JSON list of pairs; None for none)."""
+    return json.dumps([list(n) for n in names], ensure_ascii=False) if names else None
+
+
+def _names(stored, authors: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The stored (family, given) pairs; where there are none (a ledger from before schema 3, until a sync
+    or import fills them), the display names split as BibTeX would (``split_name``), braces dropped."""
+    if stored:
+        try:
+            got = json.loads(stored)
+        except (ValueError, RecursionError, TypeError):
+            got = None
+        if isinstance(got, list):
+            return tuple((p[0], p[1]) for p in got
+                         if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p))
+    out = []
+    for a in authors:
+        if a.strip().lower() == "others":
+            continue
+        fam, given = split_name(a)
+        out.append((fam.replace("{", "").replace("}", ""), given.replace("{", "").replace("}", "")))
+    return tuple(out)
 
 
 def _string_list(stored) -> tuple[str, ...]:
@@ -517,16 +573,35 @@ class Ledger:
 
     @_checked
     def import_state(self) -> dict[str, tuple]:
-        """citekey -> (origin, status, parsed_path, source_hash, keywords, authors as stored (JSON or None),
-        year) of every row: what ``import`` compares a record with, without building a ``LedgerRow`` per row."""
+        """citekey -> (origin, status, parsed_path, source_hash, keywords, then the metadata as stored:
+        authors, year, venue, type, doi, author_names) of every row: what ``import`` compares a record with,
+        without building a ``LedgerRow`` per row. A column an older ledger lacks reads as None."""
         out = {}
         shared: dict[str, str] = {}  # one string object per distinct origin and status
-        cols = ", ".join(_as_text(c) for c in ("origin", "status", "parsed_path", "source_hash", "keywords",
-                                                "authors", "year"))
-        for key, origin, status, path, digest, kws, authors, year in self._db.execute(
+        added = self._missing()
+        cols = ", ".join("NULL" if c in added else _as_text(c)
+                         for c in ("origin", "status", "parsed_path", "source_hash", "keywords") + _META)
+        for key, origin, status, *rest in self._db.execute(f"SELECT citekey, {cols} FROM sources" + self._keyed()):
+            out[key] = (shared.setdefault(origin, origin), shared.setdefault(status, status), *rest)
+        return out
+
+    def _missing(self) -> set[str]:
+        return {c for v, cols in _ADDED.items() if v > self._schema for c in cols}
+
+    @_checked
+    def metadata_view(self) -> list[tuple]:
+        """(citekey, author_names, year, keywords, venue, type, doi) of every row, in citekey order, read as
+        ``LedgerRow`` reads them (an older ledger's names split from its display strings): what
+        ``metadata.facets`` folds."""
+        added = self._missing()
+        cols = ", ".join("NULL" if c in added else _as_text(c)
+                         for c in ("authors", "author_names", "year", "keywords", "venue", "type", "doi"))
+        out = []
+        for key, authors, names, year, kws, venue, typ, doi in self._db.execute(
                 f"SELECT citekey, {cols} FROM sources" + self._keyed()):
-            origin = shared.setdefault(origin, origin)
-            out[key] = (origin, shared.setdefault(status, status), path, digest, kws, authors, year)
+            out.append((key, _names(names, _string_list(authors)), year_of(year), _string_list(kws),
+                        venue or None, typ or None, doi or None))
+        out.sort(key=itemgetter(0))
         return out
 
     @_checked
