@@ -215,3 +215,66 @@ def test_explain_says_which_constraint_a_source_met(ws):
     assert [c["met"] for c in json.loads(p.stdout)["constraints"]] == [True, True, True]
     p = run_main("explain", "-w", str(ws), query, "--citekey", r.index.citekeys[bad])
     assert p.returncode == 0 and "excluded word present (NOT met)" in p.stdout
+
+
+def test_syntax_rows_finds_exactly_the_queries_that_read_syntax():
+    import random
+
+    from chitragupta.engine.constraints import syntax_rows
+
+    rng = random.Random(3)
+    alpha = ["a", "bc", "-", "+", '"', " ", "\n", "é", "1", "\t", "ñ-", "\u00a0"]
+    for _ in range(2000):
+        batch = ["".join(rng.choice(alpha) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 6))]
+        want = []
+        for q, query in enumerate(batch):
+            try:
+                if read_syntax(query)[1] is not None:
+                    want.append(q)
+            except UsageError:
+                want.append(q)
+        # every query that reads syntax (or is refused for it) is found; the rest read as plain text
+        found = syntax_rows(batch)
+        assert set(want) <= set(found)
+        assert all(read_syntax(batch[q]) == (batch[q], None) for q in range(len(batch))
+                   if q not in found)
+
+
+def test_a_batch_without_syntax_plans_as_before(ws):
+    r = Retriever.open(ws)
+    plan = r.plan(["CD4 + T cell", "covid-19 model", "twin"])
+    assert plan.constraints is None and plan.scored is plan.queries
+    assert r.scorer.allowed("document", r.plan(["heat +the"])) is None  # nothing to check: no mask
+
+
+def test_passages_take_the_same_constraints(tmp_path):
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.sidecar import dump_sidecar, join_items
+    from chitragupta.engine.workspace import Workspace
+
+    rng = np.random.default_rng(4)
+    words = "soil yield biochar microbe water heat twin model sensor of the".split()
+    docs = {}
+    for j in range(6):
+        docs[f"p{j}"] = [{"text": " ".join(rng.choice(words, size=12)), "label": "text", "page": 1} for _ in range(8)]
+    root = make_workspace(tmp_path, [{"_id": key, "title": "Soil", "text": join_items(items)}
+                                     for key, items in docs.items()])
+    (root / "config.toml").write_text("[retrieval]\nmin_passage_tokens = 3\n")
+    w = Workspace.open(root)
+    with Ledger(w.ledger_path) as led:
+        for key, items in docs.items():
+            (w.root / led.get(key).parsed_path).with_suffix(".passages.json").write_text(dump_sidecar(items))
+    r = Retriever.open(root, backend="numba")
+    for query in ['"soil yield" heat', 'biochar -water', 'twin +model -"of the soil"']:
+        scored, cons = read_syntax(query)
+        full = r.rank_many([scored], 10_000, unit="passage", max_per_source=100)
+        got = r.rank_many([query], 10_000, unit="passage", max_per_source=100)
+        pidx = r.passage_index()
+
+        def text(u):
+            return (docs[pidx.citekeys[int(pidx.p_doc[u])]][int(pidx.p_item[u])]["text"],)
+
+        want = [(int(u), s) for u, s in zip(full.topk.ids[0], full.topk.scores[0])
+                if u >= 0 and _satisfies(text(int(u)), cons)]
+        n = int(got.topk.counts()[0])
+        assert [(int(u), s) for u, s in zip(got.topk.ids[0, :n], got.topk.scores[0, :n])] == want and want

@@ -14,7 +14,7 @@ Python per query); its words and notes are worked out only when asked for, by th
 20,000-query batch writing a run needs none). Both give the same batch (tested).
 
 Query syntax (``engine/constraints.py``: ``"a phrase"``, ``+word``, ``-word``): when any query of the batch
-may use it (one regex over the batch), each query is read once; what is planned is its scored text (its
+may use it (``syntax_rows``: one regex over the joined batch), each query is read once; what is planned is its scored text (its
 words and phrases, exclusions left out) and ``constraints[q]`` holds what it must and must not contain.
 A batch without syntax takes exactly the path it took before (``constraints`` is None).
 """
@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from chitragupta.engine.constraints import Constraints, has_syntax, read_syntax
+from chitragupta.engine.constraints import Constraints, read_syntax, syntax_rows
 from chitragupta.engine.results import Note
 from chitragupta.engine.tokenize import query_words, runs_bytes
 from chitragupta.errors import IndexDamaged
@@ -76,11 +76,14 @@ class QueryPlan:
         # per query, its constraints (None: none); None for a batch that uses no syntax at all
         self.constraints: list[Constraints | None] | None = None
         self.scored = self.queries  # what is tokenized and scored: the queries less their syntax
-        if has_syntax(self.queries):
-            read = [read_syntax(q) for q in self.queries]
-            if any(c is not None for _s, c in read):
-                self.scored = [s for s, _c in read]
-                self.constraints = [c for _s, c in read]
+        rows = syntax_rows(self.queries)
+        if rows:
+            read = {q: read_syntax(self.queries[q]) for q in rows}
+            if any(c is not None for _s, c in read.values()):
+                self.scored = list(self.queries)
+                self.constraints = [None] * len(self.queries)
+                for q, (scored, cons) in read.items():
+                    self.scored[q], self.constraints[q] = scored, cons
         self.index = index
         self.expander = expander
         self._parsed: list[ParsedQuery] | None = None

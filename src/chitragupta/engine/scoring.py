@@ -205,9 +205,9 @@ class BM25Scorer:
             self.repair(unit, str(err))
             raise _Rebuilt from None
 
-    def allowed(self, unit: str, plan: QueryPlan) -> list:
-        """Per query of ``plan``, None (no constraint) or the (n_units,) bool mask of the units of ``unit``
-        that satisfy its constraints (``engine.constraints.allowed_mask``); ``_Rebuilt`` when a posting
+    def allowed(self, unit: str, plan: QueryPlan) -> list | None:
+        """None when no query of ``plan`` has a constraint to check; else per query, None or the (n_units,)
+        bool mask of the units of ``unit`` that satisfy its constraints (``engine.constraints.allowed_mask``); ``_Rebuilt`` when a posting
         list read on the way is damaged (the index is rebuilt first)."""
         from chitragupta.engine.constraints import allowed_mask
         from chitragupta.kernels.reference import PostingsDamaged
@@ -215,11 +215,13 @@ class BM25Scorer:
         index = self.index_of(unit)
         term_docs, texts = self.unit_access(unit)
         try:
-            return [None if c is None else allowed_mask(c, index.n_units, term_docs, texts)
-                    for c in plan.constraints]
+            # a query whose constraints are all ignored (``+the``) has no mask: it is scored as any other
+            masks = [None if c is None or not c.active else allowed_mask(c, index.n_units, term_docs, texts)
+                     for c in plan.constraints]
         except PostingsDamaged as err:
             self.repair(unit, str(err))
             raise _Rebuilt from None
+        return None if all(m is None for m in masks) else masks
 
     def unit_access(self, unit: str):
         """``(term_docs, texts)`` for ``engine.constraints``: an indexed word's ascending unit ids (its
