@@ -242,9 +242,12 @@ def test_syntax_rows_finds_exactly_the_queries_that_read_syntax():
 
 def test_a_batch_without_syntax_plans_as_before(ws):
     r = Retriever.open(ws)
-    plan = r.plan(["CD4 + T cell", "covid-19 model", "twin"])
+    plan = r.scorer.plan(["CD4 + T cell", "covid-19 model", "twin"], syntax=True)
     assert plan.constraints is None and plan.scored is plan.queries
-    assert r.scorer.allowed("document", r.plan(["heat +the"])) is None  # nothing to check: no mask
+    assert r.scorer.allowed("document", r.scorer.plan(["heat +the"], syntax=True)) is None  # no mask
+    # a plan asked for no syntax (a sweep, the tokenizer's helpers) reads quotes and signs as plain text
+    plain = r.plan(['"twin model" -ocean'])
+    assert plain.constraints is None and plain.terms == [["twin", "model", "ocean"]]
 
 
 def test_passages_take_the_same_constraints(tmp_path):
@@ -278,3 +281,12 @@ def test_passages_take_the_same_constraints(tmp_path):
                 if u >= 0 and _satisfies(text(int(u)), cons)]
         n = int(got.topk.counts()[0])
         assert [(int(u), s) for u, s in zip(got.topk.ids[0, :n], got.topk.scores[0, :n])] == want and want
+
+
+def test_a_torch_backend_hands_masked_queries_to_numba(ws):
+    pytest.importorskip("torch")
+    query = ['"model sensor" -"ocean heat" water', "twin model sensor"]
+    torch_r = Retriever.open(ws, backend="torch", device="cpu")
+    numba_r = Retriever.open(ws, backend="numba")
+    got, want = torch_r.rank_many(query, k=20).topk, numba_r.rank_many(query, k=20).topk
+    assert got.ids[0].tolist() == want.ids[0].tolist() and got.scores[0].tobytes() == want.scores[0].tobytes()

@@ -13,10 +13,12 @@ JIT kernel is loaded. A larger batch over an unstemmed index goes through the nu
 Python per query); its words and notes are worked out only when asked for, by the same Python pass (a
 20,000-query batch writing a run needs none). Both give the same batch (tested).
 
-Query syntax (``engine/constraints.py``: ``"a phrase"``, ``+word``, ``-word``): when any query of the batch
-may use it (``syntax_rows``: one regex over the joined batch), each query is read once; what is planned is its scored text (its
-words and phrases, exclusions left out) and ``constraints[q]`` holds what it must and must not contain.
-A batch without syntax takes exactly the path it took before (``constraints`` is None).
+Query syntax (``engine/constraints.py``: ``"a phrase"``, ``+word``, ``-word``) is read when ``syntax`` is
+set (BM25 search sets it; a sweep and ``TermIndex.query_batch_from_strings`` read plain text, as before):
+the queries that may use it are found in one numpy pass over the joined batch (``syntax_rows``), each of
+those is read once, what is planned is its scored text (its words and phrases, exclusions left out), and
+``constraints[q]`` holds what it must and must not contain. A batch without syntax takes exactly the path
+it took before (``constraints`` is None).
 """
 
 from __future__ import annotations
@@ -69,14 +71,16 @@ def parse(query: str, vocab_ids, expander=None) -> ParsedQuery:
 
 
 class QueryPlan:
-    """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off)."""
+    """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off); with
+    ``syntax``, phrases and signed words are read (search does; a sweep and the tokenizer's helpers read
+    plain text, as before)."""
 
-    def __init__(self, queries: Sequence[str], index, expander=None):
+    def __init__(self, queries: Sequence[str], index, expander=None, *, syntax: bool = False):
         self.queries = list(queries)
         # per query, its constraints (None: none); None for a batch that uses no syntax at all
         self.constraints: list[Constraints | None] | None = None
         self.scored = self.queries  # what is tokenized and scored: the queries less their syntax
-        rows = syntax_rows(self.queries)
+        rows = syntax_rows(self.queries) if syntax else None
         if rows:
             read = {q: read_syntax(self.queries[q]) for q in rows}
             if any(c is not None for _s, c in read.values()):

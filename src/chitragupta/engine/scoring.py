@@ -154,9 +154,10 @@ class BM25Scorer:
             self._expansion_cache = (seen, load_expander(self.workspace.content, True))
         return self._expansion_cache[1]
 
-    def plan(self, queries: Sequence[str], unit: str = "document") -> QueryPlan:
-        """``queries`` tokenized, expanded and looked up once against ``unit``'s index."""
-        return QueryPlan(queries, self.index_of(unit), self.expander())
+    def plan(self, queries: Sequence[str], unit: str = "document", *, syntax: bool = False) -> QueryPlan:
+        """``queries`` tokenized, expanded and looked up once against ``unit``'s index; with ``syntax`` the
+        query syntax is read (as ``rank`` reads it)."""
+        return QueryPlan(queries, self.index_of(unit), self.expander(), syntax=syntax)
 
     def score(self, unit: str, batch: QueryBatch, k: int, allowed=None) -> TopK:
         """The top-k of a batch of term ids; ``_Rebuilt`` when the index turned out damaged on the way
@@ -273,7 +274,7 @@ class BM25Scorer:
         index = self.index_of(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         k = min(k, max(1, index.n_units))
-        plan = QueryPlan(queries, index, self.expander())
+        plan = QueryPlan(queries, index, self.expander(), syntax=True)
         allowed = None if plan.constraints is None else self.allowed(unit, plan)
         if unit == "document":
             return Ranked(self.score("document", plan.batch, k, allowed), queries, unit="document",
