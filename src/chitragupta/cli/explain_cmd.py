@@ -23,8 +23,18 @@ def _fmt(ex) -> str:
            f"BM25 k1 {ex.k1:g}, b {ex.b:g}, {weights}; document length {ex.doc_len} (average {ex.avgdl:.1f}); "
            f"norm = k1 x (1 - b + b x dl / avgdl) = {ex.norm:.4f}; {ex.n_docs} documents",
            "", line(head), *(line(r) for r in rows), ""]
-    where = (f"rank {ex.rank} of the {ex.hits} documents the query matches" if ex.rank
-             else f"not a hit: it holds none of the query's terms ({ex.hits} documents match)")
+    if ex.constraints:
+        out.append("constraints:")
+        out += [f"  {c['item']}: {c['found']} ({'met' if c['met'] else 'NOT met'})" for c in ex.constraints]
+        out.append("")
+    failed = [c for c in ex.constraints if not c["met"]]
+    if ex.rank:
+        where = f"rank {ex.rank} of the {ex.hits} documents the query matches"
+    elif failed:
+        where = (f"not a hit: it fails {', '.join(c['item'] for c in failed)} "
+                 f"({ex.hits} documents match)")
+    else:
+        where = f"not a hit: it holds none of the query's terms ({ex.hits} documents match)"
     out.append(f"score {ex.score:.4f} (the sum of the contributions); {where}")
     if ex.dropped:
         out.append("not indexed (stopwords, short): " + ", ".join(ex.dropped))

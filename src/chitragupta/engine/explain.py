@@ -5,6 +5,11 @@
     ex.score          # the sum of the contributions: the document's BM25 score for the query
     ex.rank           # its rank among every document, ties broken as search breaks them (by index order)
 
+A query that uses the syntax (``"a phrase"``, ``+word``, ``-word``: ``engine.constraints``) is explained
+over its scored words, and ``ex.constraints`` says which constraint the document met (phrase found,
+required present, excluded absent, or their failures); a document that fails one is not a hit, and the
+rank is counted among the documents that meet them all.
+
 The arithmetic is the reference scorer's (``chitragupta.kernels.reference``), term by term in the order
 it adds them, so ``score`` equals what the reference gives the document bit for bit, and the rank is
 counted over the reference's scores of every document.
@@ -55,6 +60,8 @@ class Explanation:
     hits: int = 0                 # documents the query matches with a positive score
     dropped: list[str] = field(default_factory=list)   # query words never indexed (stopwords, short)
     unknown: list[str] = field(default_factory=list)   # query words in no document
+    # per constraint of the query syntax: {"kind", "item", "met", "found"} (engine.constraints.check_unit)
+    constraints: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,7 +73,7 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     index, params = retriever.index, retriever.params
     doc = retriever.doc_id(citekey)
     p = index.raw_postings  # read as the numpy scorer reads it: each slice checked
-    plan = retriever.plan([query])
+    plan = retriever.scorer.plan([query], syntax=True)
     batch, parsed = plan.batch, plan.parsed[0]
     term_ids = batch.terms[batch.indptr[0]:batch.indptr[1]].astype(np.int64)
     dropped, unknown = list(parsed.dropped), parsed.unknown
@@ -99,12 +106,23 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
                      field_weights=dict(params.field_weights), doc_len=int(dl), avgdl=avgdl, norm=norm,
                      n_docs=p.n_docs, terms=rows, dropped=dropped, unknown=unknown)
     ex.score = total
+    cons = plan.constraints[0] if plan.constraints is not None else None
+    if cons is not None:
+        from chitragupta.engine.constraints import allowed_mask, check_unit
+
+        term_docs, texts = retriever.scorer.unit_access("document")
+        try:
+            ex.constraints = check_unit(cons, doc, term_docs, texts)
+        except PostingsDamaged as err:
+            raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
     if term_ids.size:
         try:
             scores, matched = score_dense(p, term_ids, params)  # every document, for the rank
+            hit = matched & (scores > 0)
+            if cons is not None:
+                hit &= allowed_mask(cons, p.n_docs, term_docs, texts)
         except PostingsDamaged as err:
             raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
-        hit = matched & (scores > 0)
         ex.hits = int(hit.sum())
         if hit[doc]:
             s = scores[doc]  # equal to ``total``: the same operations in the same order

@@ -12,6 +12,13 @@ JIT kernel is loaded. A larger batch over an unstemmed index goes through the nu
 (``chitragupta.kernels.lookup``: runs, expansion and the vocabulary's stored hash table in one pass, no
 Python per query); its words and notes are worked out only when asked for, by the same Python pass (a
 20,000-query batch writing a run needs none). Both give the same batch (tested).
+
+Query syntax (``engine/constraints.py``: ``"a phrase"``, ``+word``, ``-word``) is read when ``syntax`` is
+set (BM25 search sets it; a sweep and ``TermIndex.query_batch_from_strings`` read plain text, as before):
+the queries that may use it are found in one numpy pass over the joined batch (``syntax_rows``), each of
+those is read once, what is planned is its scored text (its words and phrases, exclusions left out), and
+``constraints[q]`` holds what it must and must not contain. A batch without syntax takes exactly the path
+it took before (``constraints`` is None).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
+from chitragupta.engine.constraints import Constraints, read_syntax, syntax_rows
 from chitragupta.engine.results import Note
 from chitragupta.engine.tokenize import query_words, runs_bytes
 from chitragupta.errors import IndexDamaged
@@ -63,17 +71,30 @@ def parse(query: str, vocab_ids, expander=None) -> ParsedQuery:
 
 
 class QueryPlan:
-    """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off)."""
+    """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off); with
+    ``syntax``, phrases and signed words are read (search does; a sweep and the tokenizer's helpers read
+    plain text, as before)."""
 
-    def __init__(self, queries: Sequence[str], index, expander=None):
+    def __init__(self, queries: Sequence[str], index, expander=None, *, syntax: bool = False):
         self.queries = list(queries)
+        # per query, its constraints (None: none); None for a batch that uses no syntax at all
+        self.constraints: list[Constraints | None] | None = None
+        self.scored = self.queries  # what is tokenized and scored: the queries less their syntax
+        rows = syntax_rows(self.queries) if syntax else None
+        if rows:
+            read = {q: read_syntax(self.queries[q]) for q in rows}
+            if any(c is not None for _s, c in read.values()):
+                self.scored = list(self.queries)
+                self.constraints = [None] * len(self.queries)
+                for q, (scored, cons) in read.items():
+                    self.scored[q], self.constraints[q] = scored, cons
         self.index = index
         self.expander = expander
         self._parsed: list[ParsedQuery] | None = None
         self._terms: list[list[str]] | None = None
         self._expansions: list | None = None
         self._notes: dict[str, list[list[Note]]] = {}
-        if index.stem is None and len(self.queries) >= LOOKUP_MIN:
+        if index.stem is None and len(self.scored) >= LOOKUP_MIN:
             self.batch = self._lookup()
         else:
             parsed = self.parsed
@@ -97,7 +118,7 @@ class QueryPlan:
             index.check_deep()  # the lookup kernel reads the vocabulary's hash table
         except IndexCorrupt as err:
             raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
-        encoded = [q.lower().encode("ascii", "replace") for q in self.queries]
+        encoded = [q.lower().encode("ascii", "replace") for q in self.scored]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         starts = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(lengths + 1, out=starts[1:])
@@ -113,7 +134,7 @@ class QueryPlan:
     @property
     def parsed(self) -> list[ParsedQuery]:
         if self._parsed is None:
-            self._parsed = [parse(q, self._vocab_ids, self.expander) for q in self.queries]
+            self._parsed = [parse(q, self._vocab_ids, self.expander) for q in self.scored]
         return self._parsed
 
     @property
@@ -153,6 +174,8 @@ class QueryPlan:
                 notes.append(Note("unknown-terms", f"in no indexed {unit}: " + ", ".join(p.unknown)))
             if p.expansion is not None and p.expansion.pairs:
                 notes.append(Note("expansion", p.expansion.note()))
+            if self.constraints is not None and self.constraints[len(out)] is not None:
+                notes.extend(self.constraints[len(out)].notes())
             out.append(notes)
         self._notes[unit] = out
         return out

@@ -12,6 +12,11 @@ kernel a few, and loading it (and checking every posting) is paid once. A config
 auto is used for everything.
 
 An index found damaged while scoring is rebuilt once (with a note) and the batch ranked again.
+
+A batch whose queries use the query syntax (``engine/constraints.py``) is scored with an ``allowed`` mask
+per constrained query, built here from the unit's postings and, for phrases, the candidates' own text
+(a document's title and body as the index read them; a passage's paragraph): the scorers never let a
+disallowed unit into the top-k. A batch without syntax is scored exactly as before.
 """
 
 from __future__ import annotations
@@ -149,18 +154,22 @@ class BM25Scorer:
             self._expansion_cache = (seen, load_expander(self.workspace.content, True))
         return self._expansion_cache[1]
 
-    def plan(self, queries: Sequence[str], unit: str = "document") -> QueryPlan:
-        """``queries`` tokenized, expanded and looked up once against ``unit``'s index."""
-        return QueryPlan(queries, self.index_of(unit), self.expander())
+    def plan(self, queries: Sequence[str], unit: str = "document", *, syntax: bool = False) -> QueryPlan:
+        """``queries`` tokenized, expanded and looked up once against ``unit``'s index; with ``syntax`` the
+        query syntax is read (as ``rank`` reads it)."""
+        return QueryPlan(queries, self.index_of(unit), self.expander(), syntax=syntax)
 
-    def score(self, unit: str, batch: QueryBatch, k: int) -> TopK:
+    def score(self, unit: str, batch: QueryBatch, k: int, allowed=None) -> TopK:
         """The top-k of a batch of term ids; ``_Rebuilt`` when the index turned out damaged on the way
-        and was rebuilt (the caller plans again), IndexDamaged when it could not be."""
+        and was rebuilt (the caller plans again), IndexDamaged when it could not be. ``allowed``: per
+        query, None or the (n_units,) bool mask of the only units that may be hits."""
         from chitragupta.kernels.reference import PostingsDamaged
 
         index = self.index_of(unit)
         params = self.params_of(unit)
         backend = self.backend_for(batch.n_queries)
+        if allowed is not None:
+            return self._score_allowed(unit, batch, k, allowed, backend)
         try:
             if backend.name == "numpy":
                 t = time.perf_counter()
@@ -178,6 +187,78 @@ class BM25Scorer:
             self.repair(unit, str(err))
             raise _Rebuilt from None
 
+    def _score_allowed(self, unit: str, batch: QueryBatch, k: int, allowed, backend: Backend) -> TopK:
+        """``score`` with masks: numpy or numba (a torch backend hands a masked batch to numba)."""
+        from chitragupta.kernels.reference import PostingsDamaged
+
+        index = self.index_of(unit)
+        params = self.params_of(unit)
+        try:
+            if backend.name == "numpy":
+                return backend.score_topk(index.raw_postings, batch, params, k, allowed=allowed)
+            if not backend.accepts_allowed:  # torch: no masks there (kernels.dispatch.Backend)
+                backend = resolve("numba")
+            index.check_deep(fields=[name for name, _d in params.active_fields()])
+            return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
+                                      norm=index.norm(params.k1, params.b), bounds=index.bounds(params),
+                                      allowed=allowed)
+        except (IndexCorrupt, PostingsDamaged) as err:
+            self.repair(unit, str(err))
+            raise _Rebuilt from None
+
+    def allowed(self, unit: str, plan: QueryPlan) -> list | None:
+        """None when no query of ``plan`` has a constraint to check; else per query, None or the (n_units,)
+        bool mask of the units of ``unit`` that satisfy its constraints (``engine.constraints.allowed_mask``); ``_Rebuilt`` when a posting
+        list read on the way is damaged (the index is rebuilt first)."""
+        from chitragupta.engine.constraints import allowed_mask
+        from chitragupta.kernels.reference import PostingsDamaged
+
+        index = self.index_of(unit)
+        term_docs, texts = self.unit_access(unit)
+        try:
+            # a query whose constraints are all ignored (``+the``) has no mask: it is scored as any other
+            masks = [None if c is None or not c.active else allowed_mask(c, index.n_units, term_docs, texts)
+                     for c in plan.constraints]
+        except PostingsDamaged as err:
+            self.repair(unit, str(err))
+            raise _Rebuilt from None
+        return None if all(m is None for m in masks) else masks
+
+    def unit_access(self, unit: str):
+        """``(term_docs, texts)`` for ``engine.constraints``: an indexed word's ascending unit ids (its
+        postings, checked), and a unit's indexed texts (a document: its title and body as the index
+        read them, ``row_body``; a passage: its paragraph). Bodies read are kept for this access's life."""
+        from chitragupta.engine.index.source import row_body
+        from chitragupta.kernels.reference import term_docs as posting_docs
+
+        index = self.index_of(unit)
+        rows = self.rows[unit]
+        root = self.workspace.root
+        postings = index.raw_postings
+        bodies: dict = {}
+
+        def term_docs(word: str) -> np.ndarray:
+            t = index.vocab.find_many([index.index_term(word)])[0]
+            return posting_docs(postings, t) if t >= 0 else np.zeros(0, dtype=np.int64)
+
+        def body(d: int):
+            got = bodies.get(d)
+            if got is None:
+                got = bodies[d] = row_body(root, rows[d][3])
+            return got
+
+        if unit == "document":
+            def texts(u: int):
+                return (rows[u][1] or "", body(u).text)
+        else:
+            p_doc, p_item = np.asarray(index.p_doc), np.asarray(index.p_item)
+
+            def texts(u: int):
+                items = body(int(p_doc[u])).items or ()
+                item = int(p_item[u])
+                return (items[item]["text"] if item < len(items) else "",)
+        return term_docs, texts
+
     def rank(self, queries: list[str], k: int, unit: str, cap: int | None) -> Ranked:
         """``queries`` ranked to ``k`` units of ``unit`` (passages at most ``cap`` per source); an index
         found damaged on the way is rebuilt once and the batch ranked again."""
@@ -193,11 +274,12 @@ class BM25Scorer:
         index = self.index_of(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         k = min(k, max(1, index.n_units))
-        plan = QueryPlan(queries, index, self.expander())
+        plan = QueryPlan(queries, index, self.expander(), syntax=True)
+        allowed = None if plan.constraints is None else self.allowed(unit, plan)
         if unit == "document":
-            return Ranked(self.score("document", plan.batch, k), queries, unit="document", table=index.citekeys,
-                          plan=plan)
-        top = self.capped(plan.batch, k, cap)
+            return Ranked(self.score("document", plan.batch, k, allowed), queries, unit="document",
+                          table=index.citekeys, plan=plan)
+        top = self.capped(plan.batch, k, cap, allowed)
         units = np.where(top.ids >= 0, top.ids, 0)
         p_doc, p_item = np.asarray(index.p_doc), np.asarray(index.p_item)
         if p_doc.size:
@@ -207,8 +289,9 @@ class BM25Scorer:
             rows = items = np.full(top.ids.shape, -1, dtype=np.int64)
         return Ranked(top, queries, unit="passage", table=index.citekeys, rows=rows, items=items, plan=plan)
 
-    def capped(self, batch: QueryBatch, k: int, cap: int) -> TopK:
-        """Top-k passages per query with at most ``cap`` per source, exact (``searcher.deepen_capped``)."""
+    def capped(self, batch: QueryBatch, k: int, cap: int, allowed=None) -> TopK:
+        """Top-k passages per query with at most ``cap`` per source, exact (``searcher.deepen_capped``);
+        ``allowed`` as for ``score``."""
         pidx = self.passage_index()
         p_doc = np.asarray(pidx.p_doc)
         lens = np.diff(batch.indptr)
@@ -216,7 +299,7 @@ class BM25Scorer:
         def rank(todo: np.ndarray, depth: int):
             sub = QueryBatch(indptr=np.concatenate(([0], np.cumsum(lens[todo]))).astype(np.int64),
                              terms=np.concatenate([batch.terms[batch.indptr[q]:batch.indptr[q + 1]] for q in todo]))
-            top = self.score("passage", sub, depth)
+            top = self.score("passage", sub, depth, None if allowed is None else [allowed[q] for q in todo])
             src = p_doc[np.where(top.ids >= 0, top.ids, 0)] if p_doc.size else np.zeros_like(top.ids)
             return top.ids, src, top.scores
 

@@ -24,6 +24,12 @@ instead (``chitragupta.kernels._maxscore``, MaxScore over the same tiles): per t
 (each term's largest contribution under the params in use) cannot lift a document to the heap's k-th
 score are only probed for the documents that still could, and those few are re-scored exactly. Same
 ids, same scores, to the bit; at 1M documents and k = 10 it reads about a third of the postings.
+
+A query with an ``allowed`` mask (query syntax, filters) is scored by ``_topk_masked``: the same
+contributions (``_contrib``) added in the same term order, skipping the postings of disallowed documents,
+and only the touched allowed documents offered to the heap -- so its hits are the unmasked ranking
+restricted to the allowed set, same scores to the bit, and never a disallowed document however large k.
+The queries of a batch without a mask take the paths above unchanged.
 """
 
 from __future__ import annotations
@@ -32,9 +38,9 @@ import numpy as np
 import numba
 from numba import njit, prange
 
-from chitragupta.kernels._tiles import (_BLOCK, _contrib, _drain, _lower_bound, _sift_down, _sift_up, _span_max,
-                                        _tile_add, _tile_offer)
-from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
+from chitragupta.kernels._tiles import (_BLOCK, _contrib, _drain, _lower_bound, _push, _sift_down, _sift_up,
+                                        _span_max, _tile_add, _tile_offer)
+from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, allowed_rows, bm25_idf, length_norm
 
 __all__ = ["score_topk", "warmup"]
 
@@ -264,6 +270,106 @@ def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k,
                     acc[touched[i]] = 0.0
 
 
+@njit(parallel=True, cache=True)
+def _topk_masked(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, masks, mask_of, k,
+                 n_chunks, out_ids, out_scores):
+    """Query q (terms q_terms[q_indptr[q]:q_indptr[q + 1]], ascending ids) scored over the documents
+    ``masks[mask_of[q]]`` allows only; its best k go to out row q (filled with -1 / -inf)."""
+    n_docs = norm.shape[0]
+    n_q = q_indptr.shape[0] - 1
+    for c in prange(n_chunks):
+        acc = np.zeros(n_docs, dtype=np.float64)
+        touched = np.empty(n_docs, dtype=np.int64)
+        hs = np.empty(k, dtype=np.float64)
+        hi = np.empty(k, dtype=np.int64)
+        lo_q = (c * n_q) // n_chunks
+        hi_q = ((c + 1) * n_q) // n_chunks
+        for q in range(lo_q, hi_q):
+            allowed = masks[mask_of[q]]
+            m = 0
+            for j in range(q_indptr[q], q_indptr[q + 1]):
+                t = q_terms[j]
+                w = idf[t]
+                for p in range(indptr[t], indptr[t + 1]):
+                    d = indices[p]
+                    if not allowed[d]:
+                        continue
+                    s = _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
+                    a = acc[d]
+                    if a == 0.0 and s > 0.0:  # first positive addend: acc only grows, so once per document
+                        touched[m] = d
+                        m += 1
+                    acc[d] = a + s
+            size = 0
+            for i in range(m):
+                d = touched[i]
+                size = _push(hs, hi, size, k, acc[d], d)
+                acc[d] = 0.0
+            _drain(hs, hi, size, out_ids[q], out_scores[q])
+
+
+# Bytes of masks handed to ``_topk_masked`` at once (a batch of many masked queries goes in groups).
+MASK_BUDGET_BYTES = 256 * 1024 * 1024
+
+
+def _sub_batch(queries: QueryBatch, rows: np.ndarray) -> QueryBatch:
+    """The queries ``rows`` of a batch, as a batch of their own."""
+    lens = np.diff(queries.indptr)[rows]
+    q_indptr = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=q_indptr[1:])
+    pos = np.arange(int(q_indptr[-1]), dtype=np.int64) + np.repeat(queries.indptr[rows] - q_indptr[:-1], lens)
+    return QueryBatch(indptr=q_indptr, terms=queries.terms[pos])
+
+
+def _score_allowed(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, allowed, idf, norm,
+                   bounds, counters) -> TopK:
+    """``score_topk`` with masks: the unmasked queries as ever, the masked ones by ``_topk_masked``."""
+    masks = allowed_rows(allowed, queries.n_queries, postings.n_docs)
+    out = TopK.empty(queries.n_queries, k)
+    held = np.fromiter((m is not None for m in masks), dtype=bool, count=len(masks))
+    free = np.flatnonzero(~held)
+    if free.size:
+        got = score_topk(postings, _sub_batch(queries, free), params, k, idf=idf, norm=norm, bounds=bounds,
+                         counters=counters)
+        out.ids[free] = got.ids
+        out.scores[free] = got.scores
+    rows = np.flatnonzero(held)
+    if not rows.size or postings.n_docs == 0:
+        return out
+    if idf is None:
+        idf = bm25_idf(postings.df(), postings.n_docs)
+    if norm is None:
+        norm = length_norm(postings.doc_len, postings.avgdl(), params.k1, params.b)
+    f1, d1, f2, d2 = _field_args(postings, params)
+    per_group = max(1, MASK_BUDGET_BYTES // max(1, postings.n_docs))
+    start = 0
+    while start < rows.size:
+        # a group of masked queries whose distinct masks fit the budget (a mask shared by many is held once)
+        slot: dict[int, int] = {}
+        group = []
+        while start < rows.size and (len(slot) < per_group or id(masks[rows[start]]) in slot):
+            q = int(rows[start])
+            slot.setdefault(id(masks[q]), len(slot))
+            group.append(q)
+            start += 1
+        stack = np.empty((len(slot), postings.n_docs), dtype=np.bool_)
+        mask_of = np.empty(len(group), dtype=np.int64)
+        for i, q in enumerate(group):
+            mask_of[i] = slot[id(masks[q])]
+            stack[mask_of[i]] = masks[q]
+        group_rows = np.asarray(group, dtype=np.int64)
+        sub = _sub_batch(queries, group_rows)
+        ids = np.full((len(group), k), -1, dtype=np.int64)
+        scores = np.full((len(group), k), -np.inf, dtype=np.float64)
+        n_chunks = max(1, min(len(group), numba.get_num_threads()))
+        _topk_masked(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
+                     float(params.k1 + 1.0), sub.indptr, sub.terms.astype(np.int64), stack, mask_of, int(k),
+                     n_chunks, ids, scores)
+        out.ids[group_rows] = ids
+        out.scores[group_rows] = scores
+    return out
+
+
 # The constants below were chosen by measurement; the figures are in bench/RESULTS.md ("kernel constants").
 _TILE = 65536  # documents a tile: its float64 accumulator and norm slice stay in a 2 MB L2
 _TILED_MIN_DOCS = 262144  # below this the whole accumulator fits L2 and the table path is faster
@@ -417,7 +523,7 @@ TABLE_BUDGET_BYTES = 256 * 1024 * 1024
 
 def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int,
                *, idf: np.ndarray | None = None, norm: np.ndarray | None = None,
-               bounds: np.ndarray | None = None, counters: np.ndarray | None = None) -> TopK:
+               bounds: np.ndarray | None = None, counters: np.ndarray | None = None, allowed=None) -> TopK:
     """Top-k of every query, in parallel over queries. Same contract as ``chitragupta.kernels.reference.score_topk``.
 
     The contribution of each posting of the batch's distinct terms is computed once per batch (k1, b
@@ -431,7 +537,11 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
     them filled in as queries need them (the engine keeps one per index and params); without it they
     are computed for this call. ``counters``, an int64 array of ``chitragupta.kernels._maxscore.N_COUNTERS``, then
     receives the pruning's counts (full tiles, pruned tiles, queries stopped early, postings read in full).
+    ``allowed`` (``kernels.types.allowed_rows``): per query, the only documents that may be hits
+    (``_topk_masked``; the module docstring).
     """
+    if allowed is not None:
+        return _score_allowed(postings, queries, params, k, allowed, idf, norm, bounds, counters)
     out = TopK.empty(queries.n_queries, k)
     if queries.n_queries == 0 or postings.n_docs == 0 or queries.terms.shape[0] == 0:
         return out
@@ -556,6 +666,7 @@ def warmup() -> None:
     _topk_tiled_collect(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
                         q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids,
                         out.scores)
+    score_topk(p, q, BM25Params(), 1, allowed=np.ones(1, dtype=bool))  # _topk_masked
     from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
 
     bounds = np.zeros(1)

@@ -57,12 +57,15 @@ _MODULES = {"numba": "chitragupta.kernels.cpu", "numpy": "chitragupta.kernels.re
 @dataclass(frozen=True)
 class Backend:
     """A resolved backend: its name, its ``score_topk(postings, queries, params, k, **cached)`` and, for
-    torch, the device it runs on (``"cpu"`` or ``"cuda"``; None for the others)."""
+    torch, the device it runs on (``"cpu"`` or ``"cuda"``; None for the others). ``accepts_allowed``:
+    its ``score_topk`` takes ``allowed=`` masks (numpy and numba; the torch backend does not, and a
+    masked batch meant for it is scored by numba: ``score_topk`` here, ``engine.scoring``)."""
 
     name: str
     score_topk: Callable[..., TopK]
     accepts_cached: bool
     device: str | None = None
+    accepts_allowed: bool = False
 
 
 def import_torch_backend():
@@ -135,7 +138,7 @@ def resolve(name: str = "auto", device: str = "auto", *, job: str = "batch") -> 
         chosen, module = "numpy", importlib.import_module(_MODULES["numpy"])
     if said:
         log.info("backend auto -> %s", chosen)
-    return Backend(name=chosen, score_topk=module.score_topk, accepts_cached=chosen == "numba")
+    return Backend(name=chosen, score_topk=module.score_topk, accepts_cached=chosen == "numba", accepts_allowed=True)
 
 
 def set_threads(threads: int) -> None:
@@ -147,11 +150,20 @@ def set_threads(threads: int) -> None:
 
 
 def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int,
-               backend: str | Backend = "auto", device: str = "auto", **cached) -> TopK:
-    """Score a batch on the chosen backend (and, for torch, device). ``k`` must be >= 1."""
+               backend: str | Backend = "auto", device: str = "auto", allowed=None, **cached) -> TopK:
+    """Score a batch on the chosen backend (and, for torch, device). ``k`` must be >= 1. ``allowed``
+    (``kernels.types.allowed_rows``): per query, the only documents that may be hits; a backend that
+    does not take masks (torch) hands a masked batch to numba."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     b = backend if isinstance(backend, Backend) else resolve(backend, device)
+    if allowed is not None:
+        if not b.accepts_allowed:
+            log.info("the %s backend takes no masks: this masked batch is scored by numba", b.name)
+            b = resolve("numba")
+        if b.accepts_cached:
+            return b.score_topk(postings, queries, params, k, allowed=allowed, **cached)
+        return b.score_topk(postings, queries, params, k, allowed=allowed)
     if b.accepts_cached:
         return b.score_topk(postings, queries, params, k, **cached)
     return b.score_topk(postings, queries, params, k)

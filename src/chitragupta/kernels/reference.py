@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from chitragupta.kernels.topk import topk_from_dense
-from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, bm25_idf, length_norm
+from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, allowed_rows, bm25_idf, length_norm
 
-__all__ = ["score_topk", "score_dense", "PostingsDamaged"]
+__all__ = ["score_topk", "score_dense", "term_docs", "PostingsDamaged"]
 
 
 class PostingsDamaged(ValueError):
@@ -58,6 +58,12 @@ def _slice(postings: Postings, t: int, active) -> tuple[np.ndarray, np.ndarray]:
     return docs, tf
 
 
+def term_docs(postings: Postings, t: int) -> np.ndarray:
+    """The ascending document ids of term ``t``'s postings, checked as a scored slice is."""
+    docs, _tf = _slice(postings, int(t), ())
+    return docs.astype(np.int64)
+
+
 def _add_query(postings: Postings, terms: np.ndarray, params: BM25Params, avgdl: float,
                acc: np.ndarray, matched: np.ndarray) -> None:
     """acc[d] += each term's contribution (terms in the order given), matched[d] set for every posting."""
@@ -88,8 +94,10 @@ def score_dense(postings: Postings, terms: np.ndarray, params: BM25Params) -> tu
     return scores, matched
 
 
-def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int) -> TopK:
-    """Top-k of every query; see :class:`chitragupta.kernels.types.TopK` for the layout and tie-break."""
+def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, allowed=None) -> TopK:
+    """Top-k of every query; see :class:`chitragupta.kernels.types.TopK` for the layout and tie-break.
+    ``allowed`` (``kernels.types.allowed_rows``): per query, the only documents that may be hits."""
+    masks = allowed_rows(allowed, queries.n_queries, postings.n_docs)
     out = TopK.empty(queries.n_queries, k)
     if queries.n_queries == 0 or postings.n_docs == 0 or queries.terms.shape[0] == 0:
         return out
@@ -101,7 +109,10 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
         if terms.shape[0] == 0:
             continue
         _add_query(postings, terms, params, avgdl, scores, matched)
-        ids, vals = topk_from_dense(scores, matched & (scores > 0), k)
+        hit = matched & (scores > 0)
+        if masks[q] is not None:
+            hit &= masks[q]
+        ids, vals = topk_from_dense(scores, hit, k)
         out.ids[q, : ids.shape[0]] = ids
         out.scores[q, : ids.shape[0]] = vals
         if q + 1 < queries.n_queries:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Postings", "QueryBatch", "BM25Params", "TopK", "bm25_idf", "length_norm"]
+__all__ = ["Postings", "QueryBatch", "BM25Params", "TopK", "bm25_idf", "length_norm", "allowed_rows"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +158,23 @@ def bm25_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
 def length_norm(doc_len: np.ndarray, avgdl: float, k1: float, b: float) -> np.ndarray:
     """(n_docs,) float64 ``k1 * (1 - b + b * dl / avgdl)``, BM25's per-document denominator term."""
     return k1 * (1.0 - b + b * (doc_len.astype(np.float64) / avgdl))
+
+
+def allowed_rows(allowed, n_queries: int, n_docs: int) -> list:
+    """The ``allowed`` argument of every scorer, one entry per query: None (every document may be a hit)
+    or a (n_docs,) bool array (only documents marked True may be a hit; the others never enter the top-k).
+
+    ``allowed`` is None (no mask), one (n_docs,) bool array for every query, or a sequence of
+    ``n_queries`` entries, each None or such an array. ValueError for any other shape or dtype.
+    """
+    if allowed is None:
+        return [None] * n_queries
+    if isinstance(allowed, np.ndarray):
+        allowed = [allowed] * n_queries
+    rows = list(allowed)
+    if len(rows) != n_queries:
+        raise ValueError(f"allowed holds {len(rows)} masks for {n_queries} queries")
+    for m in rows:
+        if m is not None and (not isinstance(m, np.ndarray) or m.dtype != np.bool_ or m.shape != (n_docs,)):
+            raise ValueError(f"an allowed mask must be a bool array of shape ({n_docs},)")
+    return rows
