@@ -79,6 +79,11 @@ def workspace_for(corpus: Path, name: str | None = None) -> Path:
 
     root = WORK / "ws" / (name or corpus.parent.name)
     root.mkdir(parents=True, exist_ok=True)
+    config = root / "config.toml"
+    if "query_syntax" not in (config.read_text(encoding="utf-8") if config.exists() else ""):
+        # the collections' queries are natural language ("-dash", quoted titles): read them as plain words,
+        # as the published BM25 figures do
+        config.write_text("[retrieval]\nquery_syntax = false\n", encoding="utf-8")
     ws = Workspace.open(root)
     with ws.lock("bench import"):
         import_jsonl(ws, corpus)

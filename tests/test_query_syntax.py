@@ -290,3 +290,20 @@ def test_a_torch_backend_hands_masked_queries_to_numba(ws):
     numba_r = Retriever.open(ws, backend="numba")
     got, want = torch_r.rank_many(query, k=20).topk, numba_r.rank_many(query, k=20).topk
     assert got.ids[0].tolist() == want.ids[0].tolist() and got.scores[0].tobytes() == want.scores[0].tobytes()
+
+
+def test_query_syntax_false_reads_every_query_as_plain_words(ws, tmp_path):
+    """[retrieval].query_syntax = false (what the bench's collections set): quotes and signs are words."""
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.explain import explain
+    from chitragupta.engine.workspace import Workspace
+
+    plain = Retriever.open(Workspace.open(ws, load_config(overrides={"retrieval": {"query_syntax": False}})))
+    syntax = Retriever.open(ws)
+    for q in ['"twin model" -ocean', 'sensor +fidelity -dash', '"an unbalanced quote']:
+        got = plain.rank_many([q], 20)
+        want = plain.rank_many([q.replace('"', " ").replace("+", " ").replace("-", " ")], 20)
+        assert got.topk.ids.tolist() == want.topk.ids.tolist() and got.topk.scores.tolist() == want.topk.scores.tolist()
+        assert explain(plain, q, plain.citekey(0)).constraints == []
+    with pytest.raises(UsageError):
+        syntax.rank_many(['"an unbalanced quote'], 5)  # the default reads the syntax

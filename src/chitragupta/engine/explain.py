@@ -73,7 +73,7 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     index, params = retriever.index, retriever.params
     doc = retriever.doc_id(citekey)
     p = index.raw_postings  # read as the numpy scorer reads it: each slice checked
-    plan = retriever.scorer.plan([query], syntax=True)
+    plan = retriever.scorer.plan([query], syntax=retriever.workspace.config.retrieval.query_syntax)
     batch, parsed = plan.batch, plan.parsed[0]
     term_ids = batch.terms[batch.indptr[0]:batch.indptr[1]].astype(np.int64)
     dropped, unknown = list(parsed.dropped), parsed.unknown

@@ -274,7 +274,7 @@ class BM25Scorer:
         index = self.index_of(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         k = min(k, max(1, index.n_units))
-        plan = QueryPlan(queries, index, self.expander(), syntax=True)
+        plan = QueryPlan(queries, index, self.expander(), syntax=self.workspace.config.retrieval.query_syntax)
         allowed = None if plan.constraints is None else self.allowed(unit, plan)
         if unit == "document":
             return Ranked(self.score("document", plan.batch, k, allowed), queries, unit="document",
