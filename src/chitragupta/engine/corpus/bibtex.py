@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chitragupta.engine.corpus.ids import bad_id
-from chitragupta.engine.corpus.metadata import join_name, name_parts, norm_doi, venue_of, year_of
+from chitragupta.engine.corpus.metadata import join_name, name_parts, norm_doi, split_and, venue_of, year_of
 from chitragupta.engine.corpus.parsers import not_regular
 from chitragupta.errors import CorpusError
 
@@ -290,23 +290,9 @@ def _names(value: str | None, cache: DecodeCache | None = None
     names, left out of the pairs."""
     if not value or not value.strip():
         return _NO_NAMES
-    value = value.replace("\u2063", "")
-    parts, depth, start = [], 0, 0
-    for m in re.finditer(r"[{}]|\s+and\s+", value, re.IGNORECASE):
-        tok = m.group()
-        if tok == "{":
-            depth += 1
-        elif tok == "}":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            parts.append(value[start:m.start()])
-            start = m.end()
-            if len(parts) > MAX_AUTHORS:
-                break
-    else:
-        parts.append(value[start:])
+    parts = split_and(value.replace("\u2063", ""), MAX_AUTHORS)
     more = len(parts) > MAX_AUTHORS
-    parts = [p for p in (p.strip() for p in parts[:MAX_AUTHORS]) if p]
+    parts = parts[:MAX_AUTHORS]
     split = [name_parts(p) for p in parts]
     pieces = [x for fam, jr, given, _ in split for x in (fam, jr, given)]
     decoded = [n.strip() for n in latex_to_text(_JOIN.join(pieces), cache).split("\u2063")]

@@ -248,9 +248,10 @@ def facets(ledger) -> Facets:
     return Facets(keys, fams, years, kws, venues, types, dois)
 
 
-def split_and(value: str) -> list[str]:
+def split_and(value: str, limit: int | None = None) -> list[str]:
     """A BibTeX name list split on ``and`` (any case, between white space) outside braces, pieces stripped,
-    empty ones dropped."""
+    empty ones dropped. With ``limit``, the reading stops once more than ``limit`` pieces are found (a
+    caller that keeps ``limit`` names learns there were more, without splitting a list of thousands)."""
     out, depth, start = [], 0, 0
     for m in re.finditer(r"[{}]|\s+and\s+", value, re.IGNORECASE):
         tok = m.group()
@@ -261,5 +262,8 @@ def split_and(value: str) -> list[str]:
         elif depth == 0:
             out.append(value[start:m.start()])
             start = m.end()
-    out.append(value[start:])
+            if limit is not None and len(out) > limit:
+                break
+    else:
+        out.append(value[start:])
     return [p for p in (x.strip() for x in out) if p]
