@@ -268,13 +268,14 @@ class HybridSearcher(Searcher):
         return ids, out_scores, out_rows
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None) -> Ranked:
+                  max_per_source: int | None = None, filters=None) -> Ranked:
         """Fuse BM25's and the embedding index's top ``max(depth, k)`` sources per query; keep k.
         ``topk.ids`` are rows of the BM25 document index; ``columns`` hold each source's rank in either
         list (0: absent), its best BM25 passage and its best chunk (-1: none). A fused list holds each
         source once, so any ``max_per_source`` (checked as every engine checks it) is met."""
         k = check_k(k)
         check_max_per_source(max_per_source)
+        self.no_filters(filters)
         unit = self._unit(unit)
         queries = list(queries)
         cfg = self.workspace.config.hybrid

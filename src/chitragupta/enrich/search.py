@@ -224,7 +224,7 @@ class EmbedSearcher(Searcher):
         return self._table
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None) -> Ranked:
+                  max_per_source: int | None = None, filters=None) -> Ranked:
         """Per query, up to k chunks best first (``topk.ids``: chunk rows of the store): over-fetch, rerank
         if configured, cap (at ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut;
         a capped list that falls short while more chunks exist is fetched again deeper.
@@ -232,6 +232,7 @@ class EmbedSearcher(Searcher):
         self.check_unit(unit)
         k = check_k(k)
         cap = check_max_per_source(max_per_source)
+        self.no_filters(filters)
         queries = list(queries)
         cfg = self.workspace.config.enrich
         if cap is None:

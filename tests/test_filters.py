@@ -1,0 +1,223 @@
+"""Metadata filters (engine/filters.py): their value syntax, their mask against a plain-Python reading of
+the records, and BM25 with filters = the unfiltered ranking restricted to the allowed sources, to the bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chitragupta.engine.filters import Filters, per_query
+from chitragupta.engine.search import Retriever
+from chitragupta.errors import UsageError
+from conftest import make_workspace, random_docs
+
+# (as written in a record, the folded keys a filter matches it by)
+FAMILIES = [("Müller, Anna", {"muller"}), ("Smith, John", {"smith"}), ("Jan van der Berg", {"van der berg", "berg"}),
+            ("Łukasiewicz, Jan", {"lukasiewicz"}), ("O'Brien, Pat", {"o'brien"})]
+KEYWORDS = ["Digital Twin", "fidelity", "Ocean", "sensor"]
+VENUES = ["Journal of Fluid Mechanics", "Proc. Digital Twin Conference", "Nature"]
+TYPES = ["article", "inproceedings", "phdthesis"]
+
+
+def _records(seed: int, n: int):
+    """Random documents with random metadata (each field missing now and then), and the truth per _id."""
+    rng = np.random.default_rng(seed)
+    docs, truth = random_docs(seed, n, vocab=40), {}
+    for d in docs:
+        t = {}
+        if rng.random() < 0.85:
+            t["year"] = int(rng.integers(1990, 2024))
+            d["year"] = str(t["year"]) if rng.random() < 0.5 else t["year"]
+        if rng.random() < 0.85:
+            picks = rng.choice(len(FAMILIES), size=int(rng.integers(1, 3)), replace=False)
+            d["authors"] = [FAMILIES[i][0] for i in picks]
+            t["author"] = set().union(*(FAMILIES[i][1] for i in picks))
+        if rng.random() < 0.7:
+            picks = rng.choice(len(KEYWORDS), size=int(rng.integers(1, 3)), replace=False)
+            d["keywords"] = [KEYWORDS[i] for i in picks]
+            t["keyword"] = {KEYWORDS[i].lower() for i in picks}
+        if rng.random() < 0.8:
+            v = VENUES[int(rng.integers(len(VENUES)))]
+            d["venue"], t["venue"] = v, v.lower()
+        if rng.random() < 0.8:
+            ty = TYPES[int(rng.integers(len(TYPES)))]
+            d["type"], t["type"] = ty.upper() if rng.random() < 0.3 else ty, ty
+        truth[d["_id"]] = t
+    return docs, truth
+
+
+def _allowed(f: dict, t: dict, key: str) -> bool:
+    """The plain-Python reading of one filter dict against one record's truth."""
+    if "year" in f:
+        lo, hi = f["year"]
+        if "year" not in t or (lo is not None and t["year"] < lo) or (hi is not None and t["year"] > hi):
+            return False
+    for name in ("author", "keyword", "type"):
+        if name in f and not (t.get(name, set()) if name != "type" else {t.get("type")}) & {x.lower() for x in f[name]}:
+            return False
+    if "venue" in f and ("venue" not in t or f["venue"].lower() not in t["venue"]):
+        return False
+    if "keys" in f and key not in f["keys"]:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    docs, truth = _records(5, 300)
+    return make_workspace(tmp_path_factory.mktemp("filters"), docs), truth
+
+
+# -- the value syntax ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value, want", [("2015..2020", (2015, 2020)), ("2015..", (2015, None)),
+                                         ("..2020", (None, 2020)), ("2019", (2019, 2019)), (2019, (2019, 2019)),
+                                         (" 2015 .. 2020 ", (2015, 2020))])
+def test_year_values(value, want):
+    assert Filters.from_dict({"year": value}).year == want
+
+
+@pytest.mark.parametrize("d, needle", [
+    ({"yaer": 2019}, "unknown field 'yaer'; allowed: year, author, keyword, venue, type, keys"),
+    ({"year": "2020..2015"}, "filters.year: an empty range"),
+    ({"year": ".."}, "filters.year: bad value '..'"),
+    ({"year": "in press"}, "allowed: a year (2019) or a range"),
+    ({"year": True}, "filters.year"),
+    ({"year": 123456}, "filters.year"),
+    ({"author": []}, "filters.author: bad value []"),
+    ({"author": ["Smith", 3]}, "filters.author"),
+    ({"keyword": ""}, "filters.keyword"),
+    ({"venue": ["a"]}, "filters.venue"),
+    ({"type": 1}, "filters.type"),
+    ({"keys": "d0001"}, "filters.keys: bad value 'd0001'; allowed: a list of citekeys"),
+    ("year=2019", "filters must be an object"),
+])
+def test_bad_filters_are_one_clear_usage_error(d, needle):
+    with pytest.raises(UsageError) as err:
+        Filters.from_dict(d)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_values_are_folded_and_a_string_is_a_list_of_one():
+    f = Filters.from_dict({"author": "MÜLLER", "keyword": ["Digital  Twin"], "type": "Article", "venue": "NATURE"})
+    assert f.author == ("muller",) and f.keyword == ("digital twin",) and f.type == ("article",)
+    assert f.venue == "nature"
+    assert Filters.from_dict({}).is_empty() and per_query({}, 3) is None and per_query(None, 2) is None
+    with pytest.raises(UsageError, match="2 entries for 3 queries"):
+        per_query([None, {}], 3)
+
+
+def test_merge_is_and():
+    a = Filters.from_dict({"year": "2000..", "author": "smith"})
+    b = Filters.from_dict({"type": "article"})
+    m = a.merge(b)
+    assert (m.year, m.author, m.type, m.also) == ((2000, None), ("smith",), ("article",), ())
+    c = a.merge(Filters.from_dict({"author": "muller"}))  # same field: both must hold, not either
+    assert c.also and c.fields_used() == ["year", "author"]
+    assert a.merge(None) is a and Filters().merge(a) is a
+
+
+# -- the mask ---------------------------------------------------------------------------------------------
+FILTERS = [
+    {"year": (2000, 2010)}, {"year": (None, 1995)}, {"year": (2015, None)},
+    {"author": ["smith"]}, {"author": ["Muller", "berg"]}, {"author": ["van der Berg"]}, {"author": ["lukasiewicz"]},
+    {"keyword": ["digital twin"]}, {"keyword": ["ocean", "sensor"]},
+    {"venue": "digital"}, {"venue": "JOURNAL"},
+    {"type": ["article"]}, {"type": ["phdthesis", "inproceedings"]},
+    {"year": (2000, None), "author": ["smith"], "type": ["article"]},
+    {"keys": ["d0001", "d0007", "d0100", "nope"]},
+]
+
+
+def _as_dict(f: dict) -> dict:
+    d = dict(f)
+    if "year" in d:
+        lo, hi = d["year"]
+        d["year"] = f"{'' if lo is None else lo}..{'' if hi is None else hi}"
+    return d
+
+
+@pytest.mark.parametrize("f", FILTERS)
+def test_mask_matches_a_plain_reading_of_the_records(corpus, f):
+    ws, truth = corpus
+    r = Retriever.open(ws, backend="numpy")
+    keys = r.index.citekeys.to_list()
+    mask, missing = r.scorer.filter_mask("document", Filters.from_dict(_as_dict(f)))
+    want = [_allowed(f, truth[k], k) for k in keys]
+    assert mask.tolist() == want and any(want)
+    for name, n in missing.items():
+        assert n == sum(name not in truth[k] for k in keys)
+    assert set(missing) == {n for n in f if n != "keys"}
+
+
+def test_merged_filters_mask_is_the_and_of_both(corpus):
+    ws, truth = corpus
+    r = Retriever.open(ws, backend="numpy")
+    a, b = Filters.from_dict({"author": "smith"}), Filters.from_dict({"author": "muller", "year": "2000.."})
+    ma, mb = r.scorer.filter_mask("document", a)[0], r.scorer.filter_mask("document", b)[0]
+    m = r.scorer.filter_mask("document", a.merge(b))[0]
+    assert m.tolist() == (ma & mb).tolist() and m.any()
+
+
+# -- BM25 with filters: to the bit ---------------------------------------------------------------------------
+QUERIES = ["twin model sensor", "ocean heat", "model", "fidelity sensor water", "zzzz", "twin -ocean"]
+
+
+@pytest.fixture(scope="module", params=["numpy", "numba"])
+def retriever(corpus, request):
+    return Retriever.open(corpus[0], backend=request.param)
+
+
+@pytest.mark.parametrize("f", FILTERS)
+def test_filtered_bm25_is_the_unfiltered_ranking_restricted(retriever, corpus, f):
+    truth_meta = corpus[1]
+    keys = retriever.index.citekeys.to_list()
+    allowed = {d for d, k in enumerate(keys) if _allowed(f, truth_meta[k], k)}
+    full = retriever.rank_many(QUERIES, k=10_000).topk
+    for k in (3, len(allowed) + 7):
+        top = retriever.rank_many(QUERIES, k=k, filters=_as_dict(f)).topk
+        for q in range(len(QUERIES)):
+            truth = [(int(d), s) for d, s in zip(full.ids[q], full.scores[q]) if d >= 0 and int(d) in allowed][:k]
+            n = int(top.counts()[q])
+            assert [(int(d), s) for d, s in zip(top.ids[q, :n], top.scores[q, :n])] == truth
+            assert np.asarray(top.scores[q, :n]).tobytes() == np.asarray([s for _d, s in truth]).tobytes()
+            assert not set(top.ids[q, :n].tolist()) - allowed
+
+
+def test_per_query_filters_in_a_batch_equal_one_query_at_a_time(retriever):
+    fs = [_as_dict(FILTERS[i % len(FILTERS)]) if i % 3 else None for i in range(len(QUERIES) * 3)]
+    queries = QUERIES * 3
+    batch = retriever.rank_many(queries, k=9, filters=fs)
+    for q, (query, f) in enumerate(zip(queries, fs)):
+        one = retriever.rank_many([query], k=9, filters=f).topk
+        assert one.ids[0].tolist() == batch.topk.ids[q].tolist()
+        assert one.scores[0].tobytes() == batch.topk.scores[q].tobytes()
+
+
+def test_search_notes_how_many_sources_had_no_value(corpus):
+    ws, truth = corpus
+    r = Retriever.open(ws, backend="numpy")
+    resp = r.search("twin model", k=5, filters={"year": "2000..", "venue": "nature"})
+    notes = [n.text for n in resp.notes if n.kind == "filter"]
+    no_year = sum("year" not in t for t in truth.values())
+    no_venue = sum("venue" not in t for t in truth.values())
+    assert notes == [f"{no_year} source(s) have no year and were excluded by the year filter",
+                     f"{no_venue} source(s) have no venue and were excluded by the venue filter"]
+    assert all(truth[h.citekey].get("year", 0) >= 2000 and truth[h.citekey].get("venue") == "nature" for h in resp)
+
+
+def test_filtered_passages_come_only_from_allowed_sources(corpus):
+    """The passage unit's mask is the source mask through p_doc (a workspace without sidecars has no
+    passages: the call still checks its filters and returns nothing)."""
+    ws, _truth = corpus
+    r = Retriever.open(ws, backend="numpy")
+    f = Filters.from_dict({"author": "smith"})
+    mask, _missing = r.scorer.filter_mask("passage", f)
+    pidx = r.passage_index()
+    p_doc = np.asarray(pidx.p_doc)
+    assert mask.shape == (pidx.n_passages,)
+    doc_mask = r.scorer.facet_table("passage").mask(f)[0]
+    assert mask.tolist() == doc_mask[p_doc].tolist()
+    top = r.rank_many(QUERIES, k=50, unit="passage", filters=f).topk
+    assert all(mask[u] for u in top.ids[top.ids >= 0].tolist())
+    with pytest.raises(UsageError, match="filters.year"):
+        r.rank_many(QUERIES, k=5, unit="passage", filters={"year": "x"})
