@@ -221,3 +221,59 @@ def test_filtered_passages_come_only_from_allowed_sources(corpus):
     assert all(mask[u] for u in top.ids[top.ids >= 0].tolist())
     with pytest.raises(UsageError, match="filters.year"):
         r.rank_many(QUERIES, k=5, unit="passage", filters={"year": "x"})
+
+
+# -- surfaces: the CLI's flags and a batch line's own filters ----------------------------------------------------
+def test_cli_flags_filter_as_the_python_call_does(corpus, tmp_path):
+    import json
+
+    from conftest import run_main
+
+    ws, truth = corpus
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("d0001\nd0002\n\nd0150\nd0007\n", encoding="utf-8")
+    got = run_main("search", "-w", ws, "twin model", "-k", "50", "--json", "--year", "1995..2015",
+                   "--author", "smith", "--author", "BERG", "--type", "article")
+    assert got.returncode == 0, got.stderr
+    r = Retriever.open(ws, backend="numpy")
+    want = r.search("twin model", k=50, filters={"year": "1995..2015", "author": ["smith", "berg"], "type": "article"})
+    assert [h["citekey"] for h in json.loads(got.stdout)] == [h.citekey for h in want.hits] and want.hits
+    assert "have no year and were excluded by the year filter" in got.stderr
+    got = run_main("search", "-w", ws, "model", "-k", "50", "--json", "--keys", keys_file, "--venue", "nature")
+    hits = [h["citekey"] for h in json.loads(got.stdout)]
+    assert set(hits) <= {"d0001", "d0002", "d0150", "d0007"}
+    assert all(truth[k].get("venue") == "nature" for k in hits)
+    bad = run_main("search", "-w", ws, "model", "--year", "20x5")
+    assert bad.returncode != 0 and "--year: bad value '20x5'; allowed: a year (2019)" in bad.stderr
+    missing = run_main("search", "-w", ws, "model", "--keys", tmp_path / "nope.txt")
+    assert missing.returncode != 0 and "--keys" in missing.stderr
+
+
+def test_a_batch_lines_filters_are_anded_with_the_flags_for_that_query_only(corpus, tmp_path):
+    import json
+
+    from conftest import run_main, write_jsonl
+
+    ws, _truth = corpus
+    lines = [{"_id": "a", "text": "twin model"},
+             {"_id": "b", "text": "twin model", "filters": {"author": ["smith", "muller"]}},
+             {"_id": "c", "text": "ocean heat", "filters": {"year": 2001}},
+             {"_id": "d", "text": "ocean heat", "filters": {"yaer": 2001}}]
+    q = write_jsonl(tmp_path / "q.jsonl", lines)
+    out = tmp_path / "run.jsonl"
+    got = run_main("search", "-w", ws, "--queries", q, "--run", out, "--json", "-k", "20", "--year", "2000..")
+    assert got.returncode == 0, got.stderr
+    assert "q.jsonl:4: filters: unknown field 'yaer'" in got.stderr
+    run: dict = {}
+    for line in out.read_text().splitlines():
+        row = json.loads(line)
+        run.setdefault(row["qid"], []).append(row["citekey"])
+    r = Retriever.open(ws, backend="numpy")
+    base = {"year": "2000.."}
+    want = {"a": r.rank_many(["twin model"], k=20, filters=base).keys()[0],
+            "b": r.rank_many(["twin model"], k=20, filters=Filters.from_dict(base).merge(
+                Filters.from_dict({"author": ["smith", "muller"]}))).keys()[0],
+            "c": r.rank_many(["ocean heat"], k=20, filters=Filters.from_dict(base).merge(
+                Filters.from_dict({"year": 2001}))).keys()[0]}
+    assert {k: v for k, v in run.items()} == {k: v for k, v in want.items() if v}
+    assert want["b"] != want["a"] and want["c"]

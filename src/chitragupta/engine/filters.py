@@ -42,8 +42,13 @@ _YEAR = re.compile(r"\s*(-?\d{1,4})?\s*\.\.\s*(-?\d{1,4})?\s*")
 _ONE_YEAR = re.compile(r"\s*-?\d{1,4}\s*")
 
 
+def _label(where: str, name: str) -> str:
+    """How an error names a field: ``filters.year``, or the flag ``--year`` when ``where`` is "--"."""
+    return f"--{name}" if where == "--" else f"{where}.{name}"
+
+
 def _bad(where: str, name: str, value, extra: str = "") -> UsageError:
-    return UsageError(f"{where}.{name}: {extra or 'bad value'} {value!r}; allowed: {_ALLOWED[name]}")
+    return UsageError(f"{_label(where, name)}: {extra or 'bad value'} {value!r}; allowed: {_ALLOWED[name]}")
 
 
 def parse_year(value, where: str = "filters") -> tuple[int | None, int | None]:
@@ -104,7 +109,8 @@ class Filters:
     @classmethod
     def from_dict(cls, d, where: str = "filters") -> "Filters":
         """Filters from a mapping of the fields' value syntax (module docstring); UsageError naming the
-        field and what it allows for an unknown field or a bad value."""
+        field (``where.field``; the CLI's flag ``--field`` when ``where`` is "--") and what it allows for an
+        unknown field or a bad value."""
         if isinstance(d, Filters):
             return d
         if not isinstance(d, dict):
