@@ -277,3 +277,67 @@ def test_a_batch_lines_filters_are_anded_with_the_flags_for_that_query_only(corp
                 Filters.from_dict({"year": 2001}))).keys()[0]}
     assert {k: v for k, v in run.items()} == {k: v for k, v in want.items() if v}
     assert want["b"] != want["a"] and want["c"]
+
+
+# -- embed and hybrid: an exact scan of the allowed chunks ------------------------------------------------------
+from test_enrich import _cli, encoder  # noqa: E402,F401  (the session's MiniLM)
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory, encoder):
+    docs, truth = _records(9, 60)
+    root = make_workspace(tmp_path_factory.mktemp("filters_embed"), docs)
+    assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
+    return root, truth
+
+
+EMBED_FILTERS = [{"year": (2000, 2012)}, {"author": ["smith", "berg"]}, {"type": ["article"], "venue": "journal"},
+                 {"keys": ["d0003", "d0010", "d0011", "d0040"]}]
+
+
+@pytest.mark.enrich
+@pytest.mark.parametrize("f", EMBED_FILTERS)
+def test_filtered_embed_is_the_unfiltered_ranking_restricted(embedded, f):
+    from chitragupta.enrich.search import EmbedSearcher
+
+    root, truth = embedded
+    e = EmbedSearcher.open(root, device="cpu")
+    queries = QUERIES[:4]
+    n = e.store.count
+    full = e.rank_many(queries, n, max_per_source=n)
+    cap = int(e.workspace.config.enrich.embed_max_passages_per_source)
+    for k in (3, n):
+        got = e.rank_many(queries, k, filters=_as_dict(f))
+        for q in range(len(queries)):
+            rows = [int(x) for x in full.topk.ids[q] if x >= 0]
+            scores = {int(x): s for x, s in zip(full.topk.ids[q], full.topk.scores[q]) if x >= 0}
+            kept, per = [], {}
+            for row in rows:  # restricted to the allowed sources, then capped per source as rank_many caps
+                key = e.citekey(row)
+                if _allowed(f, truth[key], key) and per.get(key, 0) < cap:
+                    per[key] = per.get(key, 0) + 1
+                    kept.append(row)
+            m = int(got.topk.counts()[q])
+            assert [int(x) for x in got.topk.ids[q, :m]] == kept[:k]
+            assert np.allclose(got.topk.scores[q, :m], [scores[x] for x in kept[:k]], atol=1e-5)
+
+
+@pytest.mark.enrich
+@pytest.mark.parametrize("unit", ["document", "passage"])
+def test_hybrid_never_returns_a_disallowed_source(embedded, unit):
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    root, truth = embedded
+    h = HybridSearcher.open(root, device="cpu")
+    f = {"year": (1995, 2015), "author": ["smith", "muller"]}
+    ranked = h.rank_many(QUERIES, 50, unit=unit, filters=_as_dict(f))
+    allowed = {k for k, t in truth.items() if _allowed(f, t, k)}
+    got = {k for keys in ranked.keys() for k in keys}
+    assert got <= allowed and (got or unit == "passage")
+    if unit == "document":  # and every allowed source either side ranks came back (k above the allowed set)
+        plain = h.rank_many(QUERIES, 60, unit=unit)
+        for q, keys in enumerate(ranked.keys()):
+            assert set(keys) == set(plain.keys()[q]) & allowed
+    resp = h.search("twin model", k=5, unit=unit, filters=_as_dict(f))
+    assert {x.citekey for x in resp.hits} <= allowed
+    assert any(n.kind == "filter" for n in resp.notes)

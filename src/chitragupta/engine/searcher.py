@@ -133,13 +133,6 @@ class Searcher:
                   max_per_source: int | None = None, filters=None):
         raise NotImplementedError
 
-    def no_filters(self, filters) -> None:
-        """UsageError for an engine that cannot filter yet, when ``filters`` filters anything."""
-        from chitragupta.engine.filters import per_query
-
-        if per_query(filters, len(filters) if isinstance(filters, (list, tuple)) else 1):
-            raise UsageError(f"filters are not supported by engine {self.NAME} yet")
-
     def responses(self, ranked, *, snippet_chars: int | None = None) -> list:
         raise NotImplementedError
 
