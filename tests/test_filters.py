@@ -341,3 +341,57 @@ def test_hybrid_never_returns_a_disallowed_source(embedded, unit):
     resp = h.search("twin model", k=5, unit=unit, filters=_as_dict(f))
     assert {x.citekey for x in resp.hits} <= allowed
     assert any(n.kind == "filter" for n in resp.notes)
+
+
+# -- the passage unit, on sidecars written here ------------------------------------------------------------------
+@pytest.fixture(scope="module", params=["numpy", "numba"])
+def passages(tmp_path_factory, request):
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.sidecar import dump_sidecar, join_items
+    from chitragupta.engine.workspace import Workspace
+
+    docs, truth = _records(13, 60)
+    rng = np.random.default_rng(13)
+    sidecars = {}
+    for d in docs:
+        words = (d["text"] + " twin model sensor ocean").split()
+        items, at = [], 0
+        while at < len(words):
+            n = int(rng.integers(6, 15))
+            items.append({"text": " ".join(words[at:at + n]), "label": "text", "page": 1})
+            at += n
+        sidecars[d["_id"]] = items
+        d["text"] = join_items(items)
+    root = make_workspace(tmp_path_factory.mktemp(f"filters_passages_{request.param}"), docs)
+    (root / "config.toml").write_text("[retrieval]\nmin_passage_tokens = 1\n")
+    w = Workspace.open(root)
+    with Ledger(w.ledger_path) as led:
+        for key, items in sidecars.items():
+            (w.root / led.get(key).parsed_path).with_suffix(".passages.json").write_text(dump_sidecar(items))
+    return Retriever.open(w, backend=request.param), truth
+
+
+@pytest.mark.parametrize("f", [FILTERS[0], FILTERS[4], FILTERS[9], FILTERS[13], FILTERS[14]])
+def test_filtered_passages_are_the_unfiltered_ranking_restricted(passages, f):
+    r, truth = passages
+    pidx = r.passage_index()
+    assert pidx.n_passages > 100
+    keys = pidx.citekeys.to_list()
+    p_doc = np.asarray(pidx.p_doc)
+    n = pidx.n_passages
+    full = r.rank_many(QUERIES, k=n, unit="passage", max_per_source=n).topk
+    for cap in (n, 2):
+        for k in (4, n):
+            got = r.rank_many(QUERIES, k=k, unit="passage", max_per_source=cap, filters=_as_dict(f)).topk
+            for q in range(len(QUERIES)):
+                want, per = [], {}
+                for u, s in zip(full.ids[q], full.scores[q]):
+                    if u < 0:
+                        break
+                    key = keys[p_doc[u]]
+                    if _allowed(f, truth[key], key) and per.get(key, 0) < cap:
+                        per[key] = per.get(key, 0) + 1
+                        want.append((int(u), s))
+                m = int(got.counts()[q])
+                assert [(int(u), s) for u, s in zip(got.ids[q, :m], got.scores[q, :m])] == want[:k]
+                assert np.asarray(got.scores[q, :m]).tobytes() == np.asarray([s for _u, s in want[:k]]).tobytes()
