@@ -162,3 +162,31 @@ def test_warm_engines_reopen_only_when_the_workspace_changed(ws):
     assert warm.retriever() is not second and warm.retriever().params.k1 == 0.9
     cli = json.loads(run_cli("search", "-w", ws, "twin model", "--json", check=True).stdout)
     assert got["hits"] == cli
+
+
+def test_search_takes_filters_as_typed_described_properties(tmp_path):
+    docs = [dict(d, year=1990 + i % 30, authors=["Smith, J"] if i % 3 else ["Müller, A"], type="article")
+            for i, d in enumerate(DOCS)]
+    root = make_workspace(tmp_path, docs)
+    run_cli("index", "-w", root, check=True)
+    filters = {"year": "2000..2010", "author": ["MULLER"]}
+
+    async def script(c):
+        tool = next(t for t in (await c.list_tools()).tools if t.name == "search")
+        got = _json(await c.call_tool("search", {"query": "twin model sensor", "k": 20, "filters": filters}))
+        bad = await c.call_tool("search", {"query": "twin", "filters": {"year": "20x5"}})
+        unknown = await c.call_tool("search", {"query": "twin", "filters": {"yaer": 2001}})
+        return tool.input_schema, got, bad, unknown
+
+    schema, got, bad, unknown = _drive(root, script)
+    text = json.dumps(schema)
+    for name in ("year", "author", "keyword", "venue", "type", "keys"):
+        assert f'"{name}"' in text
+    assert "2015..2020" in text and "family name" in text  # described
+    cli = json.loads(run_cli("search", "-w", root, "twin model sensor", "-k", "20", "--json", "--year", "2000..2010",
+                             "--author", "MULLER", check=True).stdout)
+    assert got["hits"] == cli and cli
+    allowed = {d["_id"] for i, d in enumerate(DOCS) if 2000 <= 1990 + i % 30 <= 2010 and not i % 3}
+    assert {h["citekey"] for h in cli} <= allowed
+    assert bad.is_error and "filters.year: bad value '20x5'" in bad.content[0].text
+    assert unknown.is_error

@@ -38,6 +38,38 @@ def add_arguments(p) -> None:
                    help="; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values()))
     p.add_argument("--no-update", action="store_true", help="search the index as it is, even if the ledger changed")
     p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
+    add_filter_arguments(p)
+
+
+def add_filter_arguments(p) -> None:
+    """The metadata filter flags (``engine/filters.py``); ``filters_of(args)`` reads them."""
+    g = p.add_argument_group("filters", "only sources whose metadata match (different flags: all must hold; a "
+                             "source with no value for a filtered field is excluded, and a note says how many)")
+    g.add_argument("--year", metavar="RANGE", help="a year (2019) or a range: 2015..2020, 2015.., ..2020")
+    g.add_argument("--author", metavar="NAME", action="append",
+                   help="an author's family name, case- and accent-insensitive (repeatable: any of them)")
+    g.add_argument("--keyword", metavar="K", action="append", help="a keyword (repeatable: any of them)")
+    g.add_argument("--venue", metavar="TEXT", help="text the venue (journal, proceedings) holds, case-insensitive")
+    g.add_argument("--type", metavar="TYPE", action="append",
+                   help="a BibTeX entry type: article, inproceedings, ... (repeatable: any of them)")
+    g.add_argument("--keys", metavar="FILE", help="only the citekeys listed in FILE, one a line")
+
+
+def filters_of(args):
+    """The filters the flags ask for (a ``Filters``), or None."""
+    from chitragupta.engine.filters import to_filters
+
+    d = {name: getattr(args, name) for name in ("year", "author", "keyword", "venue", "type")
+         if getattr(args, name, None) is not None}
+    if getattr(args, "keys", None):
+        from chitragupta.errors import UsageError
+
+        try:
+            with open(args.keys, encoding="utf-8") as f:
+                d["keys"] = [line.strip() for line in f if line.strip()]
+        except (OSError, UnicodeDecodeError) as err:
+            raise UsageError(f"--keys {args.keys}: cannot read it ({err.strerror if isinstance(err, OSError) else err})")
+    return to_filters(d, "--")
 
 
 def _table(resp) -> str:
@@ -107,7 +139,8 @@ def _batch(args, req, searcher, ws) -> int:
 
     check_destination(args.run)  # before the work: a run that cannot be written is said now
     problems: list[str] = []
-    queries = read_queries(Path(args.queries), problems)
+    own: list = []  # each query's own filters (a line's "filters")
+    queries = read_queries(Path(args.queries), problems, own)
     if not queries:  # one line: the first refusal says why
         from chitragupta.errors import UsageError
 
@@ -119,7 +152,7 @@ def _batch(args, req, searcher, ws) -> int:
     k = req.k_for(True)
     qids = [qid for qid, _ in queries]
     unit = req.resolved_unit
-    ranked = req.run_many(searcher, [text for _, text in queries])
+    ranked = req.run_many(searcher, [text for _, text in queries], own)
     with open_output(args.run) as out:
         for chunk in ranked.run_chunks(qids, fmt="jsonl" if args.json else "trec"):
             out.write(chunk)
@@ -137,6 +170,9 @@ def _batch(args, req, searcher, ws) -> int:
     unmatched = ranked.unmatched() if ranked.engine == "bm25" else 0
     if unmatched:
         notes.append(f"{unmatched} of {len(queries)} queries had no indexable term that the index holds, and got no hits")
+    from chitragupta.engine.filters import filter_notes
+
+    notes.extend(dict.fromkeys(n.text for q in range(len(queries)) for n in filter_notes(ranked, q)))
     print_notes(notes)
     what = "JSON lines" if args.json else "TREC run"
     engine = "" if args.engine == "bm25" else f", engine {args.engine}"
@@ -159,7 +195,7 @@ def run(args) -> int:
     elif not args.query:
         raise UsageError('give a QUERY, e.g. chitragupta search "digital twin fidelity", or --queries Q.jsonl --run OUT.trec')
     req = SearchRequest.checked(flags=True, engine=args.engine, unit=args.unit, k=args.k,
-                                snippet_chars=args.snippet_chars)
+                                snippet_chars=args.snippet_chars, filters=filters_of(args))
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
         searcher = open_searcher(ws, req.engine, update=not args.no_update, backend=args.backend,

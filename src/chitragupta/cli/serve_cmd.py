@@ -4,7 +4,7 @@ engines warm (``chitragupta.service.warm``) for an agent skill calling it again 
 Tools, each answering JSON (structured content, and the same JSON as text):
 
     search    {query, k=10, engine=one of the registry's (default "bm25"), unit? (the engine's first),
-               snippet_chars?}
+               snippet_chars?, filters? {year, author, keyword, venue, type, keys} (engine/filters.py)}
               -> {"hits": [{citekey, title, score, snippet, page, passage}], "notes": [{kind, text}]}
     similar   {citekey, k=10, engine?, snippet_chars?} -> as search: the sources most like citekey, never itself
     evidence  {citekey, query, n=2, width=600}  -> {"hits": [...], "notes": [...]}
@@ -65,13 +65,17 @@ def build_server(warm) -> Any:
     Engine = Literal[registry.names()]  # the registry's engines, whatever they are when the server starts
     Unit = Literal[registry.all_units()]
 
+    SearchFilters = _filters_model()
+
     async def search(query: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE, unit: Unit | None = None,
-                     snippet_chars: int | None = None) -> dict[str, Any]:
-        return call(warm.search, query, k=k, engine=engine, unit=unit, snippet_chars=snippet_chars)
+                     snippet_chars: int | None = None, filters: SearchFilters | None = None) -> dict[str, Any]:
+        own = None if filters is None else filters.model_dump(exclude_none=True)
+        return call(warm.search, query, k=k, engine=engine, unit=unit, snippet_chars=snippet_chars, filters=own)
 
     # the annotations as objects (this module's annotations are strings, and these two are local names)
     search.__annotations__ = {"query": str, "k": int, "engine": Engine, "unit": Unit | None,
-                              "snippet_chars": int | None, "return": dict[str, Any]}
+                              "snippet_chars": int | None, "filters": SearchFilters | None,
+                              "return": dict[str, Any]}
     search.__doc__ = (
         "Rank the bibliography's sources for a query. engine: "
         + "; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values())
@@ -79,7 +83,8 @@ def build_server(warm) -> Any:
         + "; ".join(f"{u}: {UNIT_HELP.get(u, u)} (engine {' or '.join(s.name for s in registry.ENGINES.values() if u in s.units)})"
                     for u in registry.all_units())
         + ". snippet_chars: the snippet width (default: the configured one; 0: none). "
-          "Returns citable hits, best first, and notes.")
+          "filters: only sources whose metadata match (fields combine with AND; a source without a value for a "
+          "filtered field is excluded, and a note says how many). Returns citable hits, best first, and notes.")
     server.tool()(search)
 
     async def similar(citekey: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE,
@@ -112,6 +117,27 @@ def build_server(warm) -> Any:
         return call(warm.source, citekey)
 
     return server
+
+
+def _filters_model():
+    """The search tool's ``filters`` argument: engine/filters.py's fields as typed, described properties
+    (checked again, with the CLI's words, by ``Filters.from_dict``)."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class SearchFilters(BaseModel):
+        """Metadata filters: only sources that match every field given."""
+
+        model_config = ConfigDict(extra="forbid")
+        year: int | str | None = Field(None, description='a year (2019) or a range "2015..2020", "2015..", "..2020"')
+        author: str | list[str] | None = Field(
+            None, description="an author's family name, case- and accent-insensitive, or a list (any of them)")
+        keyword: str | list[str] | None = Field(None, description="a keyword or a list (any of them)")
+        venue: str | None = Field(None, description="text the venue (journal, proceedings) holds, case-insensitive")
+        type: str | list[str] | None = Field(
+            None, description="a BibTeX entry type (article, inproceedings, ...) or a list (any of them)")
+        keys: list[str] | None = Field(None, description="only these citekeys")
+
+    return SearchFilters
 
 
 def run(args) -> int:

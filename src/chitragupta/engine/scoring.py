@@ -17,6 +17,10 @@ A batch whose queries use the query syntax (``engine/constraints.py``) is scored
 per constrained query, built here from the unit's postings and, for phrases, the candidates' own text
 (a document's title and body as the index read them; a passage's paragraph): the scorers never let a
 disallowed unit into the top-k. A batch without syntax is scored exactly as before.
+
+Metadata filters (``engine/filters.py``) take the same path: a query's filters give a mask over the
+index's documents (for passages, mapped through ``p_doc``), built once per distinct filter and index
+generation and kept here, ANDed with its syntax mask.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ class BM25Scorer:
         self._expansion_cache = None
         self.opened: dict[str, OpenedIndex] = {}
         self.rows: dict[str, list] = {}  # per unit, the ledger row (citekey, title, status, parsed path) of each
+        self._facet_tables: dict = {}  # (unit, index generation) -> FacetTable
+        self._filter_masks: dict = {}  # (unit, index generation, Filters) -> (unit mask, {field: no value})
         self.install("document", opened)
 
     def install(self, unit: str, opened: OpenedIndex) -> None:
@@ -259,26 +265,87 @@ class BM25Scorer:
                 return (items[item]["text"] if item < len(items) else "",)
         return term_docs, texts
 
-    def rank(self, queries: list[str], k: int, unit: str, cap: int | None) -> Ranked:
-        """``queries`` ranked to ``k`` units of ``unit`` (passages at most ``cap`` per source); an index
-        found damaged on the way is rebuilt once and the batch ranked again."""
+    def rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None = None) -> Ranked:
+        """``queries`` ranked to ``k`` units of ``unit`` (passages at most ``cap`` per source); ``filters``:
+        None or per query None or a ``Filters``. An index found damaged on the way is rebuilt once and
+        the batch ranked again. The Ranked's ``filter_notes`` holds each query's filter notes."""
         for _attempt in range(2):
             try:
-                return self._rank(queries, k, unit, cap)
+                return self._rank(queries, k, unit, cap, filters)
             except _Rebuilt:
                 continue
         raise IndexDamaged(f"{self.index_of(unit).where} is damaged again after a rebuild; "
                            "run `chitragupta index --force`")
 
-    def _rank(self, queries: list[str], k: int, unit: str, cap: int | None) -> Ranked:
+    # -- metadata filters -----------------------------------------------------------------------------
+    def _generation(self, unit: str):
+        index = self.index_of(unit)
+        path = getattr(index, "path", None)
+        return path.name if path is not None else id(index)
+
+    def facet_table(self, unit: str):
+        """The ``FacetTable`` of ``unit``'s index's documents (read from the ledger once per generation)."""
+        from chitragupta.engine.corpus.ledger import Ledger
+        from chitragupta.engine.corpus.metadata import facets
+        from chitragupta.engine.filters import FacetTable
+
+        key = (unit, self._generation(unit))
+        table = self._facet_tables.get(key)
+        if table is None:
+            with Ledger(self.workspace.ledger_path, create=False) as ledger:
+                got = facets(ledger)
+            self._facet_tables = {k: v for k, v in self._facet_tables.items() if k[0] != unit}
+            table = self._facet_tables[key] = FacetTable(got, self.index_of(unit).citekeys)
+        return table
+
+    def filter_mask(self, unit: str, filters) -> tuple[np.ndarray, dict[str, int]]:
+        """(the (n_units,) bool mask of the units of ``unit`` whose source ``filters`` allow, {field: how
+        many sources have no value for it}), cached per (filters, index generation)."""
+        key = (unit, self._generation(unit), filters)
+        got = self._filter_masks.get(key)
+        if got is None:
+            docs, missing = self.facet_table(unit).mask(filters)
+            if unit == "passage":
+                p_doc = np.asarray(self.index_of(unit).p_doc)
+                units = docs[p_doc] if p_doc.size else np.zeros(0, dtype=bool)
+            else:
+                units = docs
+            if len(self._filter_masks) >= 4096:
+                self._filter_masks.clear()
+            got = self._filter_masks[key] = (units, missing)
+        return got
+
+    def _filtered(self, unit: str, filters: list | None, allowed: list | None):
+        """(``allowed`` ANDed with each query's filter mask, the filter notes per query)."""
+        from chitragupta.engine.results import Note
+
+        if filters is None or all(f is None for f in filters):
+            return allowed, None
+        out, notes = [], []
+        for q, f in enumerate(filters):
+            own = None if allowed is None else allowed[q]
+            if f is None:
+                out.append(own)
+                notes.append([])
+                continue
+            mask, missing = self.filter_mask(unit, f)
+            out.append(mask if own is None else own & mask)
+            notes.append([Note("filter", f"{n} source(s) have no {name} and were excluded by the {name} filter")
+                          for name, n in missing.items() if n])
+        return out, notes
+
+    def _rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None = None) -> Ranked:
         index = self.index_of(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         k = min(k, max(1, index.n_units))
         plan = QueryPlan(queries, index, self.expander(), syntax=self.workspace.config.retrieval.query_syntax)
         allowed = None if plan.constraints is None else self.allowed(unit, plan)
+        allowed, notes = self._filtered(unit, filters, allowed)
         if unit == "document":
-            return Ranked(self.score("document", plan.batch, k, allowed), queries, unit="document",
-                          table=index.citekeys, plan=plan)
+            ranked = Ranked(self.score("document", plan.batch, k, allowed), queries, unit="document",
+                            table=index.citekeys, plan=plan)
+            ranked.filter_notes = notes
+            return ranked
         top = self.capped(plan.batch, k, cap, allowed)
         units = np.where(top.ids >= 0, top.ids, 0)
         p_doc, p_item = np.asarray(index.p_doc), np.asarray(index.p_item)
@@ -287,7 +354,9 @@ class BM25Scorer:
             items = np.where(top.ids >= 0, p_item[units], -1).astype(np.int64)
         else:
             rows = items = np.full(top.ids.shape, -1, dtype=np.int64)
-        return Ranked(top, queries, unit="passage", table=index.citekeys, rows=rows, items=items, plan=plan)
+        ranked = Ranked(top, queries, unit="passage", table=index.citekeys, rows=rows, items=items, plan=plan)
+        ranked.filter_notes = notes
+        return ranked
 
     def capped(self, batch: QueryBatch, k: int, cap: int, allowed=None) -> TopK:
         """Top-k passages per query with at most ``cap`` per source, exact (``searcher.deepen_capped``);

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from chitragupta.engine.config import Config
+from chitragupta.engine.filters import per_query
 from chitragupta.engine.hits import HitBuilder
 from chitragupta.engine.index.manage import OpenedIndex, current_generation, open_current, stamp
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
@@ -194,8 +195,10 @@ class BM25Searcher(Searcher):
         return self.scorer.plan(queries, self.check_unit(unit))
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None) -> Ranked:
+                  max_per_source: int | None = None, filters=None) -> Ranked:
         """Tokenize and score a batch: the fast path (no snippets, no titles; notes on demand).
+        ``filters``: metadata filters (``engine/searcher.py``), a mask before top-k; their notes are the
+        Ranked's ``filter_notes``.
 
         For passages, ``[retrieval].max_passages_per_source`` (or ``max_per_source``) is applied to the
         fully ranked list, so a dominant source's excess promotes another source's passage rather than
@@ -206,7 +209,8 @@ class BM25Searcher(Searcher):
         cap = check_max_per_source(max_per_source)
         if unit == "passage" and cap is None:
             cap = self.workspace.config.retrieval.max_passages_per_source
-        return self.scorer.rank(list(queries), k, unit, cap)
+        queries = list(queries)
+        return self.scorer.rank(queries, k, unit, cap, per_query(filters, len(queries)))
 
     def rank_similar(self, citekey: str, k: int = 10) -> Ranked:
         """The ``k`` sources most like ``citekey`` by BM25 over its most distinctive terms (``engine.similar``),

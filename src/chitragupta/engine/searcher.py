@@ -4,7 +4,7 @@ field, written once.
 Every engine -- ``BM25Searcher`` (``engine/search.py``), ``EmbedSearcher`` and ``HybridSearcher``
 (``enrich/``) -- derives from ``Searcher`` and provides three things:
 
-    rank_many(queries, k, *, unit=None, max_per_source=None) -> Ranked     the batch, arrays only
+    rank_many(queries, k, *, unit=None, max_per_source=None, filters=None) -> Ranked     the batch, arrays only
     responses(ranked, *, snippet_chars=None) -> list[SearchResponse]      citable hits for a Ranked
     index_notes(unit=None) -> list[Note]                                   what holds for every query
     rank_similar(citekey, k) -> Ranked                                     "papers like this one"
@@ -19,6 +19,9 @@ engine and have the same defaults:
     max_per_source  None: the engine's configured cap (passages, chunks; a document or a fused source is
                     one per source already); else an integer >= 1. A capped list that falls short while
                     more units exist is ranked again deeper (``deepen_capped``), on every engine
+    filters         None, or metadata filters (``engine/filters.py``: a ``Filters`` or a dict of its fields) for
+                    every query, or a list with one entry (None, a Filters or a dict) per query; applied as a
+                    mask before top-k. Each query's notes say how many sources had no value for a filtered field
 
 The service layer (``chitragupta.service``) checks a request with these same functions before it
 reaches an engine; an engine called directly checks it again, with the same words.
@@ -127,7 +130,7 @@ class Searcher:
 
     # -- what an engine provides ---------------------------------------------------------------------
     def rank_many(self, queries: Sequence[str], k: int = DEFAULT_K, *, unit: str | None = None,
-                  max_per_source: int | None = None):
+                  max_per_source: int | None = None, filters=None):
         raise NotImplementedError
 
     def responses(self, ranked, *, snippet_chars: int | None = None) -> list:
@@ -150,16 +153,23 @@ class Searcher:
         return resp
 
     def search_many(self, queries: Sequence[str], k: int = DEFAULT_K, *, unit: str | None = None,
-                    snippet_chars: int | None = None, max_per_source: int | None = None) -> list:
+                    snippet_chars: int | None = None, max_per_source: int | None = None, filters=None) -> list:
         """Batched search with citable hits (``responses`` of ``rank_many``): documents and chunks with a
         ``snippet_chars`` window (None: the configured width, 0: none), passages as their whole paragraph."""
+        from chitragupta.engine.filters import filter_notes
+
         check_snippet_chars(snippet_chars)
-        ranked = self.rank_many(queries, k, unit=unit, max_per_source=max_per_source)
-        return self.responses(ranked, snippet_chars=snippet_chars)
+        kw = {} if filters is None else {"filters": filters}  # an engine written before filters takes none
+        ranked = self.rank_many(queries, k, unit=unit, max_per_source=max_per_source, **kw)
+        out = self.responses(ranked, snippet_chars=snippet_chars)
+        for q, resp in enumerate(out):
+            resp.notes.extend(filter_notes(ranked, q))
+        return out
 
     def search(self, query: str, k: int = DEFAULT_K, *, unit: str | None = None, snippet_chars: int | None = None,
-               max_per_source: int | None = None):
+               max_per_source: int | None = None, filters=None):
         """One query: hits with snippets, best first, and the notes (the index's first)."""
-        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars, max_per_source=max_per_source)[0]
+        resp = self.search_many([query], k, unit=unit, snippet_chars=snippet_chars, max_per_source=max_per_source,
+                                filters=filters)[0]
         resp.notes[:0] = self.index_notes(unit)
         return resp

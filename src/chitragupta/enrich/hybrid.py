@@ -235,24 +235,24 @@ class HybridSearcher(Searcher):
         return self._pdoc_to_doc[2]
 
     # -- ranking ------------------------------------------------------------------------------------
-    def _bm25(self, queries: list[str], depth: int, unit: str):
+    def _bm25(self, queries: list[str], depth: int, unit: str, filters=None):
         """(ids, scores, passage ids or None, Ranked) of BM25's top ``depth`` sources per query."""
         if unit == "document":
-            ranked = self.retriever.rank_many(queries, depth)
+            ranked = self.retriever.rank_many(queries, depth, filters=filters)
             return ranked.topk.ids.astype(np.int64), ranked.topk.scores, None, ranked
-        ranked = self.retriever.rank_many(queries, depth, unit="passage", max_per_source=1)
+        ranked = self.retriever.rank_many(queries, depth, unit="passage", max_per_source=1, filters=filters)
         units = ranked.topk.ids.astype(np.int64)
         valid = units >= 0
         docs = np.where(valid, self._pdoc_map()[np.where(valid, ranked.rows, 0)] if valid.any() else -1, -1)
         return docs, ranked.topk.scores, units, ranked
 
-    def _dense(self, queries: list[str], depth: int):
+    def _dense(self, queries: list[str], depth: int, filters=None):
         """(ids, scores, chunk rows) of the embedding index's top ``depth`` sources per query."""
         nq = len(queries)
         if self.dense is None or not nq:
             return (np.full((nq, depth), -1, dtype=np.int64), np.full((nq, depth), -np.inf),
                     np.full((nq, depth), -1, dtype=np.int64))
-        return self._dense_sources(self.dense.rank_many(queries, depth, max_per_source=1))
+        return self._dense_sources(self.dense.rank_many(queries, depth, max_per_source=1, filters=filters))
 
     def _dense_sources(self, ranked: Ranked):
         """(ids, scores, chunk rows) of an embedding ``Ranked`` with one chunk per source, in BM25 rows."""
@@ -268,21 +268,27 @@ class HybridSearcher(Searcher):
         return ids, out_scores, out_rows
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None) -> Ranked:
+                  max_per_source: int | None = None, filters=None) -> Ranked:
         """Fuse BM25's and the embedding index's top ``max(depth, k)`` sources per query; keep k.
         ``topk.ids`` are rows of the BM25 document index; ``columns`` hold each source's rank in either
         list (0: absent), its best BM25 passage and its best chunk (-1: none). A fused list holds each
-        source once, so any ``max_per_source`` (checked as every engine checks it) is met."""
+        source once, so any ``max_per_source`` (checked as every engine checks it) is met. ``filters``
+        (as BM25's) are applied on both sides, each before its top-k; the notes are BM25's."""
+        from chitragupta.engine.filters import per_query
+
         k = check_k(k)
         check_max_per_source(max_per_source)
         unit = self._unit(unit)
         queries = list(queries)
+        fl = per_query(filters, len(queries))
         cfg = self.workspace.config.hybrid
         k = int(min(k, max(1, self.retriever.index.n_docs)))
         depth = max(int(cfg.depth), k)
-        b_ids, b_scores, b_aux, ranked = self._bm25(queries, depth, unit)
-        dense = self._dense(queries, depth)
-        return self._fused(queries, k, unit, (b_ids, b_scores, b_aux), ranked.plan, dense, self.dense is not None)
+        b_ids, b_scores, b_aux, ranked = self._bm25(queries, depth, unit, fl)
+        dense = self._dense(queries, depth, fl)
+        out = self._fused(queries, k, unit, (b_ids, b_scores, b_aux), ranked.plan, dense, self.dense is not None)
+        out.filter_notes = getattr(ranked, "filter_notes", None)
+        return out
 
     def _fused(self, queries: list[str], k: int, unit: str, bm25: tuple, plan, dense: tuple, with_dense: bool) -> Ranked:
         """The two sides' (ids, scores, aux) fused per source under ``[hybrid]`` (BM25 alone, in its own

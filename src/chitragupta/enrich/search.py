@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from chitragupta.engine.config import Config
+from chitragupta.engine.filters import per_query
 from chitragupta.errors import UsageError, WorkspaceError
 from chitragupta.engine.results import Note, Ranked, SearchResponse, SearchResult
 from chitragupta.engine.searcher import Searcher, check_k, check_max_per_source, deepen_capped
@@ -224,7 +225,7 @@ class EmbedSearcher(Searcher):
         return self._table
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None) -> Ranked:
+                  max_per_source: int | None = None, filters=None) -> Ranked:
         """Per query, up to k chunks best first (``topk.ids``: chunk rows of the store): over-fetch, rerank
         if configured, cap (at ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut;
         a capped list that falls short while more chunks exist is fetched again deeper.
@@ -233,6 +234,8 @@ class EmbedSearcher(Searcher):
         k = check_k(k)
         cap = check_max_per_source(max_per_source)
         queries = list(queries)
+        fl = per_query(filters, len(queries))
+        masks, notes = self._filter_masks(fl)
         cfg = self.workspace.config.enrich
         if cap is None:
             cap = int(cfg.embed_max_passages_per_source)
@@ -243,7 +246,8 @@ class EmbedSearcher(Searcher):
             doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
 
             def rank(todo: np.ndarray, depth: int):
-                rows, scores = self._nearest(qv[todo], depth, [queries[q] for q in todo.tolist()])
+                rows, scores = self._nearest(qv[todo], depth, [queries[q] for q in todo.tolist()],
+                                             None if masks is None else [masks[q] for q in todo.tolist()])
                 return rows, doc[np.where(rows >= 0, rows, 0)], scores
 
             top.ids[:], top.scores[:] = deepen_capped(rank, len(queries), k, cap, n_chunks,
@@ -252,8 +256,61 @@ class EmbedSearcher(Searcher):
         safe = np.where(hit, top.ids, 0)
         doc_rows = np.where(hit, np.asarray(self.store.chunk_doc, dtype=np.int64)[safe] if n_chunks else -1, -1)
         items = np.where(hit, np.asarray(self.store.chunk_no, dtype=np.int64)[safe] if n_chunks else -1, -1)
-        return Ranked(top, queries, unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
-                      item_field="chunk", engine=self.NAME)
+        ranked = Ranked(top, queries, unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
+                        item_field="chunk", engine=self.NAME)
+        ranked.filter_notes = notes
+        return ranked
+
+    # -- metadata filters: an exact scan of the allowed chunks ---------------------------------------
+    def _filter_masks(self, fl: list | None):
+        """(per query None or the (n_chunks,) bool mask of the chunks of the sources its filters allow,
+        the filter notes per query), or (None, None) when no query is filtered. Built once per distinct
+        filter for this searcher's life (a changed ledger or store opens a new searcher)."""
+        if fl is None:
+            return None, None
+        from chitragupta.engine.corpus.ledger import Ledger
+        from chitragupta.engine.corpus.metadata import Facets, facets
+        from chitragupta.engine.filters import FacetTable
+
+        if getattr(self, "_facet_table", None) is None:
+            if self.workspace.ledger_path.exists():
+                with Ledger(self.workspace.ledger_path, create=False) as ledger:
+                    got = facets(ledger)
+            else:  # no ledger: no source has metadata
+                got = Facets([], [], [], [], [], [], [])
+            self._facet_table = FacetTable(got, list(self.store.citekeys))
+            self._chunk_masks = {}
+        doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
+        masks, notes = [], []
+        for f in fl:
+            if f is None:
+                masks.append(None)
+                notes.append([])
+                continue
+            got = self._chunk_masks.get(f)
+            if got is None:
+                docs, missing = self._facet_table.mask(f)
+                got = self._chunk_masks[f] = ((docs & self._live)[doc] if doc.size else np.zeros(0, dtype=bool),
+                                              missing)
+            masks.append(got[0])
+            notes.append([Note("filter", f"{n} source(s) have no {name} and were excluded by the {name} filter")
+                          for name, n in got[1].items() if n])
+        return masks, notes
+
+    def _masked_scan(self, q: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of the ``n`` best chunks among ``mask``'s by inner product with ``q``, exact:
+        score descending, then chunk order."""
+        idx = np.flatnonzero(mask)
+        if not idx.size:
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+        s = np.asarray(self.store.vectors[idx], dtype=np.float32) @ np.asarray(q, dtype=np.float32)
+        if idx.size > n:
+            part = np.argpartition(-s, n - 1)[:n]
+            cut = s[part].min()
+            part = np.flatnonzero(s >= cut)  # every tie at the cut, so chunk order decides among them
+            idx, s = idx[part], s[part]
+        order = np.lexsort((idx, -s))[:n]
+        return s[order], idx[order]
 
     def rank_similar(self, citekey: str, k: int = 10, *, max_per_source: int | None = None) -> Ranked:
         """The ``k`` chunks nearest the mean of ``citekey``'s chunk vectors (re-normalised), capped per source
@@ -294,12 +351,26 @@ class EmbedSearcher(Searcher):
         return Ranked(top, [title], unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
                       item_field="chunk", engine=self.NAME)
 
-    def _nearest(self, qv: np.ndarray, n: int, queries: list[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    def _nearest(self, qv: np.ndarray, n: int, queries: list[str] | None,
+                 allowed: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores), each (len(qv), n): the ``n`` nearest chunks of each query vector, live ones only,
         best first (score descending, then chunk order: the same on every device), reranked when a
-        cross-encoder is configured; -1 / -inf padding."""
+        cross-encoder is configured; -1 / -inf padding. ``allowed``: per query None or a chunk mask: such
+        a query is answered by an exact scan of its allowed chunks (``_masked_scan``)."""
         n_chunks = self.store.count
-        scores, rows = self._searcher()(qv, n)
+        if allowed is None or all(m is None for m in allowed):
+            scores, rows = self._searcher()(qv, n)
+        else:
+            scores = np.full((len(qv), n), -np.inf, dtype=np.float32)
+            rows = np.full((len(qv), n), -1, dtype=np.int64)
+            plain = [i for i, m in enumerate(allowed) if m is None]
+            if plain:
+                s, r = self._searcher()(qv[plain], n)
+                scores[plain], rows[plain] = s, r
+            for i, m in enumerate(allowed):
+                if m is not None:
+                    s, r = self._masked_scan(qv[i], m, n)
+                    scores[i, :s.size], rows[i, :r.size] = s, r
         scores, rows = np.asarray(scores, dtype=np.float32), np.asarray(rows, dtype=np.int64)
         rows = np.where(rows < n_chunks, rows, -1)
         doc = np.asarray(self.store.chunk_doc, dtype=np.int64)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from chitragupta.engine.searcher import (DEFAULT_BATCH_K, DEFAULT_K, UNIT_HELP, check_k, check_max_per_source,
                                          check_snippet_chars)
+from chitragupta.engine.filters import Filters, to_filters
 from chitragupta.errors import UsageError
 from chitragupta.service import registry
 
@@ -27,13 +28,15 @@ DEFAULT_MAX_QUERY_CHARS = None  # no bound yet (the server's limits are a config
 class SearchRequest:
     """``engine`` (a registry name), ``unit`` (None: the engine's default), ``k`` (None: ``DEFAULT_K`` for
     one query, ``DEFAULT_BATCH_K`` for a batch), ``snippet_chars`` (None: the configured width, 0: none),
-    ``max_per_source`` (None: the engine's configured cap)."""
+    ``max_per_source`` (None: the engine's configured cap), ``filters`` (None, or metadata filters: a
+    ``Filters`` or a dict of its fields, ``engine/filters.py``; kept as a ``Filters`` once checked)."""
 
     engine: str = registry.DEFAULT_ENGINE
     unit: str | None = None
     k: int | None = None
     snippet_chars: int | None = None
     max_per_source: int | None = None
+    filters: object = None
 
     @classmethod
     def checked(cls, *, flags: bool = False, **fields) -> "SearchRequest":
@@ -55,7 +58,19 @@ class SearchRequest:
             check_k(self.k, name("k"))
         check_snippet_chars(self.snippet_chars, name("snippet_chars"))
         check_max_per_source(self.max_per_source, name("max_per_source"))
+        if self.filters is not None and not isinstance(self.filters, Filters):
+            object.__setattr__(self, "filters", to_filters(self.filters, "filters"))
+        if isinstance(self.filters, Filters) and self.filters.is_empty():
+            object.__setattr__(self, "filters", None)
         return self
+
+    def filters_for(self, own: list | None, n: int):
+        """The filters of a batch of ``n`` queries: the request's, ANDed with each query's ``own`` (a list
+        of None or Filters, one per query: a ``--queries`` line's own filters), or None."""
+        if own is None or all(f is None for f in own):
+            return self.filters
+        base = self.filters or Filters()
+        return [base.merge(f) for f in own] if len(own) == n else self.filters
 
     @property
     def spec(self) -> registry.EngineSpec:
@@ -76,13 +91,16 @@ class SearchRequest:
     def run_one(self, searcher, query: str):
         """One query: a ``SearchResponse`` (hits with snippets, index notes first)."""
         return searcher.search(query, self.k_for(False), unit=self.resolved_unit, snippet_chars=self.snippet_chars,
-                               max_per_source=self.max_per_source)
+                               max_per_source=self.max_per_source, filters=self.filters)
 
     def run_similar(self, searcher, citekey: str):
         """"Papers like this one": a ``SearchResponse`` of the sources most like ``citekey``."""
         return searcher.similar(citekey, self.k_for(False), snippet_chars=self.snippet_chars)
 
-    def run_many(self, searcher, queries: list[str]):
-        """A batch: the ``Ranked`` arrays (for a run file)."""
+    def run_many(self, searcher, queries: list[str], filters: list | None = None):
+        """A batch: the ``Ranked`` arrays (for a run file); ``filters``: each query's own (None or a
+        ``Filters``), ANDed with the request's."""
+        fs = self.filters_for(filters, len(queries))
+        kw = {} if fs is None else {"filters": fs}
         return searcher.rank_many(queries, self.k_for(True), unit=self.resolved_unit,
-                                  max_per_source=self.max_per_source)
+                                  max_per_source=self.max_per_source, **kw)

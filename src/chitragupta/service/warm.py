@@ -126,9 +126,10 @@ class WarmEngines:
 
     # -- the calls ------------------------------------------------------------------------------------
     def search(self, query: str, k: int = 10, engine: str = registry.DEFAULT_ENGINE, unit: str | None = None,
-               snippet_chars: int | None = None) -> dict:
-        """One query's hits and notes, as ``chitragupta search --json`` gives them (notes as objects)."""
-        req = SearchRequest.checked(engine=engine, unit=unit, k=k, snippet_chars=snippet_chars)
+               snippet_chars: int | None = None, filters: dict | None = None) -> dict:
+        """One query's hits and notes, as ``chitragupta search --json`` gives them (notes as objects);
+        ``filters``: metadata filters (``engine/filters.py``'s fields and value syntax)."""
+        req = SearchRequest.checked(engine=engine, unit=unit, k=k, snippet_chars=snippet_chars, filters=filters)
         with self._lock:
             resp = req.run_one(self.searcher(req.engine), query)
         return _response(resp)

@@ -374,8 +374,11 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
                 yield (key, title, text, tuple(kws), abstract or None, n, (), None, (), None, None, None)
 
 
-def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:
+def read_queries(path: Path, problems: list[str], filters: list | None = None) -> list[tuple[str, str]]:
     """BEIR queries ``{"_id", "text"}``: (id, text) pairs in file order; bad lines reported and skipped.
+    With a list ``filters``, each kept query's own ``"filters": {...}`` (``engine/filters.py``'s fields and
+    value syntax) is appended to it as a ``Filters`` (None: the line has none); a line whose filters are
+    not valid is reported and skipped. Without the list a line's filters are not read.
     ``path`` may be a pipe (``/dev/stdin``), read once. An ``_id`` follows the corpus's rule (no white
     space, control character or lone surrogate: a TREC run carries it); a lone surrogate in ``text``
     becomes U+FFFD, reported."""
@@ -406,6 +409,18 @@ def read_queries(path: Path, problems: list[str]) -> list[tuple[str, str]]:
             if not text.isascii() and _SURROGATE.search(text):
                 problems.append(f"{where}: lone surrogate escape(s) in 'text' (not Unicode text) replaced with U+FFFD")
                 text = _SURROGATE.sub("\ufffd", text)
+            own = None
+            if filters is not None and obj.get("filters") is not None:
+                from chitragupta.engine.filters import to_filters
+                from chitragupta.errors import UsageError
+
+                try:
+                    own = to_filters(obj["filters"], "filters")
+                except UsageError as err:
+                    problems.append(f"{where}: {err}; line skipped")
+                    continue
             seen.add(qid)
             out.append((qid, text))
+            if filters is not None:
+                filters.append(own)
     return out
