@@ -336,10 +336,7 @@ def _score_allowed(postings: Postings, queries: QueryBatch, params: BM25Params, 
     rows = np.flatnonzero(held)
     if not rows.size or postings.n_docs == 0:
         return out
-    if idf is None:
-        idf = bm25_idf(postings.df(), postings.n_docs)
-    if norm is None:
-        norm = length_norm(postings.doc_len, postings.avgdl(), params.k1, params.b)
+    idf, norm = _idf_norm(postings, params, idf, norm)
     f1, d1, f2, d2 = _field_args(postings, params)
     per_group = max(1, MASK_BUDGET_BYTES // max(1, postings.n_docs))
     start = 0
@@ -505,6 +502,15 @@ def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)
 
 
+def _idf_norm(postings: Postings, params: BM25Params, idf, norm):
+    """The caller's cached ``idf`` and length ``norm``, or both computed here when it keeps none."""
+    if idf is None:
+        idf = bm25_idf(postings.df(), postings.n_docs)
+    if norm is None:
+        norm = length_norm(postings.doc_len, postings.avgdl(), params.k1, params.b)
+    return idf, norm
+
+
 def _field_args(postings: Postings, params: BM25Params):
     active = params.active_fields()
     if len(active) > 2:
@@ -545,10 +551,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
     out = TopK.empty(queries.n_queries, k)
     if queries.n_queries == 0 or postings.n_docs == 0 or queries.terms.shape[0] == 0:
         return out
-    if idf is None:
-        idf = bm25_idf(postings.df(), postings.n_docs)
-    if norm is None:
-        norm = length_norm(postings.doc_len, postings.avgdl(), params.k1, params.b)
+    idf, norm = _idf_norm(postings, params, idf, norm)
     f1, d1, f2, d2 = _field_args(postings, params)
     df = np.diff(postings.indptr)
     tile = int(_TILE)
