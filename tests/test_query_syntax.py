@@ -141,7 +141,7 @@ def retriever(ws, request):
 
 def _texts(r):
     """Every document's indexed texts (title, body): the slow truth reads them all."""
-    _td, texts = r.scorer.unit_access("document")
+    _td, texts, _ph = r.scorer.unit_access("document")
     return [texts(d) for d in range(r.index.n_units)]
 
 

@@ -138,3 +138,60 @@ def test_hybrid_similar_fuses_both_sides_and_never_returns_the_source(dense_ws):
         assert got.topk.ids.tolist() == ref.ids.tolist()
         resp = h.similar(key, 5)
         assert [x.citekey for x in resp.hits] == keys and any(x.snippet for x in resp.hits)
+
+
+# -- filters: the hits are the unfiltered "like" list restricted to the allowed sources ------------------
+
+
+def _restricted(ranked, allowed: set, k: int, key_of):
+    ids, scores = ranked.topk.ids[0], ranked.topk.scores[0]
+    out = [(int(i), float(s)) for i, s in zip(ids, scores) if i >= 0 and key_of(int(i)) in allowed]
+    return out[:k]
+
+
+def test_bm25_similar_with_filters_is_the_unfiltered_list_restricted_to_the_bit(ws, tmp_path):
+    r = BM25Searcher.open(ws)
+    keys = [r.index.citekeys[i] for i in range(r.index.n_docs)]
+    allowed = set(keys[::3]) | {"d0007"}  # the source itself allowed: still never a hit
+    full = r.rank_similar("d0007", r.index.n_docs)
+    for k in (3, 10, len(allowed) + 5):  # k past the allowed set: every allowed one, nothing else
+        got = r.rank_similar("d0007", k, filters=r_filters(allowed))
+        n = int((got.topk.ids[0] >= 0).sum())
+        pairs = [(int(i), float(s)) for i, s in zip(got.topk.ids[0, :n], got.topk.scores[0, :n])]
+        assert pairs == _restricted(full, allowed - {"d0007"}, k, lambda i: keys[i])
+        assert np.asarray([s for _i, s in pairs]).tobytes() == np.asarray(
+            [s for _i, s in _restricted(full, allowed - {"d0007"}, k, lambda i: keys[i])]).tobytes()
+    resp = r.similar("d0007", 5, filters={"year": "2000.."})  # no source has a year
+    assert resp.hits == [] and any(n.kind == "filter" and "year" in n.text for n in resp.notes)
+    # the CLI: --keys FILE
+    f = tmp_path / "keys.txt"
+    f.write_text("\n".join(sorted(allowed)) + "\n")
+    p = run_main("similar", "d0007", "-w", ws, "-k", "50", "--json", "--keys", f)
+    assert p.returncode == 0, p.stderr
+    got_keys = [h["citekey"] for h in json.loads(p.stdout)]
+    assert got_keys and set(got_keys) <= allowed - {"d0007"}
+
+
+def r_filters(allowed):
+    from chitragupta.engine.filters import Filters
+
+    return Filters.from_dict({"keys": sorted(allowed)})
+
+
+def test_embed_and_hybrid_similar_with_filters_keep_to_the_allowed_sources(dense_ws):
+    from chitragupta import open_searcher
+    from chitragupta.enrich.search import EmbedSearcher
+
+    e = EmbedSearcher.open(dense_ws, device="cpu")
+    keys = list(e.store.citekeys)
+    allowed = set(keys[::2]) - {"oceanlong"}
+    full = e.rank_similar("oceanlong", 1000)
+    doc = np.asarray(e.store.chunk_doc)
+    got = e.rank_similar("oceanlong", 1000, filters=r_filters(allowed))
+    n = int((got.topk.ids[0] >= 0).sum())
+    want = _restricted(full, allowed, 10**6, lambda i: keys[doc[i]])
+    assert n and [int(i) for i in got.topk.ids[0, :n]] == [i for i, _s in want][:n]
+    assert {keys[doc[int(i)]] for i in got.topk.ids[0, :n]} <= allowed
+    h = open_searcher(dense_ws, "hybrid", device="cpu")
+    resp = h.similar("oceanlong", 20, filters={"keys": sorted(allowed)})
+    assert resp.hits and {x.citekey for x in resp.hits} <= allowed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 def add_arguments(p) -> None:
+    from chitragupta.cli.search_cmd import add_filter_arguments
     from chitragupta.device import DEVICES
     from chitragupta.service import registry
 
@@ -20,15 +21,17 @@ def add_arguments(p) -> None:
     p.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where the embedding model runs for --engine embed / hybrid ([enrich].device)")
     p.add_argument("--no-update", action="store_true", help="use the index as it is, even if the ledger changed")
+    add_filter_arguments(p)
 
 
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, progress_bar
-    from chitragupta.cli.search_cmd import print_response
+    from chitragupta.cli.search_cmd import filters_of, print_response
     from chitragupta.service import open_searcher
     from chitragupta.service.request import SearchRequest
 
-    req = SearchRequest.checked(flags=True, engine=args.engine, k=args.k, snippet_chars=args.snippet_chars)
+    req = SearchRequest.checked(flags=True, engine=args.engine, k=args.k, snippet_chars=args.snippet_chars,
+                                filters=filters_of(args))
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
         searcher = open_searcher(ws, req.engine, update=not args.no_update, device=args.device, progress=cb)

@@ -20,8 +20,12 @@ What each item means, over the tokenizer's runs (``engine.tokenize.runs_bytes``:
 - ``-word`` / ``-"a phrase"``: the unit must not hold it. Excluded words are not scored.
 
 Phrases are checked on candidates only: the units that hold every indexed word of the phrase (the
-intersection of their posting lists), whose text is then read through the same tokenizer -- never a scan
-of every text. A phrase with no indexed word (``"of the"``) cannot be checked so and is refused.
+intersection of their posting lists) -- never a scan of every text. A document index built with
+positions (``[retrieval].positions``, the default) answers for them from its positions array: each
+candidate's runs in order, as ids, scanned for the phrase's ids (``kernels/phrase.py``); an index
+without positions, a stemmed one (whose ids are stems: the survivors are then confirmed on their text)
+and the passage unit read the candidates' text through the same tokenizer. A phrase with no indexed
+word (``"of the"``) cannot be checked so and is refused.
 
 Only what is unambiguous is syntax: a double quote, or ``+`` / ``-`` at the start of a word directly
 followed by a letter, a digit or a quote. A sign standing alone between words ("CD4 + T cells",
@@ -229,6 +233,9 @@ def phrase_in(runs: tuple[bytes, ...], texts) -> bool:
 
 TermDocs = Callable[[str], np.ndarray]  # an indexed word -> the ascending unit ids holding its term
 Texts = Callable[[int], Sequence[str]]  # a unit id -> its indexed texts (a document: title, body)
+# (the phrase's runs, candidate unit ids) -> (the candidates holding it by the positions array, whether that
+# is final); None: no positions array
+Phrases = Callable[[tuple, np.ndarray], tuple]
 
 
 def _holding(item: Item, term_docs: TermDocs) -> np.ndarray:
@@ -242,15 +249,20 @@ def _holding(item: Item, term_docs: TermDocs) -> np.ndarray:
     return got
 
 
-def _holds(item: Item, candidates: np.ndarray, texts: Texts) -> np.ndarray:
+def _holds(item: Item, candidates: np.ndarray, texts: Texts, phrases: Phrases | None = None) -> np.ndarray:
     """The candidates whose text holds ``item`` (a single run: all of them, its postings say so)."""
     if len(item.runs) == 1:
         return candidates
+    if phrases is not None and candidates.size:
+        candidates, final = phrases(item.runs, candidates)
+        if final:
+            return candidates
     keep = [d for d in candidates.tolist() if phrase_in(item.runs, texts(d))]
     return np.asarray(keep, dtype=np.int64)
 
 
-def allowed_mask(cons: Constraints, n_units: int, term_docs: TermDocs, texts: Texts) -> np.ndarray:
+def allowed_mask(cons: Constraints, n_units: int, term_docs: TermDocs, texts: Texts,
+                 phrases: Phrases | None = None) -> np.ndarray:
     """(n_units,) bool: the units that satisfy every active constraint of ``cons``.
 
     Positive items are applied first (single words, then phrases, so a phrase's text is read only for
@@ -265,16 +277,17 @@ def allowed_mask(cons: Constraints, n_units: int, term_docs: TermDocs, texts: Te
         cand = cand[allowed[cand]]
         if item.positive:
             keep = np.zeros(n_units, dtype=bool)
-            keep[_holds(item, cand, texts)] = True
+            keep[_holds(item, cand, texts, phrases)] = True
             allowed &= keep
         else:
-            allowed[_holds(item, cand, texts)] = False
+            allowed[_holds(item, cand, texts, phrases)] = False
         if not allowed.any():
             break
     return allowed
 
 
-def check_unit(cons: Constraints, unit: int, term_docs: TermDocs, texts: Texts) -> list[dict]:
+def check_unit(cons: Constraints, unit: int, term_docs: TermDocs, texts: Texts,
+               phrases: Phrases | None = None) -> list[dict]:
     """For ``explain``: each constraint of ``cons`` against one unit: kind, the item as typed, whether
     the unit meets it and what was found ("phrase found", "required present", "excluded absent", or
     their failures; "ignored" for one that cannot be checked)."""
@@ -285,7 +298,7 @@ def check_unit(cons: Constraints, unit: int, term_docs: TermDocs, texts: Texts) 
             continue
         cand = _holding(item, term_docs)
         cand = cand[cand == unit]
-        held = bool(_holds(item, cand, texts).size)
+        held = bool(_holds(item, cand, texts, phrases).size)
         word = "phrase" if len(item.runs) > 1 else "word"
         if item.kind == "excluded":
             met, found = not held, f"excluded {word} " + ("present" if held else "absent")

@@ -109,19 +109,20 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     cons = plan.constraints[0] if plan.constraints is not None else None
     if cons is not None:
         from chitragupta.engine.constraints import allowed_mask, check_unit
+        from chitragupta.kernels.phrase import PositionsDamaged
 
-        term_docs, texts = retriever.scorer.unit_access("document")
+        term_docs, texts, phrases = retriever.scorer.unit_access("document")
         try:
-            ex.constraints = check_unit(cons, doc, term_docs, texts)
-        except PostingsDamaged as err:
+            ex.constraints = check_unit(cons, doc, term_docs, texts, phrases)
+        except (PostingsDamaged, PositionsDamaged) as err:
             raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
     if term_ids.size:
         try:
             scores, matched = score_dense(p, term_ids, params)  # every document, for the rank
             hit = matched & (scores > 0)
             if cons is not None:
-                hit &= allowed_mask(cons, p.n_docs, term_docs, texts)
-        except PostingsDamaged as err:
+                hit &= allowed_mask(cons, p.n_docs, term_docs, texts, phrases)
+        except (PostingsDamaged, PositionsDamaged) as err:
             raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
         ex.hits = int(hit.sum())
         if hit[doc]:

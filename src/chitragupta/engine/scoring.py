@@ -56,6 +56,38 @@ def check_backend(backend: str) -> None:
         raise UsageError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
 
 
+def _phrase_check(index):
+    """``engine.constraints``' phrase check over ``index``'s positions array (None without one): a phrase's
+    runs as the array's ids (an indexed run -> its term, the j-th dropped run -> ``n_terms + j``), the
+    candidates scanned by ``kernels.phrase``. Final unless the index is stemmed (then the ids are stems)."""
+    got = getattr(index, "positions", None)
+    if got is None:
+        return None
+    from chitragupta.engine.stem import NONE
+    from chitragupta.engine.tokenize import DROPPED_RUNS
+    from chitragupta.kernels.phrase import phrase_units
+
+    seq, ptr = got
+    n_terms = len(index.vocab)
+    dropped = {run: j for j, run in enumerate(DROPPED_RUNS)}
+    final = index.stemmer_name == NONE
+
+    def phrases(runs: tuple, candidates: np.ndarray):
+        pattern = []
+        for run in runs:
+            j = dropped.get(run)
+            if j is None:
+                j = int(index.vocab.find_many([index.index_term(run.decode("ascii"))])[0])
+                if j < 0:  # a run no document holds
+                    return candidates[:0], True
+            else:
+                j += n_terms
+            pattern.append(j)
+        return candidates[phrase_units(seq, ptr, candidates, np.asarray(pattern, dtype=np.int32))], final
+
+    return phrases
+
+
 class _Rebuilt(Exception):
     """An index was found damaged while scoring and has been rebuilt: rank the batch again."""
 
@@ -219,21 +251,24 @@ class BM25Scorer:
         from chitragupta.engine.constraints import allowed_mask
         from chitragupta.kernels.reference import PostingsDamaged
 
+        from chitragupta.kernels.phrase import PositionsDamaged
+
         index = self.index_of(unit)
-        term_docs, texts = self.unit_access(unit)
+        term_docs, texts, phrases = self.unit_access(unit)
         try:
             # a query whose constraints are all ignored (``+the``) has no mask: it is scored as any other
-            masks = [None if c is None or not c.active else allowed_mask(c, index.n_units, term_docs, texts)
+            masks = [None if c is None or not c.active else allowed_mask(c, index.n_units, term_docs, texts, phrases)
                      for c in plan.constraints]
-        except PostingsDamaged as err:
+        except (PostingsDamaged, PositionsDamaged) as err:
             self.repair(unit, str(err))
             raise _Rebuilt from None
         return None if all(m is None for m in masks) else masks
 
     def unit_access(self, unit: str):
-        """``(term_docs, texts)`` for ``engine.constraints``: an indexed word's ascending unit ids (its
-        postings, checked), and a unit's indexed texts (a document: its title and body as the index
-        read them, ``row_body``; a passage: its paragraph). Bodies read are kept for this access's life."""
+        """``(term_docs, texts, phrases)`` for ``engine.constraints``: an indexed word's ascending unit ids
+        (its postings, checked), a unit's indexed texts (a document: its title and body as the index
+        read them, ``row_body``; a passage: its paragraph), and the positions array's phrase check (None
+        without one). Bodies read are kept for this access's life."""
         from chitragupta.engine.index.source import row_body
         from chitragupta.kernels.reference import term_docs as posting_docs
 
@@ -263,7 +298,7 @@ class BM25Scorer:
                 items = body(int(p_doc[u])).items or ()
                 item = int(p_item[u])
                 return (items[item]["text"] if item < len(items) else "",)
-        return term_docs, texts
+        return term_docs, texts, _phrase_check(index) if unit == "document" else None
 
     def rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None = None) -> Ranked:
         """``queries`` ranked to ``k`` units of ``unit`` (passages at most ``cap`` per source); ``filters``:
@@ -315,7 +350,7 @@ class BM25Scorer:
             got = self._filter_masks[key] = (units, missing)
         return got
 
-    def _filtered(self, unit: str, filters: list | None, allowed: list | None):
+    def filtered(self, unit: str, filters: list | None, allowed: list | None):
         """(``allowed`` ANDed with each query's filter mask, the filter notes per query)."""
         from chitragupta.engine.results import Note
 
@@ -340,7 +375,7 @@ class BM25Scorer:
         k = min(k, max(1, index.n_units))
         plan = QueryPlan(queries, index, self.expander(), syntax=self.workspace.config.retrieval.query_syntax)
         allowed = None if plan.constraints is None else self.allowed(unit, plan)
-        allowed, notes = self._filtered(unit, filters, allowed)
+        allowed, notes = self.filtered(unit, filters, allowed)
         if unit == "document":
             ranked = Ranked(self.score("document", plan.batch, k, allowed), queries, unit="document",
                             table=index.citekeys, plan=plan)

@@ -212,13 +212,21 @@ class BM25Searcher(Searcher):
         queries = list(queries)
         return self.scorer.rank(queries, k, unit, cap, per_query(filters, len(queries)))
 
-    def rank_similar(self, citekey: str, k: int = 10) -> Ranked:
+    def rank_similar(self, citekey: str, k: int = 10, *, filters=None) -> Ranked:
         """The ``k`` sources most like ``citekey`` by BM25 over its most distinctive terms (``engine.similar``),
-        never ``citekey`` itself; UsageError naming the closest citekeys for an unknown one."""
+        never ``citekey`` itself, only among the sources ``filters`` (a ``Filters``, or None) allow;
+        UsageError naming the closest citekeys for an unknown one."""
         from chitragupta.engine.similar import rank_like
 
         k = check_k(k)
-        return rank_like(self.scorer, self.doc_id(citekey), k, self.title(citekey))
+        doc = self.doc_id(citekey)
+        allowed, notes = None, None
+        if filters is not None:
+            got, notes = self.scorer.filtered("document", [filters], None)
+            allowed = got[0]
+        ranked = rank_like(self.scorer, doc, k, self.title(citekey), allowed)
+        ranked.filter_notes = notes
+        return ranked
 
     # -- citable hits ---------------------------------------------------------------------------------
     def responses(self, ranked: Ranked, *, snippet_chars: int | None = None) -> list[SearchResponse]:

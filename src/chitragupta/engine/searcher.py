@@ -144,11 +144,20 @@ class Searcher:
         raise UsageError(f"engine {self.NAME} cannot rank the sources like a given one")
 
     # -- what every engine inherits ------------------------------------------------------------------
-    def similar(self, citekey: str, k: int = DEFAULT_K, *, snippet_chars: int | None = None):
+    def similar(self, citekey: str, k: int = DEFAULT_K, *, snippet_chars: int | None = None, filters=None):
         """"Papers like this one": the ``k`` sources most like ``citekey`` (never itself), as citable hits
-        with snippets, the index's notes first. UsageError naming the closest citekeys for an unknown one."""
+        with snippets, the index's notes first; ``filters`` as for ``search`` (the hits only among the
+        sources they allow). UsageError naming the closest citekeys for an unknown one."""
+        from chitragupta.engine.filters import filter_notes, to_filters
+
         check_snippet_chars(snippet_chars)
-        resp = self.responses(self.rank_similar(citekey, k), snippet_chars=snippet_chars)[0]
+        kw = {}
+        if filters is not None:
+            f = to_filters(filters, "filters")
+            kw = {} if f.is_empty() else {"filters": f}
+        ranked = self.rank_similar(citekey, k, **kw)
+        resp = self.responses(ranked, snippet_chars=snippet_chars)[0]
+        resp.notes.extend(filter_notes(ranked, 0))
         resp.notes[:0] = self.index_notes(None)
         return resp
 

@@ -59,8 +59,9 @@ class _SeedPlan:
         return int(self.batch.terms.size == 0)
 
 
-def rank_like(scorer, doc: int, k: int, title: str = "") -> Ranked:
-    """The ``k`` documents nearest document ``doc`` by BM25 over its distinctive terms, ``doc`` left out.
+def rank_like(scorer, doc: int, k: int, title: str = "", allowed: np.ndarray | None = None) -> Ranked:
+    """The ``k`` documents nearest document ``doc`` by BM25 over its distinctive terms, ``doc`` left out;
+    ``allowed``: None, or the (n_docs,) bool mask of the only documents that may be hits (metadata filters).
     ``Ranked.queries`` is ``[title]`` (what the embedding side's snippets look for)."""
     index = scorer.index
     ids, weights = distinctive_terms(scorer, doc)
@@ -72,7 +73,13 @@ def rank_like(scorer, doc: int, k: int, title: str = "") -> Ranked:
     batch = QueryBatch.from_lists([ids.tolist()])
     k = int(min(k, max(1, index.n_docs - 1)))
     top = TopK.empty(1, k)
-    if ids.size:
+    if ids.size and allowed is not None:  # the source itself is masked out with what the filters exclude
+        mask = np.array(allowed, dtype=bool, copy=True)
+        mask[doc] = False
+        got = scorer.score("document", batch, k, [mask])
+        n = int((got.ids[0] >= 0).sum())
+        top.ids[0, :n], top.scores[0, :n] = got.ids[0][:n], got.scores[0][:n]
+    elif ids.size:
         got = scorer.score("document", batch, min(k + 1, index.n_docs))
         keep = (got.ids[0] >= 0) & (got.ids[0] != doc)
         n = min(k, int(keep.sum()))

@@ -303,24 +303,28 @@ class HybridSearcher(Searcher):
                       columns={"bm25_rank": fused.bm25_rank, "dense_rank": fused.dense_rank,
                                "passage": fused.passage, "chunk": fused.chunk})
 
-    def rank_similar(self, citekey: str, k: int = 10) -> Ranked:
+    def rank_similar(self, citekey: str, k: int = 10, *, filters=None) -> Ranked:
         """The sources most like ``citekey`` by BM25 (its distinctive terms) and by the embedding index (the
-        mean of its chunk vectors), fused per source as a query's lists are; never ``citekey`` itself. A
-        source the embedding index lacks is ranked by BM25 alone."""
+        mean of its chunk vectors), fused per source as a query's lists are; never ``citekey`` itself; both
+        sides only among the sources ``filters`` allow. A source the embedding index lacks is ranked by BM25
+        alone."""
         k = check_k(k)
         k = int(min(k, max(1, self.retriever.index.n_docs - 1)))
         depth = max(int(self.workspace.config.hybrid.depth), k)
-        ranked = self.retriever.rank_similar(citekey, depth)
+        ranked = self.retriever.rank_similar(citekey, depth, filters=filters)
         bm25 = (ranked.topk.ids.astype(np.int64), ranked.topk.scores, None)
         with_dense = self.dense is not None
         dense = (np.full((1, depth), -1, dtype=np.int64), np.full((1, depth), -np.inf),
                  np.full((1, depth), -1, dtype=np.int64))
         if with_dense:
             try:
-                dense = self._dense_sources(self.dense.rank_similar(citekey, depth, max_per_source=1))
+                dense = self._dense_sources(self.dense.rank_similar(citekey, depth, max_per_source=1,
+                                                                    filters=filters))
             except UsageError:  # not in the embedding index (yet): BM25's list alone
                 with_dense = False
-        return self._fused(ranked.queries, k, "document", bm25, ranked.plan, dense, with_dense)
+        out = self._fused(ranked.queries, k, "document", bm25, ranked.plan, dense, with_dense)
+        out.filter_notes = ranked.filter_notes
+        return out
 
     # -- citable hits -------------------------------------------------------------------------------
     def _hit(self, ranked: Ranked, q: int, j: int, terms: list[str], width: int, cache: dict,

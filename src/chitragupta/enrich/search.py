@@ -312,9 +312,10 @@ class EmbedSearcher(Searcher):
         order = np.lexsort((idx, -s))[:n]
         return s[order], idx[order]
 
-    def rank_similar(self, citekey: str, k: int = 10, *, max_per_source: int | None = None) -> Ranked:
+    def rank_similar(self, citekey: str, k: int = 10, *, max_per_source: int | None = None, filters=None) -> Ranked:
         """The ``k`` chunks nearest the mean of ``citekey``'s chunk vectors (re-normalised), capped per source
-        as ``rank_many`` caps, ``citekey``'s own chunks left out. No cross-encoder: there is no query text."""
+        as ``rank_many`` caps, ``citekey``'s own chunks left out, only chunks of sources ``filters`` (None
+        or a ``Filters``) allow (an exact scan). No cross-encoder: there is no query text."""
         from chitragupta.engine.search import near_citekeys
 
         k = check_k(k)
@@ -328,6 +329,9 @@ class EmbedSearcher(Searcher):
         doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
         own = np.flatnonzero(doc == pos)
         title = self._titles[pos]
+        masks, notes = self._filter_masks(None if filters is None else [filters])
+        if masks is not None:  # the source's own chunks out with what the filters exclude
+            masks = [masks[0] & (doc != pos)]
         top = TopK.empty(1, k)
         if own.size:
             mean = np.asarray(self.store.vectors[own], dtype=np.float64).mean(axis=0)
@@ -335,7 +339,7 @@ class EmbedSearcher(Searcher):
             n_chunks = self.store.count
 
             def rank(todo: np.ndarray, depth: int):
-                rows, scores = self._nearest(qv[todo], depth, None)
+                rows, scores = self._nearest(qv[todo], depth, None, masks)
                 return rows, doc[np.where(rows >= 0, rows, 0)], scores
 
             # k + cap capped: the source's own chunks (at most cap of them) leave at least k others
@@ -348,8 +352,10 @@ class EmbedSearcher(Searcher):
         safe = np.where(hit, top.ids, 0)
         doc_rows = np.where(hit, doc[safe] if self.store.count else -1, -1)
         items = np.where(hit, np.asarray(self.store.chunk_no, dtype=np.int64)[safe] if self.store.count else -1, -1)
-        return Ranked(top, [title], unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
-                      item_field="chunk", engine=self.NAME)
+        ranked = Ranked(top, [title], unit=self.UNIT, table=self.key_table(), rows=doc_rows, items=items,
+                        item_field="chunk", engine=self.NAME)
+        ranked.filter_notes = notes
+        return ranked
 
     def _nearest(self, qv: np.ndarray, n: int, queries: list[str] | None,
                  allowed: list | None = None) -> tuple[np.ndarray, np.ndarray]:

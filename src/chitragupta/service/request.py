@@ -95,7 +95,7 @@ class SearchRequest:
 
     def run_similar(self, searcher, citekey: str):
         """"Papers like this one": a ``SearchResponse`` of the sources most like ``citekey``."""
-        return searcher.similar(citekey, self.k_for(False), snippet_chars=self.snippet_chars)
+        return searcher.similar(citekey, self.k_for(False), snippet_chars=self.snippet_chars, filters=self.filters)
 
     def run_many(self, searcher, queries: list[str], filters: list | None = None):
         """A batch: the ``Ranked`` arrays (for a run file); ``filters``: each query's own (None or a

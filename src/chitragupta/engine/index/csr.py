@@ -15,7 +15,8 @@ import numpy as np
 from chitragupta.engine.tokenize import DROPPED_RUNS
 from chitragupta.kernels.types import Postings
 
-__all__ = ["Accumulator", "add_reused", "matching_documents", "postings_matrix", "forward_rows"]
+__all__ = ["Accumulator", "Sequences", "add_reused", "matching_documents", "postings_matrix", "forward_rows",
+           "SEQ_BREAK"]
 
 _FLUSH_TOKENS = 1 << 21  # pending (unit, term) pairs before they are reduced to counts
 
@@ -179,20 +180,26 @@ class Accumulator:
     ``stem`` function maps a surface token to its indexed term; it is applied once per distinct token.
     """
 
-    def __init__(self, fields: tuple[str, ...] = (), stem=None, dropped=DROPPED_RUNS):
+    def __init__(self, fields: tuple[str, ...] = (), stem=None, dropped=DROPPED_RUNS, sequences: "Sequences | None" = None):
         self.vocab: dict[bytes, int] = defaultdict(count().__next__)
         for run in dropped:  # (a bench tokenizer variant may drop other runs)
             self.vocab[run]
         self.n_dropped = len(self.vocab)
         self.stem = stem
         self.streams = {"": _Stream(self.n_dropped), **{f: _Stream(self.n_dropped) for f in fields}}
+        self.sequences = sequences  # the main stream's runs in order, per unit (the positions array)
 
     def add_runs(self, unit: int, runs: list[bytes], field: str = "") -> None:
         """Count ``runs`` for ``unit`` in the main stream, or only in ``field``'s stream."""
         if not runs:
             return
         st = self.streams[field]
-        st.pend_terms.extend(map(self.vocab.__getitem__, runs))
+        if field or self.sequences is None:
+            st.pend_terms.extend(map(self.vocab.__getitem__, runs))
+        else:
+            ids = list(map(self.vocab.__getitem__, runs))
+            st.pend_terms.extend(ids)
+            self.sequences.extend(unit, ids)
         st.pend_units.append(np.full(len(runs), unit, dtype=np.int64))
         if len(st.pend_terms) >= _FLUSH_TOKENS:
             st.flush()
@@ -208,6 +215,10 @@ class Accumulator:
         """Provisional ids for terms that are already indexed terms (stemmed, if stemming)."""
         get = self.vocab.__getitem__
         return np.fromiter((get(_PRESTEMMED + t.encode("ascii")) for t in terms), dtype=np.int64, count=len(terms))
+
+    def ranks(self) -> tuple[list[str], np.ndarray]:
+        """The sorted vocabulary and, per provisional id, its term's position in it (-1: a dropped run)."""
+        return self._ranks()
 
     def _ranks(self) -> tuple[list[str], np.ndarray]:
         keys = list(self.vocab)
@@ -229,6 +240,7 @@ class Accumulator:
         """Sorted vocabulary and the canonical term-major CSR arrays (plus ``tf_<field>`` aligned with
         ``tf`` for every field stream)."""
         vocab, rank = self._ranks()
+        self.rank = rank  # (what ``Sequences.finish`` maps provisional ids with)
         n_terms = len(vocab)
         doc_len = np.zeros(n_units, dtype=np.float64)
         indptr, indices, tf = self.streams[""].term_major(rank, n_terms, n_units, doc_len)
@@ -268,3 +280,89 @@ def _align(indptr, indices, f_indptr, f_indices, f_counts, name: str) -> np.ndar
             out[lo + where] = f_counts[flo:fhi]
         t0 = t1
     return out
+
+
+_SEQ_BLOCK = 1 << 24  # ids mapped per step while the positions array is finished
+SEQ_BREAK = -1  # between a document's title and its body in the positions array: no phrase spans it
+
+
+class Sequences:
+    """The positions array while it is built: each unit's runs in order, as provisional ids.
+
+    A document's sequence is its title's runs, ``SEQ_BREAK``, then its body's runs, every run in its
+    place (stop words and one-character runs too), so a phrase is a contiguous run of ids. ``finish``
+    turns provisional ids into the index's: an indexed run -> its term id, the j-th dropped run ->
+    ``n_terms + j``. Units arrive one at a time (all of a unit's runs before the next unit's)."""
+
+    def __init__(self):
+        from array import array
+
+        self.buf = array("i")
+        self.units: list[int] = []
+        self.starts: list[int] = []
+
+    def extend(self, unit: int, ids: list[int]) -> None:
+        if not self.units or self.units[-1] != unit:
+            self.units.append(unit)
+            self.starts.append(len(self.buf))
+        self.buf.extend(ids)
+
+    def brk(self, unit: int) -> None:
+        """End ``unit``'s title (called once per document, even for an empty title)."""
+        self.extend(unit, [SEQ_BREAK])
+
+    def finish(self, rank: np.ndarray, n_terms: int, n_dropped: int, n_units: int,
+               reused: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """``(seq int32, seq_ptr int64)``: unit u's ids are ``seq[seq_ptr[u]:seq_ptr[u + 1]]``.
+
+        ``reused``: ``(new_units, old_units, old_seq, old_ptr, old_to_new)`` -- units copied from an older
+        index, their ids mapped by ``old_to_new`` (an old id -> the new one; ``SEQ_BREAK`` stays)."""
+        buf = np.frombuffer(self.buf, dtype=np.int32) if len(self.buf) else np.zeros(0, dtype=np.int32)
+        table = np.concatenate((np.arange(n_dropped, dtype=np.int64) + n_terms, rank[n_dropped:])).astype(np.int32)
+        units = np.asarray(self.units, dtype=np.int64)
+        starts = np.asarray(self.starts + [buf.shape[0]], dtype=np.int64)
+        lens = np.zeros(n_units, dtype=np.int64)
+        lens[units] = np.diff(starts)
+        src_start = np.zeros(n_units, dtype=np.int64)
+        src_start[units] = starts[:-1]
+        from_old = np.zeros(n_units, dtype=bool)
+        if reused is not None and reused[0].size:
+            new_u, old_u, old_seq, old_ptr, old_to_new = reused
+            old_ptr = np.asarray(old_ptr)
+            lens[new_u] = old_ptr[old_u + 1] - old_ptr[old_u]
+            src_start[new_u] = old_ptr[old_u]
+            from_old[new_u] = True
+        ptr = np.zeros(n_units + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        seq = np.empty(int(ptr[-1]), dtype=np.int32)
+
+        def mapped(ids: np.ndarray, to: np.ndarray) -> np.ndarray:
+            out = ids.copy()
+            keep = ids != SEQ_BREAK
+            out[keep] = to[ids[keep]]
+            return out
+
+        if not from_old.any() and (units.size < 2 or bool((np.diff(units) > 0).all())):
+            # a fresh build: the buffer is already in unit order
+            for a in range(0, buf.shape[0], _SEQ_BLOCK):
+                seq[a:a + _SEQ_BLOCK] = mapped(buf[a:a + _SEQ_BLOCK], table)
+        else:
+            order = np.flatnonzero(lens > 0)
+            u0 = 0
+            while u0 < order.size:  # units in blocks of about _SEQ_BLOCK ids: bounded temporaries
+                u1 = max(u0 + 1, int(np.searchsorted(ptr[order + 1], ptr[order[u0]] + _SEQ_BLOCK, side="right")))
+                pick = order[u0:u1]
+                for old_side in (False, True):
+                    sel = pick[from_old[pick] == old_side]
+                    if not sel.size:
+                        continue
+                    ln = lens[sel]
+                    within = np.arange(int(ln.sum()), dtype=np.int64) - np.repeat(np.cumsum(ln) - ln, ln)
+                    src = np.repeat(src_start[sel], ln) + within
+                    dest = np.repeat(ptr[sel], ln) + within
+                    seq[dest] = (mapped(np.asarray(reused[2])[src], reused[4]) if old_side
+                                 else mapped(buf[src], table))
+                u0 = u1
+        self.buf = None
+        return seq, ptr

@@ -25,7 +25,7 @@ from chitragupta.engine.index import store
 from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED,
                                  FLAG_TEXT_MISSING, DocSource, fingerprints, load_body, plain_body)
 from chitragupta.engine.index.strings import StringTable
-from chitragupta.engine.index.csr import Accumulator, add_reused, matching_documents
+from chitragupta.engine.index.csr import Accumulator, Sequences, add_reused, matching_documents
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.errors import IndexDamaged
 from chitragupta.engine.stem import NONE, get_stemmer
@@ -34,9 +34,9 @@ from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_byte
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]
 
-SCHEMA_VERSION = 7  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
+SCHEMA_VERSION = 8  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
 # 5: the plain-text reference cut; 6: appendices after the reference list kept, line-end hyphens joined;
-# 7: the one appendix test (issue 29)
+# 7: the one appendix test (issue 29); 8: the positions array ([retrieval].positions)
 FIELDS = ("title", "abstract")
 KIND = "doc"
 
@@ -85,6 +85,15 @@ class DocIndex(TermIndex):
         self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
         self.fingerprints = arrays["fingerprints"]
         self.flags = arrays["flags"]
+
+    @property
+    def positions(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(seq, seq_ptr)``: every document's runs in order as ids (its title's, ``csr.SEQ_BREAK``, its
+        body's; an indexed run -> its term id, the j-th of ``DROPPED_RUNS`` -> ``n_terms + j``), memory-mapped;
+        None when the index was built without them (``[retrieval].positions = false``)."""
+        if "seq" not in self._arrays:
+            return None
+        return self._arrays["seq"], self._arrays["seq_ptr"]
 
     def check_field(self, name: str) -> None:
         """IndexCorrupt unless field ``name``'s counts are within [0, tf] and add up to what was written
@@ -177,6 +186,13 @@ def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), ve
     nnz = arrays["indices"].shape[0]
     for f in FIELDS:
         array_of(arrays, f"tf_{f}", np.int32, length=nnz)
+    if "seq" in arrays or "seq_ptr" in arrays:
+        ptr = array_of(arrays, "seq_ptr", np.int64, length=n_docs + 1)
+        seq = array_of(arrays, "seq", np.int32)
+        if ptr.shape[0] and (int(ptr[0]) != 0 or int(ptr[-1]) != seq.shape[0]):
+            raise store.IndexCorrupt("the positions array does not match its offsets")
+    elif stored.manifest.get("settings", {}).get("retrieval.positions"):
+        raise store.IndexCorrupt("the positions array is missing")
     checked_now = fields if deep else ()
     try:
         index = DocIndex(arrays, stored.manifest, stored.path, unchecked=tuple(f for f in FIELDS if f not in checked_now),
@@ -186,6 +202,23 @@ def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), ve
     for f in checked_now:
         check_field(index.postings, index.manifest, f, arrays[f"tf_{f}"])
     return index
+
+
+def _reused_positions(old: DocIndex | None, vocab: list[str], new_units: np.ndarray, old_units: np.ndarray,
+                      n_dropped: int):
+    """What ``Sequences.finish`` needs to copy the reused documents' positions from ``old``: their old ids
+    mapped to the new vocabulary (a dropped run keeps its place after the terms)."""
+    if old is None or not new_units.size:
+        return None
+    got = old.positions
+    if got is None:  # (an index with the same settings has them; this is a guard)
+        raise store.IndexCorrupt("the index has no positions array")
+    pos = {t: i for i, t in enumerate(vocab)}
+    n_old = len(old.vocab)
+    old_to_new = np.empty(n_old + n_dropped, dtype=np.int32)
+    old_to_new[:n_old] = np.fromiter((pos.get(old.vocab[t], -1) for t in range(n_old)), dtype=np.int64, count=n_old)
+    old_to_new[n_old:] = np.arange(n_dropped) + len(vocab)
+    return new_units, old_units, got[0], got[1], old_to_new
 
 
 def citekeys_digest(rows) -> str:
@@ -219,7 +252,8 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     report = IndexReport(rebuilt=True)
     fps, flags, sources = scanned if scanned is not None else fingerprints(root, rows)
     n = len(rows)
-    acc = Accumulator(fields=FIELDS, stem=get_stemmer(settings.get("retrieval.stemmer", NONE)))
+    seqs = Sequences() if settings.get("retrieval.positions", False) else None
+    acc = Accumulator(fields=FIELDS, stem=get_stemmer(settings.get("retrieval.stemmer", NONE)), sequences=seqs)
 
     reuse_new, reuse_old, report.removed = matching_documents(old, sources, fps)
     reused = np.zeros(n, dtype=bool)
@@ -236,6 +270,8 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
         title_runs = runs_bytes(src.title)
         acc.add_runs(int(i), title_runs)
         acc.add_runs(int(i), title_runs, field="title")
+        if seqs is not None:
+            seqs.brk(int(i))
         if src.text_file is not None:
             # the scan found no sidecar: the .txt as it is (a sidecar written since changes the fingerprint)
             body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
@@ -256,6 +292,9 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     report.retokenized = len(todo)
 
     vocab, arrays = acc.finish(n)
+    if seqs is not None:
+        arrays["seq"], arrays["seq_ptr"] = seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
+                                                       _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped))
     arrays.update(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps, flags=flags)
     report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(arrays["indices"].shape[0])
     report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
