@@ -15,7 +15,8 @@ from chitragupta.engine.index.manage import index_folder, refresh
 from chitragupta.engine.search import Retriever
 from chitragupta.engine.tokenize import DROPPED_RUNS, runs_bytes
 from chitragupta.engine.workspace import Workspace
-from chitragupta.kernels.phrase import PositionsDamaged, phrase_units, phrase_units_numpy
+from chitragupta.kernels import phrase as phrase_mod
+from chitragupta.kernels.phrase import Anchor, PositionsDamaged, by_term, phrase_units, phrase_units_numpy
 from conftest import make_workspace, random_docs, rewrite_index_array
 
 # -- the kernel: numpy and numba against a plain loop ---------------------------------------------------
@@ -30,22 +31,68 @@ def _brute(seq, ptr, cands, pattern):
     return np.asarray(out, dtype=bool)
 
 
+N_TERMS = 3  # ids 0-2 are terms (postings, term positions); 3-4 dropped runs; -1 the title break
+
+
+def _postings_of(seq, ptr, n_terms):
+    """The term-major postings (indptr, indices, tf) the ids imply."""
+    rows = [[] for _ in range(n_terms)]
+    for d in range(ptr.shape[0] - 1):
+        ids = seq[ptr[d]:ptr[d + 1]]
+        for t in range(n_terms):
+            c = int((ids == t).sum())
+            if c:
+                rows[t].append((d, c))
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    indices = np.asarray([d for r in rows for d, _c in r], dtype=np.int32)
+    tf = np.asarray([c for r in rows for _d, c in r], dtype=np.int32)
+    return indptr, indices, tf
+
+
 @pytest.mark.parametrize("seed", range(4))
-def test_phrase_kernels_agree_with_a_plain_loop(seed):
+def test_phrase_kernels_agree_with_a_plain_loop(seed, monkeypatch):
     rng = np.random.default_rng(seed)
     n_units = int(rng.integers(1, 120))
     lens = rng.integers(0, 30, size=n_units)
     ptr = np.zeros(n_units + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
     seq = rng.integers(-1, 5, size=int(ptr[-1])).astype(np.int32)  # a small alphabet: many matches, breaks
+    indptr, indices, tf = _postings_of(seq, ptr, N_TERMS)
+    pos, pos_ptr = by_term(seq, ptr, N_TERMS)
+    monkeypatch.setattr(phrase_mod, "NUMBA_FROM", 0)  # by_term's numba fill gives the same arrays
+    pos_nb, pos_ptr_nb = by_term(seq, ptr, N_TERMS)
+    assert pos.tobytes() == pos_nb.tobytes() and pos_ptr.tobytes() == pos_ptr_nb.tobytes()
     for m in (1, 2, 3, 4):
         for _ in range(5):
             pattern = rng.integers(0, 5, size=m).astype(np.int32)
-            cands = np.sort(rng.choice(n_units, size=int(rng.integers(0, n_units + 1)), replace=False))
-            want = _brute(seq, ptr, cands, pattern)
-            assert phrase_units_numpy(seq, ptr, cands, pattern).tolist() == want.tolist()
-            assert phrase_units(seq, ptr, cands, pattern, backend="numba").tolist() == want.tolist()
-            assert phrase_units(seq, ptr, cands, pattern).tolist() == want.tolist()
+            pattern[int(rng.integers(0, m))] = int(rng.integers(0, N_TERMS))  # at least one term
+            offset = int(np.flatnonzero(pattern < N_TERMS)[-1])
+            t = int(pattern[offset])
+            anchor = Anchor(offset, indices, tf, int(indptr[t]), int(indptr[t + 1]), pos, int(pos_ptr[t]),
+                            int(pos_ptr[t + 1]))
+            holders = indices[indptr[t]:indptr[t + 1]].astype(np.int64)
+            for cands in (np.sort(rng.choice(n_units, size=int(rng.integers(0, n_units + 1)), replace=False)),
+                          holders[rng.random(holders.size) < 0.7]):
+                want = _brute(seq, ptr, cands, pattern)
+                assert phrase_units_numpy(seq, ptr, cands, pattern).tolist() == want.tolist()
+                assert phrase_units(seq, ptr, cands, pattern, backend="numba").tolist() == want.tolist()
+                assert phrase_units(seq, ptr, cands, pattern, backend="anchored", anchor=anchor).tolist() == want.tolist()
+                assert phrase_units(seq, ptr, cands, pattern, anchor=anchor).tolist() == want.tolist()
+
+
+def test_term_positions_are_each_terms_offsets_in_document_order():
+    seq = np.asarray([0, 1, 0, -1, 2, 0, 4, 1], dtype=np.int32)
+    ptr = np.asarray([0, 3, 3, 8], dtype=np.int64)  # unit 0: [0 1 0]; unit 1: []; unit 2: [-1 2 0 4 1]
+    pos, pos_ptr = by_term(seq, ptr, N_TERMS)
+    assert pos_ptr.tolist() == [0, 3, 5, 6]
+    assert pos.tolist() == [0, 2, 2, 1, 4, 1]  # term 0: unit 0 at 0 and 2, unit 2 at 2; term 1: 1, 4; term 2: 1
+
+
+def test_an_anchor_whose_counts_disagree_with_its_positions_is_damaged():
+    with pytest.raises(PositionsDamaged):
+        Anchor(0, np.asarray([0, 1], dtype=np.int32), np.asarray([1, 2], dtype=np.int32), 0, 2,
+               np.zeros(5, dtype=np.int32), 0, 5)
 
 
 def test_a_phrase_never_spans_two_units_or_a_break():

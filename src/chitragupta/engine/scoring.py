@@ -67,10 +67,22 @@ def _phrase_check(index):
     from chitragupta.engine.tokenize import DROPPED_RUNS
     from chitragupta.kernels.phrase import phrase_units
 
+    from chitragupta.kernels.phrase import Anchor
+
     seq, ptr = got
     n_terms = len(index.vocab)
     dropped = {run: j for j, run in enumerate(DROPPED_RUNS)}
     final = index.stemmer_name == NONE
+    tpos, tptr = index.term_positions
+    postings = index.raw_postings
+    indptr = np.asarray(postings.indptr)
+
+    def anchor(pattern: list[int]) -> Anchor:
+        # the rarest indexed word of the phrase: the fewest occurrences to compare
+        offset = min((j for j, t in enumerate(pattern) if t < n_terms), key=lambda j: indptr[pattern[j] + 1] - indptr[pattern[j]])
+        t = pattern[offset]
+        return Anchor(offset, postings.indices, postings.tf, int(indptr[t]), int(indptr[t + 1]), tpos,
+                      int(tptr[t]), int(tptr[t + 1]))
 
     def phrases(runs: tuple, candidates: np.ndarray):
         pattern = []
@@ -83,7 +95,8 @@ def _phrase_check(index):
             else:
                 j += n_terms
             pattern.append(j)
-        return candidates[phrase_units(seq, ptr, candidates, np.asarray(pattern, dtype=np.int32))], final
+        return candidates[phrase_units(seq, ptr, candidates, np.asarray(pattern, dtype=np.int32),
+                                       anchor=anchor(pattern))], final
 
     return phrases
 

@@ -2,10 +2,14 @@
 
     seq, ptr   unit u's ids in order are seq[ptr[u]:ptr[u + 1]] (int32, int64)
     pattern    the phrase's ids (int32, at least one)
-    candidates the units to check (int64); ``phrase_units`` -> a bool per candidate
+    candidates the units to check (int64, ascending); ``phrase_units`` -> a bool per candidate
+    Anchor     optional: one term of the pattern with its postings and its term-major positions
+               (``by_term``: per term, in document order, the offsets where it occurs)
 
-Two paths with one answer: numpy (a gather of the candidates' slices, compared a pattern position at a
-time; no JIT to load, for a cold query's few candidates) and numba (a scan of each slice, for many).
+Three paths with one answer: numpy (a gather of the candidates' slices, compared a pattern position at a
+time; no JIT to load, for a cold query's few candidates), numba over each candidate's whole slice, and
+numba from the anchor's occurrences (the rarest indexed word of the phrase: only the places it occurs
+are compared, so a phrase with one common word does not read every candidate's every word).
 ``phrase_units`` picks by the number of ids to read; ``tests/test_phrase_positions.py`` holds them equal.
 Only the offsets the candidates name are trusted after a check (``PositionsDamaged`` otherwise); numpy
 bounds-checks the gather and numba reads inside the checked spans.
@@ -15,13 +19,52 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["phrase_units", "phrase_units_numpy", "PositionsDamaged", "NUMBA_FROM"]
+__all__ = ["phrase_units", "phrase_units_numpy", "PositionsDamaged", "NUMBA_FROM", "Anchor", "by_term"]
 
 NUMBA_FROM = 1 << 18  # ids to read from which the numba scan is used (below: numpy, no JIT to load)
 
 
 class PositionsDamaged(ValueError):
     """The positions array's offsets are not what an index holds; the caller rebuilds the index."""
+
+
+class Anchor:
+    """Pattern position ``offset``'s term: its postings (``indices``, ``tf`` over ``[lo, hi)``, ascending
+    documents) and its term-major positions ``pos[pos_lo:pos_hi]`` (``tf`` per posting). Checked here:
+    the counts add up to the positions' span."""
+
+    def __init__(self, offset: int, indices, tf, lo: int, hi: int, pos, pos_lo: int, pos_hi: int):
+        if not (0 <= lo <= hi <= indices.shape[0] and 0 <= pos_lo <= pos_hi <= pos.shape[0]):
+            raise PositionsDamaged("a term's positions lie outside the positions array")
+        counts = np.asarray(tf[lo:hi])
+        if (counts <= 0).any() or int(counts.sum()) != pos_hi - pos_lo:
+            raise PositionsDamaged("a term's positions do not match its counts")
+        self.offset, self.indices, self.tf, self.lo, self.hi = int(offset), indices, tf, int(lo), int(hi)
+        self.pos, self.pos_lo, self.pos_hi = pos, int(pos_lo), int(pos_hi)
+
+
+def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(pos int32, pos_ptr int64)``: term t's occurrences are ``pos[pos_ptr[t]:pos_ptr[t + 1]]``, the
+    offset of each in its document's ids, in document order then position order (ids >= ``n_terms``,
+    the dropped runs, and ``SEQ_BREAK`` have none)."""
+    counts = np.zeros(n_terms, dtype=np.int64)
+    for a in range(0, seq.shape[0], 1 << 24):
+        block = np.asarray(seq[a:a + (1 << 24)])
+        counts += np.bincount(block[(block >= 0) & (block < n_terms)], minlength=n_terms)
+    pos_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=pos_ptr[1:])
+    pos = np.empty(int(pos_ptr[-1]), dtype=np.int32)
+    if seq.shape[0] < NUMBA_FROM:
+        lens = np.diff(ptr)
+        within = np.arange(seq.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], lens)
+        keep = (seq >= 0) & (seq < n_terms)
+        order = np.argsort(seq[keep], kind="stable")
+        pos[:] = within[keep][order]
+    else:
+        from chitragupta.kernels._phrase_numba import by_term as fill
+
+        fill(np.asarray(seq), np.asarray(ptr), n_terms, pos_ptr, pos)
+    return pos, pos_ptr
 
 
 def _spans(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,17 +102,29 @@ def _numpy(seq, lo, hi, pattern) -> np.ndarray:
 
 
 def phrase_units(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, pattern: np.ndarray,
-                 backend: str = "auto") -> np.ndarray:
+                 backend: str = "auto", anchor: Anchor | None = None) -> np.ndarray:
     """(len(candidates),) bool: the candidates whose ids hold ``pattern`` contiguously. ``backend``:
-    "auto" (numba from ``NUMBA_FROM`` ids to read), "numpy" or "numba"."""
+    "auto" (numpy below ``NUMBA_FROM`` ids to read, else numba from the anchor when there is one, else
+    numba over the whole slices), "numpy", "numba" (whole slices) or "anchored" (needs ``anchor``)."""
     candidates = np.asarray(candidates, dtype=np.int64)
     pattern = np.ascontiguousarray(pattern, dtype=np.int32)
     if pattern.shape[0] == 0:
         raise ValueError("a phrase has at least one id")
+    if candidates.size > 1 and (np.diff(candidates) <= 0).any():
+        raise ValueError("the candidates must be ascending")
     lo, hi = _spans(seq, ptr, candidates)
     if backend == "numpy" or (backend == "auto" and int((hi - lo).sum()) < NUMBA_FROM):
         return _numpy(seq, lo, hi, pattern)
     out = np.zeros(lo.shape[0], dtype=bool)
+    if backend == "anchored" or (backend == "auto" and anchor is not None):
+        if anchor is None:
+            raise ValueError("the anchored path needs an anchor")
+        from chitragupta.kernels._phrase_numba import anchored
+
+        anchored(np.asarray(seq), np.asarray(ptr), np.asarray(anchor.indices), np.asarray(anchor.tf), anchor.lo,
+                 anchor.hi, np.asarray(anchor.pos), anchor.pos_lo, anchor.pos_hi, candidates, pattern,
+                 anchor.offset, out)
+        return out
     from chitragupta.kernels._phrase_numba import scan
 
     scan(np.asarray(seq), lo, hi, pattern, out)

@@ -95,6 +95,14 @@ class DocIndex(TermIndex):
             return None
         return self._arrays["seq"], self._arrays["seq_ptr"]
 
+    @property
+    def term_positions(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(tpos, tpos_ptr)``: term t's occurrences, ``tpos[tpos_ptr[t]:tpos_ptr[t + 1]]``, each an offset
+        into its document's ids in ``positions``, in posting order (``tf`` of them per posting)."""
+        if "tpos" not in self._arrays:
+            return None
+        return self._arrays["tpos"], self._arrays["tpos_ptr"]
+
     def check_field(self, name: str) -> None:
         """IndexCorrupt unless field ``name``'s counts are within [0, tf] and add up to what was written
         (once; ``check_deep`` asks for the fields a search weights)."""
@@ -191,6 +199,10 @@ def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), ve
         seq = array_of(arrays, "seq", np.int32)
         if ptr.shape[0] and (int(ptr[0]) != 0 or int(ptr[-1]) != seq.shape[0]):
             raise store.IndexCorrupt("the positions array does not match its offsets")
+        tptr = array_of(arrays, "tpos_ptr", np.int64, length=arrays["indptr"].shape[0])
+        tpos = array_of(arrays, "tpos", np.int32)
+        if tptr.shape[0] and (int(tptr[0]) != 0 or int(tptr[-1]) != tpos.shape[0]):
+            raise store.IndexCorrupt("the term positions do not match their offsets")
     elif stored.manifest.get("settings", {}).get("retrieval.positions"):
         raise store.IndexCorrupt("the positions array is missing")
     checked_now = fields if deep else ()
@@ -295,6 +307,9 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     if seqs is not None:
         arrays["seq"], arrays["seq_ptr"] = seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
                                                        _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped))
+        from chitragupta.kernels.phrase import by_term
+
+        arrays["tpos"], arrays["tpos_ptr"] = by_term(arrays["seq"], arrays["seq_ptr"], len(vocab))
     arrays.update(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps, flags=flags)
     report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(arrays["indices"].shape[0])
     report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
