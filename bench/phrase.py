@@ -5,7 +5,8 @@ phrases, the check that reads each candidate's text instead; every hit is checke
     python -m bench phrase --ws /work/scale-ws/synth-1m --phrases 200
     python -m bench phrase --arm scifact
 
-Phrases are windows of 2-3 consecutive words drawn (seeded) from the workspace's own parsed texts, each
+Each phrase query is also timed without its quotes (plain BM25 over the same words), and both as wall
+and as the thread's CPU time (on a shared host, the CPU time is what the query costs). Phrases are windows of 2-3 consecutive words drawn (seeded) from the workspace's own parsed texts, each
 followed by one word of the same document to score, so every phrase is held by at least one source; a
 window of stop words only (no indexed word: refused by the syntax) is skipped. Times are per query, after
 one untimed query; ``--text-sample`` phrases also take the text-reading path (slow at 1M: it is the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
@@ -69,11 +71,16 @@ def measure(root: Path, n: int, text_sample: int, seed: int = 0) -> dict:
         raise SystemExit(f"{root}: the index has no positions array ([retrieval].positions = false)")
     term_docs, texts, check = r.scorer.unit_access("document")
     r.search(phrases[0], k=10)  # warm: the index open, the kernels loaded
-    wall, masks_pos, hits_checked, empty = [], [], 0, 0
+    wall, cpu, plain_wall, plain_cpu, hits_checked, empty = [], [], [], [], 0, 0
     for q in phrases:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         resp = r.search(q, k=10)
         wall.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - c)
+        t, c = time.perf_counter(), time.thread_time()
+        r.search(q.replace('"', " "), k=10)  # the same words without the phrase: plain BM25
+        plain_wall.append(time.perf_counter() - t)
+        plain_cpu.append(time.thread_time() - c)
         _scored, cons = read_syntax(q)
         runs = cons.items[0].runs
         if not resp.hits:
@@ -93,7 +100,9 @@ def measure(root: Path, n: int, text_sample: int, seed: int = 0) -> dict:
         text_times.append(time.perf_counter() - t)
         agree += int((a == b).all())
     return {"workspace": str(root), "documents": r.index.n_units, "phrases": len(phrases),
-            "search_warm": _quantiles(wall), "queries_with_no_hit": empty, "hits_checked_hold_phrase": hits_checked,
+            "search_warm": _quantiles(wall), "search_warm_cpu": _quantiles(cpu),
+            "plain_words_warm": _quantiles(plain_wall), "plain_words_warm_cpu": _quantiles(plain_cpu),
+            "load_avg": os.getloadavg()[0], "queries_with_no_hit": empty, "hits_checked_hold_phrase": hits_checked,
             "mask_positions": _quantiles(pos_times) if pos_times else None,
             "mask_text_read": _quantiles(text_times) if text_times else None,
             "masks_equal": f"{agree}/{len(pos_times)}"}

@@ -67,7 +67,7 @@ def _phrase_check(index):
     from chitragupta.engine.tokenize import DROPPED_RUNS
     from chitragupta.kernels.phrase import phrase_units
 
-    from chitragupta.kernels.phrase import Anchor
+    from chitragupta.kernels.phrase import Anchor, check_offsets
 
     seq, ptr = got
     n_terms = len(index.vocab)
@@ -85,6 +85,9 @@ def _phrase_check(index):
                       int(tptr[t]), int(tptr[t + 1]))
 
     def phrases(runs: tuple, candidates: np.ndarray):
+        if not getattr(index, "offsets_checked", False):  # once per opened index, on its first phrase
+            check_offsets(seq, ptr)
+            index.offsets_checked = True
         pattern = []
         for run in runs:
             j = dropped.get(run)
@@ -96,7 +99,7 @@ def _phrase_check(index):
                 j += n_terms
             pattern.append(j)
         return candidates[phrase_units(seq, ptr, candidates, np.asarray(pattern, dtype=np.int32),
-                                       anchor=anchor(pattern))], final
+                                       anchor=anchor(pattern), offsets_checked=True)], final
 
     return phrases
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["phrase_units", "phrase_units_numpy", "PositionsDamaged", "NUMBA_FROM", "Anchor", "by_term"]
+__all__ = ["phrase_units", "phrase_units_numpy", "PositionsDamaged", "NUMBA_FROM", "Anchor", "by_term",
+           "check_offsets"]
 
 NUMBA_FROM = 1 << 18  # ids to read from which the numba scan is used (below: numpy, no JIT to load)
 
@@ -101,30 +102,51 @@ def _numpy(seq, lo, hi, pattern) -> np.ndarray:
     return out
 
 
+def check_offsets(seq: np.ndarray, ptr: np.ndarray) -> None:
+    """PositionsDamaged unless ``ptr`` starts at 0, never decreases and ends at ``len(seq)``: once per index,
+    after which ``phrase_units(..., offsets_checked=True)`` reads the offsets without a per-query gather."""
+    p = np.asarray(ptr)
+    if p.shape[0] == 0 or int(p[0]) != 0 or int(p[-1]) != seq.shape[0]:
+        raise PositionsDamaged("the positions array does not match its offsets")
+    for a in range(0, p.shape[0] - 1, 1 << 24):
+        block = p[a:a + (1 << 24) + 1]
+        if (block[1:] < block[:-1]).any():
+            raise PositionsDamaged("the positions array's offsets are out of order")
+
+
 def phrase_units(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, pattern: np.ndarray,
-                 backend: str = "auto", anchor: Anchor | None = None) -> np.ndarray:
+                 backend: str = "auto", anchor: Anchor | None = None, offsets_checked: bool = False) -> np.ndarray:
     """(len(candidates),) bool: the candidates whose ids hold ``pattern`` contiguously. ``backend``:
     "auto" (numpy below ``NUMBA_FROM`` ids to read, else numba from the anchor when there is one, else
-    numba over the whole slices), "numpy", "numba" (whole slices) or "anchored" (needs ``anchor``)."""
+    numba over the whole slices), "numpy", "numba" (whole slices) or "anchored" (needs ``anchor``).
+    ``offsets_checked``: ``check_offsets`` passed for these arrays (the anchored path then reads ``ptr``
+    itself instead of gathering the candidates' spans first)."""
     candidates = np.asarray(candidates, dtype=np.int64)
     pattern = np.ascontiguousarray(pattern, dtype=np.int32)
     if pattern.shape[0] == 0:
         raise ValueError("a phrase has at least one id")
     if candidates.size > 1 and (np.diff(candidates) <= 0).any():
         raise ValueError("the candidates must be ascending")
-    lo, hi = _spans(seq, ptr, candidates)
-    if backend == "numpy" or (backend == "auto" and int((hi - lo).sum()) < NUMBA_FROM):
+    if candidates.size and (candidates[0] < 0 or candidates[-1] + 1 >= ptr.shape[0]):
+        raise PositionsDamaged(f"a candidate unit is outside the positions array's {ptr.shape[0] - 1} units")
+    mean_len = seq.shape[0] / max(1, ptr.shape[0] - 1)
+    anchored_path = backend == "anchored" or (backend == "auto" and anchor is not None)
+    if backend == "numpy" or (backend == "auto" and candidates.size * mean_len < NUMBA_FROM):
+        lo, hi = _spans(seq, ptr, candidates)
         return _numpy(seq, lo, hi, pattern)
-    out = np.zeros(lo.shape[0], dtype=bool)
-    if backend == "anchored" or (backend == "auto" and anchor is not None):
+    out = np.zeros(candidates.shape[0], dtype=bool)
+    if anchored_path:
         if anchor is None:
             raise ValueError("the anchored path needs an anchor")
+        if not offsets_checked:
+            _spans(seq, ptr, candidates)
         from chitragupta.kernels._phrase_numba import anchored
 
         anchored(np.asarray(seq), np.asarray(ptr), np.asarray(anchor.indices), np.asarray(anchor.tf), anchor.lo,
                  anchor.hi, np.asarray(anchor.pos), anchor.pos_lo, anchor.pos_hi, candidates, pattern,
                  anchor.offset, out)
         return out
+    lo, hi = _spans(seq, ptr, candidates)
     from chitragupta.kernels._phrase_numba import scan
 
     scan(np.asarray(seq), lo, hi, pattern, out)
