@@ -21,7 +21,8 @@ What a run does, in order (each step a named function or object below):
    finished documents are committed as checksummed segments (``SegmentWriter``) every
    ``COMMIT_SHARE`` of the job's chunks (``commit_every``) or ``COMMIT_EVERY_SECONDS`` seconds, whichever
    comes first (``commit_due``; checked after each block), and on Ctrl-C/SIGTERM on the way out; a rerun
-   reads them and encodes only what is missing, so a run killed at 60% of its time keeps most of its work. ``progress(done, total)`` after every block.
+   reads them and encodes only what is missing, so a run killed at 60% of its time keeps most of its
+   work. ``progress(done, total)`` after every block.
 5. The store is written whole once (``assemble``), the segments removed, and the report says the device
    the stream really encoded on (a Ray cluster's actors report theirs).
 

@@ -4,9 +4,10 @@ Incremental and resumable: a source whose document is unchanged (path, size, mti
 parsed text is there and trusted is not parsed again; rows and files are committed by the one
 ``Committer`` (``committer.py`` has the protocol), so a killed sync loses at most the batch in flight
 and one rerun ends where a clean build of the same bibliography would; a sync an error stops (a full
-disk) removes the files of that batch before it says so (``committer.stopped``). Sources the bibliography no
-longer lists are removed first, and the file names are drawn after (``names.assign_names`` over the
-keys that remain), so a case-folded group that loses members gets its final names in the same run.
+disk) removes the files of that batch before it says so (``committer.stopped``). Sources the
+bibliography no longer lists are removed first, and the file names are drawn after
+(``names.assign_names`` over the keys that remain), so a case-folded group that loses members gets its
+final names in the same run.
 
 Each entry's document is chosen among its ``file`` field's candidates (PDF attachments first): the
 first that is a regular file the backend reads by content; nothing that is not a regular file is

@@ -294,9 +294,8 @@ def begin(ledger: Ledger, folder: ParsedFolder, used: Collection[str], report: S
     ``used``: the parsed path of every row now. The removals a killed run committed but did not do are
     done (a path a row points at again is kept); the temp files it left, and the files it wrote for rows
     it never committed, are removed (``ParsedFolder.scan``; counted in ``report.orphans``); and the paths
-    listed under
-    ``meta.rewrite_pending`` are returned -- the files there may hold a newer text than their rows say,
-    so the run must parse (or rewrite) those sources again. The list stays in the ledger until rows
+    listed under ``meta.rewrite_pending`` are returned -- the files there may hold a newer text than their
+    rows say, so the run must parse (or rewrite) those sources again. The list stays in the ledger until rows
     pointing there are committed again (``Committer`` takes them off)."""
     raw = ledger.get_meta(UNLINK_PENDING)
     if raw is not None:
@@ -309,7 +308,7 @@ def begin(ledger: Ledger, folder: ParsedFolder, used: Collection[str], report: S
     return set(_paths(ledger.get_meta(REWRITE_PENDING), used))
 
 
-STOPS = (OSError, ChitraguptaError)  # what ``stopped`` turns into one line: a full disk, an I/O error, the ledger's
+STOPS = (OSError, ChitraguptaError)  # what ``stopped`` says in one line: a full disk, an I/O error, the ledger's
 
 
 def stopped(what: str, ws: Workspace, ledger: Ledger, folder: ParsedFolder, committed: int,
