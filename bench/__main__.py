@@ -22,6 +22,7 @@ COMMANDS = {
     "dense": ("bench.dense", "dense retrieval (MiniLM in FAISS) beside BM25 on the qrels arms; encode, search, rerank cost"),
     "hybrid": ("bench.hybrid", "hybrid search (BM25 + MiniLM, fused per source) beside its parts on the qrels arms"),
     "encode_speed": ("bench.encode_speed", "the embed stage's encoding throughput beside a bare SentenceTransformer.encode"),
+    "resume": ("bench.resume", "the embed stage killed at 60% of its time, then resumed: resume CPU / fresh CPU"),
     "topics": ("bench.topics", "the bertopic stage on scifact: wall time, outlier share, reproducibility"),
     "gpu": ("bench.gpu", "one prepared GPU run: gpu tests, torch CUDA q/s at 5k/100k/1M, the 11x11 grid"),
     "similar": ("bench.similar", "papers like this one against pasting the paper into search: the other relevant sources found"),

@@ -94,6 +94,29 @@ def test_an_interrupted_run_commits_what_it_finished_and_the_rerun_encodes_only_
     _same_as_clean(root, clean)
 
 
+def test_without_a_fixed_interval_a_small_job_commits_after_every_block(tmp_path, encoder, stream_of, monkeypatch):
+    """The interval follows the job: 5% of 17 chunks is one chunk, so every block that finishes a document
+    is committed as it arrives (the old fixed 1,024 chunks committed nothing before the way out), and a
+    kill loses at most the block in flight."""
+    monkeypatch.delenv("CHITRAGUPTA_EMBED_COMMIT_CHUNKS", raising=False)
+    root = _import(tmp_path / "ws", corpus_records())
+    seg = root / "content" / "faiss" / f".{encoder.slug}.segments"
+    seen = []
+
+    def stream(texts):
+        for i, lo in enumerate(range(0, len(texts), 3)):
+            if i == 5:  # what was committed before this block, the way-out commit aside
+                seen.extend([d["citekey"] for d in json.loads(p.read_text())["body"]["docs"]]
+                            for p in sorted(seg.glob("seg-*.json")))
+                raise KeyboardInterrupt
+            yield encoder.encode_block(texts[lo:lo + 3])
+
+    stream_of(stream)
+    assert _cli("enrich", "-w", root, "--stages", "embed") == 130
+    # blocks end at chunks 3, 6, 9, 12, 15: bridge (3) | llm (5), mixed (6) | oceanlong (9) | protein (12) | soil (14)
+    assert seen == [["bridge"], ["llm", "mixed"], ["oceanlong"], ["protein"], ["soil"]]
+
+
 def test_a_damaged_segment_is_removed_with_a_note_and_its_documents_encoded_again(
         tmp_path, encoder, stream_of, monkeypatch, capsys):
     clean = _clean(tmp_path, encoder)

@@ -19,8 +19,10 @@ What a run does, in order (each step a named function or object below):
    from what its folder said, the store is rebuilt from scratch (and said so).
 4. ``encode_fresh``: the fresh chunks through the stream (``checked_blocks``) into an ``Encoding``;
    finished documents are committed as checksummed segments (``SegmentWriter``) every
-   ``COMMIT_EVERY_CHUNKS`` chunks or ``COMMIT_EVERY_SECONDS`` seconds, and on Ctrl-C/SIGTERM on the way out;
-   a rerun reads them and encodes only what is missing. ``progress(done, total)`` after every block.
+   ``COMMIT_SHARE`` of the job's chunks (``commit_every``) or ``COMMIT_EVERY_SECONDS`` seconds, whichever
+   comes first (``commit_due``; checked after each block), and on Ctrl-C/SIGTERM on the way out; a rerun
+   reads them and encodes only what is missing, so a run killed at 60% of its time keeps most of its
+   work. ``progress(done, total)`` after every block.
 5. The store is written whole once (``assemble``), the segments removed, and the report says the device
    the stream really encoded on (a Ray cluster's actors report theirs).
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -45,7 +48,8 @@ from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream,
                                        checked_blocks, document_chunks, encode_input, recipe)
 from chitragupta.errors import UsageError
 
-__all__ = ["run_stage", "InputStamps", "text_hash", "COMMIT_EVERY_CHUNKS", "COMMIT_EVERY_SECONDS", "COMMIT_ENV",
+__all__ = ["run_stage", "InputStamps", "text_hash", "COMMIT_SHARE", "COMMIT_EVERY_SECONDS", "COMMIT_ENV",
+           "commit_every", "commit_due",
            # re-exported from chitragupta.enrich.encoders and chitragupta.enrich.stream
            "Encoder", "QueryEncoder", "load_encoder", "load_query_encoder", "model_slug", "DEFAULT_MODEL",
            "resolve_model_source", "offline_env", "ModelSpec", "model_spec", "EncodeStream", "recipe",
@@ -53,16 +57,17 @@ __all__ = ["run_stage", "InputStamps", "text_hash", "COMMIT_EVERY_CHUNKS", "COMM
 
 log = logging.getLogger(__name__)
 
-COMMIT_EVERY_CHUNKS = 1024
-COMMIT_EVERY_SECONDS = 30.0
-COMMIT_ENV = "CHITRAGUPTA_EMBED_COMMIT_CHUNKS"  # tests and the kill campaign commit more often
+COMMIT_SHARE = 0.05  # a commit every 5% of the chunks a run encodes ...
+COMMIT_EVERY_SECONDS = 10.0  # ... or every 10 s, whichever comes first
+COMMIT_ENV = "CHITRAGUPTA_EMBED_COMMIT_CHUNKS"  # tests and the kill campaign: a fixed number of chunks
 
 
-def commit_every() -> int:
-    """Chunks between commits: ``COMMIT_EVERY_CHUNKS``, or ``$CHITRAGUPTA_EMBED_COMMIT_CHUNKS``."""
+def commit_every(total: int) -> int:
+    """Chunks between commits of a run that encodes ``total`` chunks: ``COMMIT_SHARE`` of them, rounded
+    up (at least one); ``$CHITRAGUPTA_EMBED_COMMIT_CHUNKS`` sets a fixed number instead."""
     raw = os.environ.get(COMMIT_ENV, "").strip()
     if not raw:
-        return COMMIT_EVERY_CHUNKS
+        return max(1, math.ceil(total * COMMIT_SHARE))
     try:
         n = int(raw)
     except ValueError:
@@ -70,6 +75,13 @@ def commit_every() -> int:
     if n < 1:
         raise UsageError(f"{COMMIT_ENV}={raw!r}: expected a whole number of chunks >= 1")
     return n
+
+
+def commit_due(pending: int, every: int, waited: float) -> bool:
+    """Commit now: ``pending`` finished chunks not yet committed reach ``every`` (``commit_every``), or
+    ``waited`` seconds since the last commit (or the start) reach ``COMMIT_EVERY_SECONDS``; never with
+    nothing pending."""
+    return pending > 0 and (pending >= every or waited >= COMMIT_EVERY_SECONDS)
 
 
 def text_hash(title: str, text: str) -> str:
@@ -346,10 +358,9 @@ class SegmentWriter:
     at: float = field(default_factory=time.monotonic)
 
     def due(self, enc: Encoding) -> bool:
-        """More is finished than committed, and ``every`` chunks or ``COMMIT_EVERY_SECONDS`` have passed."""
+        """Encoding goes on, and ``commit_due`` says the finished documents not yet committed are due."""
         pending = enc.chunk_end(enc.complete) - self.chunks
-        return enc.done < enc.total and pending > 0 and (
-            pending >= self.every or time.monotonic() - self.at >= COMMIT_EVERY_SECONDS)
+        return enc.done < enc.total and commit_due(pending, self.every, time.monotonic() - self.at)
 
     def commit(self, enc: Encoding) -> None:
         from chitragupta.enrich.store import write_segment
@@ -477,7 +488,7 @@ def run_stage(ws, rows, *, device: str, progress=None, encode_stream=None) -> li
     dim = known.dim if known.dim is not None else spec.dim
     if plan.total and dim is None:
         dim = stream.model().dim
-    writer = SegmentWriter(known, spec.model_name, want, planner.stamps, commit_every())
+    writer = SegmentWriter(known, spec.model_name, want, planner.stamps, commit_every(plan.total))
     enc = encode_fresh(stream, plan, dim, writer, progress)
     parts = {d.citekey: known.docs[d.citekey].chunks for d in plan.docs if d.kept}
     parts.update((d.citekey, enc.chunks(j)) for j, d in enumerate(enc.fresh))

@@ -3,9 +3,11 @@
 Incremental and resumable: a source whose document is unchanged (path, size, mtime, backend) and whose
 parsed text is there and trusted is not parsed again; rows and files are committed by the one
 ``Committer`` (``committer.py`` has the protocol), so a killed sync loses at most the batch in flight
-and one rerun ends where a clean build of the same bibliography would. Sources the bibliography no
-longer lists are removed first, and the file names are drawn after (``names.assign_names`` over the
-keys that remain), so a case-folded group that loses members gets its final names in the same run.
+and one rerun ends where a clean build of the same bibliography would; a sync an error stops (a full
+disk) removes the files of that batch before it says so (``committer.stopped``). Sources the
+bibliography no longer lists are removed first, and the file names are drawn after
+(``names.assign_names`` over the keys that remain), so a case-folded group that loses members gets its
+final names in the same run.
 
 Each entry's document is chosen among its ``file`` field's candidates (PDF attachments first): the
 first that is a regular file the backend reads by content; nothing that is not a regular file is
@@ -22,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from chitragupta.engine.corpus.bibtex import MALFORMED, DecodeCache, read_bibtex
-from chitragupta.engine.corpus.committer import (Committer, ParsedFolder, SyncReport, begin, gone_keys, origin_of,
-                                                 TXT)
+from chitragupta.engine.corpus.committer import (STOPS, Committer, ParsedFolder, SyncReport, begin, gone_keys,
+                                                 origin_of, stopped, TXT)
 from chitragupta.engine.corpus.ledger import Ledger, LedgerRow
 from chitragupta.engine.corpus.names import assign_names
 from chitragupta.engine.corpus.parsers import ParseError, document_kind, not_regular, parse, refusal
@@ -34,7 +36,7 @@ __all__ = ["sync", "docling_artifacts_path"]
 
 Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
-_BATCH_ROWS = 500
+_BATCH_ROWS = 500  # rows a batch commits (or BATCH_SECONDS, whichever first)
 
 
 def docling_artifacts_path(ws: Workspace) -> str:
@@ -192,39 +194,50 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
             report.problems.append(f"{ws.ledger_path}: dropped {dropped} row(s) whose citekey was not text "
                                    "(NULL or a BLOB: a hand edit?)")
         existing = {r.citekey: r for r in ledger.rows()}
-        untrusted = begin(ledger, folder, {r.parsed_path for r in existing.values() if r.parsed_path})
+        untrusted = begin(ledger, folder, {r.parsed_path for r in existing.values() if r.parsed_path}, report)
         live: set[str] = set()
         batch = Committer(ledger, folder, rows_per_batch=_BATCH_ROWS, untrusted=untrusted, live=live)
-        listed = {e.citekey for e in entries}
-        damage = ("it yields no entries (empty, or not BibTeX)" if not entries else
-                  "it has malformed entries (a half-written export?)" if any(MALFORMED in p for p in problems)
-                  else None)
-        gone = gone_keys((k for k, r in existing.items() if r.origin == origin and k not in listed), damage,
-                         str(bib), report)
-        if gone:  # removed before any name is drawn: the names are those of the keys that remain
-            for k in gone:
-                batch.unlink(existing[k].parsed_path)
-            batch.flush(gone)
-            report.removed = len(gone)
-        removed = set(gone)
-        names = assign_names([k for k in existing if k not in removed] + [e.citekey for e in entries])
-        for i, e in enumerate(entries):
-            if progress:
-                progress(i, len(entries))
-            old = existing.get(e.citekey)
-            if old is not None and old.origin != origin:
-                report.problems.append(
-                    f"{bib}:{e.line}: citekey {e.citekey!r} is already in the ledger from {old.origin}; entry skipped"
-                )
-                continue
-            _sync_entry(e, old, names[e.citekey] + TXT, folder, batch, report, backend, artifacts, untrusted)
-        batch.flush()
-        with ledger.transaction():
-            ledger.set_meta("last_source", origin)
+        try:
+            _sync(entries, existing, untrusted, folder, batch, ledger, report, progress, bib, backend, artifacts)
+        except STOPS as err:
+            raise stopped("sync", ws, ledger, folder, batch.committed, err) from None
         _save_decoded(ws, decoded)
         if progress:
             progress(len(entries), len(entries))
     return report
+
+
+def _sync(entries, existing: dict[str, LedgerRow], untrusted: set[str], folder: ParsedFolder, batch: Committer,
+          ledger: Ledger, report: SyncReport, progress: Progress | None, bib: Path, backend: str,
+          artifacts: str) -> None:
+    """``sync`` once the run has begun: the removals, then every entry, then the last batch."""
+    origin, problems = report.origin, report.problems
+    listed = {e.citekey for e in entries}
+    damage = ("it yields no entries (empty, or not BibTeX)" if not entries else
+              "it has malformed entries (a half-written export?)" if any(MALFORMED in p for p in problems)
+              else None)
+    gone = gone_keys((k for k, r in existing.items() if r.origin == origin and k not in listed), damage,
+                     str(bib), report)
+    if gone:  # removed before any name is drawn: the names are those of the keys that remain
+        for k in gone:
+            batch.unlink(existing[k].parsed_path)
+        batch.flush(gone)
+        report.removed = len(gone)
+    removed = set(gone)
+    names = assign_names([k for k in existing if k not in removed] + [e.citekey for e in entries])
+    for i, e in enumerate(entries):
+        if progress:
+            progress(i, len(entries))
+        old = existing.get(e.citekey)
+        if old is not None and old.origin != origin:
+            report.problems.append(
+                f"{bib}:{e.line}: citekey {e.citekey!r} is already in the ledger from {old.origin}; entry skipped"
+            )
+            continue
+        _sync_entry(e, old, names[e.citekey] + TXT, folder, batch, report, backend, artifacts, untrusted)
+    batch.flush()
+    with ledger.transaction():
+        ledger.set_meta("last_source", origin)
 
 
 def _sync_entry(e, old: LedgerRow | None, name: str, folder: ParsedFolder, batch: Committer, report: SyncReport,

@@ -22,7 +22,13 @@ text's hash). The protocol keeps that true:
   points at a file that exists at every instant.
 - **What no row points at is no one's.** A run starts (``begin``) by removing the parsed texts and
   sidecars no row points at: what a killed run wrote for rows it never committed (a key since dropped
-  from the source, a name since changed), so a rerun leaves exactly the files a clean build would.
+  from the source, a name since changed), so a rerun leaves exactly the files a clean build would; the
+  report counts them (``SyncReport.orphans``, said in its summary).
+- **A failed run leaves nothing unlisted.** A run stopped by an error (a full disk, an I/O error, a
+  ledger that cannot be written) removes, before it says so (``stopped``), the files it wrote for rows it
+  had not committed -- every file in the folder no committed row points at -- so the disk it filled is
+  given back now, not at the next run; what it committed stays. Batches are small (a few hundred rows or
+  ``BATCH_SECONDS``, whichever first), so a failure keeps nearly all the work done before it.
 
 Readers therefore see, for every row, its file whole: the text the row stands for or, for a batch in
 flight, the source's new text. ``begin`` also removes the temp files killed writers left.
@@ -41,10 +47,10 @@ from typing import Collection, Iterable
 from chitragupta.engine.corpus.ledger import COLUMNS, Ledger
 from chitragupta.engine.files import discard, put_in_place, replace_in_folder
 from chitragupta.engine.workspace import Workspace
-from chitragupta.errors import WorkspaceError
+from chitragupta.errors import ChitraguptaError, WorkspaceError
 
-__all__ = ["SyncReport", "ParsedFolder", "Committer", "begin", "origin_of", "gone_keys", "TXT", "SIDECAR_SUFFIX",
-           "UNLINK_PENDING", "REWRITE_PENDING"]
+__all__ = ["SyncReport", "ParsedFolder", "Committer", "begin", "stopped", "STOPS", "origin_of", "gone_keys", "TXT",
+           "SIDECAR_SUFFIX", "UNLINK_PENDING", "REWRITE_PENDING"]
 
 TXT = ".txt"
 SIDECAR_SUFFIX = ".passages.json"
@@ -73,6 +79,7 @@ class SyncReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     kept: int = 0  # of the failed, those that keep the text of an earlier parse
     removed: int = 0
+    orphans: int = 0  # parsed files no row pointed at, removed at the start (an earlier run stopped)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -99,6 +106,9 @@ class SyncReport:
             parts.append(f"{self.removed} removed (no longer in the source)")
         if self.problems:
             parts.append(f"{len(self.problems)} skipped or doubtful line(s)")
+        if self.orphans:
+            parts.append(f"{self.orphans} parsed file(s) that no source listed removed (an earlier run stopped "
+                         "before committing them)")
         return ", ".join(parts)
 
 
@@ -136,13 +146,14 @@ class ParsedFolder:
         self.sidecars: set[str] = set()
         self.files: set[str] = set()
 
-    def scan(self, used: Collection[str], *, list_files: bool) -> None:
+    def scan(self, used: Collection[str], *, list_files: bool) -> int:
         """Remove what killed writers left -- temp files (``.<name>.<tag>.tmp``), and parsed texts and
         sidecars no row points at (``used``: every row's path), written for rows never committed --
         and remember the sidecars, and the files when asked. Callers hold the lock, so no live writer
-        owns any of them."""
+        owns any of them. Returns how many texts and sidecars no row points at were removed."""
         prefix = self.prefix
         stale, orphans = [], []
+        removed = 0
         try:
             with os.scandir(self.folder) as it:
                 for e in it:
@@ -172,12 +183,14 @@ class ParsedFolder:
                 txt = name[: -len(SIDECAR_SUFFIX)] + TXT if name.endswith(SIDECAR_SUFFIX) else name
                 if txt not in odd:
                     stale.append(f"{self.folder}/{name}")
+                    removed += 1
                 elif name != txt:
                     self.sidecars.add(name)
                 elif list_files:
                     self.files.add(name)
         for path in stale:
             discard(path)
+        return removed
 
     def plain(self, rel: str | None) -> str | None:
         """The file name of ``rel`` when it is a plain file right in this folder, else None."""
@@ -274,14 +287,15 @@ def _paths(raw: str | None, everything: Iterable[str]) -> list[str]:
     return [p for p in got if isinstance(p, str)]
 
 
-def begin(ledger: Ledger, folder: ParsedFolder, used: Collection[str], *, list_files: bool = False) -> set[str]:
+def begin(ledger: Ledger, folder: ParsedFolder, used: Collection[str], report: SyncReport, *,
+          list_files: bool = False) -> set[str]:
     """Start a run: what a killed run left is finished or cleared, and the paths not to trust returned.
 
     ``used``: the parsed path of every row now. The removals a killed run committed but did not do are
     done (a path a row points at again is kept); the temp files it left, and the files it wrote for rows
-    it never committed, are removed (``ParsedFolder.scan``); and the paths listed under
-    ``meta.rewrite_pending`` are returned -- the files there may hold a newer text than their rows say,
-    so the run must parse (or rewrite) those sources again. The list stays in the ledger until rows
+    it never committed, are removed (``ParsedFolder.scan``; counted in ``report.orphans``); and the paths
+    listed under ``meta.rewrite_pending`` are returned -- the files there may hold a newer text than their
+    rows say, so the run must parse (or rewrite) those sources again. The list stays in the ledger until rows
     pointing there are committed again (``Committer`` takes them off)."""
     raw = ledger.get_meta(UNLINK_PENDING)
     if raw is not None:
@@ -290,8 +304,38 @@ def begin(ledger: Ledger, folder: ParsedFolder, used: Collection[str], *, list_f
                 folder.remove(rel)
         with ledger.transaction():
             ledger.delete_meta(UNLINK_PENDING)
-    folder.scan(used, list_files=list_files)
+    report.orphans = folder.scan(used, list_files=list_files)
     return set(_paths(ledger.get_meta(REWRITE_PENDING), used))
+
+
+STOPS = (OSError, ChitraguptaError)  # what ``stopped`` says in one line: a full disk, an I/O error, the ledger's
+
+
+def stopped(what: str, ws: Workspace, ledger: Ledger, folder: ParsedFolder, committed: int,
+            err: BaseException) -> ChitraguptaError:
+    """The one-line error of a ``what`` (``"import"``, ``"sync"``) that ``err`` (one of ``STOPS``) stopped,
+    after the files it wrote for rows it had not committed are removed: every file in the folder that no
+    row of the ledger (as committed) points at. ``committed``: rows this run committed. A ``ChitraguptaError``
+    keeps its class and message, the removal added; an ``OSError`` becomes a ``WorkspaceError``."""
+    try:
+        used = {row[3] for row in ledger.index_view() if row[3]}
+        removed = folder.scan(used, list_files=False)
+        tail = (f"the {removed} parsed file(s) it wrote for sources not yet committed were removed" if removed
+                else "")
+    except STOPS:  # the ledger cannot be read either: the next run's start removes them (and counts them)
+        tail = "the parsed files it wrote for sources not yet committed are removed by the next run"
+    if isinstance(err, ChitraguptaError):
+        msg = f"{err}; {tail}" if tail else str(err)
+        try:
+            return type(err)(msg)
+        except TypeError:  # a class with another constructor
+            return WorkspaceError(msg)
+    cause = (getattr(err, "strerror", None) or str(err) or type(err).__name__)
+    if getattr(err, "filename", None):
+        cause += f" ({err.filename})"
+    return WorkspaceError(f"{ws.root}: {what} stopped: {cause}; the ledger is whole and nothing is half-written "
+                          f"({committed} source(s) committed by this run are kept){'; ' + tail if tail else ''}; "
+                          f"fix that and run the {what} again to finish")
 
 
 class Committer:
@@ -312,6 +356,7 @@ class Committer:
         self.held_bytes = 0
         self.intents = set(untrusted)  # what meta.rewrite_pending lists now
         self.live = live
+        self.committed = 0  # rows committed so far
         self.t = time.monotonic()
 
     def put(self, row: tuple) -> None:
@@ -372,6 +417,7 @@ class Committer:
                 if unlinks:
                     self.ledger.set_meta(UNLINK_PENDING, json.dumps(unlinks))
             self.intents = settled
+            self.committed += len(self.rows)
             if unlinks:
                 for rel in unlinks:
                     self.folder.remove(rel)

@@ -3,7 +3,9 @@
 One read of the file. Per record: its text goes to ``content/parsed/<name>.txt`` and its row joins a
 batch committed every ``_BATCH_ROWS`` rows or two seconds, by the one ``Committer`` (``committer.py``
 has the protocol: new files written before their rows, a file a committed row vouches for rewritten
-only under ``meta.rewrite_pending``, files removed after the commit that stops them). ``names.Names``
+only under ``meta.rewrite_pending``, files removed after the commit that stops them). A run an error
+stops (a full disk) keeps the batches it committed and removes the files of the one in flight before
+it says so (``committer.stopped``), so no file is left that the ledger does not list. ``names.Names``
 draws the names as the keys arrive; the few whose final name is only known at the end (a case-folded
 collision found late, or one that the removals undo) are rewritten by a second read of just those
 records, after the removals are committed. A re-import of the same file is a no-op; a record is
@@ -18,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from chitragupta.engine.corpus.committer import (Committer, ParsedFolder, SyncReport, begin, gone_keys, origin_of,
-                                                 TXT)
+from chitragupta.engine.corpus.committer import (STOPS, Committer, ParsedFolder, SyncReport, begin, gone_keys,
+                                                 origin_of, stopped, TXT)
 from chitragupta.engine.corpus.jsonl import NOT_JSON, iter_records, open_input
 from chitragupta.engine.corpus.ledger import Ledger, authors_json, names_json, year_text
 from chitragupta.engine.corpus.names import Names
@@ -28,7 +30,7 @@ __all__ = ["import_jsonl", "text_hash"]
 
 Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
-_BATCH_ROWS = 5000
+_BATCH_ROWS = 500  # rows a batch commits (or BATCH_SECONDS): a run stopped by a full disk keeps all but the last
 _NO_META = (None,) * 6  # authors, year, venue, type, doi, author_names of a record without them
 
 
@@ -68,37 +70,47 @@ def import_jsonl(ws, path: Path, progress: Progress | None = None) -> SyncReport
             report.problems.append(f"{ws.ledger_path}: dropped {dropped} row(s) whose citekey was not text "
                                    "(NULL or a BLOB: a hand edit?)")
         existing = ledger.import_state()
-        untrusted = begin(ledger, folder, {t[2] for t in existing.values() if t[2]}, list_files=bool(existing))
-        names = Names(existing)
+        untrusted = begin(ledger, folder, {t[2] for t in existing.values() if t[2]}, report,
+                          list_files=bool(existing))
         batch = Committer(ledger, folder, rows_per_batch=_BATCH_ROWS, untrusted=untrusted)
-        seen: set[str] = set()
-        tick = None
-        if progress:
-            total = _count_lines(path)  # what the bar runs to (blank and bad lines included)
-            progress(0, total)
-            tick = lambda done, _total: progress(done, total)  # noqa: E731
-        _import_records(path, origin, existing, names, seen, folder, batch, report, tick, None, untrusted)
-        damage = ("it yields no records" if not report.entries else
-                  "it has lines that are not JSON (a truncated file?)" if any(NOT_JSON in p for p in report.problems)
-                  else None)
-        gone = gone_keys((k for k, t in existing.items() if t[0] == origin and k not in seen), damage, str(path),
-                         report)
-        redo = names.redo(gone, seen)
-        for k in gone:
-            batch.unlink(existing[k][2])
-        batch.flush(gone)  # the removals committed and their files gone before any name is reused
-        report.removed = len(gone)
-        if redo:
-            _import_records(path, origin, existing, names, seen, folder, batch, report, None, redo, untrusted)
-            if redo:
-                report.problems.append(f"{path}: changed while it was imported ({len(redo)} record(s) not found "
-                                       "again); run the import again")
-            batch.flush()
-        with ledger.transaction():
-            ledger.set_meta("last_source", origin)
-        if progress:
-            progress(report.entries, report.entries)
+        try:
+            _import(path, origin, existing, untrusted, folder, batch, ledger, report, progress)
+        except STOPS as err:
+            raise stopped("import", ws, ledger, folder, batch.committed, err) from None
     return report
+
+
+def _import(path: Path, origin: str, existing: dict[str, tuple], untrusted: set[str], folder: ParsedFolder,
+            batch: Committer, ledger: Ledger, report: SyncReport, progress: Progress | None) -> None:
+    """``import_jsonl`` once the run has begun: the records, the removals, the late renames."""
+    names = Names(existing)
+    seen: set[str] = set()
+    tick = None
+    if progress:
+        total = _count_lines(path)  # what the bar runs to (blank and bad lines included)
+        progress(0, total)
+        tick = lambda done, _total: progress(done, total)  # noqa: E731
+    _import_records(path, origin, existing, names, seen, folder, batch, report, tick, None, untrusted)
+    damage = ("it yields no records" if not report.entries else
+              "it has lines that are not JSON (a truncated file?)" if any(NOT_JSON in p for p in report.problems)
+              else None)
+    gone = gone_keys((k for k, t in existing.items() if t[0] == origin and k not in seen), damage, str(path),
+                     report)
+    redo = names.redo(gone, seen)
+    for k in gone:
+        batch.unlink(existing[k][2])
+    batch.flush(gone)  # the removals committed and their files gone before any name is reused
+    report.removed = len(gone)
+    if redo:
+        _import_records(path, origin, existing, names, seen, folder, batch, report, None, redo, untrusted)
+        if redo:
+            report.problems.append(f"{path}: changed while it was imported ({len(redo)} record(s) not found "
+                                   "again); run the import again")
+        batch.flush()
+    with ledger.transaction():
+        ledger.set_meta("last_source", origin)
+    if progress:
+        progress(report.entries, report.entries)
 
 
 def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: Names, seen: set[str],
