@@ -1,0 +1,537 @@
+"""A reference list's text, split into entries, and the fields each entry prints.
+
+    split_entries(ref_text)        the list's text (after its heading) -> one raw string per entry
+    parse_entry(raw, n)            one raw entry -> Entry (authors, year, title, venue, DOI, arXiv id, URL)
+    parse_reference_list(ref_text) both, and the notes a bad list earns (plain strings)
+
+**Splitting.** The text is read as lines (a form feed, a page break, ends one too). Lines that are only a
+page number, and a short line repeated next to two or more page breaks (a running title), are dropped.
+Then the first style that fits, in this order, cuts it:
+
+- numbered ``[12]`` / ``[Smi19]``: a line starting with a bracketed label opens an entry (at least two do);
+- numbered ``12.`` (or ``12)``): a line starting with the next number of a sequence 1, 2, 3 ... opens one
+  (at least two do, and the numbers run in order: a wrapped line starting "117." is not entry 117 after 3);
+- Markdown list items (docling's sidecars and Markdown): a line starting ``- ``, ``* `` or ``+ ``;
+- author-year (hanging or flush lines): a line opens an entry when the line before it ends one (a period,
+  a closing bracket, a year, a page range, a DOI or a URL) and it starts like an author list -- capitalised
+  name words, initials, commas and "and" up to a year, as in "Family, I. (2019)", "Given Family and Given
+  Family. 2019." -- or like "Family, I." / "Family I," / "Family, Given";
+- otherwise blank-line separated paragraphs, else one entry per line.
+
+An entry wrapped over lines or a page break is one entry; its lines are joined with single spaces, a word
+split by a line-end hyphen ("infor-\\nmation") joined again (the hyphen dropped when the tail starts
+lower-case and the joined word is not written elsewhere with its hyphen), a URL or DOI split at a line end
+joined without a space.
+
+**Fields.** Plain regular expressions, each linear in the entry's length (no nested quantifiers, so a
+200 KB run-on line cannot make one backtrack): DOI ``10.NNNN/...`` (lower-cased, URL prefix and trailing
+``.,;)`` dropped), arXiv id (``arXiv:2005.14165v2``, ``arxiv.org/abs/...``, ``abs/1409.0473``, old
+``hep-th/9901001``; the version dropped), the first other URL, the year (1800-2099, a letter suffix
+allowed, the first after the author block preferred), the authors' family names (LaTeX accents decoded),
+the title (the quoted one, else the sentence after the authors and year) and the venue (the part after the
+title up to its volume, pages or year: "Proceedings of ...", a journal's name).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
+
+MAX_ENTRY_CHARS = 4000  # fields are read from this much of an entry (its raw text is kept whole)
+MAX_LIST_CHARS = 2_000_000  # a reference list longer than this is read up to here, with a note
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a reference list: its raw text (always kept) and what could be read from it."""
+
+    n: int
+    text: str
+    authors: tuple[str, ...] = ()
+    year: int | None = None
+    title: str | None = None
+    venue: str | None = None
+    doi: str | None = None
+    arxiv: str | None = None
+    url: str | None = None
+
+    def to_json(self) -> dict:
+        return {"n": self.n, "text": self.text, "authors": list(self.authors), "year": self.year,
+                "title": self.title, "venue": self.venue, "doi": self.doi, "arxiv": self.arxiv, "url": self.url}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Entry":
+        """The inverse of ``to_json``; ValueError for a dict that is not one (a hand-edited file)."""
+        if not isinstance(d, dict) or not isinstance(d.get("n"), int) or not isinstance(d.get("text"), str):
+            raise ValueError("an entry needs an integer 'n' and a string 'text'")
+        authors = d.get("authors") or []
+        if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
+            raise ValueError("an entry's 'authors' is a list of strings")
+        year = d.get("year")
+        if year is not None and (isinstance(year, bool) or not isinstance(year, int)):
+            raise ValueError("an entry's 'year' is an integer or null")
+        strs = {}
+        for k in ("title", "venue", "doi", "arxiv", "url"):
+            v = d.get(k)
+            if v is not None and not isinstance(v, str):
+                raise ValueError(f"an entry's {k!r} is a string or null")
+            strs[k] = v
+        return cls(n=d["n"], text=d["text"], authors=tuple(authors), year=year, **strs)
+
+
+# -- splitting ------------------------------------------------------------------------------------
+
+_PAGE_NUMBER = re.compile(r"^\s*(?:[-\u2013\u2014]\s*)?(?:page\s+)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?"
+                          r"(?:\s*[-\u2013\u2014])?\s*$", re.IGNORECASE)
+_BRACKET = re.compile(r"^\s*\[(?P<label>[^\]\s]{1,24})\]\s*")
+_DOTTED = re.compile(r"^\s*(?P<num>\d{1,4})[.)]\s+(?=\S)")
+_MARKDOWN = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
+_YEAR = re.compile(r"(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
+# a name-ish token: a capitalised word (any script's capital), an initial, a particle, a joiner
+_NAME_TOKEN = re.compile(
+    r"(?:[^\W\d_][\w'\u2019.-]*|&|,|;|\(|\)|\{|\}|\\.|[`'\"~^])",
+)
+_PARTICLES = frozenset("van von der den de del della di da das dos du le la el al bin ibn ter ten zu y e st st.".split())
+_JOINERS = frozenset({"and", "&", "et", "al", "al.", "others", "und", "y"})
+_ENDS_ENTRY = re.compile(r"(?:[.)\]]|\d|\d[a-z]|https?://\S+|10\.\d{4,9}/\S+)\s*$")
+# "Family, I." / "Family I," / "Family, Given" / "Family, I" at a line start
+_FAMILY_FIRST = re.compile(
+    r"^\s*(?:(?:van|von|de|del|der|den|di|da|du|le|la|dos)\s+){0,2}"
+    r"[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*"
+    r"(?:,\s*(?:[^\W\d_]\.|[^\W\d_][^\W\d_]+(?:\s|,|$))|\s+[A-Z]{1,3}[.,])"
+)
+
+
+def _lines(text: str) -> list[tuple[str, bool]]:
+    """(line, first on its page) of ``text``; a form feed ends a line."""
+    out = []
+    for p, page in enumerate(text.split("\f")):
+        for i, line in enumerate(page.split("\n")):
+            out.append((line.rstrip(), p > 0 and i == 0))
+    return out
+
+
+def _drop_furniture(lines: list[tuple[str, bool]], text: str) -> list[str]:
+    """The lines without page numbers and running titles (a short line seen next to two page breaks)."""
+    if "\f" not in text:
+        return [ln for ln, _f in lines if not _PAGE_NUMBER.match(ln) or not ln.strip()]
+    # the non-blank lines around each page break: the last two of a page and the first two of the next
+    near: dict[str, int] = {}
+    pages: list[list[str]] = [[]]
+    for ln, first in lines:
+        if first:
+            pages.append([])
+        pages[-1].append(ln)
+    for pg in pages:
+        body = [ln.strip() for ln in pg if ln.strip()]
+        for ln in set(body[:2] + body[-2:]):
+            if len(ln) <= 100:
+                near[ln] = near.get(ln, 0) + 1
+    running = {ln for ln, c in near.items() if c >= 2}
+    out = []
+    for pg in pages:
+        body = [ln for ln in pg if ln.strip()]
+        edge = {ln.strip() for ln in body[:2] + body[-2:]}
+        for ln in pg:
+            s = ln.strip()
+            if s and (_PAGE_NUMBER.match(s) or (s in running and s in edge)):
+                continue
+            out.append(ln)
+    return out
+
+
+def _name_prefix(s: str) -> bool:
+    """``s`` (the text before a year) reads as an author list: name tokens only, at least one capitalised."""
+    s = s.strip().rstrip("(").strip()
+    if not s or len(s) > 600:
+        return False
+    words = s.replace(",", " , ").replace(";", " ; ").replace("&", " & ").split()
+    capital = False
+    for w in words:
+        bare = w.strip(".,;()")
+        if not bare or w in (",", ";", "&"):
+            continue
+        low = bare.lower()
+        if low in _JOINERS or low in _PARTICLES:
+            continue
+        if bare[0].isdigit():
+            return False
+        first = bare.lstrip("{\\\"'`^~")[:1]
+        if not first:
+            continue
+        if first.isupper() or not first.isalpha() or first.isalpha() and not first.islower():
+            capital = capital or first.isupper() or (first.isalpha() and not first.islower())
+            continue
+        return False
+    return capital
+
+
+def _starts_author_block(joined: str) -> bool:
+    """Whether ``joined`` (a line and what follows) opens with an author list: up to its first year only
+    name tokens, or "Family, I." / "Family I," / "Family, Given" at its start."""
+    head = joined[:400]
+    m = _YEAR.search(head)
+    if m is not None and m.start() > 0 and _name_prefix(head[:m.start()]):
+        return True
+    return bool(_FAMILY_FIRST.match(head)) and not head.lstrip()[:3].lower().startswith("in ")
+
+
+def _bracket_starts(lines: list[str]) -> list[int]:
+    return [i for i, ln in enumerate(lines) if _BRACKET.match(ln)]
+
+
+def _dotted_starts(lines: list[str]) -> list[int]:
+    """Lines opening entries numbered 1., 2., 3. ...: the number must be the next one expected."""
+    starts, expect = [], None
+    for i, ln in enumerate(lines):
+        m = _DOTTED.match(ln)
+        if m is None:
+            continue
+        num = int(m.group("num"))
+        if expect is None or num == expect:
+            starts.append(i)
+            expect = num + 1
+    return starts
+
+
+def _author_year_starts(lines: list[str]) -> list[int]:
+    starts = []
+    prev_end = True  # the first line opens an entry
+    for i, ln in enumerate(lines):
+        s = ln.strip()
+        if not s:
+            continue
+        if prev_end:
+            joined = " ".join(x.strip() for x in lines[i:i + 6])
+            if not starts or _starts_author_block(joined):
+                starts.append(i)
+        prev_end = bool(_ENDS_ENTRY.search(s[-80:]))
+    return starts
+
+
+def _paragraph_starts(lines: list[str]) -> list[int]:
+    starts, blank = [], True
+    for i, ln in enumerate(lines):
+        if ln.strip():
+            if blank:
+                starts.append(i)
+            blank = False
+        else:
+            blank = True
+    return starts
+
+
+def _cut(lines: list[str], starts: list[int]) -> list[list[str]]:
+    out = []
+    if starts and starts[0] > 0 and any(ln.strip() for ln in lines[:starts[0]]):
+        starts = [0, *starts]
+    for a, b in zip(starts, [*starts[1:], len(lines)]):
+        chunk = [ln for ln in lines[a:b] if ln.strip()]
+        if chunk:
+            out.append(chunk)
+    return out
+
+
+_URLISH_END = re.compile(r"(?:https?://|www\.|10\.\d{4,9}/)\S*[-/._~=?&#]$")
+_HYPHEN_HEAD = re.compile(r"([^\W\d_]{1,40})-$")
+_TAIL_WORD = re.compile(r"^([^\W\d_]{1,40})")
+
+
+def _join(chunk: list[str], hyphenated: set[str]) -> str:
+    """An entry's lines as one string: single spaces, line-end hyphens and split URLs joined."""
+    out = ""
+    for ln in chunk:
+        s = " ".join(ln.split())
+        if not s:
+            continue
+        if not out:
+            out = s
+            continue
+        last = out.rsplit(" ", 1)[-1]
+        if _URLISH_END.search(last):
+            out += s
+            continue
+        h = _HYPHEN_HEAD.search(last)
+        t = _TAIL_WORD.match(s)
+        if h and t and t.group(1)[0].islower():
+            word = (h.group(1) + "-" + t.group(1)).lower()
+            out = out + s if word in hyphenated else out[:-1] + s
+            continue
+        if out.endswith("-") and last != "-" and not out.endswith(" -"):
+            out += s  # a hyphen before a capital or a digit: a compound ("Sci-BERT", "COVID-19")
+            continue
+        out += " " + s
+    return out
+
+
+_MD_KEY = re.compile(r"^[^\s]{1,80}$")
+
+
+def _strip_marker(chunk: list[str], style: str) -> list[str]:
+    """The chunk without its list marker ([12], 12., "- "); a Markdown item's first line that is a lone
+    LaTeX cite key ("- layernorm2016" over the entry's lines) is dropped too."""
+    first = chunk[0]
+    if style == "markdown":
+        first = _MARKDOWN.sub("", first, count=1)
+        rest = chunk[1:]
+        if rest and _MD_KEY.match(first.strip()) and not first.strip().endswith("."):
+            return rest
+        return [first, *rest]
+    return chunk
+
+
+def split_entries(ref_text: str) -> list[str]:
+    """The list's text (after the heading) -> the raw entries, in order (see the module docstring)."""
+    return [e for e, _style in _split(ref_text)[0]]
+
+
+def _split(ref_text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    notes: list[str] = []
+    if len(ref_text) > MAX_LIST_CHARS:
+        notes.append(f"the reference list is {len(ref_text)} characters; read up to {MAX_LIST_CHARS}")
+        ref_text = ref_text[:MAX_LIST_CHARS]
+    text = ref_text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = _drop_furniture(_lines(text), text)
+    if not any(ln.strip() for ln in lines):
+        return [], notes
+    style, starts = "", []
+    brackets = _bracket_starts(lines)
+    dotted = _dotted_starts(lines)
+    markdown = [i for i, ln in enumerate(lines) if _MARKDOWN.match(ln)]
+    if len(brackets) >= 2 and len(brackets) >= len(dotted):
+        style, starts = "bracket", brackets
+    elif len(dotted) >= 2:
+        style, starts = "dotted", dotted
+    elif len(markdown) >= 2:
+        style, starts = "markdown", markdown
+    else:
+        ay = _author_year_starts(lines)
+        para = _paragraph_starts(lines)
+        if len(ay) >= 2 or len(para) < 2:
+            style, starts = "author-year", ay
+        else:
+            style, starts = "paragraph", para
+    chunks = _cut(lines, starts)
+    words = {w.lower() for w in re.findall(r"[^\W\d_]+(?:-[^\W\d_]+)+", text)}
+    out = []
+    for chunk in chunks:
+        chunk = _strip_marker(chunk, style)
+        joined = _join(chunk, words)
+        if style == "markdown" and not re.search(r"[^\W\d_]", joined):
+            continue  # "- 10": the widest label of a LaTeX thebibliography, not an entry
+        if joined:
+            out.append((joined, style))
+    if len(out) == 1 and len(out[0][0]) > 2000:
+        notes.append(f"the reference list reads as one entry of {len(out[0][0])} characters (a list run "
+                     "together on one line?); kept whole")
+    return out, notes
+
+
+# -- fields ---------------------------------------------------------------------------------------
+
+_DOI = re.compile(r"10\.\d{4,9}/[^\s\"<>]+")
+_ARXIV_NEW = re.compile(r"(?:arxiv\s*[:.]?\s*(?:preprint\s+)?(?:arxiv\s*:\s*)?|arxiv\.org/(?:abs|pdf)/|\babs/)"
+                        r"(\d{4}\.\d{4,5})(?:v\d+)?", re.IGNORECASE)
+_ARXIV_OLD = re.compile(r"(?:arxiv\s*:\s*|arxiv\.org/(?:abs|pdf)/)([a-z-]+(?:\.[a-z]{2})?/\d{7})(?:v\d+)?",
+                        re.IGNORECASE)
+_URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
+_TRAIL = ".,;:)]}>'\""
+_LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022](?=\s))\s*")
+_QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
+_SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bal)(?<!\bet)(?<!\bvs)(?<!\bNo)(?<!\bVol)"
+                           r"(?<!\bpp)(?<!\bEd)(?<!\bEds)(?<!\bInc)(?<!\bJr)(?<!\bSt)[.?!](?:\s|$)")
+_VENUE_STOP = re.compile(r",\s*(?:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
+                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\.\s|,\s*(?:1[89]|20)\d\d\b"
+                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d", re.IGNORECASE)
+
+_LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
+                  ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
+                  "r": "\u030a"}
+_LATEX_LETTERS = {"ss": "\u00df", "o": "\u00f8", "O": "\u00d8", "aa": "\u00e5", "AA": "\u00c5", "l": "\u0142",
+                  "L": "\u0141", "ae": "\u00e6", "AE": "\u00c6", "oe": "\u0153", "OE": "\u0152", "i": "\u0131",
+                  "j": "\u0237"}
+_LATEX_ACCENT = re.compile(r"\{?\\([\"'`^~=.]|[cvuHkr](?=[\s{]))\s*\{?\\?([A-Za-z])\}?\}?")
+_LATEX_LETTER = re.compile(r"\{?\\(ss|aa|AA|ae|AE|oe|OE|o|O|l|L|i|j)(?![A-Za-z])\s*\}?")
+
+
+def decode_latex(s: str) -> str:
+    """LaTeX accents and letters in a name (``{\\"o}``, ``\\'e``, ``\\ss``) as the characters, braces gone."""
+    if "\\" not in s and "{" not in s:
+        return s
+    s = _LATEX_ACCENT.sub(lambda m: unicodedata.normalize("NFC", m.group(2) + _LATEX_ACCENTS[m.group(1)]), s)
+    s = _LATEX_LETTER.sub(lambda m: _LATEX_LETTERS[m.group(1)], s)
+    return s.replace("{", "").replace("}", "")
+
+
+def _strip_trail(s: str) -> str:
+    while s and s[-1] in _TRAIL:
+        if s[-1] == ")" and s.count("(") >= s.count(")"):
+            break
+        s = s[:-1]
+    return s
+
+
+def _doi(s: str) -> tuple[str | None, tuple[int, int] | None]:
+    m = _DOI.search(s)
+    if m is None:
+        return None, None
+    return _strip_trail(m.group(0)).lower() or None, m.span()
+
+
+def _arxiv(s: str) -> tuple[str | None, tuple[int, int] | None]:
+    m = _ARXIV_NEW.search(s) or _ARXIV_OLD.search(s)
+    if m is None:
+        return None, None
+    return m.group(1).lower() if "/" in m.group(1) else m.group(1), m.span()
+
+
+def _family(part: str) -> str | None:
+    """The family name in one author's name as printed: "Family, Given", "Given Family", "Family IJ",
+    "I. J. Family", "Given van der Family"."""
+    part = part.strip(" .,;")
+    if not part:
+        return None
+    if "," in part:
+        fam = part.split(",", 1)[0].strip()
+        return fam or None
+    words = part.split()
+    if not words:
+        return None
+    if len(words) >= 2 and re.fullmatch(r"[A-Z]{1,3}", words[-1]) and not re.fullmatch(r"[A-Z]{1,3}", words[0]):
+        return words[0]  # Vancouver: "Smith JA"
+    # the last word, with the lower-case particles before it ("van der Zuylen")
+    i = len(words) - 1
+    while i > 0 and words[i - 1].lower() in _PARTICLES and words[i - 1][:1].islower():
+        i -= 1
+    fam = " ".join(words[i:]).strip(" .")
+    if len(fam.rstrip(".")) <= 1 and len(words) > 1:
+        return None  # only initials
+    return fam or None
+
+
+_INITIALS = re.compile(r"^(?:[^\W\d_]\.?[- ]?){1,4}$")
+_SPLIT_AUTHORS = re.compile(r"\s*(?:;|,?\s+and\s+|,?\s*&\s*|,?\s+und\s+|,)\s*")
+
+
+def _authors(block: str) -> tuple[str, ...]:
+    block = decode_latex(block)
+    block = re.sub(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", " ", block, flags=re.IGNORECASE)
+    parts = [p.strip(" .") for p in _SPLIT_AUTHORS.split(block)]
+    parts = [p for p in parts if p]
+    if not parts:
+        return ()
+    names: list[str] = []
+    # "Family, I. J., Family, I." -> after splitting on commas, initials parts belong to the part before
+    initials = [bool(_INITIALS.match(p.replace(" ", "").replace(".", ". ").strip())) and len(p) <= 12
+                and not (len(p.split()) == 1 and len(p.strip(".")) > 3) for p in parts]
+    if len(parts) >= 2 and any(initials):
+        i = 0
+        while i < len(parts):
+            if i + 1 < len(parts) and initials[i + 1] and not initials[i]:
+                names.append(parts[i])
+                i += 2
+                continue
+            if not initials[i]:
+                fam = _family(parts[i])
+                if fam:
+                    names.append(fam)
+            i += 1
+        return tuple(n for n in (x.strip(" .") for x in names) if n)
+    for p in parts:
+        fam = _family(p)
+        if fam:
+            names.append(fam)
+    return tuple(names)
+
+
+def parse_entry(raw: str, n: int) -> Entry:
+    """One raw entry -> an Entry: its whitespace collapsed (kept whole) and the fields it prints."""
+    text = " ".join(raw.split())
+    s = _LEAD_MARK.sub("", text, count=1)[:MAX_ENTRY_CHARS]
+    doi, doi_span = _doi(s)
+    arxiv, arxiv_span = _arxiv(s)
+    url = None
+    for m in _URL.finditer(s):
+        u = _strip_trail(m.group(0))
+        if "doi.org/" in u.lower() and doi:
+            continue
+        url = u
+        break
+    # years outside a DOI, an arXiv id or a URL
+    spans = [sp for sp in (doi_span, arxiv_span) if sp] + [m.span() for m in _URL.finditer(s)]
+    years = [m for m in _YEAR.finditer(s) if not any(a <= m.start() < b for a, b in spans)
+             and 1800 <= int(m.group(0)[:4]) <= 2099]
+    authors: tuple[str, ...] = ()
+    year = None
+    title = venue = None
+    rest = s
+    # the author block: up to the first year when only names come before it; else up to a quoted title;
+    # else up to the first sentence end
+    block = None
+    if years and _name_prefix(s[:years[0].start()]) and years[0].start() > 0:
+        block = s[:years[0].start()]
+        year = int(years[0].group(0)[:4])
+        rest = s[years[0].end():]
+        rest = re.sub(r"^[\s).,:;\]]+", "", rest)
+    else:
+        q = _QUOTED.search(s)
+        if q is not None and q.start() < 600:
+            block = s[:q.start()]
+            title = q.group("t").strip(" ,.")
+            rest = s[q.end():]
+        else:
+            m = _SENTENCE_END.search(s)
+            if m is not None and m.start() < 800:
+                block = s[:m.start()]
+                rest = s[m.end():]
+    if block is not None:
+        authors = _authors(block.strip(" ,.;:("))
+        if len(authors) > 200:
+            authors = authors[:200]
+    if year is None and years:
+        year = int(years[0].group(0)[:4])
+    if title is None:
+        q = _QUOTED.search(rest)
+        if q is not None and q.start() < 5:
+            title, rest = q.group("t").strip(" ,."), rest[q.end():]
+        else:
+            m = _SENTENCE_END.search(rest)
+            end = m.start() if m is not None else len(rest)
+            t = rest[:end].strip(" ,.;:")
+            if t:
+                title = t[:500]
+            rest = rest[m.end():] if m is not None else ""
+    venue = _venue(rest)
+    return Entry(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
+                 arxiv=arxiv, url=url)
+
+
+def _venue(rest: str) -> str | None:
+    v = rest.strip(" ,.;:")
+    v = re.sub(r"^(?:In\s*:?\s+|In:)", "", v)
+    if not v:
+        return None
+    m = _VENUE_STOP.search(v)
+    if m is not None:
+        v = v[:m.start()]
+    v = v.strip(" ,.;:(")
+    if not v or not re.search(r"[^\W\d_]{2}", v) or _DOI.match(v) or _URL.match(v):
+        return None
+    return v[:300]
+
+
+def parse_reference_list(ref_text: str) -> tuple[list[Entry], list[str]]:
+    """The list's text (after its heading) -> its entries in order and notes on what could not be read."""
+    raw, notes = _split(ref_text)
+    entries = [parse_entry(r, i) for i, (r, _style) in enumerate(raw, start=1)]
+    long = [e.n for e in entries if len(e.text) > MAX_ENTRY_CHARS]
+    if long:
+        notes.append(f"{len(long)} entr{'y' if len(long) == 1 else 'ies'} longer than {MAX_ENTRY_CHARS} characters "
+                     f"(first: entry {long[0]}): fields read from the start, the text kept whole")
+    if entries and not any(e.year or e.doi or e.arxiv for e in entries):
+        notes.append(f"none of the {len(entries)} entries prints a year, a DOI or an arXiv id: "
+                     "is this a reference list?")
+    return entries, notes

@@ -1,0 +1,271 @@
+"""Parsed reference entries, one derived file per source: ``content/refs/<name>.json``.
+
+    {"rules": RULES, "citekey": "...", "stamp": "...", "fingerprint": "...", "located": true,
+     "entries": [Entry.to_json(), ...], "notes": ["...", ...]}
+
+``<name>`` is the stem of the source's parsed file (``sync`` assigns it from the citekey, unique even on a
+case-insensitive file system; ``safe_name(citekey)`` for a row without one), so a citekey never becomes a
+path outside ``content/``. The text parsed is the reference span the index cuts out, found by the same
+functions on the same files (``chitragupta.engine.text.refcut`` through the rules of
+``chitragupta.engine.index.source``): with a docling sidecar its items from the reference heading up to an
+appendix heading, without one the plain-text span; the heading itself left out.
+
+``fingerprint`` is a hash of that text and ``RULES``: a file is rewritten only when it changes.
+``stamp`` (the parsed file's and its sidecar's size and mtime, and RULES) lets an unchanged source skip
+even the reading. A source whose text holds no reference list gets a file with ``"located": false``
+(``references_of`` answers None for it); a file that is corrupt, foreign or of other rules is rebuilt
+with a note; files of sources no longer in the ledger are removed. Written with the one atomic writer
+(``chitragupta.engine.files``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+from chitragupta.engine.citations.entries import Entry, parse_reference_list
+
+__all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
+           "refs_folder"]
+
+RULES = 1
+REFS_DIR = "refs"
+
+_NUMBERED = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)]\s|[-*+\u2022]\s)")
+
+Progress = Callable[[int, "int | None"], None]
+
+
+def refs_folder(ws) -> Path:
+    return ws.inside_content(ws.content / REFS_DIR)
+
+
+def _name(citekey: str, parsed_path: str | None) -> str:
+    from chitragupta.engine.workspace import safe_name
+
+    if parsed_path:
+        stem = parsed_path.rsplit("/", 1)[-1]
+        if stem.endswith(".txt") and len(stem) > 4:
+            stem = stem[:-4]
+            if safe_name(stem) == stem:
+                return stem
+    return safe_name(citekey)
+
+
+def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
+    """The text of a source's reference list, its heading left out; None when it has none (or no text).
+
+    The same files and rules the index reads (``chitragupta.engine.index.source.row_body``): a ledger path
+    outside ``content/`` or not a regular file reads as nothing; a valid sidecar's reference span
+    (``refcut.reference_span``: its items from the reference heading to the next appendix heading, page
+    headers and footers left out) joined one item a line; else the plain-text span of the ``.txt``
+    (``refcut.plain_reference_span``)."""
+    from chitragupta.engine.index.source import _inside_content, is_regular, read_text, sidecar_path
+
+    if not parsed_path or not _inside_content(parsed_path):
+        return None
+    path = Path(root) / parsed_path
+    if not is_regular(path):
+        return None
+    side = sidecar_path(path)
+    if is_regular(side):
+        from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
+        from chitragupta.engine.text.refcut import reference_span
+
+        try:
+            items = read_sidecar(side)
+        except SidecarError:
+            items = None  # the index reads the .txt uncut then; the plain rule finds its list
+        if items is not None:
+            span = reference_span(items)
+            if span is None:
+                return None
+            kept = [it for it in items[span[0] + 1:span[1]] if it["label"] not in EXCLUDED_LABELS]
+            # each item on its own lines; docling's list items (one an entry) as Markdown items, unless
+            # their text is numbered already ("[12] ...", "12. ...")
+            return "\n".join("- " + it["text"] if it["label"] == "list_item" and not _NUMBERED.match(it["text"])
+                             else it["text"] for it in kept)
+    from chitragupta.engine.text.refcut import plain_reference_span
+
+    text = read_text(path)
+    span = plain_reference_span(text)
+    if span is None:
+        return None
+    body = text[span[0]:span[1]]
+    nl = body.find("\n")
+    return "" if nl < 0 else body[nl + 1:]
+
+
+def _stamp(root: Path, parsed_path: str | None) -> str:
+    """What changes when a source's parsed text may have: its files' size and mtime, and RULES."""
+    from chitragupta.engine.index.source import sidecar_path
+
+    parts = [str(RULES), parsed_path or ""]
+    if parsed_path:
+        p = root / parsed_path
+        for f in (p, sidecar_path(p)):
+            try:
+                st = os.stat(f)
+                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                parts.append("-")
+    return "|".join(parts)
+
+
+def _fingerprint(text: str | None) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"rules={RULES}\n".encode())
+    h.update(b"none" if text is None else text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _read(path: Path) -> dict | None:
+    """The artifact at ``path`` as a dict of the documented shape, or None (missing, corrupt, foreign)."""
+    from chitragupta.engine.files import FileRefused, read_limited
+
+    try:
+        data = json.loads(read_limited(path, 1 << 30))
+    except FileNotFoundError:
+        return None
+    except (OSError, FileRefused, ValueError, UnicodeDecodeError, RecursionError):
+        raise ValueError("not a readable JSON file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or "fingerprint" not in data:
+        raise ValueError("not a reference-entries file")
+    return data
+
+
+def _entries(data: dict) -> list[Entry]:
+    return [Entry.from_json(d) for d in data["entries"]]
+
+
+def _rows(ws) -> list:
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        return ledger.index_view()
+
+
+def references_of(workspace, citekey: str) -> list[Entry] | None:
+    """The parsed entries of ``citekey``'s reference list, in order; None when no list was located for it
+    (no parsed text, no reference heading, an unknown citekey). Read from its artifact when that is
+    current, else parsed from the text now (nothing written: a reader holds no lock)."""
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    with Ledger(workspace.ledger_path, create=False) as ledger:
+        row = ledger.get(citekey)
+    if row is None:
+        return None
+    parsed_path = row.parsed_path if row.status == "parsed" else None
+    path = refs_folder(workspace) / f"{_name(citekey, parsed_path)}.json"
+    try:
+        data = _read(path)
+    except ValueError:
+        data = None
+    if (data is not None and data.get("citekey") == citekey and data.get("rules") == RULES
+            and data.get("stamp") == _stamp(workspace.root, parsed_path)):
+        if not data.get("located", True):
+            return None
+        try:
+            return _entries(data)
+        except ValueError:
+            pass
+    text = reference_text(workspace.root, parsed_path)
+    if text is None:
+        return None
+    return parse_reference_list(text)[0]
+
+
+def all_references(workspace) -> dict[str, list[Entry]]:
+    """citekey -> entries of every ledger source whose artifact holds a located list (as ``index`` last
+    built them; a missing or unreadable artifact is left out)."""
+    folder = refs_folder(workspace)
+    out: dict[str, list[Entry]] = {}
+    for key, _title, status, parsed_path in _rows(workspace):
+        if status != "parsed":
+            continue
+        try:
+            data = _read(folder / f"{_name(key, parsed_path)}.json")
+        except ValueError:
+            continue
+        if data is None or data.get("citekey") != key or not data.get("located", True):
+            continue
+        try:
+            out[key] = _entries(data)
+        except ValueError:
+            continue
+    return out
+
+
+def build_references(workspace, progress: Progress | None = None) -> dict:
+    """Parse every source's reference list and store it (see the module docstring); takes the workspace
+    lock. Returns ``{"built": n, "kept": n, "none": n, "entries": n, "removed": n, "notes": [...]}``:
+    files written, files current, sources with no list located, entries stored, stale files removed."""
+    from chitragupta.engine.files import fsync_dir, replace_in_folder
+
+    notes: list[str] = []
+    built = kept = none = total = removed = 0
+    with workspace.lock("index (references)"):
+        rows = _rows(workspace)
+        folder = refs_folder(workspace)
+        folder.mkdir(parents=True, exist_ok=True)
+        wanted: set[str] = set()
+        n = len(rows)
+        for i, (key, _title, status, parsed_path) in enumerate(rows):
+            if progress is not None and (i % 200 == 0):
+                progress(i, n)
+            if status != "parsed" or not parsed_path:
+                continue
+            name = _name(key, parsed_path)
+            wanted.add(f"{name}.json")
+            path = folder / f"{name}.json"
+            stamp = _stamp(workspace.root, parsed_path)
+            try:
+                old = _read(path)
+            except ValueError as err:
+                notes.append(f"{key}: {REFS_DIR}/{path.name} {err}; rebuilt")
+                old = None
+            if old is not None and (old.get("citekey") != key or old.get("rules") != RULES):
+                old = None
+            if old is not None and old.get("stamp") == stamp:
+                kept += 1
+                if old.get("located", True):
+                    total += len(old["entries"])
+                else:
+                    none += 1
+                continue
+            text = reference_text(workspace.root, parsed_path)
+            fp = _fingerprint(text)
+            if old is not None and old.get("fingerprint") == fp:
+                entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
+                kept += 1
+            else:
+                if text is None:
+                    entries_json, list_notes, located = [], [], False
+                else:
+                    entries, list_notes = parse_reference_list(text)
+                    entries_json, located = [e.to_json() for e in entries], True
+                    notes.extend(f"{key}: {note}" for note in list_notes)
+                built += 1
+            if located:
+                total += len(entries_json)
+            else:
+                none += 1
+            data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
+                    "entries": entries_json, "notes": list_notes}
+            replace_in_folder(str(folder), f"{name}.json",
+                              json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), "refs")
+        for entry in os.scandir(folder):
+            if entry.name.endswith(".json") and entry.name not in wanted:
+                try:
+                    os.unlink(entry.path)
+                    removed += 1
+                except OSError:
+                    pass
+        fsync_dir(folder)
+        if progress is not None:
+            progress(n, n)
+    return {"built": built, "kept": kept, "none": none, "entries": total, "removed": removed, "notes": notes}
