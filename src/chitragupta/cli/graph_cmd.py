@@ -32,8 +32,13 @@ def run(args) -> int:
         text = g.to_graphml(args.min_count)
     else:
         text = g.to_dot(args.min_count)
+    if args.out == "-":
+        from chitragupta.cli.refs_cmd import check_stdout
+
+        check_stdout()
+        sys.stdout.write(text)
+        return 0
     with open_output(args.out, "--out") as out:
         out.write(text.encode("utf-8"))
-    if args.out != "-":
-        print(f"graph: written to {describe(args.out)} ({args.format})", file=sys.stderr)
+    print(f"graph: written to {describe(args.out)} ({args.format})", file=sys.stderr)
     return 0

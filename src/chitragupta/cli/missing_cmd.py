@@ -48,10 +48,16 @@ def run(args) -> int:
     if args.bib:
         g = citations.citation_graph(ws)
         text = g.missing_bibtex(g.missing(args.min_count, args.k, f))
+        if args.bib == "-":  # the BibTeX is the answer; the works' notes still go to stderr
+            from chitragupta.cli._common import print_notes
+            from chitragupta.cli.refs_cmd import check_stdout
+
+            check_stdout()
+            print_notes(got["notes"])
+            sys.stdout.write(text)
+            return 0
         with open_output(args.bib, "--bib") as out:
             out.write(text.encode("utf-8"))
-        if args.bib == "-":
-            return 0
         print(f"missing: {len(got['missing'])} BibTeX entries written to {describe(args.bib)}", file=sys.stderr)
     print_rows(got["missing"], got["notes"], args.json, _table)
     return 0

@@ -16,11 +16,12 @@ The rules (issue 31, item 2):
 - **Else the title**, normalised (``norm_title``: case and accents folded, a hyphen inside a word dropped,
   other punctuation a space, a few function words left out), with the year within one. Two titles are
   close when rapidfuzz's ``fuzz.ratio`` of the normalised forms is at least ``TITLE_MIN`` (``TITLE_MIN_NO_YEAR``
-  when either year is unknown), or when the library title (at least ``CONTAINED_MIN_WORDS`` words) is
-  found whole in the entry's normalised text (the title the entry parser took may have swallowed a venue).
+  when either year is unknown). The title the entry parser took may be wrong (an author list it could not
+  read, a venue swallowed): so a library title of two words or more is also compared with each sentence of
+  the entry's text (cut at ". ", "? ", "! " and quotes), by the same bar.
 - **Never a guess.** When two library sources are about equally close (scores within ``AMBIGUOUS_GAP``),
   the entry stays unresolved, and it is not a missing work either.
-- **A source never cites itself**: an entry that names its own source is dropped.
+- **A source never cites itself**: an entry that names its own source (as closely as any other) is dropped.
 - **Missing works**: the entries left (not resolved, not ambiguous, not self) are clustered by the same
   rules (an equal DOI or arXiv id; else close titles with the year within one) into one work each.
 
@@ -46,15 +47,13 @@ __all__ = ["norm_title", "arxiv_of", "Library", "LibrarySource", "Resolution", "
 TITLE_MIN = 90.0  # fuzz.ratio of the normalised titles, years known and within one
 TITLE_MIN_NO_YEAR = 95.0  # ... when either year is unknown
 AMBIGUOUS_GAP = 3.0  # a second source this close to the best: ambiguous, left unresolved
-CONTAINED_MIN_WORDS = 4  # a library title found whole in an entry's text counts when it has this many words
-CONTAINED_MIN_CHARS = 24
 BLOCK_SHARE = 0.6  # blocking: a candidate shares at least this share of the title's (blocking) words
 _STOP = frozenset("a an the of and or for in on to with via by from at as is are its into using".split())
 _HYPHEN = re.compile(r"(?<=\w)[-\u2010\u2011]\s*(?=\w)")
 _NONWORD = re.compile(r"[\W_]+")
 _ARXIV_NEW = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
-_ARXIV_CONTEXT = re.compile(r"arxiv(?:\s*preprint)?\s*(?:abs/|:|\.|\s)\s*((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))",
-                            re.IGNORECASE)
+_ARXIV_CONTEXT = re.compile(r"arxiv(?:\s*preprint)?(?:\.org/(?:abs|pdf)/|\s*(?:abs/|:|\.|\s))\s*"
+                            r"((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))", re.IGNORECASE)
 _ARXIV_DOI = re.compile(r"^10\.48550/arxiv\.(.+)$")
 
 
@@ -88,6 +87,9 @@ def arxiv_of(*texts: str | None, doi: str | None = None) -> str | None:
             m = _ARXIV_CONTEXT.search(t)
             if m:
                 return _norm_arxiv(m.group(1))
+            for m in _ARXIV_NEW.finditer(t):  # "CoRR abs/1706.03762" with arXiv named elsewhere
+                if 1 <= int(m.group(1)[2:4]) <= 12:
+                    return m.group(1)
     return None
 
 
@@ -172,6 +174,17 @@ def _entry_ids(e) -> tuple[str | None, str | None]:
     doi = norm_doi(e.doi) if getattr(e, "doi", None) else None
     arxiv = _norm_arxiv(getattr(e, "arxiv", None)) or arxiv_of(getattr(e, "url", None), doi=doi)
     return _plain_doi(doi), arxiv
+
+
+_SENTENCE = re.compile(r"(?<=[.?!])\s+|[\"\u201c\u201d]")
+
+
+def _segments(text: str | None) -> list[str]:
+    """An entry's text cut at sentence ends and quotes, each piece normalised: where its title is when the
+    parser took another piece for it."""
+    if not text:
+        return []
+    return [g for g in (norm_title(p) for p in _SENTENCE.split(text)) if " " in g]
 
 
 def _years_ok(a: int | None, b: int | None) -> bool:
@@ -269,6 +282,7 @@ def resolve(library: Library, references: dict[str, list]) -> Resolution:
                     cand[j].append(c)
 
     unresolved: list[int] = []
+    segs: list[list[str] | None] = [None] * n
     for j, (k, i, e) in enumerate(flat):
         key = (k, i)
         me = citing_pos[j]
@@ -294,11 +308,12 @@ def resolve(library: Library, references: dict[str, list]) -> Resolution:
             src = library.sources[c]
             if (doi and src.doi and doi != src.doi) or (arx and src.arxiv and arx != src.arxiv):
                 continue  # the identifiers say these are different works
-            s = _title_score(ratio, titles[j], library.norm[c], years[j], src.year)
             lt = library.norm[c]
-            if (s < 100.0 and lt.count(" ") + 1 >= CONTAINED_MIN_WORDS and len(lt) >= CONTAINED_MIN_CHARS
-                    and _years_ok(years[j], src.year) and f" {lt} " in f" {texts[j]} "):
-                s = 100.0
+            s = _title_score(ratio, titles[j], lt, years[j], src.year)
+            if s < 100.0 and " " in lt:  # the title the entry parser took may be wrong: its text's sentences
+                if segs[j] is None:
+                    segs[j] = _segments(getattr(e, "text", None))
+                s = max([s] + [_title_score(ratio, g, lt, years[j], src.year) for g in segs[j]])
             if s > 0:
                 scored.append((s, c))
         if not scored:
@@ -306,11 +321,12 @@ def resolve(library: Library, references: dict[str, list]) -> Resolution:
             unresolved.append(j)
             continue
         scored.sort(key=lambda t: -t[0])
-        best, c0 = scored[0]
-        if c0 == me:
-            target[key], why[key] = None, "self"
+        best = scored[0][0]
+        if any(c == me and s >= best - AMBIGUOUS_GAP for s, c in scored):
+            target[key], why[key] = None, "self"  # it names its own source (perhaps as well as another)
             continue
-        rivals = [c for s, c in scored[1:] if s >= best - AMBIGUOUS_GAP and c != c0 and c != me]
+        best, c0 = scored[0]
+        rivals = [c for s, c in scored[1:] if s >= best - AMBIGUOUS_GAP and c != c0]
         if rivals:
             target[key], why[key] = None, "ambiguous"
             continue
