@@ -54,6 +54,7 @@ def test_arxiv_ids_from_dois_venues_and_texts():
     assert arxiv_of("https://arxiv.org/abs/1706.03762") == "1706.03762"
     assert arxiv_of("CoRR abs/1706.03762, arXiv") is not None
     assert arxiv_of("Journal of Things 12(3), 2019") is None
+    assert arxiv_of("ArXiv abs/2022.99999 (2022)") is None  # no month 99: a misprint is no id
 
 
 # -- resolution -------------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def test_doi_and_arxiv_come_before_the_title_and_a_conflicting_id_refuses_a_titl
     refs = {"c": [e(1, "Attention is all you need", 2017, doi="10.5555/BBB"),  # the DOI says b
                   e(2, "Attention is all you need", 2017, doi="10.5555/zzz"),  # a's title, another DOI: no
                   e(3, None, None, arxiv="2005.14165v3", text="Brown et al. arXiv:2005.14165, 2020."),
-                  e(4, "Language models are few shot learners", 2020, arxiv="1999.00001"),  # another arXiv id
+                  e(4, "Language models are few shot learners", 2020, arxiv="1901.00002"),  # another arXiv id
                   e(5, "Attention is all you need", 2017)]}
     _, t = targets(rows, refs)
     assert [t[("c", i)] for i in range(5)] == ["b", None, "gpt3", None, "a"]

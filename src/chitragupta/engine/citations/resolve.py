@@ -72,7 +72,9 @@ def _norm_arxiv(value: str | None) -> str | None:
     v = value.strip().lower()
     v = re.sub(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", "", v)
     v = re.sub(r"(?:v\d+)?(?:\.pdf)?$", "", v)
-    return v or None
+    if re.fullmatch(r"\d{4}\.\d{4,5}", v):
+        return v if 1 <= int(v[2:4]) <= 12 else None  # YYMM: "2022.99999" is a misprint, not an id
+    return v if re.fullmatch(r"[a-z\-]+(?:\.[a-z]{2})?/\d{7}", v) else None
 
 
 def arxiv_of(*texts: str | None, doi: str | None = None) -> str | None:
