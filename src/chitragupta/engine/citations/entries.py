@@ -453,11 +453,13 @@ _URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
 _TRAIL = ".,;:)]}>'\""
 _LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022](?=\s))\s*")
 _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
-_SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bal)(?<!\bet)(?<!\bvs)(?<!\bNo)(?<!\bVol)"
+_SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bvs)(?<!\bNo)(?<!\bVol)"
                            r"(?<!\bpp)(?<!\bEd)(?<!\bEds)(?<!\bInc)(?<!\bJr)(?<!\bSt)[.?!](?:\s|$)")
-_VENUE_STOP = re.compile(r",\s*(?:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
-                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\.\s|,\s*(?:1[89]|20)\d\d\b"
-                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d", re.IGNORECASE)
+_VENUE_STOP = re.compile(r",\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
+                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|(?<![A-Z][a-z])(?<![A-Z][a-z]{2})"
+                         r"(?<![A-Z][a-z]{3})(?<![A-Z][a-z]{4})(?<![A-Z][a-z]{5})(?<![A-Z][a-z]{6})\.\s"
+                         r"|,\s*(?:1[89]|20)\d\d\b"
+                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d")
 
 _LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
                   ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
@@ -467,6 +469,12 @@ _LATEX_LETTERS = {"ss": "\u00df", "o": "\u00f8", "O": "\u00d8", "aa": "\u00e5", 
                   "j": "\u0237"}
 _LATEX_ACCENT = re.compile(r"\{?\\([\"'`^~=.]|[cvuHkr](?=[\s{]))\s*\{?\\?([A-Za-z])\}?\}?")
 _LATEX_LETTER = re.compile(r"\{?\\(ss|aa|AA|ae|AE|oe|OE|o|O|l|L|i|j)(?![A-Za-z])\s*\}?")
+
+
+_ACCENT_CHARS = "\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd"
+_ACCENTS_ALONE = re.compile(f"[{_ACCENT_CHARS}]")
+# a spacing accent inside a name, with the spaces pdfium sets around it: "Krysci \u00b4 nski", "Ond\u02c7rej"
+_ACCENT_IN_WORD = re.compile(f"(?<=[^\\W\\d_]) ?[{_ACCENT_CHARS}] ?(?=[^\\W\\d_])|\\s?[{_ACCENT_CHARS}](?=\\s|$)")
 
 
 def decode_latex(s: str) -> str:
@@ -510,6 +518,8 @@ def _family(part: str) -> str | None:
         fam = part.split(",", 1)[0].strip()
         return fam or None
     words = part.split()
+    while len(words) > 1 and words[-1].rstrip(".") in _SUFFIXES:
+        words.pop()
     if not words:
         return None
     if len(words) >= 2 and re.fullmatch(r"[A-Z]{1,3}", words[-1]) and not re.fullmatch(r"[A-Z]{1,3}", words[0]):
@@ -524,6 +534,7 @@ def _family(part: str) -> str | None:
     return fam or None
 
 
+_SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV"})
 _INITIALS = re.compile(r"(?:[A-Z\u00c0-\u00de]\.?\s?-?\s?){1,4}")
 _SPLIT_AUTHORS = re.compile(r"\s*(?:;|,?\s+and\s+|,?\s*&\s*|,?\s+und\s+|,)\s*")
 
@@ -562,6 +573,8 @@ def parse_entry(raw: str, n: int) -> Entry:
     """One raw entry -> an Entry: its whitespace collapsed (kept whole) and the fields it prints."""
     text = " ".join(raw.split())
     s = _LEAD_MARK.sub("", text, count=1)[:MAX_ENTRY_CHARS]
+    if _ACCENTS_ALONE.search(s):
+        s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
     doi, doi_span = _doi(s)
     arxiv, arxiv_span = _arxiv(s)
     url = None
@@ -595,7 +608,7 @@ def parse_entry(raw: str, n: int) -> Entry:
             rest = s[q.end():]
         else:
             m = _SENTENCE_END.search(s)
-            if m is not None and m.start() < 800:
+            if m is not None and m.start() < MAX_ENTRY_CHARS:
                 block = s[:m.start()]
                 rest = s[m.end():]
     if block is not None:
@@ -609,26 +622,41 @@ def parse_entry(raw: str, n: int) -> Entry:
         if q is not None and q.start() < 5:
             title, rest = q.group("t").strip(" ,."), rest[q.end():]
         else:
-            m = _SENTENCE_END.search(rest)
-            end = m.start() if m is not None else len(rest)
+            end, nxt = _title_end(rest)
             t = rest[:end].strip(" ,.;:")
             if t:
                 title = t[:500]
-            rest = rest[m.end():] if m is not None else ""
+            rest = rest[nxt:]
     venue = _venue(rest)
     return Entry(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
                  arxiv=arxiv, url=url)
 
 
+_QUESTION_END = re.compile(r"[?!]\s+(?=In\b|Proc|arXiv|ArXiv|CoRR|Journal|Advances|Trans|IEEE|ACM|Findings)")
+
+
+def _title_end(rest: str) -> tuple[int, int]:
+    """Where the title at the start of ``rest`` ends and what follows starts: at its first full stop, or
+    at a question or exclamation mark followed by a venue ("Dream? In Proceedings ..."; elsewhere one is
+    part of the title, "What's in a Summary? Laying ...")."""
+    m = _SENTENCE_END.search(rest)
+    while m is not None and rest[m.start()] in "?!" and not _QUESTION_END.match(rest, m.start()):
+        m = _SENTENCE_END.search(rest, m.end())
+    if m is None:
+        return len(rest), len(rest)
+    return (m.start() + 1 if rest[m.start()] in "?!" else m.start()), m.end()
+
+
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
-    v = re.sub(r"^(?:In\s*:?\s+|In:)", "", v)
+    v = re.sub(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)", "", v)
     if not v:
         return None
     m = _VENUE_STOP.search(v)
     if m is not None:
         v = v[:m.start()]
     v = v.strip(" ,.;:(")
+    v = re.sub(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$", r"\1", v)
     if not v or not re.search(r"[^\W\d_]{2}", v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]
