@@ -30,7 +30,7 @@ from typing import Callable, NamedTuple
 from chitragupta.engine.citations.entries import Entry, parse_reference_list
 
 __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
-           "refs_folder"]
+           "refs_folder", "summary_line"]
 
 RULES = 1
 REFS_DIR = "refs"
@@ -221,8 +221,9 @@ def all_references(workspace) -> dict[str, list[Entry]]:
 
 def build_references(workspace, progress: Progress | None = None) -> dict:
     """Parse every source's reference list and store it (see the module docstring); takes the workspace
-    lock. Returns ``{"built": n, "kept": n, "none": n, "entries": n, "removed": n, "notes": [...]}``:
-    files written, files current, sources with no list located, entries stored, stale files removed."""
+    lock. Returns ``{"built": n, "kept": n, "none": n, "sources": n, "entries": n, "removed": n, "notes":
+    [...]}``: files written, files current, sources with no list located, sources with one, entries
+    stored, stale files removed."""
     from chitragupta.engine.files import fsync_dir, replace_in_folder
 
     notes: list[str] = []
@@ -287,4 +288,12 @@ def build_references(workspace, progress: Progress | None = None) -> dict:
         fsync_dir(folder)
         if progress is not None:
             progress(n, n)
-    return {"built": built, "kept": kept, "none": none, "entries": total, "removed": removed, "notes": notes}
+    return {"built": built, "kept": kept, "none": none, "sources": built + kept - none, "entries": total,
+            "removed": removed, "notes": notes}
+
+
+def summary_line(report: dict) -> str:
+    """``build_references``'s report as the one line ``index`` prints."""
+    return (f"references: {report['sources']} sources, {report['entries']} entries ({report['built']} parsed, "
+            f"{report['kept']} unchanged, {report['none']} without a reference list"
+            + (f", {report['removed']} stale removed" if report["removed"] else "") + ")")
