@@ -456,8 +456,7 @@ _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u2
 _SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bvs)(?<!\bNo)(?<!\bVol)"
                            r"(?<!\bpp)(?<!\bEd)(?<!\bEds)(?<!\bInc)(?<!\bJr)(?<!\bSt)[.?!](?:\s|$)")
 _VENUE_STOP = re.compile(r",\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
-                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|(?<![A-Z][a-z])(?<![A-Z][a-z]{2})"
-                         r"(?<![A-Z][a-z]{3})(?<![A-Z][a-z]{4})(?<![A-Z][a-z]{5})(?<![A-Z][a-z]{6})\.\s"
+                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s*\(\s*(?i:pp|pages|vol)\b"
                          r"|,\s*(?:1[89]|20)\d\d\b"
                          r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d")
 
@@ -534,6 +533,7 @@ def _family(part: str) -> str | None:
     return fam or None
 
 
+_GROUP_WORD = re.compile(r"\s(?:of|for|at|on|the|in)\s")
 _SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV"})
 _INITIALS = re.compile(r"(?:[A-Z\u00c0-\u00de]\.?\s?-?\s?){1,4}")
 _SPLIT_AUTHORS = re.compile(r"\s*(?:;|,?\s+and\s+|,?\s*&\s*|,?\s+und\s+|,)\s*")
@@ -547,6 +547,8 @@ def _authors(block: str) -> tuple[str, ...]:
     if not parts:
         return ()
     names: list[str] = []
+    if len(parts) >= 2 and len(parts) % 2 == 0 and all(" " not in p for p in parts) and "," in block:
+        return tuple(parts[0::2])  # "Family, Given, and Family, Given": every part one word, in pairs
     # "Family, I. J., Family, I." -> after splitting on commas, initials parts belong to the part before
     initials = [bool(_INITIALS.fullmatch(p)) for p in parts]
     if len(parts) >= 2 and any(initials):
@@ -563,7 +565,7 @@ def _authors(block: str) -> tuple[str, ...]:
             i += 1
         return tuple(n for n in (x.strip(" .") for x in names) if n)
     for p in parts:
-        fam = _family(p)
+        fam = p if _GROUP_WORD.search(p) else _family(p)  # "OGC of Harvard": a group's name, kept whole
         if fam:
             names.append(fam)
     return tuple(names)
@@ -595,7 +597,7 @@ def parse_entry(raw: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     block = None
-    if years and _name_prefix(s[:years[0].start()]) and years[0].start() > 0:
+    if years and years[0].start() > 0 and (_name_prefix(s[:years[0].start()]) or _GROUP_YEAR.match(s)):
         block = s[:years[0].start()]
         year = int(years[0].group(0)[:4])
         rest = s[years[0].end():]
@@ -647,6 +649,13 @@ def _title_end(rest: str) -> tuple[int, int]:
     return (m.start() + 1 if rest[m.start()] in "?!" else m.start()), m.end()
 
 
+_FULL_STOP = re.compile(r"([^\W\d_]*)\.\s")
+# the words a venue's name abbreviates beyond four letters ("Proc.", "Conf." and "J." are short enough)
+_ABBREVIATIONS = frozenset("""Trans Intell Comput Artif Assoc Annu Mach Learn Lang Linguist Process Inform
+Syst Technol Softw Appl Math Phys Chem Biol Stat Psychol Symp Commun Recognit Anal Inst Neurosci Mater Environ
+Internat Engin Electr Theor Geophys""".split())
+
+
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
     v = re.sub(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)", "", v)
@@ -655,6 +664,11 @@ def _venue(rest: str) -> str | None:
     m = _VENUE_STOP.search(v)
     if m is not None:
         v = v[:m.start()]
+    for m in _FULL_STOP.finditer(v):
+        word = m.group(1)
+        if not (word[:1].isupper() and (len(word) <= 4 and not word.isupper() or word in _ABBREVIATIONS)):
+            v = v[:m.start() + len(word)]
+            break
     v = v.strip(" ,.;:(")
     v = re.sub(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$", r"\1", v)
     if not v or not re.search(r"[^\W\d_]{2}", v) or _DOI.match(v) or _URL.match(v):
