@@ -186,9 +186,10 @@ journal transactions workshop symposium press university arxiv preprint editor e
 _ONE_WORD_SENTENCE = re.compile(r"[^\W\d_]{2,}[.?!]\s")
 
 
-def _name_prefix(s: str) -> bool:
-    """``_names_only``, or a group's name ("Organizers of Queer in AI") before at least three more names."""
-    if _names_only(s):
+def _name_prefix(s: str, lenient: bool = False) -> bool:
+    """``_names_only``, or a group's name ("Organizers of Queer in AI") before at least three more names.
+    ``lenient``: names in lower case too ("david nicholas, peter williams"), for an entry already cut."""
+    if _names_only(s, lenient):
         return True
     head, sep, tail = s.partition(",")
     return bool(sep) and tail.count(",") >= 2 and head[:1].isupper() and len(head.split()) <= 8 \
@@ -196,7 +197,7 @@ def _name_prefix(s: str) -> bool:
         and _names_only(tail)
 
 
-def _names_only(s: str) -> bool:
+def _names_only(s: str, lenient: bool = False) -> bool:
     """``s`` (the text before a year) reads as an author list: name words (capitalised, a few lower-case
     ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
     tokens; no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the next)."""
@@ -223,7 +224,7 @@ def _names_only(s: str) -> bool:
         if first.isalpha() and first.islower():
             lower += 1
         names += 1
-    return names >= 2 and lower * 4 <= names
+    return names >= 2 and (lenient or lower * 4 <= names)
 
 
 def _starts_author_block(joined: str) -> bool:
@@ -597,11 +598,11 @@ def parse_entry(raw: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     block = None
-    if years and years[0].start() > 0 and (_name_prefix(s[:years[0].start()]) or _GROUP_YEAR.match(s)):
+    if years and years[0].start() > 0 and (_name_prefix(s[:years[0].start()], True) or _GROUP_YEAR.match(s)):
         block = s[:years[0].start()]
         year = int(years[0].group(0)[:4])
         rest = s[years[0].end():]
-        rest = re.sub(r"^[\s).,:;\]]+", "", rest)
+        rest = re.sub(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+", "", rest)  # "2008-2023."
     else:
         q = _QUOTED.search(s)
         if q is not None and q.start() < 600:

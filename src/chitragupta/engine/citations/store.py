@@ -100,7 +100,12 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
             span = reference_span(items)
             if span is None:
                 return _Input(None, None, frozenset(), fp)
-            kept = [it for it in items[span[0] + 1:span[1]] if it["label"] not in EXCLUDED_LABELS]
+            kept = []
+            for it in items[span[0] + 1:span[1]]:
+                if it["label"] in ("section_header", "title"):
+                    break  # a list has no headings: what follows one (an appendix the span keeps) is no entry
+                if it["label"] not in EXCLUDED_LABELS:
+                    kept.append(it)
             text = "\n".join("- " + it["text"] if it["label"] == "list_item" and not _NUMBERED.match(it["text"])
                              else it["text"] for it in kept)
             return _Input(text, document_words("\n".join(it["text"] for it in items)), frozenset(), fp)
