@@ -29,6 +29,7 @@ COMMANDS = {
     "filters": ("bench.filters", "what metadata filters cost a 20,000-query CLI batch: one filter, and one per query"),
     "ab": ("bench.ab", "a refactor against the code before it: a cold CLI query and a CLI batch, CPU and wall ratios"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
+    "refs_entries": ("bench.refs_entries", "reference entries found per paper against hand counts, fields against hand labels"),
 }
 
 

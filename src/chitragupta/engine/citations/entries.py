@@ -38,7 +38,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
+__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
 
 MAX_ENTRY_CHARS = 4000  # fields are read from this much of an entry (its raw text is kept whole)
 MAX_LIST_CHARS = 2_000_000  # a reference list longer than this is read up to here, with a note
@@ -87,6 +87,7 @@ class Entry:
 _PAGE_NUMBER = re.compile(r"^\s*(?:[-\u2013\u2014]\s*)?(?:page\s+)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?"
                           r"(?:\s*[-\u2013\u2014])?\s*$", re.IGNORECASE)
 _BRACKET = re.compile(r"^\s*\[(?P<label>[^\]\s]{1,24})\]\s*")
+_BRACKET_NUM = re.compile(r"^\s*\[(?P<num>\d{1,4})\]")
 _DOTTED = re.compile(r"^\s*(?P<num>\d{1,4})[.)]\s+(?=\S)")
 _MARKDOWN = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
 _YEAR = re.compile(r"(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
@@ -114,90 +115,184 @@ def _lines(text: str) -> list[tuple[str, bool]]:
     return out
 
 
-def _drop_furniture(lines: list[tuple[str, bool]], text: str) -> list[str]:
-    """The lines without page numbers and running titles (a short line seen next to two page breaks)."""
+_FOOTNOTE = re.compile(r"^\s*\d{1,2}(?=[A-Z][a-z]{2})")
+# a footnote's next line, when it reads as one ("See Wang et al. (2020) for details.", a link)
+_FOOTNOTE_MORE = re.compile(r"^\s*(?:See|see|Available|Accessed|https?://|www\.)")
+_STRAY_ACCENT = re.compile(r"\s[\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd`]$")
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _furniture_key(line: str) -> str:
+    return " ".join(_DIGITS.sub("", line).split())
+
+
+def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
+    """The running titles of a paged text (pages split by form feeds): lines among the first two or last
+    two of a page, read with their digits left out ("Paper Plain ... Processing 35"), seen on at least
+    ``min_pages`` pages, at most 200 characters and not ending in a period (an entry's last line,
+    "Association for Computational Linguistics.", may well stand at the top of two pages)."""
+    if "\f" not in text:
+        return frozenset()
+    seen: dict[str, int] = {}
+    for page in text.split("\f"):
+        body = [ln.strip() for ln in page.split("\n") if ln.strip()]
+        for ln in {*body[:2], *body[-2:]}:
+            if len(ln) <= 200 and not ln.endswith("."):
+                key = _furniture_key(ln)
+                if key:
+                    seen[key] = seen.get(key, 0) + 1
+    return frozenset(k for k, c in seen.items() if c >= min_pages)
+
+
+def _drop_furniture(lines: list[tuple[str, bool]], text: str, running: frozenset[str] = frozenset()) -> list[str]:
+    """The lines without page numbers, footnotes ("19The Kaggle ...": a footnote's number glued to its
+    text, set between two columns of entries) and running titles (``running_lines`` of the list, and
+    ``running`` given from the whole document, at a page's edge); a stray accent at a line's end (pdfium's
+    "Com- \u00b4") dropped."""
+    kept, note = [], False
+    for ln, first in lines:
+        if _FOOTNOTE.match(ln) or (note and _FOOTNOTE_MORE.match(ln)):
+            note = True
+            continue
+        note = False
+        kept.append((_STRAY_ACCENT.sub("", ln), first))
+    lines = kept
     if "\f" not in text:
         return [ln for ln, _f in lines if not _PAGE_NUMBER.match(ln) or not ln.strip()]
-    # the non-blank lines around each page break: the last two of a page and the first two of the next
-    near: dict[str, int] = {}
+    running = running | running_lines(text)
     pages: list[list[str]] = [[]]
     for ln, first in lines:
         if first:
             pages.append([])
         pages[-1].append(ln)
-    for pg in pages:
-        body = [ln.strip() for ln in pg if ln.strip()]
-        for ln in set(body[:2] + body[-2:]):
-            if len(ln) <= 100:
-                near[ln] = near.get(ln, 0) + 1
-    running = {ln for ln, c in near.items() if c >= 2}
     out = []
     for pg in pages:
-        body = [ln for ln in pg if ln.strip()]
-        edge = {ln.strip() for ln in body[:2] + body[-2:]}
+        body = [ln.strip() for ln in pg if ln.strip()]
+        edge = {*body[:2], *body[-2:]}
         for ln in pg:
             s = ln.strip()
-            if s and (_PAGE_NUMBER.match(s) or (s in running and s in edge)):
+            if s and (_PAGE_NUMBER.match(s) or (s in edge and _furniture_key(s) in running)):
                 continue
             out.append(ln)
     return out
 
 
-def _name_prefix(s: str) -> bool:
-    """``s`` (the text before a year) reads as an author list: name tokens only, at least one capitalised."""
+_STOPWORDS = frozenset("""a an the of for in on at to with from by into via using is are as its this that
+our we how what why when which new towards toward pages page vol volume no pp proceedings proc conference
+journal transactions workshop symposium press university arxiv preprint editor editors ed eds see
+""".split())
+_ONE_WORD_SENTENCE = re.compile(r"[^\W\d_]{2,}[.?!]\s")
+
+
+def _name_prefix(s: str, lenient: bool = False) -> bool:
+    """``_names_only``, or a group's name ("Organizers of Queer in AI") before at least three more names.
+    ``lenient``: names in lower case too ("david nicholas, peter williams"), for an entry already cut."""
+    if _names_only(s, lenient):
+        return True
+    head, sep, tail = s.partition(",")
+    return bool(sep) and tail.count(",") >= 2 and head[:1].isupper() and len(head.split()) <= 8 \
+        and not any(c.isdigit() for c in head) and not _ONE_WORD_SENTENCE.search(head + " ") \
+        and _names_only(tail)
+
+
+def _names_only(s: str, lenient: bool = False) -> bool:
+    """``s`` (the text before a year) reads as an author list: name words (capitalised, a few lower-case
+    ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
+    tokens; no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the next)."""
     s = s.strip().rstrip("(").strip()
-    if not s or len(s) > 600:
+    if not s or len(s) > 1500:
+        return False
+    body = s.rstrip(" .,;:")
+    if _ONE_WORD_SENTENCE.search(body):
         return False
     words = s.replace(",", " , ").replace(";", " ; ").replace("&", " & ").split()
-    capital = False
+    names = lower = 0
     for w in words:
-        bare = w.strip(".,;()")
+        bare = w.strip(".,;()[]")
         if not bare or w in (",", ";", "&"):
             continue
         low = bare.lower()
         if low in _JOINERS or low in _PARTICLES:
             continue
-        if bare[0].isdigit():
+        if (len(bare) > 1 and low in _STOPWORDS) or bare[0].isdigit() or any(c.isdigit() for c in bare):
             return False
         first = bare.lstrip("{\\\"'`^~")[:1]
         if not first:
             continue
-        if first.isupper() or not first.isalpha() or first.isalpha() and not first.islower():
-            capital = capital or first.isupper() or (first.isalpha() and not first.islower())
-            continue
-        return False
-    return capital
+        if first.isalpha() and first.islower():
+            lower += 1
+        names += 1
+    return names >= 2 and (lenient or lower * 4 <= names)
 
 
 def _starts_author_block(joined: str) -> bool:
-    """Whether ``joined`` (a line and what follows) opens with an author list: up to its first year only
-    name tokens, or "Family, I." / "Family I," / "Family, Given" at its start."""
-    head = joined[:400]
+    """Whether ``joined`` (a line and the lines after it, joined) opens with an author list: only name
+    tokens up to its first year, or "Family, I." / "Family I," / "Family, Given" at its start."""
+    head = joined[:1500]
+    if head[:3] in ("In ", "In:") or head[:2] == "(":
+        return False
     m = _YEAR.search(head)
     if m is not None and m.start() > 0 and _name_prefix(head[:m.start()]):
         return True
-    return bool(_FAMILY_FIRST.match(head)) and not head.lstrip()[:3].lower().startswith("in ")
+    return bool(_FAMILY_FIRST.match(head) or _GROUP_YEAR.match(head))
 
 
-def _bracket_starts(lines: list[str]) -> list[int]:
-    return [i for i, ln in enumerate(lines) if _BRACKET.match(ln)]
+# a group or a tool as the author, then the year: "OGC of Harvard. 2016.", "pdf2image. 2023.", "Grobid. 2008-2023."
+_GROUP_YEAR = re.compile(r"^[^\W_][^.,;:()]{0,60}\.\s(?:1[89]|20)\d\d[a-z]?(?:[.,\u2013-]|\s|$)")
 
 
-def _dotted_starts(lines: list[str]) -> list[int]:
-    """Lines opening entries numbered 1., 2., 3. ...: the number must be the next one expected."""
-    starts, expect = [], None
+def _name_line(line: str) -> bool:
+    """A whole line of names running on ("Waleed Ammar, Dirk Groeneveld, Chandra Bhagavat-"): at least two
+    commas, four name words, nothing but names, and no end of sentence."""
+    s = line.strip()
+    if s.count(",") < 2 or s.endswith(".") or len(s.split()) < 4:
+        return False
+    return _name_prefix(s.rstrip("-"))
+
+
+_INITIAL_END = re.compile(r"(?:^|[\s.,-])[A-Z]\.$")
+
+
+def _ends_entry(line: str) -> bool:
+    """The line can end an entry: a period (not after an initial, "Quoc V."), a bracket, a year or a page
+    number, a DOI or a URL."""
+    s = line[-80:]
+    return bool(_ENDS_ENTRY.search(s)) and not _INITIAL_END.search(s)
+
+
+def _numbered(lines: list[str], pattern: re.Pattern) -> list[int]:
+    """Lines opening entries numbered 1, 2, 3 ...: a number one to three past the last one taken (an entry
+    lost to the text layer leaves a gap), starting at 0 or 1; a wrapped line that starts with another
+    number ("117." of a page range, "[cs]" of an arXiv id) is no entry."""
+    starts, last = [], None
     for i, ln in enumerate(lines):
-        m = _DOTTED.match(ln)
-        if m is None:
+        m = pattern.match(ln)
+        if m is None or not m.group("num").isdigit():
             continue
         num = int(m.group("num"))
-        if expect is None or num == expect:
+        if (last is None and num <= 1) or (last is not None and last < num <= last + 3):
             starts.append(i)
-            expect = num + 1
+            last = num
     return starts
 
 
-def _author_year_starts(lines: list[str]) -> list[int]:
+_ALPHA_LABEL = re.compile(r"^\s*\[(?=[^\]\s]*\d)(?=[^\]\s]*[A-Za-z])[^\]\s]{2,24}\]\s*")
+
+
+def _bracket_starts(lines: list[str]) -> list[int]:
+    """Lines opening ``[n]`` entries in sequence, or ``[Smi19]``-style labels (letters and digits)."""
+    numeric = _numbered(lines, _BRACKET_NUM)
+    alpha = [i for i, ln in enumerate(lines) if _ALPHA_LABEL.match(ln)]
+    return numeric if len(numeric) >= len(alpha) else alpha
+
+
+def _dotted_starts(lines: list[str]) -> list[int]:
+    return _numbered(lines, _DOTTED)
+
+
+def _author_year_starts(lines: list[str], words) -> list[int]:
     starts = []
     prev_end = True  # the first line opens an entry
     for i, ln in enumerate(lines):
@@ -205,10 +300,18 @@ def _author_year_starts(lines: list[str]) -> list[int]:
         if not s:
             continue
         if prev_end:
-            joined = " ".join(x.strip() for x in lines[i:i + 6])
-            if not starts or _starts_author_block(joined):
+            if not starts:
                 starts.append(i)
-        prev_end = bool(_ENDS_ENTRY.search(s[-80:]))
+            else:
+                window, size = [], 0
+                for x in lines[i:i + 16]:
+                    window.append(x)
+                    size += len(x)
+                    if size > 1500 or _YEAR.search(x):
+                        break
+                if _starts_author_block(_join(window, words)) or _name_line(s):
+                    starts.append(i)
+        prev_end = _ends_entry(s)
     return starts
 
 
@@ -236,12 +339,15 @@ def _cut(lines: list[str], starts: list[int]) -> list[list[str]]:
 
 
 _URLISH_END = re.compile(r"(?:https?://|www\.|10\.\d{4,9}/)\S*[-/._~=?&#]$")
-_HYPHEN_HEAD = re.compile(r"([^\W\d_]{1,40})-$")
-_TAIL_WORD = re.compile(r"^([^\W\d_]{1,40})")
+_HYPHEN_HEAD = re.compile(r"(?<![A-Za-z0-9-])([A-Za-z]{1,40})-$")
+_TAIL_WORD = re.compile(r"^([a-z]{1,40})(?![A-Za-z0-9])")
 
 
-def _join(chunk: list[str], hyphenated: set[str]) -> str:
-    """An entry's lines as one string: single spaces, line-end hyphens and split URLs joined."""
+def _join(chunk: list[str], words) -> str:
+    """An entry's lines as one string: single spaces; a word split by a line-end hyphen joined (the hyphen
+    kept only when both halves are words of the document and the whole is not: "data-\nbase"); a dash
+    before a digit ("1435-\n1446"), a hyphen before a capital ("Sci-\nBERT") and a URL or DOI split at a
+    line end glued without a space."""
     out = ""
     for ln in chunk:
         s = " ".join(ln.split())
@@ -250,18 +356,19 @@ def _join(chunk: list[str], hyphenated: set[str]) -> str:
         if not out:
             out = s
             continue
-        last = out.rsplit(" ", 1)[-1]
+        last = out[out.rfind(" ") + 1:]
         if _URLISH_END.search(last):
             out += s
             continue
         h = _HYPHEN_HEAD.search(last)
         t = _TAIL_WORD.match(s)
-        if h and t and t.group(1)[0].islower():
-            word = (h.group(1) + "-" + t.group(1)).lower()
-            out = out + s if word in hyphenated else out[:-1] + s
+        if h and t:
+            head, tail = h.group(1).lower(), t.group(1)
+            keep = (head + tail) not in words and head in words and tail in words
+            out = out + s if keep else out[:-1] + s
             continue
-        if out.endswith("-") and last != "-" and not out.endswith(" -"):
-            out += s  # a hyphen before a capital or a digit: a compound ("Sci-BERT", "COVID-19")
+        if out[-1] in "-\u2013" and len(last) > 1 and (s[0].isdigit() or s[0].isupper()):
+            out += s
             continue
         out += " " + s
     return out
@@ -283,20 +390,27 @@ def _strip_marker(chunk: list[str], style: str) -> list[str]:
     return chunk
 
 
-def split_entries(ref_text: str) -> list[str]:
-    """The list's text (after the heading) -> the raw entries, in order (see the module docstring)."""
-    return [e for e, _style in _split(ref_text)[0]]
+def split_entries(ref_text: str, *, words=None, running: frozenset[str] = frozenset()) -> list[str]:
+    """The list's text (after the heading) -> the raw entries, in order (see the module docstring).
+    ``words``: the whole document's words (``chitragupta.engine.text.hyphens.document_words``), which tell a
+    split word from a hyphenated one; by default the list's own. ``running``: the whole document's
+    ``running_lines``, dropped where they stand at a page's edge."""
+    return [e for e, _style in _split(ref_text, words, running)[0]]
 
 
-def _split(ref_text: str) -> tuple[list[tuple[str, str]], list[str]]:
+def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> tuple[list[tuple[str, str]], list[str]]:
     notes: list[str] = []
     if len(ref_text) > MAX_LIST_CHARS:
         notes.append(f"the reference list is {len(ref_text)} characters; read up to {MAX_LIST_CHARS}")
         ref_text = ref_text[:MAX_LIST_CHARS]
     text = ref_text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = _drop_furniture(_lines(text), text)
+    lines = _drop_furniture(_lines(text), text, running)
     if not any(ln.strip() for ln in lines):
         return [], notes
+    if words is None:
+        from chitragupta.engine.text.hyphens import document_words
+
+        words = document_words(text)
     style, starts = "", []
     brackets = _bracket_starts(lines)
     dotted = _dotted_starts(lines)
@@ -308,14 +422,13 @@ def _split(ref_text: str) -> tuple[list[tuple[str, str]], list[str]]:
     elif len(markdown) >= 2:
         style, starts = "markdown", markdown
     else:
-        ay = _author_year_starts(lines)
+        ay = _author_year_starts(lines, words)
         para = _paragraph_starts(lines)
         if len(ay) >= 2 or len(para) < 2:
             style, starts = "author-year", ay
         else:
             style, starts = "paragraph", para
     chunks = _cut(lines, starts)
-    words = {w.lower() for w in re.findall(r"[^\W\d_]+(?:-[^\W\d_]+)+", text)}
     out = []
     for chunk in chunks:
         chunk = _strip_marker(chunk, style)
@@ -341,11 +454,12 @@ _URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
 _TRAIL = ".,;:)]}>'\""
 _LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022](?=\s))\s*")
 _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
-_SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bal)(?<!\bet)(?<!\bvs)(?<!\bNo)(?<!\bVol)"
+_SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bvs)(?<!\bNo)(?<!\bVol)"
                            r"(?<!\bpp)(?<!\bEd)(?<!\bEds)(?<!\bInc)(?<!\bJr)(?<!\bSt)[.?!](?:\s|$)")
-_VENUE_STOP = re.compile(r",\s*(?:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
-                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\.\s|,\s*(?:1[89]|20)\d\d\b"
-                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d", re.IGNORECASE)
+_VENUE_STOP = re.compile(r",\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
+                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s*\(\s*(?i:pp|pages|vol)\b"
+                         r"|,\s*(?:1[89]|20)\d\d\b"
+                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d")
 
 _LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
                   ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
@@ -355,6 +469,12 @@ _LATEX_LETTERS = {"ss": "\u00df", "o": "\u00f8", "O": "\u00d8", "aa": "\u00e5", 
                   "j": "\u0237"}
 _LATEX_ACCENT = re.compile(r"\{?\\([\"'`^~=.]|[cvuHkr](?=[\s{]))\s*\{?\\?([A-Za-z])\}?\}?")
 _LATEX_LETTER = re.compile(r"\{?\\(ss|aa|AA|ae|AE|oe|OE|o|O|l|L|i|j)(?![A-Za-z])\s*\}?")
+
+
+_ACCENT_CHARS = "\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd"
+_ACCENTS_ALONE = re.compile(f"[{_ACCENT_CHARS}]")
+# a spacing accent inside a name, with the spaces pdfium sets around it: "Krysci \u00b4 nski", "Ond\u02c7rej"
+_ACCENT_IN_WORD = re.compile(f"(?<=[^\\W\\d_]) ?[{_ACCENT_CHARS}] ?(?=[^\\W\\d_])|\\s?[{_ACCENT_CHARS}](?=\\s|$)")
 
 
 def decode_latex(s: str) -> str:
@@ -398,6 +518,8 @@ def _family(part: str) -> str | None:
         fam = part.split(",", 1)[0].strip()
         return fam or None
     words = part.split()
+    while len(words) > 1 and words[-1].rstrip(".") in _SUFFIXES:
+        words.pop()
     if not words:
         return None
     if len(words) >= 2 and re.fullmatch(r"[A-Z]{1,3}", words[-1]) and not re.fullmatch(r"[A-Z]{1,3}", words[0]):
@@ -412,7 +534,9 @@ def _family(part: str) -> str | None:
     return fam or None
 
 
-_INITIALS = re.compile(r"^(?:[^\W\d_]\.?[- ]?){1,4}$")
+_GROUP_WORD = re.compile(r"\s(?:of|for|at|on|the|in)\s")
+_SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV"})
+_INITIALS = re.compile(r"(?:[A-Z\u00c0-\u00de]\.?\s?-?\s?){1,4}")
 _SPLIT_AUTHORS = re.compile(r"\s*(?:;|,?\s+and\s+|,?\s*&\s*|,?\s+und\s+|,)\s*")
 
 
@@ -424,9 +548,10 @@ def _authors(block: str) -> tuple[str, ...]:
     if not parts:
         return ()
     names: list[str] = []
+    if len(parts) >= 2 and len(parts) % 2 == 0 and all(" " not in p for p in parts) and "," in block:
+        return tuple(parts[0::2])  # "Family, Given, and Family, Given": every part one word, in pairs
     # "Family, I. J., Family, I." -> after splitting on commas, initials parts belong to the part before
-    initials = [bool(_INITIALS.match(p.replace(" ", "").replace(".", ". ").strip())) and len(p) <= 12
-                and not (len(p.split()) == 1 and len(p.strip(".")) > 3) for p in parts]
+    initials = [bool(_INITIALS.fullmatch(p)) for p in parts]
     if len(parts) >= 2 and any(initials):
         i = 0
         while i < len(parts):
@@ -441,7 +566,7 @@ def _authors(block: str) -> tuple[str, ...]:
             i += 1
         return tuple(n for n in (x.strip(" .") for x in names) if n)
     for p in parts:
-        fam = _family(p)
+        fam = p if _GROUP_WORD.search(p) else _family(p)  # "OGC of Harvard": a group's name, kept whole
         if fam:
             names.append(fam)
     return tuple(names)
@@ -451,6 +576,8 @@ def parse_entry(raw: str, n: int) -> Entry:
     """One raw entry -> an Entry: its whitespace collapsed (kept whole) and the fields it prints."""
     text = " ".join(raw.split())
     s = _LEAD_MARK.sub("", text, count=1)[:MAX_ENTRY_CHARS]
+    if _ACCENTS_ALONE.search(s):
+        s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
     doi, doi_span = _doi(s)
     arxiv, arxiv_span = _arxiv(s)
     url = None
@@ -471,11 +598,11 @@ def parse_entry(raw: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     block = None
-    if years and _name_prefix(s[:years[0].start()]) and years[0].start() > 0:
+    if years and years[0].start() > 0 and (_name_prefix(s[:years[0].start()], True) or _GROUP_YEAR.match(s)):
         block = s[:years[0].start()]
         year = int(years[0].group(0)[:4])
         rest = s[years[0].end():]
-        rest = re.sub(r"^[\s).,:;\]]+", "", rest)
+        rest = re.sub(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+", "", rest)  # "2008-2023."
     else:
         q = _QUOTED.search(s)
         if q is not None and q.start() < 600:
@@ -484,7 +611,7 @@ def parse_entry(raw: str, n: int) -> Entry:
             rest = s[q.end():]
         else:
             m = _SENTENCE_END.search(s)
-            if m is not None and m.start() < 800:
+            if m is not None and m.start() < MAX_ENTRY_CHARS:
                 block = s[:m.start()]
                 rest = s[m.end():]
     if block is not None:
@@ -498,34 +625,63 @@ def parse_entry(raw: str, n: int) -> Entry:
         if q is not None and q.start() < 5:
             title, rest = q.group("t").strip(" ,."), rest[q.end():]
         else:
-            m = _SENTENCE_END.search(rest)
-            end = m.start() if m is not None else len(rest)
+            end, nxt = _title_end(rest)
             t = rest[:end].strip(" ,.;:")
             if t:
                 title = t[:500]
-            rest = rest[m.end():] if m is not None else ""
+            rest = rest[nxt:]
     venue = _venue(rest)
     return Entry(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
                  arxiv=arxiv, url=url)
 
 
+_QUESTION_END = re.compile(r"[?!]\s+(?=In\b|Proc|arXiv|ArXiv|CoRR|Journal|Advances|Trans|IEEE|ACM|Findings)")
+
+
+def _title_end(rest: str) -> tuple[int, int]:
+    """Where the title at the start of ``rest`` ends and what follows starts: at its first full stop, or
+    at a question or exclamation mark followed by a venue ("Dream? In Proceedings ..."; elsewhere one is
+    part of the title, "What's in a Summary? Laying ...")."""
+    m = _SENTENCE_END.search(rest)
+    while m is not None and rest[m.start()] in "?!" and not _QUESTION_END.match(rest, m.start()):
+        m = _SENTENCE_END.search(rest, m.end())
+    if m is None:
+        return len(rest), len(rest)
+    return (m.start() + 1 if rest[m.start()] in "?!" else m.start()), m.end()
+
+
+_FULL_STOP = re.compile(r"([^\W\d_]*)\.\s")
+# the words a venue's name abbreviates beyond four letters ("Proc.", "Conf." and "J." are short enough)
+_ABBREVIATIONS = frozenset("""Trans Intell Comput Artif Assoc Annu Mach Learn Lang Linguist Process Inform
+Syst Technol Softw Appl Math Phys Chem Biol Stat Psychol Symp Commun Recognit Anal Inst Neurosci Mater Environ
+Internat Engin Electr Theor Geophys""".split())
+
+
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
-    v = re.sub(r"^(?:In\s*:?\s+|In:)", "", v)
+    v = re.sub(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)", "", v)
     if not v:
         return None
     m = _VENUE_STOP.search(v)
     if m is not None:
         v = v[:m.start()]
+    for m in _FULL_STOP.finditer(v):
+        word = m.group(1)
+        if not (word[:1].isupper() and (len(word) <= 4 and not word.isupper() or word in _ABBREVIATIONS)):
+            v = v[:m.start() + len(word)]
+            break
     v = v.strip(" ,.;:(")
+    v = re.sub(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$", r"\1", v)
     if not v or not re.search(r"[^\W\d_]{2}", v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]
 
 
-def parse_reference_list(ref_text: str) -> tuple[list[Entry], list[str]]:
-    """The list's text (after its heading) -> its entries in order and notes on what could not be read."""
-    raw, notes = _split(ref_text)
+def parse_reference_list(ref_text: str, *, words=None,
+                         running: frozenset[str] = frozenset()) -> tuple[list[Entry], list[str]]:
+    """The list's text (after its heading) -> its entries in order and notes on what could not be read
+    (``words``, ``running``: as ``split_entries``)."""
+    raw, notes = _split(ref_text, words, running)
     entries = [parse_entry(r, i) for i, (r, _style) in enumerate(raw, start=1)]
     long = [e.n for e in entries if len(e.text) > MAX_ENTRY_CHARS]
     if long:

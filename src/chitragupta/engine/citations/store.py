@@ -25,12 +25,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from chitragupta.engine.citations.entries import Entry, parse_reference_list
 
 __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
-           "refs_folder"]
+           "refs_folder", "summary_line"]
 
 RULES = 1
 REFS_DIR = "refs"
@@ -56,21 +56,36 @@ def _name(citekey: str, parsed_path: str | None) -> str:
     return safe_name(citekey)
 
 
+class _Input(NamedTuple):
+    """What a source's reference list is parsed from: the list's text (its heading left out), the whole
+    document's words and running titles, and the fingerprint of the document text it came from."""
+
+    text: str | None
+    words: object
+    running: frozenset
+    fingerprint: str
+
+
 def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
     """The text of a source's reference list, its heading left out; None when it has none (or no text).
 
     The same files and rules the index reads (``chitragupta.engine.index.source.row_body``): a ledger path
     outside ``content/`` or not a regular file reads as nothing; a valid sidecar's reference span
     (``refcut.reference_span``: its items from the reference heading to the next appendix heading, page
-    headers and footers left out) joined one item a line; else the plain-text span of the ``.txt``
-    (``refcut.plain_reference_span``)."""
+    headers and footers left out), one item a line (docling's list items as Markdown items); else the
+    plain-text span of the ``.txt`` (``refcut.plain_reference_span``)."""
+    return _input(Path(root), parsed_path).text
+
+
+def _input(root: Path, parsed_path: str | None) -> _Input:
     from chitragupta.engine.index.source import _inside_content, is_regular, read_text, sidecar_path
+    from chitragupta.engine.text.hyphens import document_words
 
     if not parsed_path or not _inside_content(parsed_path):
-        return None
-    path = Path(root) / parsed_path
+        return _Input(None, None, frozenset(), _fingerprint(None))
+    path = root / parsed_path
     if not is_regular(path):
-        return None
+        return _Input(None, None, frozenset(), _fingerprint(None))
     side = sidecar_path(path)
     if is_regular(side):
         from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
@@ -79,25 +94,36 @@ def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
         try:
             items = read_sidecar(side)
         except SidecarError:
-            items = None  # the index reads the .txt uncut then; the plain rule finds its list
+            items = None  # the index reads the .txt uncut then; so does this, by the plain rule
         if items is not None:
+            fp = _fingerprint(json.dumps(items, ensure_ascii=False, sort_keys=True))
             span = reference_span(items)
             if span is None:
-                return None
-            kept = [it for it in items[span[0] + 1:span[1]] if it["label"] not in EXCLUDED_LABELS]
-            # each item on its own lines; docling's list items (one an entry) as Markdown items, unless
-            # their text is numbered already ("[12] ...", "12. ...")
-            return "\n".join("- " + it["text"] if it["label"] == "list_item" and not _NUMBERED.match(it["text"])
+                return _Input(None, None, frozenset(), fp)
+            kept = []
+            for it in items[span[0] + 1:span[1]]:
+                if it["label"] in ("section_header", "title"):
+                    break  # a list has no headings: what follows one (an appendix the span keeps) is no entry
+                if it["label"] not in EXCLUDED_LABELS:
+                    kept.append(it)
+            text = "\n".join("- " + it["text"] if it["label"] == "list_item" and not _NUMBERED.match(it["text"])
                              else it["text"] for it in kept)
+            return _Input(text, document_words("\n".join(it["text"] for it in items)), frozenset(), fp)
+    from chitragupta.engine.citations.entries import running_lines
     from chitragupta.engine.text.refcut import plain_reference_span
 
-    text = read_text(path)
-    span = plain_reference_span(text)
+    whole = read_text(path)
+    fp = _fingerprint(whole)
+    span = plain_reference_span(whole)
     if span is None:
-        return None
-    body = text[span[0]:span[1]]
+        return _Input(None, None, frozenset(), fp)
+    body = whole[span[0]:span[1]]
     nl = body.find("\n")
-    return "" if nl < 0 else body[nl + 1:]
+    return _Input("" if nl < 0 else body[nl + 1:], document_words(whole), running_lines(whole, 3), fp)
+
+
+def _parse(inp: _Input) -> tuple[list[Entry], list[str]]:
+    return parse_reference_list(inp.text or "", words=inp.words, running=inp.running)
 
 
 def _stamp(root: Path, parsed_path: str | None) -> str:
@@ -173,10 +199,8 @@ def references_of(workspace, citekey: str) -> list[Entry] | None:
             return _entries(data)
         except ValueError:
             pass
-    text = reference_text(workspace.root, parsed_path)
-    if text is None:
-        return None
-    return parse_reference_list(text)[0]
+    inp = _input(workspace.root, parsed_path)
+    return None if inp.text is None else _parse(inp)[0]
 
 
 def all_references(workspace) -> dict[str, list[Entry]]:
@@ -202,8 +226,9 @@ def all_references(workspace) -> dict[str, list[Entry]]:
 
 def build_references(workspace, progress: Progress | None = None) -> dict:
     """Parse every source's reference list and store it (see the module docstring); takes the workspace
-    lock. Returns ``{"built": n, "kept": n, "none": n, "entries": n, "removed": n, "notes": [...]}``:
-    files written, files current, sources with no list located, entries stored, stale files removed."""
+    lock. Returns ``{"built": n, "kept": n, "none": n, "sources": n, "entries": n, "removed": n, "notes":
+    [...]}``: files written, files current, sources with no list located, sources with one, entries
+    stored, stale files removed."""
     from chitragupta.engine.files import fsync_dir, replace_in_folder
 
     notes: list[str] = []
@@ -237,16 +262,16 @@ def build_references(workspace, progress: Progress | None = None) -> dict:
                 else:
                     none += 1
                 continue
-            text = reference_text(workspace.root, parsed_path)
-            fp = _fingerprint(text)
+            inp = _input(workspace.root, parsed_path)
+            fp = inp.fingerprint
             if old is not None and old.get("fingerprint") == fp:
                 entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
                 kept += 1
             else:
-                if text is None:
+                if inp.text is None:
                     entries_json, list_notes, located = [], [], False
                 else:
-                    entries, list_notes = parse_reference_list(text)
+                    entries, list_notes = _parse(inp)
                     entries_json, located = [e.to_json() for e in entries], True
                     notes.extend(f"{key}: {note}" for note in list_notes)
                 built += 1
@@ -268,4 +293,12 @@ def build_references(workspace, progress: Progress | None = None) -> dict:
         fsync_dir(folder)
         if progress is not None:
             progress(n, n)
-    return {"built": built, "kept": kept, "none": none, "entries": total, "removed": removed, "notes": notes}
+    return {"built": built, "kept": kept, "none": none, "sources": built + kept - none, "entries": total,
+            "removed": removed, "notes": notes}
+
+
+def summary_line(report: dict) -> str:
+    """``build_references``'s report as the one line ``index`` prints."""
+    return (f"references: {report['sources']} sources, {report['entries']} entries ({report['built']} parsed, "
+            f"{report['kept']} unchanged, {report['none']} without a reference list"
+            + (f", {report['removed']} stale removed" if report["removed"] else "") + ")")
