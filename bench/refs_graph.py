@@ -162,7 +162,7 @@ def real_pdfs(data: Path) -> dict:
         works = g.missing(min_count=2, k=10_000)
         rx = MISSING
         found: set[str] = set()
-        right = 0
+        right = exact = 0
         wrong = []
         for w in works:
             votes: dict[str, int] = {}
@@ -175,6 +175,7 @@ def real_pdfs(data: Path) -> dict:
             if label is not None and set(w.citing) <= truth and votes[label] * 2 > len(w.members) \
                     and label not in found:
                 right += 1
+                exact += set(w.citing) == truth
                 found.add(label)
             else:
                 wrong.append({"title": w.title, "citing": list(w.citing), "matched": label})
@@ -184,7 +185,8 @@ def real_pdfs(data: Path) -> dict:
             "cites": {"edges_predicted": len(edges), "edges_true": len(CITES), "right": tp,
                       "precision": p_cite, "recall": r_cite,
                       "wrong": sorted(edges - CITES), "missed": sorted(CITES - edges)},
-            "missing": {"predicted": len(works), "true": len(MISSING), "right": right, "precision": p_miss,
+            "missing": {"predicted": len(works), "true": len(MISSING), "right": right,
+                        "right_with_every_citing_source": exact, "precision": p_miss,
                         "recall": r_miss, "wrong": wrong,
                         "missed": [lab for lab, _p, _c in MISSING if lab not in found]},
         }

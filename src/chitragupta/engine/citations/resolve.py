@@ -50,7 +50,7 @@ AMBIGUOUS_GAP = 3.0  # a second source this close to the best: ambiguous, left u
 BLOCK_SHARE = 0.6  # blocking: a candidate shares at least this share of the title's (blocking) words
 _STOP = frozenset("a an the of and or for in on to with via by from at as is are its into using".split())
 _HYPHEN = re.compile(r"(?<=\w)[-\u2010\u2011]\s*(?=\w)")
-_NONWORD = re.compile(r"[\W_]+")
+_WORD = re.compile(r"[^\W_]+")
 _ARXIV_NEW = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
 _ARXIV_CONTEXT = re.compile(r"arxiv(?:\s*preprint)?(?:\.org/(?:abs|pdf)/|\s*(?:abs/|:|\.|\s))\s*"
                             r"((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))", re.IGNORECASE)
@@ -62,8 +62,10 @@ def norm_title(s: str | None) -> str:
     and "pretraining" agree), every other run of punctuation a space, function words left out."""
     if not s:
         return ""
-    s = _HYPHEN.sub("", fold(s))
-    return " ".join(t for t in _NONWORD.sub(" ", s).split() if t not in _STOP)
+    s = s.lower() if s.isascii() else fold(s)
+    if "-" in s or "\u2010" in s or "\u2011" in s:
+        s = _HYPHEN.sub("", s)
+    return " ".join([t for t in _WORD.findall(s) if t not in _STOP])
 
 
 def _norm_arxiv(value: str | None) -> str | None:
@@ -212,14 +214,15 @@ class _Vocab:
 
         indptr, indices = [0], []
         ids = self.ids
+        get = ids.get
         for toks in token_lists:
-            row = set()
-            for t in toks:
-                j = ids.get(t)
-                if j is None and grow:
-                    j = ids[t] = len(ids)
-                if j is not None:
-                    row.add(j)
+            if grow:
+                for t in toks:
+                    if t not in ids:
+                        ids[t] = len(ids)
+                row = {ids[t] for t in toks}
+            else:
+                row = {j for j in map(get, toks) if j is not None}
             indices.extend(row)
             indptr.append(len(indices))
         data = np.ones(len(indices), dtype=np.float32)
@@ -415,6 +418,12 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
         groups.setdefault(uf.find(j), []).append(j)
     works = []
     for members in groups.values():
+        if len(members) == 1:  # most works are cited once: their one entry's fields
+            k, _, e = flat[members[0]]
+            works.append(MissingWork(getattr(e, "title", None) or "", getattr(e, "year", None),
+                                     tuple(getattr(e, "authors", None) or ()), getattr(e, "venue", None),
+                                     getattr(e, "doi", None), getattr(e, "arxiv", None), [(k, e)]))
+            continue
         entries = [flat[j][2] for j in members]
         works.append(MissingWork(
             title=_most_common([getattr(e, "title", None) for e in entries]) or "",
