@@ -447,3 +447,31 @@ def test_mcp_tools_answer_what_the_cli_answers(ws):
     assert miss["missing"] == _lines(run_main("missing", "-w", ws, "--json", "-k", "5").stdout)
     assert bad.is_error and "did you mean: devlin2019" in bad.content[0].text
     assert bad_k.is_error and "k must be" in bad_k.content[0].text
+
+
+def test_filters_choose_the_citing_sources_and_say_what_they_left_out():
+    from chitragupta.engine.corpus.metadata import Facets
+    from chitragupta.engine.filters import Filters
+
+    rows = [row("t", "The cited target paper here", 2010), row("a", "A", 2015), row("b", "B", 2021),
+            row("c", "C", None)]
+    cite = e(1, "The cited target paper here", 2010)
+    lstm = e(2, "Long short-term memory", 1997)
+    refs = {k: [cite, lstm] for k in ("a", "b", "c")}
+    keys = [r.citekey for r in rows]
+    facets = Facets(keys, [("smith",), ("jones",), ("smith",), ()], [r.year for r in rows], [()] * 4,
+                    [None] * 4, ["article"] * 4, [None] * 4)
+    g = CitationGraph(rows, refs, facets)
+    assert [x["citekey"] for x in g.cited_by("t")] == ["a", "b", "c"]
+    since = Filters(year=(2019, None))
+    assert [x["citekey"] for x in g.cited_by("t", since)] == ["b"]
+    assert [x["citekey"] for x in g.cited_by("t", {"author": "smith"})] == ["b"]
+    assert g.filter_notes(since) == ["1 source(s) have no year and were excluded by the year filter"]
+    assert g.filter_notes(None) == []
+    assert [m.count for m in g.missing()] == [3]
+    assert g.missing(filters=since) == [] and [m.citing for m in g.missing(min_count=1, filters=since)] == [("b",)]
+    with pytest.raises(UsageError, match="year"):
+        g.cited_by("t", {"year": "soon"})
+    bare = CitationGraph(rows, refs)  # built without the ledger's metadata: filters refused, plainly
+    with pytest.raises(UsageError, match="filters need the ledger's metadata"):
+        bare.cited_by("t", since)
