@@ -17,8 +17,8 @@ The rules (issue 31, item 2):
   other punctuation a space, a few function words left out), with the year within one. Two titles are
   close when rapidfuzz's ``fuzz.ratio`` of the normalised forms is at least ``TITLE_MIN`` (``TITLE_MIN_NO_YEAR``
   when either year is unknown). The title the entry parser took may be wrong (an author list it could not
-  read, a venue swallowed): so a library title of two words or more is also compared with each sentence of
-  the entry's text (cut at ". ", "? ", "! " and quotes), by the same bar.
+  read, a venue swallowed): when it is close to no candidate, a library title of two words or more is
+  compared with each sentence of the entry's text (cut at ". ", "? ", "! " and quotes), by the same bar.
 - **Never a guess.** When two library sources are about equally close (scores within ``AMBIGUOUS_GAP``),
   the entry stays unresolved, and it is not a missing work either.
 - **A source never cites itself**: an entry that names its own source (as closely as any other) is dropped.
@@ -301,7 +301,6 @@ def resolve(library: Library, references: dict[str, list]) -> Resolution:
                     cand[j].append(c)
 
     unresolved: list[int] = []
-    segs: list[list[str] | None] = [None] * n
     for j, (k, i, e) in enumerate(flat):
         key = (k, i)
         me = citing_pos[j]
@@ -323,18 +322,23 @@ def resolve(library: Library, references: dict[str, list]) -> Resolution:
             target[key], why[key] = None, "ambiguous"
             continue
         scored: list[tuple[float, int]] = []
+        fit = []  # candidates the identifiers allow
         for c in cand[j]:
             src = library.sources[c]
             if (doi and src.doi and doi != src.doi) or (arx and src.arxiv and arx != src.arxiv):
                 continue  # the identifiers say these are different works
-            lt = library.norm[c]
-            s = _title_score(ratio, titles[j], lt, years[j], src.year)
-            if s < 100.0 and " " in lt:  # the title the entry parser took may be wrong: its text's sentences
-                if segs[j] is None:
-                    segs[j] = _segments(getattr(e, "text", None))
-                s = max([s] + [_title_score(ratio, g, lt, years[j], src.year) for g in segs[j]])
+            fit.append(c)
+            s = _title_score(ratio, titles[j], library.norm[c], years[j], src.year)
             if s > 0:
                 scored.append((s, c))
+        if not scored and fit:  # the title the entry parser took may be wrong: its text's sentences
+            segs = _segments(getattr(e, "text", None))
+            for c in fit:
+                lt, src = library.norm[c], library.sources[c]
+                if " " in lt:
+                    s = max([_title_score(ratio, g, lt, years[j], src.year) for g in segs] or [0.0])
+                    if s > 0:
+                        scored.append((s, c))
         if not scored:
             target[key], why[key] = None, "none"
             unresolved.append(j)
