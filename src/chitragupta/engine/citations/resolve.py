@@ -62,12 +62,17 @@ _ARXIV_DOI = re.compile(r"^10\.48550/arxiv\.(.+)$")
 def norm_title(s: str | None) -> str:
     """A title as it is compared: ``fold`` (case, accents), a hyphen inside a word dropped ("pre-training"
     and "pretraining" agree), every other run of punctuation a space, function words left out."""
+    return " ".join([t for t in _tokens(s) if t not in _STOP])
+
+
+def _tokens(s: str | None) -> list[str]:
+    """``norm_title``'s words, function words kept (what blocking looks up)."""
     if not s:
-        return ""
+        return []
     s = s.lower() if s.isascii() else fold(s)
     if "-" in s or "\u2010" in s or "\u2011" in s:
         s = _HYPHEN.sub("", s)
-    return " ".join([t for t in _WORD.findall(s) if t not in _STOP])
+    return _WORD.findall(s)
 
 
 def _norm_arxiv(value: str | None) -> str | None:
@@ -280,7 +285,7 @@ def resolve(library: Library, references: dict[str, list]) -> Resolution:
     n = len(flat)
     ids = [_entry_ids(e) for _, _, e in flat]
     titles = [norm_title(getattr(e, "title", None)) for _, _, e in flat]
-    texts = [norm_title(getattr(e, "text", None)) for _, _, e in flat]
+    words = [_tokens(getattr(e, "text", None)) for _, _, e in flat]
     years = [getattr(e, "year", None) for _, _, e in flat]
     citing_pos = [library.pos.get(k, -1) for k, _, _ in flat]
 
@@ -289,8 +294,7 @@ def resolve(library: Library, references: dict[str, list]) -> Resolution:
     if n and len(library):
         vocab = _Vocab()
         lib_m = vocab.matrix([t.split() for t in library.norm], grow=True)
-        ent_m = _pad(vocab.matrix([(texts[j] or titles[j]).split() + titles[j].split() for j in range(n)],
-                                  grow=False), lib_m.shape[1])
+        ent_m = _pad(vocab.matrix([words[j] + titles[j].split() for j in range(n)], grow=False), lib_m.shape[1])
         rows, cols = _blocking(ent_m, lib_m, BLOCK_SHARE)
         for r, c in zip(rows.tolist(), cols.tolist()):
             cand[r].append(c)
