@@ -12,7 +12,8 @@ Three measurements, each through a workspace built here in a temporary folder th
    main.tex.md``, through the docling backend: Markdown needs no models) against the entries of the
    paper's bibliography (``\\bibitem`` in ``main.bbl``, or in ``main.tex`` where the list is inlined).
    Only one of the five Markdown files holds its reference list (the others end where the LaTeX
-   ``\\bibliography`` command stood): those say "no list" honestly.
+   ``\\bibliography`` command stood): those say "no list" honestly. And docling's Markdown conversions
+   of three PDFs (``pdfs/docling/groundtruth``) against the numbers their lists print.
 3. Fields right per entry on ``LABELS``, 36 entries across the seven PDFs labelled by hand: first
    author's family name, year, title, DOI and arXiv id (an absent one labelled ``None``: the parser must
    find none there). Text is compared case-, accent- and punctuation-blind (letters and digits only).
@@ -124,6 +125,14 @@ LABELS = [
      None, "1909.08593"),
 ]
 
+# docling's Markdown conversions of three PDFs: the numbers their reference lists print, [1]..[N] or 1...N,
+# read by hand in the Markdown (each number once; in 2305.03393v1 docling put 7 before 6 and 13 before 12).
+# Held out while the splitting rules were written on the papermage PDFs; first run: 38, 23 and 18 found.
+# 2305.03393v1's five missing entries were docling ``text`` items (an entry holding a link), merged into the
+# entry before; the rule that makes such an item an entry when it opens like one (store._sidecar_list) was
+# written after looking at it, so that paper is no longer held out.
+PRINTED_NUMBERS = {"2203.01017v2": 38, "2206.01062": 23, "2305.03393v1": 23}
+
 FIELDS = ("first author", "year", "title", "doi", "arxiv")
 
 
@@ -209,25 +218,33 @@ def docling_markdown(data: Path, tmp: Path) -> None:
         print("   docling is not installed (pip install -e '.[docling]'): skipped")
         return
     folders = sorted(p for p in (data / "pdfs" / "docling" / "latex").iterdir() if p.is_dir())
+    converted = sorted((data / "pdfs" / "docling" / "groundtruth").glob("*.md"))
+    converted = [p for p in converted if p.stem in PRINTED_NUMBERS]
     root = tmp / "docling"
     (root / "papers").mkdir(parents=True)
     (root / "config.toml").write_text('[parser]\nbackend = "docling"\n', encoding="utf-8")
     lines = []
-    for f in folders:
-        md = f / "GROUNDTRUTH_docling_main.tex.md"
-        name = re.sub(r"[^A-Za-z0-9]", "_", f.name)
+    names = {}
+    for md, label in [(f / "GROUNDTRUTH_docling_main.tex.md", f.name) for f in folders] + [(p, p.stem) for p in converted]:
+        name = names[label] = re.sub(r"[^A-Za-z0-9]", "_", label)
         shutil.copy(md, root / "papers" / f"{name}.md")
-        lines.append(f"@article{{{name}, title={{{f.name}}}, file={{{name}.md}}}}")
+        lines.append(f"@article{{{name}, title={{{label}}}, file={{{name}.md}}}}")
     (root / "papers" / "bibliography.bib").write_text("\n".join(lines) + "\n", encoding="utf-8")
     ws = Workspace.open(root)
     sync(ws)
     build_references(ws)
     print(f"   {'paper':<20} {'bibitems':>9} {'found':>6}")
     for f in folders:
-        got = references_of(ws, re.sub(r"[^A-Za-z0-9]", "_", f.name))
+        got = references_of(ws, names[f.name])
         items = _bibitems(f)
         print(f"   {f.name:<20} {items if items is not None else '-':>9} "
               f"{'no list' if got is None else len(got):>6}")
+    print("   docling's own PDF conversions (pdfs/docling/groundtruth; held out while the rules were written, but see "
+          "PRINTED_NUMBERS)")
+    print(f"   {'paper':<20} {'printed':>9} {'found':>6}")
+    for p in converted:
+        got = references_of(ws, names[p.stem])
+        print(f"   {p.stem:<20} {PRINTED_NUMBERS[p.stem]:>9} {'no list' if got is None else len(got):>6}")
 
 
 def fields(found_by: dict, show: int) -> None:

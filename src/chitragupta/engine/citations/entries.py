@@ -38,7 +38,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
+__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex",
+           "starts_entry", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
 
 MAX_ENTRY_CHARS = 4000  # fields are read from this much of an entry (its raw text is kept whole)
 MAX_LIST_CHARS = 2_000_000  # a reference list longer than this is read up to here, with a note
@@ -241,6 +242,14 @@ def _starts_author_block(joined: str) -> bool:
 
 # a group or a tool as the author, then the year: "OGC of Harvard. 2016.", "pdf2image. 2023.", "Grobid. 2008-2023."
 _GROUP_YEAR = re.compile(r"^[^\W_][^.,;:()]{0,60}\.\s(?:1[89]|20)\d\d[a-z]?(?:[.,\u2013-]|\s|$)")
+
+
+def starts_entry(text: str) -> bool:
+    """Whether ``text`` opens like a reference entry: a list number or label, or an author list up to a
+    year, or "Family, I." / "Family I," / "Family, Given" (what tells a docling ``text`` item that is an
+    entry of its own from one that continues the entry before it, a link or a page range)."""
+    head = " ".join(text[:1500].split())
+    return bool(_LEAD_MARK.match(head)) or _starts_author_block(head) or _name_line(head)
 
 
 def _name_line(line: str) -> bool:

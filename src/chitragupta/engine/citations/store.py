@@ -106,8 +106,7 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
                     break  # a list has no headings: what follows one (an appendix the span keeps) is no entry
                 if it["label"] not in EXCLUDED_LABELS:
                     kept.append(it)
-            text = "\n".join("- " + it["text"] if it["label"] == "list_item" and not _NUMBERED.match(it["text"])
-                             else it["text"] for it in kept)
+            text = _sidecar_list(kept)
             return _Input(text, document_words("\n".join(it["text"] for it in items)), frozenset(), fp)
     from chitragupta.engine.citations.entries import running_lines
     from chitragupta.engine.text.refcut import plain_reference_span
@@ -120,6 +119,22 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
     body = whole[span[0]:span[1]]
     nl = body.find("\n")
     return _Input("" if nl < 0 else body[nl + 1:], document_words(whole), running_lines(whole, 3), fp)
+
+
+def _sidecar_list(kept: list[dict]) -> str:
+    """A sidecar's reference items as list text, one item a line at least: a list item (docling's one
+    entry) as a Markdown item unless its text is numbered already ("[12] ...", "12. ..."); where the list
+    is made of list items, a ``text`` item too when it opens like an entry (docling's Markdown reader makes
+    an entry holding a link a ``text`` item), else it continues the entry before it (the link itself)."""
+    from chitragupta.engine.citations.entries import starts_entry
+
+    listed = sum(it["label"] == "list_item" for it in kept) >= 2
+    out = []
+    for it in kept:
+        t = it["text"]
+        entry = it["label"] == "list_item" or (listed and it["label"] == "text" and starts_entry(t))
+        out.append("- " + t if entry and not _NUMBERED.match(t) else t)
+    return "\n".join(out)
 
 
 def _parse(inp: _Input) -> tuple[list[Entry], list[str]]:
