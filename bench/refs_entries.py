@@ -17,6 +17,8 @@ Three measurements, each through a workspace built here in a temporary folder th
 3. Fields right per entry on ``LABELS``, 36 entries across the seven PDFs labelled by hand: first
    author's family name, year, title, DOI and arXiv id (an absent one labelled ``None``: the parser must
    find none there). Text is compared case-, accent- and punctuation-blind (letters and digits only).
+4. Cost at scale (``--scale N``, default 1,000 full-text sources: the seven texts imported again and
+   again): the reference store's build beside the document index's build of the same workspace.
 """
 
 from __future__ import annotations
@@ -273,16 +275,56 @@ def fields(found_by: dict, show: int) -> None:
         print(f"   ... and {len(wrong) - show} more (--show)")
 
 
+def scale(data: Path, tmp: Path, n: int) -> None:
+    """Build cost at ``n`` full-text sources: the seven papers' texts (pdfium's, form feeds kept) imported
+    ``n / 7`` times each, every copy made distinct by a line of its own, through ``import``; the document
+    index built, then the reference store, then the store again with nothing changed."""
+    import json
+
+    from chitragupta.engine.citations import build_references
+    from chitragupta.engine.corpus.parsers import parse
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.workspace import Workspace
+
+    texts = [(p.stem, parse(p, "pdftotext").text) for p in sorted((data / "pdfs" / "papermage").glob("*.pdf"))]
+    root = tmp / "scale"
+    root.mkdir()
+    src = root / "corpus.jsonl"
+    with src.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            stem, text = texts[i % len(texts)]
+            f.write(json.dumps({"_id": f"s{i:05d}", "title": f"{stem} copy {i}", "text": f"copy {i}\n{text}"}) + "\n")
+    ws = Workspace.open(root / "ws", create=True)
+    import_jsonl(ws, src)
+    t0 = time.perf_counter()
+    refresh(ws, unit="document", force=True)
+    t_index = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rep = build_references(ws)
+    t_refs = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    build_references(ws)
+    t_again = time.perf_counter() - t0
+    print(f"\n4. cost at {n} full-text sources (the seven papers' texts, imported {n // len(texts)}+ times each)")
+    print(f"   document index build {t_index:.2f} s; reference store build {t_refs:.2f} s "
+          f"({t_refs / t_index:.2f}x the index; {rep['entries']} entries from {rep['sources']} sources); "
+          f"again with nothing changed {t_again:.2f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench refs_entries", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=None, help="the evaluation data folder (default ../shared/data)")
     ap.add_argument("--show", type=int, default=20, help="wrong fields to print (default 20)")
+    ap.add_argument("--scale", type=int, default=1000, help="sources of measurement 4 (default 1000; 0: skip)")
     args = ap.parse_args(argv)
     data = data_dir(args.data)
     with tempfile.TemporaryDirectory(prefix="refs_entries-") as tmp:
         found_by = entries_per_paper(data, Path(tmp))
         docling_markdown(data, Path(tmp))
         fields(found_by, args.show)
+        if args.scale:
+            scale(data, Path(tmp), args.scale)
     return 0
 
 

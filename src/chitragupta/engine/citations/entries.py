@@ -37,9 +37,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex",
-           "starts_entry", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
+           "starts_entry", "LazyWords", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
 
 MAX_ENTRY_CHARS = 4000  # fields are read from this much of an entry (its raw text is kept whole)
 MAX_LIST_CHARS = 2_000_000  # a reference list longer than this is read up to here, with a note
@@ -98,7 +99,6 @@ _NAME_TOKEN = re.compile(
 )
 _PARTICLES = frozenset("van von der den de del della di da das dos du le la el al bin ibn ter ten zu y e st st.".split())
 _JOINERS = frozenset({"and", "&", "et", "al", "al.", "others", "und", "y"})
-_ENDS_ENTRY = re.compile(r"(?:[.)\]]|\d|\d[a-z]|https?://\S+|10\.\d{4,9}/\S+)\s*$")
 # "Family, I." / "Family I," / "Family, Given" / "Family, I" at a line start
 _FAMILY_FIRST = re.compile(
     r"^\s*(?:(?:van|von|de|del|der|den|di|da|du|le|la|dos)\s+){0,2}"
@@ -184,6 +184,9 @@ _STOPWORDS = frozenset("""a an the of for in on at to with from by into via usin
 our we how what why when which new towards toward pages page vol volume no pp proceedings proc conference
 journal transactions workshop symposium press university arxiv preprint editor editors ed eds see
 """.split())
+_ANY_DIGIT = re.compile(r"\d")
+_NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
+_LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
 _ONE_WORD_SENTENCE = re.compile(r"[^\W\d_]{2,}[.?!]\s")
 
 
@@ -203,28 +206,22 @@ def _names_only(s: str, lenient: bool = False) -> bool:
     ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
     tokens; no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the next)."""
     s = s.strip().rstrip("(").strip()
-    if not s or len(s) > 1500:
+    if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _ONE_WORD_SENTENCE.search(s.rstrip(" .,;:")):
         return False
-    body = s.rstrip(" .,;:")
-    if _ONE_WORD_SENTENCE.search(body):
+    tokens = [t for t in (t.strip(".") for t in _NAME_SEP.split(s)) if t]
+    lows = [t.lower() for t in tokens]
+    if not _LONG_STOPWORDS.isdisjoint(lows):
         return False
-    words = s.replace(",", " , ").replace(";", " ; ").replace("&", " & ").split()
     names = lower = 0
-    for w in words:
-        bare = w.strip(".,;()[]")
-        if not bare or w in (",", ";", "&"):
-            continue
-        low = bare.lower()
+    for t, low in zip(tokens, lows):
         if low in _JOINERS or low in _PARTICLES:
             continue
-        if (len(bare) > 1 and low in _STOPWORDS) or bare[0].isdigit() or any(c.isdigit() for c in bare):
-            return False
-        first = bare.lstrip("{\\\"'`^~")[:1]
+        first = t.lstrip("{\\\"'`^~")[:1]
         if not first:
             continue
-        if first.isalpha() and first.islower():
-            lower += 1
         names += 1
+        if first.islower():
+            lower += 1
     return names >= 2 and (lenient or lower * 4 <= names)
 
 
@@ -261,14 +258,21 @@ def _name_line(line: str) -> bool:
     return _name_prefix(s.rstrip("-"))
 
 
-_INITIAL_END = re.compile(r"(?:^|[\s.,-])[A-Z]\.$")
 
 
 def _ends_entry(line: str) -> bool:
     """The line can end an entry: a period (not after an initial, "Quoc V."), a bracket, a year or a page
-    number, a DOI or a URL."""
-    s = line[-80:]
-    return bool(_ENDS_ENTRY.search(s)) and not _INITIAL_END.search(s)
+    number (a letter after it: "2019a"), a DOI or a URL as its last word."""
+    s = line.rstrip()
+    if not s:
+        return False
+    c = s[-1]
+    if not (c in ".)]" or c.isdigit() or ("a" <= c <= "z" and len(s) > 1 and s[-2].isdigit())):
+        last = s[s.rfind(" ") + 1:]
+        if not ("http://" in last or "https://" in last or _DOI.search(last)):
+            return False
+    # "Quoc V.": an initial ends the line, the family name is on the next
+    return not (c == "." and len(s) > 1 and "A" <= s[-2] <= "Z" and (len(s) == 2 or s[-3] in " \t.,-"))
 
 
 def _numbered(lines: list[str], pattern: re.Pattern) -> list[int]:
@@ -301,6 +305,15 @@ def _dotted_starts(lines: list[str]) -> list[int]:
     return _numbered(lines, _DOTTED)
 
 
+_SPLIT_WORD = re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")
+
+
+def _quick_join(window: list[str]) -> str:
+    """Lines joined for the author-block test: a line-end hyphen before a lower-case letter dropped
+    ("Abdul-\nlahi" is one name there, whatever ``_join`` later makes of it), spaces collapsed."""
+    return " ".join(_SPLIT_WORD.sub("", "\n".join(window)).split())
+
+
 def _author_year_starts(lines: list[str], words) -> list[int]:
     starts = []
     prev_end = True  # the first line opens an entry
@@ -318,7 +331,7 @@ def _author_year_starts(lines: list[str], words) -> list[int]:
                     size += len(x)
                     if size > 1500 or _YEAR.search(x):
                         break
-                if _starts_author_block(_join(window, words)) or _name_line(s):
+                if _starts_author_block(_quick_join(window)) or _name_line(s):
                     starts.append(i)
         prev_end = _ends_entry(s)
     return starts
@@ -399,6 +412,21 @@ def _strip_marker(chunk: list[str], style: str) -> list[str]:
     return chunk
 
 
+class LazyWords:
+    """``chitragupta.engine.text.hyphens.document_words`` of a text, made when first asked (most lists
+    never ask: only a word split at a line end does)."""
+
+    def __init__(self, text: str):
+        self._text, self._words = text, None
+
+    def __contains__(self, word: str) -> bool:
+        if self._words is None:
+            from chitragupta.engine.text.hyphens import document_words
+
+            self._words, self._text = document_words(self._text), None
+        return word in self._words
+
+
 def split_entries(ref_text: str, *, words=None, running: frozenset[str] = frozenset()) -> list[str]:
     """The list's text (after the heading) -> the raw entries, in order (see the module docstring).
     ``words``: the whole document's words (``chitragupta.engine.text.hyphens.document_words``), which tell a
@@ -417,9 +445,7 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
     if not any(ln.strip() for ln in lines):
         return [], notes
     if words is None:
-        from chitragupta.engine.text.hyphens import document_words
-
-        words = document_words(text)
+        words = LazyWords(text)
     style, starts = "", []
     brackets = _bracket_starts(lines)
     dotted = _dotted_starts(lines)
@@ -442,7 +468,7 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
     for chunk in chunks:
         chunk = _strip_marker(chunk, style)
         joined = _join(chunk, words)
-        if style == "markdown" and not re.search(r"[^\W\d_]", joined):
+        if style == "markdown" and not _A_LETTER.search(joined):
             continue  # "- 10": the widest label of a LaTeX thebibliography, not an entry
         if joined:
             out.append((joined, style))
@@ -463,8 +489,43 @@ _URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
 _TRAIL = ".,;:)]}>'\""
 _LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022](?=\s))\s*")
 _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
-_SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bvs)(?<!\bNo)(?<!\bVol)"
-                           r"(?<!\bpp)(?<!\bEd)(?<!\bEds)(?<!\bInc)(?<!\bJr)(?<!\bSt)[.?!](?:\s|$)")
+_STOP = re.compile(r"[.?!](?=\s|$)")
+_NOT_ENDS = frozenset({"vs", "No", "Vol", "pp", "Ed", "Eds", "Inc", "Jr", "St"})
+
+
+class _SentenceEnd:
+    """A full stop, question or exclamation mark before a space or the end: not after a capital letter
+    (an initial, "J."), a two-letter capitalised word, or vs / No / Vol / pp / Ed / Eds / Inc / Jr / St.
+    ``search`` as a compiled pattern's (a match object's ``start``, ``end``), without a lookbehind chain."""
+
+    @staticmethod
+    def search(s: str, pos: int = 0):
+        for m in _STOP.finditer(s, pos):
+            i = m.start()
+            if i > 0 and s[i - 1].isupper() and s[i - 1].isascii():
+                continue
+            j = i
+            while j > 0 and (s[j - 1].isalnum() or s[j - 1] == "_"):
+                j -= 1
+            word = s[j:i]
+            if word in _NOT_ENDS or (len(word) == 2 and word[0].isupper() and word[1].islower() and word.isascii()):
+                continue
+            return _End(i, i + 1 + (1 if i + 1 < len(s) else 0))
+        return None
+
+
+class _End(NamedTuple):
+    at: int
+    after: int
+
+    def start(self) -> int:
+        return self.at
+
+    def end(self) -> int:
+        return self.after
+
+
+_SENTENCE_END = _SentenceEnd()
 _VENUE_STOP = re.compile(r",\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
                          r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s*\(\s*(?i:pp|pages|vol)\b"
                          r"|,\s*(?:1[89]|20)\d\d\b"
@@ -511,6 +572,8 @@ def _doi(s: str) -> tuple[str | None, tuple[int, int] | None]:
 
 
 def _arxiv(s: str) -> tuple[str | None, tuple[int, int] | None]:
+    if "abs/" not in s and "rxiv" not in s and "RXIV" not in s and "rXiv" not in s:
+        return None, None
     m = _ARXIV_NEW.search(s) or _ARXIV_OLD.search(s)
     if m is None:
         return None, None
@@ -531,7 +594,7 @@ def _family(part: str) -> str | None:
         words.pop()
     if not words:
         return None
-    if len(words) >= 2 and re.fullmatch(r"[A-Z]{1,3}", words[-1]) and not re.fullmatch(r"[A-Z]{1,3}", words[0]):
+    if len(words) >= 2 and _CAPS.fullmatch(words[-1]) and not _CAPS.fullmatch(words[0]):
         return words[0]  # Vancouver: "Smith JA"
     # the last word, with the lower-case particles before it ("van der Zuylen")
     i = len(words) - 1
@@ -551,7 +614,7 @@ _SPLIT_AUTHORS = re.compile(r"\s*(?:;|,?\s+and\s+|,?\s*&\s*|,?\s+und\s+|,)\s*")
 
 def _authors(block: str) -> tuple[str, ...]:
     block = decode_latex(block)
-    block = re.sub(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", " ", block, flags=re.IGNORECASE)
+    block = _NOT_NAMES.sub(" ", block)
     parts = [p.strip(" .") for p in _SPLIT_AUTHORS.split(block)]
     parts = [p for p in parts if p]
     if not parts:
@@ -597,9 +660,10 @@ def parse_entry(raw: str, n: int) -> Entry:
         url = u
         break
     # years outside a DOI, an arXiv id or a URL
-    spans = [sp for sp in (doi_span, arxiv_span) if sp] + [m.span() for m in _URL.finditer(s)]
-    years = [m for m in _YEAR.finditer(s) if not any(a <= m.start() < b for a, b in spans)
-             and 1800 <= int(m.group(0)[:4]) <= 2099]
+    spans = [sp for sp in (doi_span, arxiv_span) if sp]
+    if url is not None:
+        spans += [m.span() for m in _URL.finditer(s)]
+    years = [m for m in _YEAR.finditer(s) if not spans or not any(a <= m.start() < b for a, b in spans)]
     authors: tuple[str, ...] = ()
     year = None
     title = venue = None
@@ -611,7 +675,7 @@ def parse_entry(raw: str, n: int) -> Entry:
         block = s[:years[0].start()]
         year = int(years[0].group(0)[:4])
         rest = s[years[0].end():]
-        rest = re.sub(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+", "", rest)  # "2008-2023."
+        rest = _AFTER_YEAR.sub("", rest)  # "). ", "-2023. "
     else:
         q = _QUOTED.search(s)
         if q is not None and q.start() < 600:
@@ -659,6 +723,13 @@ def _title_end(rest: str) -> tuple[int, int]:
     return (m.start() + 1 if rest[m.start()] in "?!" else m.start()), m.end()
 
 
+_A_LETTER = re.compile(r"[^\W\d_]")
+_TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
+_CAPS = re.compile(r"[A-Z]{1,3}")
+_NOT_NAMES = re.compile(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", re.IGNORECASE)
+_AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
+_IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
+_PREPRINT = re.compile(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$")
 _FULL_STOP = re.compile(r"([^\W\d_]*)\.\s")
 # the words a venue's name abbreviates beyond four letters ("Proc.", "Conf." and "J." are short enough)
 _ABBREVIATIONS = frozenset("""Trans Intell Comput Artif Assoc Annu Mach Learn Lang Linguist Process Inform
@@ -668,7 +739,7 @@ Internat Engin Electr Theor Geophys""".split())
 
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
-    v = re.sub(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)", "", v)
+    v = _IN.sub("", v)
     if not v:
         return None
     m = _VENUE_STOP.search(v)
@@ -680,8 +751,8 @@ def _venue(rest: str) -> str | None:
             v = v[:m.start() + len(word)]
             break
     v = v.strip(" ,.;:(")
-    v = re.sub(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$", r"\1", v)
-    if not v or not re.search(r"[^\W\d_]{2}", v) or _DOI.match(v) or _URL.match(v):
+    v = _PREPRINT.sub(r"\1", v)
+    if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]
 

@@ -32,7 +32,7 @@ from chitragupta.engine.citations.entries import Entry, parse_reference_list
 __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
            "refs_folder", "summary_line"]
 
-RULES = 1
+RULES = 2  # bumped whenever splitting or field rules change: every artifact is rebuilt
 REFS_DIR = "refs"
 
 _NUMBERED = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)]\s|[-*+\u2022]\s)")
@@ -78,8 +78,8 @@ def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
 
 
 def _input(root: Path, parsed_path: str | None) -> _Input:
+    from chitragupta.engine.citations.entries import LazyWords
     from chitragupta.engine.index.source import _inside_content, is_regular, read_text, sidecar_path
-    from chitragupta.engine.text.hyphens import document_words
 
     if not parsed_path or not _inside_content(parsed_path):
         return _Input(None, None, frozenset(), _fingerprint(None))
@@ -107,7 +107,7 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
                 if it["label"] not in EXCLUDED_LABELS:
                     kept.append(it)
             text = _sidecar_list(kept)
-            return _Input(text, document_words("\n".join(it["text"] for it in items)), frozenset(), fp)
+            return _Input(text, LazyWords(text), frozenset(), fp)
     from chitragupta.engine.citations.entries import running_lines
     from chitragupta.engine.text.refcut import plain_reference_span
 
@@ -118,7 +118,8 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
         return _Input(None, None, frozenset(), fp)
     body = whole[span[0]:span[1]]
     nl = body.find("\n")
-    return _Input("" if nl < 0 else body[nl + 1:], document_words(whole), running_lines(whole, 3), fp)
+    ref = "" if nl < 0 else body[nl + 1:]
+    return _Input(ref, LazyWords(ref), running_lines(whole, 3), fp)
 
 
 def _sidecar_list(kept: list[dict]) -> str:
