@@ -323,3 +323,16 @@ def test_a_docling_sidecar_list_items_text_items_and_the_heading_after(tmp_path)
     assert [e.authors[0] for e in got] == ["Auer", "Livathinos", "Nassar"]
     assert got[1].doi == "10.1609/aaai.v35i17.17777" and got[0].arxiv == "2206.00785"
     assert all("Journal of Tests" not in e.text and "heads" not in e.text for e in got)
+
+
+def test_initials_first_without_numbers_and_what_follows_the_last_entry():
+    text = ("J. Andren, M. Hilding, and D. Veitch. Understanding\nend-to-end internet traffic dynamics. In Proceedings\n"
+            "IEEE GLOBECOM, Sydney, Australia, November\n1998.\nJ.-C. Bolot, S. Fosse-Parisis, and D. Towsley.\n"
+            "Adaptive FEC-based error control for interactive\naudio in the Internet. In Proceedings IEEE\n"
+            "INFOCOM, New York, NY, March 1999.\nH. Sanneck. Concealment of lost speech packets using\n"
+            "adaptive packetization. In Proceedings IEEE\nMultimedia Systems, pages 140-149, June\n1998.\n"
+            "10. APPENDIX\nThis appendix outlines the failover protocol of the system, in prose.\n")
+    entries, notes = parse_reference_list(text)
+    assert [(e.authors[0], e.year) for e in entries] == [("Andren", 1998), ("Bolot", 1999), ("Sanneck", 1998)]
+    assert entries[2].title == "Concealment of lost speech packets using adaptive packetization"
+    assert "APPENDIX" not in entries[2].text and len(notes) == 1 and "'10. APPENDIX'" in notes[0]

@@ -234,9 +234,12 @@ def _starts_author_block(joined: str) -> bool:
     m = _YEAR.search(head)
     if m is not None and m.start() > 0 and _name_prefix(head[:m.start()]):
         return True
-    return bool(_FAMILY_FIRST.match(head) or _GROUP_YEAR.match(head))
+    return bool(_FAMILY_FIRST.match(head) or _GROUP_YEAR.match(head) or _INITIALS_FIRST.match(head))
 
 
+# initials first, the year at the end: "J. Andren, M. Hilding, and D. Veitch. Understanding ...", "J.-C. Bolot,
+# S. Fosse-Parisis ...", "H. Sanneck. Concealment of ..."
+_INITIALS_FIRST = re.compile(r"^(?:[A-Z]\.(?:\s?-?[A-Z]\.)*\s)+(?:[a-z]{1,3}\s){0,2}[A-Z][^\s,.;:()]{1,40}(?:,\s|\s+and\s|\.\s)")
 # a group or a tool as the author, then the year: "OGC of Harvard. 2016.", "pdf2image. 2023.", "Grobid. 2008-2023."
 _GROUP_YEAR = re.compile(r"^[^\W_][^.,;:()]{0,60}\.\s(?:1[89]|20)\d\d[a-z]?(?:[.,\u2013-]|\s|$)")
 
@@ -399,6 +402,12 @@ def _join(chunk: list[str], words) -> str:
 _MD_KEY = re.compile(r"^[^\s]{1,80}$")
 
 
+# what follows a list inside its span, and is no entry: a table or figure caption, an appendix or the
+# acknowledgements (a line that opens so after a line that ends an entry)
+_TRAILER = re.compile(r"^\s*(?:(?:Table|TABLE|Figure|FIGURE|Fig\.)\s*[A-Z]?\d|(?:[A-Z]\.?\s+|\d{1,2}(?:\.\d+)*\.?\s+)?"
+                      r"(?:APPENDIX|Appendix|APPENDICES|Appendices|ACKNOWLEDGE?MENTS?|Acknowledge?ments?)\b)")
+
+
 def _strip_marker(chunk: list[str], style: str) -> list[str]:
     """The chunk without its list marker ([12], 12., "- "); a Markdown item's first line that is a lone
     LaTeX cite key ("- layernorm2016" over the entry's lines) is dropped too."""
@@ -464,6 +473,15 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
         else:
             style, starts = "paragraph", para
     chunks = _cut(lines, starts)
+    if chunks:
+        last = chunks[-1]
+        for j in range(1, len(last)):
+            if _TRAILER.match(last[j]) and _ends_entry(last[j - 1].strip()):
+                dropped = sum(len(x) + 1 for x in last[j:])
+                notes.append(f"{dropped} characters after the last entry (from {last[j].strip()[:40]!r}: a "
+                             "table, a figure or an appendix the list's span held) left out")
+                chunks[-1] = last[:j]
+                break
     out = []
     for chunk in chunks:
         chunk = _strip_marker(chunk, style)
