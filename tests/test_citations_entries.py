@@ -336,3 +336,13 @@ def test_initials_first_without_numbers_and_what_follows_the_last_entry():
     assert [(e.authors[0], e.year) for e in entries] == [("Andren", 1998), ("Bolot", 1999), ("Sanneck", 1998)]
     assert entries[2].title == "Concealment of lost speech packets using adaptive packetization"
     assert "APPENDIX" not in entries[2].text and len(notes) == 1 and "'10. APPENDIX'" in notes[0]
+
+
+def test_a_file_where_the_folder_goes_is_one_error_line(tmp_path):
+    from chitragupta.engine.citations import build_references
+    from chitragupta.errors import WorkspaceError
+
+    ws = _pdf_workspace(tmp_path)
+    (ws.content / "refs").write_text("not a folder")
+    with pytest.raises(WorkspaceError, match="cannot keep the reference entries there"):
+        build_references(ws)

@@ -10,12 +10,14 @@ functions on the same files (``chitragupta.engine.text.refcut`` through the rule
 ``chitragupta.engine.index.source``): with a docling sidecar its items from the reference heading up to an
 appendix heading, without one the plain-text span; the heading itself left out.
 
-``fingerprint`` is a hash of that text and ``RULES``: a file is rewritten only when it changes.
-``stamp`` (the parsed file's and its sidecar's size and mtime, and RULES) lets an unchanged source skip
-even the reading. A source whose text holds no reference list gets a file with ``"located": false``
-(``references_of`` answers None for it); a file that is corrupt, foreign or of other rules is rebuilt
-with a note; files of sources no longer in the ledger are removed. Written with the one atomic writer
-(``chitragupta.engine.files``).
+``fingerprint`` is a hash of the source's parsed text (the ``.txt``, or the sidecar's items) and
+``RULES``: a file is rewritten only when it changes. ``stamp`` (the parsed file's and its sidecar's size
+and mtime, and RULES) lets an unchanged source skip even the reading. A source whose text holds no
+reference list gets a file with ``"located": false`` (``references_of`` answers None for it); a file
+that is corrupt, foreign or of other rules is rebuilt with a note; files of sources no longer in the
+ledger are removed. Written with the one atomic writer (``chitragupta.engine.files``), under the
+workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
+the whole document's pages (``entries.running_lines``).
 """
 
 from __future__ import annotations
@@ -252,7 +254,13 @@ def build_references(workspace, progress: Progress | None = None) -> dict:
     with workspace.lock("index (references)"):
         rows = _rows(workspace)
         folder = refs_folder(workspace)
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            from chitragupta.errors import WorkspaceError
+
+            raise WorkspaceError(f"{folder}: cannot keep the reference entries there ({err.strerror or err}); "
+                                 "move what stands there away") from None
         wanted: set[str] = set()
         n = len(rows)
         for i, (key, _title, status, parsed_path) in enumerate(rows):
