@@ -4,32 +4,44 @@
     parse_entry(raw, n)            one raw entry -> Entry (authors, year, title, venue, DOI, arXiv id, URL)
     parse_reference_list(ref_text) both, and the notes a bad list earns (plain strings)
 
-**Splitting.** The text is read as lines (a form feed, a page break, ends one too). Lines that are only a
-page number, and a short line repeated next to two or more page breaks (a running title), are dropped.
-Then the first style that fits, in this order, cuts it:
+**Splitting.** The text is read as lines (a form feed, a page break, ends one too). Dropped first: lines
+that are only a page number; running titles (a line among the first or last two of a page, digits
+ignored, seen on two or more pages of the list -- or, from ``running``, of the whole document -- and not
+ending in a period); footnotes set between two columns of entries (a line whose number is glued to its
+text, "19The Kaggle ...", and a "See ..." line after it). Then the first style that fits, in this order,
+cuts it:
 
-- numbered ``[12]`` / ``[Smi19]``: a line starting with a bracketed label opens an entry (at least two do);
-- numbered ``12.`` (or ``12)``): a line starting with the next number of a sequence 1, 2, 3 ... opens one
-  (at least two do, and the numbers run in order: a wrapped line starting "117." is not entry 117 after 3);
-- Markdown list items (docling's sidecars and Markdown): a line starting ``- ``, ``* `` or ``+ ``;
-- author-year (hanging or flush lines): a line opens an entry when the line before it ends one (a period,
-  a closing bracket, a year, a page range, a DOI or a URL) and it starts like an author list -- capitalised
-  name words, initials, commas and "and" up to a year, as in "Family, I. (2019)", "Given Family and Given
-  Family. 2019." -- or like "Family, I." / "Family I," / "Family, Given";
+- numbered ``[12]``: a line starting with the next number of a sequence 1, 2, 3 ... opens an entry (one to
+  three past the last: a gap where the text layer lost an entry; "[cs]" of an arXiv id is no entry), or
+  with a ``[Smi19]``-style label (letters and digits) where those outnumber the numbers;
+- numbered ``12.`` (or ``12)``): the same sequence rule (a wrapped line starting "117." is no entry);
+- Markdown list items (docling's sidecars and Markdown): a line starting ``- ``, ``* `` or ``+ ``; a lone
+  first line of an item that is a LaTeX cite key ("- layernorm2016") and an item without a letter ("- 10",
+  the widest label of a ``thebibliography``) are dropped;
+- author-year (hanging or flush lines): a line opens an entry when the line before it ends one (a period
+  not after an initial, a closing bracket, a year or page number, a DOI or a URL) and it starts like an
+  author list: name words (capitalised; a few lower-case ones; no function word), initials, commas and
+  "and" up to a year ("Family, I. (2019)", "Given Family and Given Family. 2019."); "Family, I." /
+  "Family I," / "Family, Given"; initials first ("J. Andren, M. Hilding, and ..."); a group or a tool
+  before its year ("OGC of Harvard. 2016.", "pdf2image. 2023."); or a whole line of names running on;
 - otherwise blank-line separated paragraphs, else one entry per line.
 
 An entry wrapped over lines or a page break is one entry; its lines are joined with single spaces, a word
-split by a line-end hyphen ("infor-\\nmation") joined again (the hyphen dropped when the tail starts
-lower-case and the joined word is not written elsewhere with its hyphen), a URL or DOI split at a line end
-joined without a space.
+split by a line-end hyphen ("infor-\\nmation") joined again (the hyphen kept only when both halves are
+words of the document and the whole is not: "data-\\nbase"), a URL or DOI split at a line end joined
+without a space. What follows the last entry inside the list's span -- a table or figure caption, an
+appendix or the acknowledgements after a line that ends an entry -- is left out, with a note.
 
 **Fields.** Plain regular expressions, each linear in the entry's length (no nested quantifiers, so a
 200 KB run-on line cannot make one backtrack): DOI ``10.NNNN/...`` (lower-cased, URL prefix and trailing
 ``.,;)`` dropped), arXiv id (``arXiv:2005.14165v2``, ``arxiv.org/abs/...``, ``abs/1409.0473``, old
 ``hep-th/9901001``; the version dropped), the first other URL, the year (1800-2099, a letter suffix
-allowed, the first after the author block preferred), the authors' family names (LaTeX accents decoded),
-the title (the quoted one, else the sentence after the authors and year) and the venue (the part after the
-title up to its volume, pages or year: "Proceedings of ...", a journal's name).
+allowed, the one after the author block when names come first, else the first outside a DOI, arXiv id or
+URL), the authors' family names as printed (LaTeX accents decoded, pdfium's detached accents rejoined,
+particles kept: "van der Maaten", a group's name whole: "OGC of Harvard"), the title (the quoted one, else
+the sentence after the authors and year; a question mark ends it only before a venue) and the venue (the
+part after the title, "In" dropped, up to its volume, pages or year). Only the first ``MAX_ENTRY_CHARS``
+characters of an entry are read for fields; its text is always kept whole.
 """
 
 from __future__ import annotations
