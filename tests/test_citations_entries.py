@@ -287,3 +287,62 @@ def test_index_command_builds_them(tmp_path):
     with contextlib.redirect_stdout(out):
         assert main(["index", "--workspace", str(ws.root)]) == 0
     assert "references: 1 sources, 5 entries (2 parsed, 0 unchanged, 1 without a reference list)" in out.getvalue()
+
+
+def test_a_docling_sidecar_list_items_text_items_and_the_heading_after(tmp_path):
+    """With a sidecar, the list is its items after the reference heading: a list item an entry, a ``text``
+    item an entry when it opens like one (docling's Markdown reader makes an entry holding a link one),
+    else part of the entry before (the link); page headers left out; a later heading ends the list."""
+    from conftest import make_workspace
+
+    from chitragupta.engine.citations import build_references, references_of
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.workspace import Workspace
+
+    root = make_workspace(tmp_path, [{"_id": "doc", "title": "A paper", "text": "body"}])
+    ws = Workspace.open(root)
+    with Ledger(ws.ledger_path) as ledger:
+        parsed = ledger.get("doc").parsed_path
+    items = [{"text": "Introduction", "label": "section_header", "page": 1},
+             {"text": "We cite [1] and [2].", "label": "text", "page": 1},
+             {"text": "References", "label": "section_header", "page": 2},
+             {"text": "Auer, C., Dolfi, M.: Delivering document conversion. CoRR abs/2206.00785 (2022)",
+              "label": "list_item", "page": 2},
+             {"text": "Journal of Tests", "label": "page_header", "page": 3},
+             {"text": "Livathinos, N., Berrospi, C.: Robust pdf document conversion. AAAI 35 (2021).",
+              "label": "text", "page": 3},
+             {"text": "https://doi.org/10.1609/aaai.v35i17.17777", "label": "text", "page": 3},
+             {"text": "Nassar, A., Staar, P.: Tableformer: Table structure understanding (2022)",
+              "label": "list_item", "page": 3},
+             {"text": "Attention Visualizations", "label": "section_header", "page": 4},
+             {"text": "Many heads attend to a distant word, as the figure shows (2017).", "label": "text", "page": 4}]
+    (root / parsed).with_suffix(".passages.json").write_text(json.dumps(items), encoding="utf-8")
+    (root / parsed).write_text("\n\n".join(it["text"] for it in items), encoding="utf-8")
+    build_references(ws)
+    got = references_of(ws, "doc")
+    assert [e.authors[0] for e in got] == ["Auer", "Livathinos", "Nassar"]
+    assert got[1].doi == "10.1609/aaai.v35i17.17777" and got[0].arxiv == "2206.00785"
+    assert all("Journal of Tests" not in e.text and "heads" not in e.text for e in got)
+
+
+def test_initials_first_without_numbers_and_what_follows_the_last_entry():
+    text = ("J. Andren, M. Hilding, and D. Veitch. Understanding\nend-to-end internet traffic dynamics. In Proceedings\n"
+            "IEEE GLOBECOM, Sydney, Australia, November\n1998.\nJ.-C. Bolot, S. Fosse-Parisis, and D. Towsley.\n"
+            "Adaptive FEC-based error control for interactive\naudio in the Internet. In Proceedings IEEE\n"
+            "INFOCOM, New York, NY, March 1999.\nH. Sanneck. Concealment of lost speech packets using\n"
+            "adaptive packetization. In Proceedings IEEE\nMultimedia Systems, pages 140-149, June\n1998.\n"
+            "10. APPENDIX\nThis appendix outlines the failover protocol of the system, in prose.\n")
+    entries, notes = parse_reference_list(text)
+    assert [(e.authors[0], e.year) for e in entries] == [("Andren", 1998), ("Bolot", 1999), ("Sanneck", 1998)]
+    assert entries[2].title == "Concealment of lost speech packets using adaptive packetization"
+    assert "APPENDIX" not in entries[2].text and len(notes) == 1 and "'10. APPENDIX'" in notes[0]
+
+
+def test_a_file_where_the_folder_goes_is_one_error_line(tmp_path):
+    from chitragupta.engine.citations import build_references
+    from chitragupta.errors import WorkspaceError
+
+    ws = _pdf_workspace(tmp_path)
+    (ws.content / "refs").write_text("not a folder")
+    with pytest.raises(WorkspaceError, match="cannot keep the reference entries there"):
+        build_references(ws)

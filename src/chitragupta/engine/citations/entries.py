@@ -4,32 +4,44 @@
     parse_entry(raw, n)            one raw entry -> Entry (authors, year, title, venue, DOI, arXiv id, URL)
     parse_reference_list(ref_text) both, and the notes a bad list earns (plain strings)
 
-**Splitting.** The text is read as lines (a form feed, a page break, ends one too). Lines that are only a
-page number, and a short line repeated next to two or more page breaks (a running title), are dropped.
-Then the first style that fits, in this order, cuts it:
+**Splitting.** The text is read as lines (a form feed, a page break, ends one too). Dropped first: lines
+that are only a page number; running titles (a line among the first or last two of a page, digits
+ignored, seen on two or more pages of the list -- or, from ``running``, of the whole document -- and not
+ending in a period); footnotes set between two columns of entries (a line whose number is glued to its
+text, "19The Kaggle ...", and a "See ..." line after it). Then the first style that fits, in this order,
+cuts it:
 
-- numbered ``[12]`` / ``[Smi19]``: a line starting with a bracketed label opens an entry (at least two do);
-- numbered ``12.`` (or ``12)``): a line starting with the next number of a sequence 1, 2, 3 ... opens one
-  (at least two do, and the numbers run in order: a wrapped line starting "117." is not entry 117 after 3);
-- Markdown list items (docling's sidecars and Markdown): a line starting ``- ``, ``* `` or ``+ ``;
-- author-year (hanging or flush lines): a line opens an entry when the line before it ends one (a period,
-  a closing bracket, a year, a page range, a DOI or a URL) and it starts like an author list -- capitalised
-  name words, initials, commas and "and" up to a year, as in "Family, I. (2019)", "Given Family and Given
-  Family. 2019." -- or like "Family, I." / "Family I," / "Family, Given";
+- numbered ``[12]``: a line starting with the next number of a sequence 1, 2, 3 ... opens an entry (one to
+  three past the last: a gap where the text layer lost an entry; "[cs]" of an arXiv id is no entry), or
+  with a ``[Smi19]``-style label (letters and digits) where those outnumber the numbers;
+- numbered ``12.`` (or ``12)``): the same sequence rule (a wrapped line starting "117." is no entry);
+- Markdown list items (docling's sidecars and Markdown): a line starting ``- ``, ``* `` or ``+ ``; a lone
+  first line of an item that is a LaTeX cite key ("- layernorm2016") and an item without a letter ("- 10",
+  the widest label of a ``thebibliography``) are dropped;
+- author-year (hanging or flush lines): a line opens an entry when the line before it ends one (a period
+  not after an initial, a closing bracket, a year or page number, a DOI or a URL) and it starts like an
+  author list: name words (capitalised; a few lower-case ones; no function word), initials, commas and
+  "and" up to a year ("Family, I. (2019)", "Given Family and Given Family. 2019."); "Family, I." /
+  "Family I," / "Family, Given"; initials first ("J. Andren, M. Hilding, and ..."); a group or a tool
+  before its year ("OGC of Harvard. 2016.", "pdf2image. 2023."); or a whole line of names running on;
 - otherwise blank-line separated paragraphs, else one entry per line.
 
 An entry wrapped over lines or a page break is one entry; its lines are joined with single spaces, a word
-split by a line-end hyphen ("infor-\\nmation") joined again (the hyphen dropped when the tail starts
-lower-case and the joined word is not written elsewhere with its hyphen), a URL or DOI split at a line end
-joined without a space.
+split by a line-end hyphen ("infor-\\nmation") joined again (the hyphen kept only when both halves are
+words of the document and the whole is not: "data-\\nbase"), a URL or DOI split at a line end joined
+without a space. What follows the last entry inside the list's span -- a table or figure caption, an
+appendix or the acknowledgements after a line that ends an entry -- is left out, with a note.
 
 **Fields.** Plain regular expressions, each linear in the entry's length (no nested quantifiers, so a
 200 KB run-on line cannot make one backtrack): DOI ``10.NNNN/...`` (lower-cased, URL prefix and trailing
 ``.,;)`` dropped), arXiv id (``arXiv:2005.14165v2``, ``arxiv.org/abs/...``, ``abs/1409.0473``, old
 ``hep-th/9901001``; the version dropped), the first other URL, the year (1800-2099, a letter suffix
-allowed, the first after the author block preferred), the authors' family names (LaTeX accents decoded),
-the title (the quoted one, else the sentence after the authors and year) and the venue (the part after the
-title up to its volume, pages or year: "Proceedings of ...", a journal's name).
+allowed, the one after the author block when names come first, else the first outside a DOI, arXiv id or
+URL), the authors' family names as printed (LaTeX accents decoded, pdfium's detached accents rejoined,
+particles kept: "van der Maaten", a group's name whole: "OGC of Harvard"), the title (the quoted one, else
+the sentence after the authors and year; a question mark ends it only before a venue) and the venue (the
+part after the title, "In" dropped, up to its volume, pages or year). Only the first ``MAX_ENTRY_CHARS``
+characters of an entry are read for fields; its text is always kept whole.
 """
 
 from __future__ import annotations
@@ -37,8 +49,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
+__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex",
+           "starts_entry", "LazyWords", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
 
 MAX_ENTRY_CHARS = 4000  # fields are read from this much of an entry (its raw text is kept whole)
 MAX_LIST_CHARS = 2_000_000  # a reference list longer than this is read up to here, with a note
@@ -97,7 +111,6 @@ _NAME_TOKEN = re.compile(
 )
 _PARTICLES = frozenset("van von der den de del della di da das dos du le la el al bin ibn ter ten zu y e st st.".split())
 _JOINERS = frozenset({"and", "&", "et", "al", "al.", "others", "und", "y"})
-_ENDS_ENTRY = re.compile(r"(?:[.)\]]|\d|\d[a-z]|https?://\S+|10\.\d{4,9}/\S+)\s*$")
 # "Family, I." / "Family I," / "Family, Given" / "Family, I" at a line start
 _FAMILY_FIRST = re.compile(
     r"^\s*(?:(?:van|von|de|del|der|den|di|da|du|le|la|dos)\s+){0,2}"
@@ -183,6 +196,9 @@ _STOPWORDS = frozenset("""a an the of for in on at to with from by into via usin
 our we how what why when which new towards toward pages page vol volume no pp proceedings proc conference
 journal transactions workshop symposium press university arxiv preprint editor editors ed eds see
 """.split())
+_ANY_DIGIT = re.compile(r"\d")
+_NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
+_LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
 _ONE_WORD_SENTENCE = re.compile(r"[^\W\d_]{2,}[.?!]\s")
 
 
@@ -202,28 +218,22 @@ def _names_only(s: str, lenient: bool = False) -> bool:
     ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
     tokens; no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the next)."""
     s = s.strip().rstrip("(").strip()
-    if not s or len(s) > 1500:
+    if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _ONE_WORD_SENTENCE.search(s.rstrip(" .,;:")):
         return False
-    body = s.rstrip(" .,;:")
-    if _ONE_WORD_SENTENCE.search(body):
+    tokens = [t for t in (t.strip(".") for t in _NAME_SEP.split(s)) if t]
+    lows = [t.lower() for t in tokens]
+    if not _LONG_STOPWORDS.isdisjoint(lows):
         return False
-    words = s.replace(",", " , ").replace(";", " ; ").replace("&", " & ").split()
     names = lower = 0
-    for w in words:
-        bare = w.strip(".,;()[]")
-        if not bare or w in (",", ";", "&"):
-            continue
-        low = bare.lower()
+    for t, low in zip(tokens, lows):
         if low in _JOINERS or low in _PARTICLES:
             continue
-        if (len(bare) > 1 and low in _STOPWORDS) or bare[0].isdigit() or any(c.isdigit() for c in bare):
-            return False
-        first = bare.lstrip("{\\\"'`^~")[:1]
+        first = t.lstrip("{\\\"'`^~")[:1]
         if not first:
             continue
-        if first.isalpha() and first.islower():
-            lower += 1
         names += 1
+        if first.islower():
+            lower += 1
     return names >= 2 and (lenient or lower * 4 <= names)
 
 
@@ -236,11 +246,22 @@ def _starts_author_block(joined: str) -> bool:
     m = _YEAR.search(head)
     if m is not None and m.start() > 0 and _name_prefix(head[:m.start()]):
         return True
-    return bool(_FAMILY_FIRST.match(head) or _GROUP_YEAR.match(head))
+    return bool(_FAMILY_FIRST.match(head) or _GROUP_YEAR.match(head) or _INITIALS_FIRST.match(head))
 
 
+# initials first, the year at the end: "J. Andren, M. Hilding, and D. Veitch. Understanding ...", "J.-C. Bolot,
+# S. Fosse-Parisis ...", "H. Sanneck. Concealment of ..."
+_INITIALS_FIRST = re.compile(r"^(?:[A-Z]\.(?:\s?-?[A-Z]\.)*\s)+(?:[a-z]{1,3}\s){0,2}[A-Z][^\s,.;:()]{1,40}(?:,\s|\s+and\s|\.\s)")
 # a group or a tool as the author, then the year: "OGC of Harvard. 2016.", "pdf2image. 2023.", "Grobid. 2008-2023."
 _GROUP_YEAR = re.compile(r"^[^\W_][^.,;:()]{0,60}\.\s(?:1[89]|20)\d\d[a-z]?(?:[.,\u2013-]|\s|$)")
+
+
+def starts_entry(text: str) -> bool:
+    """Whether ``text`` opens like a reference entry: a list number or label, or an author list up to a
+    year, or "Family, I." / "Family I," / "Family, Given" (what tells a docling ``text`` item that is an
+    entry of its own from one that continues the entry before it, a link or a page range)."""
+    head = " ".join(text[:1500].split())
+    return bool(_LEAD_MARK.match(head)) or _starts_author_block(head) or _name_line(head)
 
 
 def _name_line(line: str) -> bool:
@@ -252,14 +273,21 @@ def _name_line(line: str) -> bool:
     return _name_prefix(s.rstrip("-"))
 
 
-_INITIAL_END = re.compile(r"(?:^|[\s.,-])[A-Z]\.$")
 
 
 def _ends_entry(line: str) -> bool:
     """The line can end an entry: a period (not after an initial, "Quoc V."), a bracket, a year or a page
-    number, a DOI or a URL."""
-    s = line[-80:]
-    return bool(_ENDS_ENTRY.search(s)) and not _INITIAL_END.search(s)
+    number (a letter after it: "2019a"), a DOI or a URL as its last word."""
+    s = line.rstrip()
+    if not s:
+        return False
+    c = s[-1]
+    if not (c in ".)]" or c.isdigit() or ("a" <= c <= "z" and len(s) > 1 and s[-2].isdigit())):
+        last = s[s.rfind(" ") + 1:]
+        if not ("http://" in last or "https://" in last or _DOI.search(last)):
+            return False
+    # "Quoc V.": an initial ends the line, the family name is on the next
+    return not (c == "." and len(s) > 1 and "A" <= s[-2] <= "Z" and (len(s) == 2 or s[-3] in " \t.,-"))
 
 
 def _numbered(lines: list[str], pattern: re.Pattern) -> list[int]:
@@ -292,6 +320,15 @@ def _dotted_starts(lines: list[str]) -> list[int]:
     return _numbered(lines, _DOTTED)
 
 
+_SPLIT_WORD = re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")
+
+
+def _quick_join(window: list[str]) -> str:
+    """Lines joined for the author-block test: a line-end hyphen before a lower-case letter dropped
+    ("Abdul-\nlahi" is one name there, whatever ``_join`` later makes of it), spaces collapsed."""
+    return " ".join(_SPLIT_WORD.sub("", "\n".join(window)).split())
+
+
 def _author_year_starts(lines: list[str], words) -> list[int]:
     starts = []
     prev_end = True  # the first line opens an entry
@@ -309,7 +346,7 @@ def _author_year_starts(lines: list[str], words) -> list[int]:
                     size += len(x)
                     if size > 1500 or _YEAR.search(x):
                         break
-                if _starts_author_block(_join(window, words)) or _name_line(s):
+                if _starts_author_block(_quick_join(window)) or _name_line(s):
                     starts.append(i)
         prev_end = _ends_entry(s)
     return starts
@@ -377,6 +414,12 @@ def _join(chunk: list[str], words) -> str:
 _MD_KEY = re.compile(r"^[^\s]{1,80}$")
 
 
+# what follows a list inside its span, and is no entry: a table or figure caption, an appendix or the
+# acknowledgements (a line that opens so after a line that ends an entry)
+_TRAILER = re.compile(r"^\s*(?:(?:Table|TABLE|Figure|FIGURE|Fig\.)\s*[A-Z]?\d|(?:[A-Z]\.?\s+|\d{1,2}(?:\.\d+)*\.?\s+)?"
+                      r"(?:APPENDIX|Appendix|APPENDICES|Appendices|ACKNOWLEDGE?MENTS?|Acknowledge?ments?)\b)")
+
+
 def _strip_marker(chunk: list[str], style: str) -> list[str]:
     """The chunk without its list marker ([12], 12., "- "); a Markdown item's first line that is a lone
     LaTeX cite key ("- layernorm2016" over the entry's lines) is dropped too."""
@@ -388,6 +431,21 @@ def _strip_marker(chunk: list[str], style: str) -> list[str]:
             return rest
         return [first, *rest]
     return chunk
+
+
+class LazyWords:
+    """``chitragupta.engine.text.hyphens.document_words`` of a text, made when first asked (most lists
+    never ask: only a word split at a line end does)."""
+
+    def __init__(self, text: str):
+        self._text, self._words = text, None
+
+    def __contains__(self, word: str) -> bool:
+        if self._words is None:
+            from chitragupta.engine.text.hyphens import document_words
+
+            self._words, self._text = document_words(self._text), None
+        return word in self._words
 
 
 def split_entries(ref_text: str, *, words=None, running: frozenset[str] = frozenset()) -> list[str]:
@@ -408,9 +466,7 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
     if not any(ln.strip() for ln in lines):
         return [], notes
     if words is None:
-        from chitragupta.engine.text.hyphens import document_words
-
-        words = document_words(text)
+        words = LazyWords(text)
     style, starts = "", []
     brackets = _bracket_starts(lines)
     dotted = _dotted_starts(lines)
@@ -429,11 +485,20 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
         else:
             style, starts = "paragraph", para
     chunks = _cut(lines, starts)
+    if chunks:
+        last = chunks[-1]
+        for j in range(1, len(last)):
+            if _TRAILER.match(last[j]) and _ends_entry(last[j - 1].strip()):
+                dropped = sum(len(x) + 1 for x in last[j:])
+                notes.append(f"{dropped} characters after the last entry (from {last[j].strip()[:40]!r}: a "
+                             "table, a figure or an appendix the list's span held) left out")
+                chunks[-1] = last[:j]
+                break
     out = []
     for chunk in chunks:
         chunk = _strip_marker(chunk, style)
         joined = _join(chunk, words)
-        if style == "markdown" and not re.search(r"[^\W\d_]", joined):
+        if style == "markdown" and not _A_LETTER.search(joined):
             continue  # "- 10": the widest label of a LaTeX thebibliography, not an entry
         if joined:
             out.append((joined, style))
@@ -454,8 +519,43 @@ _URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
 _TRAIL = ".,;:)]}>'\""
 _LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022](?=\s))\s*")
 _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
-_SENTENCE_END = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bvs)(?<!\bNo)(?<!\bVol)"
-                           r"(?<!\bpp)(?<!\bEd)(?<!\bEds)(?<!\bInc)(?<!\bJr)(?<!\bSt)[.?!](?:\s|$)")
+_STOP = re.compile(r"[.?!](?=\s|$)")
+_NOT_ENDS = frozenset({"vs", "No", "Vol", "pp", "Ed", "Eds", "Inc", "Jr", "St"})
+
+
+class _SentenceEnd:
+    """A full stop, question or exclamation mark before a space or the end: not after a capital letter
+    (an initial, "J."), a two-letter capitalised word, or vs / No / Vol / pp / Ed / Eds / Inc / Jr / St.
+    ``search`` as a compiled pattern's (a match object's ``start``, ``end``), without a lookbehind chain."""
+
+    @staticmethod
+    def search(s: str, pos: int = 0):
+        for m in _STOP.finditer(s, pos):
+            i = m.start()
+            if i > 0 and s[i - 1].isupper() and s[i - 1].isascii():
+                continue
+            j = i
+            while j > 0 and (s[j - 1].isalnum() or s[j - 1] == "_"):
+                j -= 1
+            word = s[j:i]
+            if word in _NOT_ENDS or (len(word) == 2 and word[0].isupper() and word[1].islower() and word.isascii()):
+                continue
+            return _End(i, i + 1 + (1 if i + 1 < len(s) else 0))
+        return None
+
+
+class _End(NamedTuple):
+    at: int
+    after: int
+
+    def start(self) -> int:
+        return self.at
+
+    def end(self) -> int:
+        return self.after
+
+
+_SENTENCE_END = _SentenceEnd()
 _VENUE_STOP = re.compile(r",\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
                          r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s*\(\s*(?i:pp|pages|vol)\b"
                          r"|,\s*(?:1[89]|20)\d\d\b"
@@ -502,6 +602,8 @@ def _doi(s: str) -> tuple[str | None, tuple[int, int] | None]:
 
 
 def _arxiv(s: str) -> tuple[str | None, tuple[int, int] | None]:
+    if "abs/" not in s and "rxiv" not in s and "RXIV" not in s and "rXiv" not in s:
+        return None, None
     m = _ARXIV_NEW.search(s) or _ARXIV_OLD.search(s)
     if m is None:
         return None, None
@@ -522,7 +624,7 @@ def _family(part: str) -> str | None:
         words.pop()
     if not words:
         return None
-    if len(words) >= 2 and re.fullmatch(r"[A-Z]{1,3}", words[-1]) and not re.fullmatch(r"[A-Z]{1,3}", words[0]):
+    if len(words) >= 2 and _CAPS.fullmatch(words[-1]) and not _CAPS.fullmatch(words[0]):
         return words[0]  # Vancouver: "Smith JA"
     # the last word, with the lower-case particles before it ("van der Zuylen")
     i = len(words) - 1
@@ -542,7 +644,7 @@ _SPLIT_AUTHORS = re.compile(r"\s*(?:;|,?\s+and\s+|,?\s*&\s*|,?\s+und\s+|,)\s*")
 
 def _authors(block: str) -> tuple[str, ...]:
     block = decode_latex(block)
-    block = re.sub(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", " ", block, flags=re.IGNORECASE)
+    block = _NOT_NAMES.sub(" ", block)
     parts = [p.strip(" .") for p in _SPLIT_AUTHORS.split(block)]
     parts = [p for p in parts if p]
     if not parts:
@@ -588,9 +690,10 @@ def parse_entry(raw: str, n: int) -> Entry:
         url = u
         break
     # years outside a DOI, an arXiv id or a URL
-    spans = [sp for sp in (doi_span, arxiv_span) if sp] + [m.span() for m in _URL.finditer(s)]
-    years = [m for m in _YEAR.finditer(s) if not any(a <= m.start() < b for a, b in spans)
-             and 1800 <= int(m.group(0)[:4]) <= 2099]
+    spans = [sp for sp in (doi_span, arxiv_span) if sp]
+    if url is not None:
+        spans += [m.span() for m in _URL.finditer(s)]
+    years = [m for m in _YEAR.finditer(s) if not spans or not any(a <= m.start() < b for a, b in spans)]
     authors: tuple[str, ...] = ()
     year = None
     title = venue = None
@@ -602,7 +705,7 @@ def parse_entry(raw: str, n: int) -> Entry:
         block = s[:years[0].start()]
         year = int(years[0].group(0)[:4])
         rest = s[years[0].end():]
-        rest = re.sub(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+", "", rest)  # "2008-2023."
+        rest = _AFTER_YEAR.sub("", rest)  # "). ", "-2023. "
     else:
         q = _QUOTED.search(s)
         if q is not None and q.start() < 600:
@@ -650,6 +753,13 @@ def _title_end(rest: str) -> tuple[int, int]:
     return (m.start() + 1 if rest[m.start()] in "?!" else m.start()), m.end()
 
 
+_A_LETTER = re.compile(r"[^\W\d_]")
+_TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
+_CAPS = re.compile(r"[A-Z]{1,3}")
+_NOT_NAMES = re.compile(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", re.IGNORECASE)
+_AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
+_IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
+_PREPRINT = re.compile(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$")
 _FULL_STOP = re.compile(r"([^\W\d_]*)\.\s")
 # the words a venue's name abbreviates beyond four letters ("Proc.", "Conf." and "J." are short enough)
 _ABBREVIATIONS = frozenset("""Trans Intell Comput Artif Assoc Annu Mach Learn Lang Linguist Process Inform
@@ -659,7 +769,7 @@ Internat Engin Electr Theor Geophys""".split())
 
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
-    v = re.sub(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)", "", v)
+    v = _IN.sub("", v)
     if not v:
         return None
     m = _VENUE_STOP.search(v)
@@ -671,8 +781,8 @@ def _venue(rest: str) -> str | None:
             v = v[:m.start() + len(word)]
             break
     v = v.strip(" ,.;:(")
-    v = re.sub(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$", r"\1", v)
-    if not v or not re.search(r"[^\W\d_]{2}", v) or _DOI.match(v) or _URL.match(v):
+    v = _PREPRINT.sub(r"\1", v)
+    if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]
 

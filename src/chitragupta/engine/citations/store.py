@@ -10,12 +10,14 @@ functions on the same files (``chitragupta.engine.text.refcut`` through the rule
 ``chitragupta.engine.index.source``): with a docling sidecar its items from the reference heading up to an
 appendix heading, without one the plain-text span; the heading itself left out.
 
-``fingerprint`` is a hash of that text and ``RULES``: a file is rewritten only when it changes.
-``stamp`` (the parsed file's and its sidecar's size and mtime, and RULES) lets an unchanged source skip
-even the reading. A source whose text holds no reference list gets a file with ``"located": false``
-(``references_of`` answers None for it); a file that is corrupt, foreign or of other rules is rebuilt
-with a note; files of sources no longer in the ledger are removed. Written with the one atomic writer
-(``chitragupta.engine.files``).
+``fingerprint`` is a hash of the source's parsed text (the ``.txt``, or the sidecar's items) and
+``RULES``: a file is rewritten only when it changes. ``stamp`` (the parsed file's and its sidecar's size
+and mtime, and RULES) lets an unchanged source skip even the reading. A source whose text holds no
+reference list gets a file with ``"located": false`` (``references_of`` answers None for it); a file
+that is corrupt, foreign or of other rules is rebuilt with a note; files of sources no longer in the
+ledger are removed. Written with the one atomic writer (``chitragupta.engine.files``), under the
+workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
+the whole document's pages (``entries.running_lines``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from chitragupta.engine.citations.entries import Entry, parse_reference_list
 __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
            "refs_folder", "summary_line"]
 
-RULES = 1
+RULES = 2  # bumped whenever splitting or field rules change: every artifact is rebuilt
 REFS_DIR = "refs"
 
 _NUMBERED = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)]\s|[-*+\u2022]\s)")
@@ -78,8 +80,8 @@ def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
 
 
 def _input(root: Path, parsed_path: str | None) -> _Input:
+    from chitragupta.engine.citations.entries import LazyWords
     from chitragupta.engine.index.source import _inside_content, is_regular, read_text, sidecar_path
-    from chitragupta.engine.text.hyphens import document_words
 
     if not parsed_path or not _inside_content(parsed_path):
         return _Input(None, None, frozenset(), _fingerprint(None))
@@ -106,9 +108,8 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
                     break  # a list has no headings: what follows one (an appendix the span keeps) is no entry
                 if it["label"] not in EXCLUDED_LABELS:
                     kept.append(it)
-            text = "\n".join("- " + it["text"] if it["label"] == "list_item" and not _NUMBERED.match(it["text"])
-                             else it["text"] for it in kept)
-            return _Input(text, document_words("\n".join(it["text"] for it in items)), frozenset(), fp)
+            text = _sidecar_list(kept)
+            return _Input(text, LazyWords(text), frozenset(), fp)
     from chitragupta.engine.citations.entries import running_lines
     from chitragupta.engine.text.refcut import plain_reference_span
 
@@ -119,7 +120,24 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
         return _Input(None, None, frozenset(), fp)
     body = whole[span[0]:span[1]]
     nl = body.find("\n")
-    return _Input("" if nl < 0 else body[nl + 1:], document_words(whole), running_lines(whole, 3), fp)
+    ref = "" if nl < 0 else body[nl + 1:]
+    return _Input(ref, LazyWords(ref), running_lines(whole, 3), fp)
+
+
+def _sidecar_list(kept: list[dict]) -> str:
+    """A sidecar's reference items as list text, one item a line at least: a list item (docling's one
+    entry) as a Markdown item unless its text is numbered already ("[12] ...", "12. ..."); where the list
+    is made of list items, a ``text`` item too when it opens like an entry (docling's Markdown reader makes
+    an entry holding a link a ``text`` item), else it continues the entry before it (the link itself)."""
+    from chitragupta.engine.citations.entries import starts_entry
+
+    listed = sum(it["label"] == "list_item" for it in kept) >= 2
+    out = []
+    for it in kept:
+        t = it["text"]
+        entry = it["label"] == "list_item" or (listed and it["label"] == "text" and starts_entry(t))
+        out.append("- " + t if entry and not _NUMBERED.match(t) else t)
+    return "\n".join(out)
 
 
 def _parse(inp: _Input) -> tuple[list[Entry], list[str]]:
@@ -236,7 +254,13 @@ def build_references(workspace, progress: Progress | None = None) -> dict:
     with workspace.lock("index (references)"):
         rows = _rows(workspace)
         folder = refs_folder(workspace)
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            from chitragupta.errors import WorkspaceError
+
+            raise WorkspaceError(f"{folder}: cannot keep the reference entries there ({err.strerror or err}); "
+                                 "move what stands there away") from None
         wanted: set[str] = set()
         n = len(rows)
         for i, (key, _title, status, parsed_path) in enumerate(rows):
