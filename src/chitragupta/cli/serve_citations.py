@@ -10,14 +10,15 @@ and ``missing`` answer, through the service (``chitragupta.service.citations``):
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 __all__ = ["add_citation_tools"]
 
 
 def add_citation_tools(server, call, warm_or_workspace) -> None:
-    """Add the tools to ``server`` (an MCPServer); ``call(fn, *args)`` turns a ChitraguptaError into a tool
-    error; ``warm_or_workspace``: a ``WarmEngines`` (its current workspace is used) or a workspace path."""
+    """Add the tools to ``server`` (an MCPServer); ``call(fn, *args)`` runs ``fn`` and turns a ChitraguptaError
+    into a tool error (it may return the answer or a coroutine giving it); ``warm_or_workspace``: a ``WarmEngines`` (its current workspace is used) or a workspace path."""
     from pydantic import BaseModel, ConfigDict, Field
 
     def ws():
@@ -40,10 +41,15 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     def own(filters):
         return None if filters is None else filters.model_dump(exclude_none=True)
 
+    async def answer(fn, *args):
+        """``call``'s answer, whether ``call`` answers at once or is a coroutine (a worker-thread caller)."""
+        got = call(fn, *args)
+        return await got if inspect.isawaitable(got) else got
+
     from chitragupta.service import citations
 
     async def references(citekey: str) -> dict[str, Any]:
-        return call(citations.references, ws(), citekey)
+        return await answer(citations.references, ws(), citekey)
 
     references.__annotations__ = {"citekey": str, "return": dict[str, Any]}
     references.__doc__ = (
@@ -55,7 +61,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     server.tool()(references)
 
     async def cited_by(citekey: str, filters: CitingFilters | None = None) -> dict[str, Any]:
-        return call(citations.cited_by, ws(), citekey, own(filters))
+        return await answer(citations.cited_by, ws(), citekey, own(filters))
 
     cited_by.__annotations__ = {"citekey": str, "filters": CitingFilters | None, "return": dict[str, Any]}
     cited_by.__doc__ = (
@@ -65,7 +71,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     server.tool()(cited_by)
 
     async def missing(min_count: int = 2, k: int = 50, filters: CitingFilters | None = None) -> dict[str, Any]:
-        return call(citations.missing, ws(), min_count, k, own(filters))
+        return await answer(citations.missing, ws(), min_count, k, own(filters))
 
     missing.__annotations__ = {"min_count": int, "k": int, "filters": CitingFilters | None,
                                "return": dict[str, Any]}
