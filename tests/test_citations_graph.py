@@ -442,11 +442,14 @@ def test_mcp_tools_answer_what_the_cli_answers(ws):
     tools, refs, by, miss, bad, bad_k = _drive(ws, script)
     assert {"references", "cited_by", "missing"} <= set(tools)
     assert tools["cited_by"].description and "filters" in tools["cited_by"].input_schema["properties"]
+    for name, props in (("references", ("citekey",)), ("cited_by", ("citekey",)), ("missing", ("min_count", "k"))):
+        schema = tools[name].input_schema["properties"]
+        assert all(schema[p].get("description") for p in props), (name, schema)
     assert refs["references"] == _lines(run_main("refs", "-w", ws, "liu2019", "--json").stdout)
     assert by["cited_by"] == _lines(run_main("cited-by", "-w", ws, "devlin2019", "--json", "--year", "2020..").stdout)
     assert miss["missing"] == _lines(run_main("missing", "-w", ws, "--json", "-k", "5").stdout)
     assert bad.is_error and "did you mean: devlin2019" in bad.content[0].text
-    assert bad_k.is_error and "k must be" in bad_k.content[0].text
+    assert bad_k.is_error and "k must be a whole number >= 1, got 0" in bad_k.content[0].text
 
 
 def test_filters_choose_the_citing_sources_and_say_what_they_left_out():

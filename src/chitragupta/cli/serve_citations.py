@@ -19,7 +19,15 @@ __all__ = ["add_citation_tools"]
 def add_citation_tools(server, call, warm_or_workspace) -> None:
     """Add the tools to ``server`` (an MCPServer); ``call(fn, *args)`` runs ``fn`` and turns a ChitraguptaError
     into a tool error (it may return the answer or a coroutine giving it); ``warm_or_workspace``: a ``WarmEngines`` (its current workspace is used) or a workspace path."""
+    from typing import Annotated
+
     from pydantic import BaseModel, ConfigDict, Field
+
+    Citekey = Annotated[str, Field(description="a citekey of the library (an unknown one is an error naming the "
+                                               "closest)")]
+    MinCount = Annotated[int, Field(description="only works cited by at least this many of the library's sources "
+                                                "(default 2)")]
+    K = Annotated[int, Field(description="at most this many works, most cited first (default 50)")]
 
     def ws():
         get = getattr(warm_or_workspace, "workspace", None)
@@ -51,7 +59,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     async def references(citekey: str) -> dict[str, Any]:
         return await answer(citations.references, ws(), citekey)
 
-    references.__annotations__ = {"citekey": str, "return": dict[str, Any]}
+    references.__annotations__ = {"citekey": Citekey, "return": dict[str, Any]}
     references.__doc__ = (
         "A source's reference list, in order: per entry its number n, raw text, authors (family names), year, "
         "title, venue, doi, arxiv, url as far as the entry prints them, and citekey: the library source it "
@@ -63,7 +71,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     async def cited_by(citekey: str, filters: CitingFilters | None = None) -> dict[str, Any]:
         return await answer(citations.cited_by, ws(), citekey, own(filters))
 
-    cited_by.__annotations__ = {"citekey": str, "filters": CitingFilters | None, "return": dict[str, Any]}
+    cited_by.__annotations__ = {"citekey": Citekey, "filters": CitingFilters | None, "return": dict[str, Any]}
     cited_by.__doc__ = (
         "The library's sources that cite a source: per citing source its citekey, title and the text of the "
         "entry that cites it. citekey: the cited source. filters: only citing sources whose metadata match "
@@ -73,7 +81,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     async def missing(min_count: int = 2, k: int = 50, filters: CitingFilters | None = None) -> dict[str, Any]:
         return await answer(citations.missing, ws(), min_count, k, own(filters))
 
-    missing.__annotations__ = {"min_count": int, "k": int, "filters": CitingFilters | None,
+    missing.__annotations__ = {"min_count": MinCount, "k": K, "filters": CitingFilters | None,
                                "return": dict[str, Any]}
     missing.__doc__ = (
         "Works the library lacks that several of its sources cite (reading candidates), most cited first: "
