@@ -20,7 +20,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from chitragupta.engine.citations.resolve import Library, MissingWork, resolve
+from chitragupta.engine.citations.resolve import Library, MissingWork, no_gc, resolve
 from chitragupta.errors import UsageError
 
 __all__ = ["CitationGraph", "MissingEntry", "ENTRY_FIELDS"]
@@ -96,10 +96,11 @@ class CitationGraph:
         from chitragupta.engine.corpus.metadata import facets
 
 
-        with Ledger(ws.ledger_path, create=False) as ledger:
-            rows = ledger.rows()
-            fac = facets(ledger)
-        return cls(rows, all_references(ws), fac, stored=refs_folder(ws).is_dir())
+        with no_gc():
+            with Ledger(ws.ledger_path, create=False) as ledger:
+                rows = ledger.rows()
+                fac = facets(ledger)
+            return cls(rows, all_references(ws), fac, stored=refs_folder(ws).is_dir())
 
     def notes(self) -> list[str]:
         """What a user should know about the graph as a whole."""
