@@ -17,8 +17,9 @@ __all__ = ["add_citation_tools"]
 
 
 def add_citation_tools(server, call, warm_or_workspace) -> None:
-    """Add the tools to ``server`` (an MCPServer); ``call(fn, *args)`` runs ``fn`` and turns a ChitraguptaError
-    into a tool error (it may return the answer or a coroutine giving it); ``warm_or_workspace``: a ``WarmEngines`` (its current workspace is used) or a workspace path."""
+    """Add the tools to ``server`` (an MCPServer). ``call(fn, *args)`` runs ``fn`` and turns a ChitraguptaError
+    into a tool error (it may return the answer or a coroutine giving it); ``warm_or_workspace``: a
+    ``WarmEngines`` (its current workspace is used) or a workspace path."""
     from typing import Annotated
 
     from pydantic import BaseModel, ConfigDict, Field

@@ -16,7 +16,6 @@ citekey is the UsageError ``similar`` gives (naming the closest citekeys).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -368,7 +367,3 @@ def _suffix(n: int) -> str:
         s = chr(97 + r) + s
     return s
 
-
-def dumps_lines(rows) -> str:
-    """JSON lines of dicts (what ``--json`` prints)."""
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
