@@ -675,7 +675,9 @@ def _authors(block: str) -> tuple[str, ...]:
     if "al" in low or "other" in low or "ed" in low:
         block = _NOT_NAMES.sub(" ", block)
     # "A, B, and C" / "A; B & C" / "A und B": one separator
-    block = _AND.sub(",", block.replace(";", ",").replace("&", ","))
+    block = block.replace(";", ",").replace("&", ",")
+    if "nd " in block:
+        block = _AND.sub(",", block)
     parts = [p.strip(" .") for p in block.split(",")]
     parts = [p for p in parts if p]
     if not parts:
@@ -801,7 +803,8 @@ Internat Engin Electr Theor Geophys""".split())
 
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
-    v = _IN.sub("", v)
+    if v[:2] in ("In", "in"):
+        v = _IN.sub("", v)
     if not v:
         return None
     m = _VENUE_STOP.search(v)
@@ -816,7 +819,8 @@ def _venue(rest: str) -> str | None:
             v = v[:i]
             break
     v = v.strip(" ,.;:(")
-    v = _PREPRINT.sub(r"\1", v)
+    if v.endswith("arXiv"):
+        v = _PREPRINT.sub(r"\1", v)
     if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]
