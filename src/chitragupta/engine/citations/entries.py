@@ -586,7 +586,7 @@ _SENTENCE_END = _SentenceEnd()
 _VENUE_STOP = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
                          r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
                          r"|,\s*(?:1[89]|20)\d\d\b"
-                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d)")
+                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")  # the last: editors
 
 _LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
                   ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
@@ -792,6 +792,7 @@ _TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
 _CAPS = re.compile(r"[A-Z]{1,3}")
 _NOT_NAMES = re.compile(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", re.IGNORECASE)
 _AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
+_EDITORS = re.compile(r"^[^()]{0,200}?,?\s\(?(?:editors?|eds?\.?)\)?,?\s+")
 _IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
 _PREPRINT = re.compile(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$")
 _DOT_SPACE = re.compile(r"\.\s")
@@ -805,6 +806,9 @@ def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
     if v[:2] in ("In", "in"):
         v = _IN.sub("", v)
+    m = _EDITORS.match(v)
+    if m is not None:
+        v = v[m.end():]  # "B. Scholkopf and A. J. Smola, editors, Advances in ..."
     if not v:
         return None
     m = _VENUE_STOP.search(v)
@@ -815,7 +819,8 @@ def _venue(rest: str) -> str | None:
         while j > 0 and v[j - 1].isalpha():
             j -= 1
         word = v[j:i]
-        if not (word[:1].isupper() and (len(word) <= 4 and not word.isupper() or word in _ABBREVIATIONS)):
+        if not (word[:1].isupper() and (len(word) == 1 or len(word) <= 4 and not word.isupper()
+                                        or word in _ABBREVIATIONS)):  # "J.", "Proc.", "Comput."
             v = v[:i]
             break
     v = v.strip(" ,.;:(")
