@@ -362,3 +362,11 @@ def test_seeded_junk_never_raises():
         for e in entries:
             assert Entry.from_json(e.to_json()) == e
         parse_entry(text, 1)
+
+
+def test_a_caller_holding_the_lock_builds_without_taking_it(tmp_path):
+    from chitragupta.engine.citations import build_references
+
+    ws = _pdf_workspace(tmp_path)
+    with ws.lock("test"):
+        assert build_references(ws, lock=False)["sources"] == 1
