@@ -346,3 +346,27 @@ def test_a_file_where_the_folder_goes_is_one_error_line(tmp_path):
     (ws.content / "refs").write_text("not a folder")
     with pytest.raises(WorkspaceError, match="cannot keep the reference entries there"):
         build_references(ws)
+
+
+def test_seeded_junk_never_raises():
+    import random
+
+    pieces = list("aZ .,;:()[]{}-\u2013\n\f\\\"'\u201c\u201d\u00b4\u00a8\u02c7&01928") + [
+        "[1] ", "2019", "10.1234/", "arXiv:", "http://", "van ", "et al.", " and ", "- ", "1. ", "In ", "Proc. ",
+        "J. ", "Smith, J.", "Table 1", "APPENDIX", "\u01c5", "\u4e2d\u6587", "\u0416", "\u0301"]
+    rng = random.Random(31)
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 300)))
+        entries, notes = parse_reference_list(text)
+        assert all(isinstance(n, str) for n in notes)
+        for e in entries:
+            assert Entry.from_json(e.to_json()) == e
+        parse_entry(text, 1)
+
+
+def test_a_caller_holding_the_lock_builds_without_taking_it(tmp_path):
+    from chitragupta.engine.citations import build_references
+
+    ws = _pdf_workspace(tmp_path)
+    with ws.lock("test"):
+        assert build_references(ws, lock=False)["sources"] == 1

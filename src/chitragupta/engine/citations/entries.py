@@ -104,7 +104,7 @@ _BRACKET = re.compile(r"^\s*\[(?P<label>[^\]\s]{1,24})\]\s*")
 _BRACKET_NUM = re.compile(r"^\s*\[(?P<num>\d{1,4})\]")
 _DOTTED = re.compile(r"^\s*(?P<num>\d{1,4})[.)]\s+(?=\S)")
 _MARKDOWN = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
-_YEAR = re.compile(r"(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
+_YEAR = re.compile(r"(?=[12])(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
 # a name-ish token: a capitalised word (any script's capital), an initial, a particle, a joiner
 _NAME_TOKEN = re.compile(
     r"(?:[^\W\d_][\w'\u2019.-]*|&|,|;|\(|\)|\{|\}|\\.|[`'\"~^])",
@@ -141,6 +141,23 @@ def _furniture_key(line: str) -> str:
     return " ".join(_DIGITS.sub("", line).split())
 
 
+def _edge_lines(page: str) -> list[str]:
+    """The first two and the last two non-blank lines of a page (stripped), without splitting all of it."""
+    head = []
+    for ln in page[:2000].split("\n"):
+        if ln.strip():
+            head.append(ln.strip())
+            if len(head) == 2:
+                break
+    tail = []
+    for ln in reversed(page[-2000:].split("\n")):
+        if ln.strip():
+            tail.append(ln.strip())
+            if len(tail) == 2:
+                break
+    return head + tail[::-1] if len(page) > 4000 else [ln.strip() for ln in page.split("\n") if ln.strip()]
+
+
 def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
     """The running titles of a paged text (pages split by form feeds): lines among the first two or last
     two of a page, read with their digits left out ("Paper Plain ... Processing 35"), seen on at least
@@ -150,7 +167,7 @@ def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
         return frozenset()
     seen: dict[str, int] = {}
     for page in text.split("\f"):
-        body = [ln.strip() for ln in page.split("\n") if ln.strip()]
+        body = _edge_lines(page)
         for ln in {*body[:2], *body[-2:]}:
             if len(ln) <= 200 and not ln.endswith("."):
                 key = _furniture_key(ln)
@@ -199,7 +216,17 @@ journal transactions workshop symposium press university arxiv preprint editor e
 _ANY_DIGIT = re.compile(r"\d")
 _NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
 _LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
-_ONE_WORD_SENTENCE = re.compile(r"[^\W\d_]{2,}[.?!]\s")
+_MARK_SPACE = re.compile(r"[.?!]\s")
+
+
+def _sentence_break(s: str) -> bool:
+    """A full stop, question or exclamation mark after a word of two letters or more, then a space
+    ("Scientometrics. Zhihong ..."; not an initial's "J. "): found by the marks, then the letters before."""
+    for m in _MARK_SPACE.finditer(s):
+        i = m.start()
+        if i >= 2 and s[i - 1].isalpha() and s[i - 2].isalpha():
+            return True
+    return False
 
 
 def _name_prefix(s: str, lenient: bool = False) -> bool:
@@ -209,7 +236,7 @@ def _name_prefix(s: str, lenient: bool = False) -> bool:
         return True
     head, sep, tail = s.partition(",")
     return bool(sep) and tail.count(",") >= 2 and head[:1].isupper() and len(head.split()) <= 8 \
-        and not any(c.isdigit() for c in head) and not _ONE_WORD_SENTENCE.search(head + " ") \
+        and not any(c.isdigit() for c in head) and not _sentence_break(head + " ") \
         and _names_only(tail)
 
 
@@ -218,7 +245,7 @@ def _names_only(s: str, lenient: bool = False) -> bool:
     ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
     tokens; no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the next)."""
     s = s.strip().rstrip("(").strip()
-    if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _ONE_WORD_SENTENCE.search(s.rstrip(" .,;:")):
+    if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
         return False
     tokens = [t for t in (t.strip(".") for t in _NAME_SEP.split(s)) if t]
     lows = [t.lower() for t in tokens]
@@ -556,10 +583,10 @@ class _End(NamedTuple):
 
 
 _SENTENCE_END = _SentenceEnd()
-_VENUE_STOP = re.compile(r",\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
-                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s*\(\s*(?i:pp|pages|vol)\b"
+_VENUE_STOP = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
+                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
                          r"|,\s*(?:1[89]|20)\d\d\b"
-                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d")
+                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")  # the last: editors
 
 _LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
                   ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
@@ -639,13 +666,19 @@ def _family(part: str) -> str | None:
 _GROUP_WORD = re.compile(r"\s(?:of|for|at|on|the|in)\s")
 _SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV"})
 _INITIALS = re.compile(r"(?:[A-Z\u00c0-\u00de]\.?\s?-?\s?){1,4}")
-_SPLIT_AUTHORS = re.compile(r"\s*(?:;|,?\s+and\s+|,?\s*&\s*|,?\s+und\s+|,)\s*")
+_AND = re.compile(r"\s(?:and|und)\s")
 
 
 def _authors(block: str) -> tuple[str, ...]:
     block = decode_latex(block)
-    block = _NOT_NAMES.sub(" ", block)
-    parts = [p.strip(" .") for p in _SPLIT_AUTHORS.split(block)]
+    low = block.lower()
+    if "al" in low or "other" in low or "ed" in low:
+        block = _NOT_NAMES.sub(" ", block)
+    # "A, B, and C" / "A; B & C" / "A und B": one separator
+    block = block.replace(";", ",").replace("&", ",")
+    if "nd " in block:
+        block = _AND.sub(",", block)
+    parts = [p.strip(" .") for p in block.split(",")]
     parts = [p for p in parts if p]
     if not parts:
         return ()
@@ -668,7 +701,7 @@ def _authors(block: str) -> tuple[str, ...]:
             i += 1
         return tuple(n for n in (x.strip(" .") for x in names) if n)
     for p in parts:
-        fam = p if _GROUP_WORD.search(p) else _family(p)  # "OGC of Harvard": a group's name, kept whole
+        fam = p if " " in p and _GROUP_WORD.search(p) else _family(p)  # "OGC of Harvard": a group, kept whole
         if fam:
             names.append(fam)
     return tuple(names)
@@ -683,7 +716,8 @@ def parse_entry(raw: str, n: int) -> Entry:
     doi, doi_span = _doi(s)
     arxiv, arxiv_span = _arxiv(s)
     url = None
-    for m in _URL.finditer(s):
+    linked = "://" in s or "www." in s or "WWW." in s
+    for m in _URL.finditer(s) if linked else ():
         u = _strip_trail(m.group(0))
         if "doi.org/" in u.lower() and doi:
             continue
@@ -758,9 +792,10 @@ _TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
 _CAPS = re.compile(r"[A-Z]{1,3}")
 _NOT_NAMES = re.compile(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", re.IGNORECASE)
 _AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
+_EDITORS = re.compile(r"^[^()]{0,200}?,?\s\(?(?:editors?|eds?\.?)\)?,?\s+")
 _IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
 _PREPRINT = re.compile(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$")
-_FULL_STOP = re.compile(r"([^\W\d_]*)\.\s")
+_DOT_SPACE = re.compile(r"\.\s")
 # the words a venue's name abbreviates beyond four letters ("Proc.", "Conf." and "J." are short enough)
 _ABBREVIATIONS = frozenset("""Trans Intell Comput Artif Assoc Annu Mach Learn Lang Linguist Process Inform
 Syst Technol Softw Appl Math Phys Chem Biol Stat Psychol Symp Commun Recognit Anal Inst Neurosci Mater Environ
@@ -769,19 +804,28 @@ Internat Engin Electr Theor Geophys""".split())
 
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
-    v = _IN.sub("", v)
+    if v[:2] in ("In", "in"):
+        v = _IN.sub("", v)
+    m = _EDITORS.match(v)
+    if m is not None:
+        v = v[m.end():]  # "B. Scholkopf and A. J. Smola, editors, Advances in ..."
     if not v:
         return None
     m = _VENUE_STOP.search(v)
     if m is not None:
         v = v[:m.start()]
-    for m in _FULL_STOP.finditer(v):
-        word = m.group(1)
-        if not (word[:1].isupper() and (len(word) <= 4 and not word.isupper() or word in _ABBREVIATIONS)):
-            v = v[:m.start() + len(word)]
+    for m in _DOT_SPACE.finditer(v):
+        i = j = m.start()
+        while j > 0 and v[j - 1].isalpha():
+            j -= 1
+        word = v[j:i]
+        if not (word[:1].isupper() and (len(word) == 1 or len(word) <= 4 and not word.isupper()
+                                        or word in _ABBREVIATIONS)):  # "J.", "Proc.", "Comput."
+            v = v[:i]
             break
     v = v.strip(" ,.;:(")
-    v = _PREPRINT.sub(r"\1", v)
+    if v.endswith("arXiv"):
+        v = _PREPRINT.sub(r"\1", v)
     if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]

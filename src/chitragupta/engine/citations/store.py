@@ -242,81 +242,88 @@ def all_references(workspace) -> dict[str, list[Entry]]:
     return out
 
 
-def build_references(workspace, progress: Progress | None = None) -> dict:
-    """Parse every source's reference list and store it (see the module docstring); takes the workspace
-    lock. Returns ``{"built": n, "kept": n, "none": n, "sources": n, "entries": n, "removed": n, "notes":
-    [...]}``: files written, files current, sources with no list located, sources with one, entries
-    stored, stale files removed."""
+def build_references(workspace, progress: Progress | None = None, *, lock: bool = True) -> dict:
+    """Parse every source's reference list and store it (see the module docstring). Returns ``{"built": n,
+    "kept": n, "none": n, "sources": n, "entries": n, "removed": n, "notes": [...]}``: files written, files
+    current, sources with no list located, sources with one, entries stored, stale files removed.
+    ``lock``: take the workspace lock (a caller that holds it already passes False: a second hold from the
+    same process would wait for itself)."""
+    if not lock:
+        return _build(workspace, progress)
+    with workspace.lock("index (references)"):
+        return _build(workspace, progress)
+
+
+def _build(workspace, progress: Progress | None) -> dict:
     from chitragupta.engine.files import fsync_dir, replace_in_folder
 
     notes: list[str] = []
     built = kept = none = total = removed = 0
-    with workspace.lock("index (references)"):
-        rows = _rows(workspace)
-        folder = refs_folder(workspace)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            from chitragupta.errors import WorkspaceError
+    rows = _rows(workspace)
+    folder = refs_folder(workspace)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        from chitragupta.errors import WorkspaceError
 
-            raise WorkspaceError(f"{folder}: cannot keep the reference entries there ({err.strerror or err}); "
-                                 "move what stands there away") from None
-        wanted: set[str] = set()
-        n = len(rows)
-        for i, (key, _title, status, parsed_path) in enumerate(rows):
-            if progress is not None and (i % 200 == 0):
-                progress(i, n)
-            if status != "parsed" or not parsed_path:
-                continue
-            name = _name(key, parsed_path)
-            wanted.add(f"{name}.json")
-            path = folder / f"{name}.json"
-            stamp = _stamp(workspace.root, parsed_path)
-            try:
-                old = _read(path)
-            except ValueError as err:
-                notes.append(f"{key}: {REFS_DIR}/{path.name} {err}; rebuilt")
-                old = None
-            if old is not None and (old.get("citekey") != key or old.get("rules") != RULES):
-                old = None
-            if old is not None and old.get("stamp") == stamp:
-                kept += 1
-                if old.get("located", True):
-                    total += len(old["entries"])
-                else:
-                    none += 1
-                continue
-            inp = _input(workspace.root, parsed_path)
-            fp = inp.fingerprint
-            if old is not None and old.get("fingerprint") == fp:
-                entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
-                kept += 1
-            else:
-                if inp.text is None:
-                    entries_json, list_notes, located = [], [], False
-                else:
-                    entries, list_notes = _parse(inp)
-                    entries_json, located = [e.to_json() for e in entries], True
-                    notes.extend(f"{key}: {note}" for note in list_notes)
-                built += 1
-            if located:
-                total += len(entries_json)
+        raise WorkspaceError(f"{folder}: cannot keep the reference entries there ({err.strerror or err}); "
+                             "move what stands there away") from None
+    wanted: set[str] = set()
+    n = len(rows)
+    for i, (key, _title, status, parsed_path) in enumerate(rows):
+        if progress is not None and (i % 200 == 0):
+            progress(i, n)
+        if status != "parsed" or not parsed_path:
+            continue
+        name = _name(key, parsed_path)
+        wanted.add(f"{name}.json")
+        path = folder / f"{name}.json"
+        stamp = _stamp(workspace.root, parsed_path)
+        try:
+            old = _read(path)
+        except ValueError as err:
+            notes.append(f"{key}: {REFS_DIR}/{path.name} {err}; rebuilt")
+            old = None
+        if old is not None and (old.get("citekey") != key or old.get("rules") != RULES):
+            old = None
+        if old is not None and old.get("stamp") == stamp:
+            kept += 1
+            if old.get("located", True):
+                total += len(old["entries"])
             else:
                 none += 1
-            data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
-                    "entries": entries_json, "notes": list_notes}
-            replace_in_folder(str(folder), f"{name}.json",
-                              json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), "refs")
-        for entry in os.scandir(folder):
-            if entry.name.endswith(".json") and entry.name not in wanted:
-                try:
-                    os.unlink(entry.path)
-                    removed += 1
-                except OSError:
-                    pass
-        fsync_dir(folder)
-        if progress is not None:
-            progress(n, n)
+            continue
+        inp = _input(workspace.root, parsed_path)
+        fp = inp.fingerprint
+        if old is not None and old.get("fingerprint") == fp:
+            entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
+            kept += 1
+        else:
+            if inp.text is None:
+                entries_json, list_notes, located = [], [], False
+            else:
+                entries, list_notes = _parse(inp)
+                entries_json, located = [e.to_json() for e in entries], True
+                notes.extend(f"{key}: {note}" for note in list_notes)
+            built += 1
+        if located:
+            total += len(entries_json)
+        else:
+            none += 1
+        data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
+                "entries": entries_json, "notes": list_notes}
+        replace_in_folder(str(folder), f"{name}.json",
+                          json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), "refs")
+    for entry in os.scandir(folder):
+        if entry.name.endswith(".json") and entry.name not in wanted:
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    fsync_dir(folder)
+    if progress is not None:
+        progress(n, n)
     return {"built": built, "kept": kept, "none": none, "sources": built + kept - none, "entries": total,
             "removed": removed, "notes": notes}
 
