@@ -478,3 +478,16 @@ def test_filters_choose_the_citing_sources_and_say_what_they_left_out():
     bare = CitationGraph(rows, refs)  # built without the ledger's metadata: filters refused, plainly
     with pytest.raises(UsageError, match="filters need the ledger's metadata"):
         bare.cited_by("t", since)
+
+
+def test_one_source_graph_answers_as_the_whole_graph(ws):
+    from chitragupta.engine.workspace import Workspace
+
+    w = Workspace.open(ws)
+    whole = CitationGraph.open(w)
+    for key in [d["_id"] for d in DOCS]:
+        one = CitationGraph.of_source(w, key)
+        assert one.refs(key) == whole.refs(key) and one.cites(key) == whole.cites(key)
+        assert one.refs_notes(key) == whole.refs_notes(key)
+    with pytest.raises(UsageError, match="did you mean: devlin2019"):
+        CitationGraph.of_source(w, "devlin").refs("devlin")

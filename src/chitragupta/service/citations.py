@@ -8,7 +8,9 @@ the MCP tools (``references``, ``cited_by``, ``missing``) and the Python API:
 The graph is built from the ledger and the per-source entries ``chitragupta index`` stores under
 ``content/refs/``, and kept (per workspace folder) while neither changes: the ledger's change stamp and
 the refs folder's own stamp (a file written or removed there renames into it) are compared on each call,
-which costs two stats and one query. The answers as JSON-ready dicts (``references``, ``cites``,
+which costs two stats and one query. ``references`` and ``cites`` ask about one source: without a current
+kept graph they resolve that source's entries alone (``CitationGraph.of_source``), so a one-off command
+does not read every source's entries. The answers as JSON-ready dicts (``references``, ``cites``,
 ``cited_by``, ``missing``) are what the CLI's ``--json`` prints line by line and what the MCP tools return.
 """
 
@@ -62,6 +64,19 @@ def citation_graph(workspace=".", *, config=None):
     return g
 
 
+def _graph_of_source(workspace, citekey: str):
+    """The kept graph when it is current, else one built for ``citekey`` alone (``CitationGraph.of_source``):
+    ``refs`` and ``cites`` from the command line need no one else's entries."""
+    from chitragupta.engine.citations.graph import CitationGraph
+
+    ws = _workspace(workspace)
+    with _LOCK:
+        got = _CACHE.get(str(Path(ws.root).resolve()))
+    if got is not None and got[0] == _signature(ws):
+        return got[1]
+    return CitationGraph.of_source(ws, citekey)
+
+
 def graph_notes(g) -> list[str]:
     """What a user should know about the graph as a whole (its entries never built)."""
     return g.notes()
@@ -69,12 +84,13 @@ def graph_notes(g) -> list[str]:
 
 def references(workspace, citekey: str) -> dict:
     """``{"references": [refs objects], "notes": [...]}``."""
-    g = citation_graph(workspace)
+    g = _graph_of_source(workspace, citekey)
     return {"references": g.refs(citekey), "notes": graph_notes(g) + g.refs_notes(citekey)}
 
 
 def cites(workspace, citekey: str) -> dict:
-    g = citation_graph(workspace)
+    """``{"cites": [{"citekey", "title", "text"}], "notes": [...]}``."""
+    g = _graph_of_source(workspace, citekey)
     return {"cites": g.cites(citekey), "notes": graph_notes(g) + g.refs_notes(citekey)}
 
 

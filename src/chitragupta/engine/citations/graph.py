@@ -101,6 +101,19 @@ class CitationGraph:
                 fac = facets(ledger)
             return cls(rows, all_references(ws), fac, stored=refs_folder(ws).is_dir())
 
+    @classmethod
+    def of_source(cls, ws, citekey: str) -> "CitationGraph":
+        """A graph that answers ``refs`` and ``cites`` for one source (its entries resolved against the
+        whole library; nobody else's entries read): what a one-off command about one source needs, at a
+        fraction of ``open``'s cost. ``cited_by`` and ``missing`` need ``open``."""
+        from chitragupta.engine.citations.store import references_of, refs_folder
+        from chitragupta.engine.corpus.ledger import Ledger
+
+        with Ledger(ws.ledger_path, create=False) as ledger:
+            rows = ledger.rows()
+        got = references_of(ws, citekey) if any(r.citekey == citekey for r in rows) else None
+        return cls(rows, {} if got is None else {citekey: got}, stored=refs_folder(ws).is_dir())
+
     def notes(self) -> list[str]:
         """What a user should know about the graph as a whole."""
         if not self.stored:
