@@ -26,10 +26,12 @@ COMMANDS = {
     "topics": ("bench.topics", "the bertopic stage on scifact: wall time, outlier share, reproducibility"),
     "gpu": ("bench.gpu", "one prepared GPU run: gpu tests, torch CUDA q/s at 5k/100k/1M, the 11x11 grid"),
     "similar": ("bench.similar", "papers like this one against pasting the paper into search: the other relevant sources found"),
+    "refs_graph": ("bench.refs_graph", "the citation graph on the seven real PDFs (hand labels) and its cost beside indexing"),
     "filters": ("bench.filters", "what metadata filters cost a 20,000-query CLI batch: one filter, and one per query"),
     "phrase": ("bench.phrase", "phrase queries warm, positions array against reading candidates' texts (1M synthetic)"),
     "ab": ("bench.ab", "a refactor against the code before it: a cold CLI query and a CLI batch, CPU and wall ratios"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
+    "refs_entries": ("bench.refs_entries", "reference entries found per paper against hand counts, fields against hand labels"),
 }
 
 

@@ -67,7 +67,7 @@ def test_tools_answer_what_the_cli_answers(ws):
         return names, search, passage, evidence, explain, source, similar
 
     names, search, passage, evidence, explain, source, similar = _drive(ws, script)
-    assert names == ["evidence", "explain", "search", "similar", "source"]
+    assert names == ["cited_by", "evidence", "explain", "missing", "references", "search", "similar", "source"]
     cli_sim = json.loads(run_cli("similar", "-w", ws, key, "-k", "4", "--json", check=True).stdout)
     assert similar["hits"] == cli_sim and key not in [h["citekey"] for h in cli_sim]
     cli = json.loads(run_cli("search", "-w", ws, "twin model sensor", "-k", "5", "--json", check=True).stdout)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import chitragupta.engine as _engine  # light: its names too are loaded on first use
 
 __version__ = _engine.__version__
-_SERVICE = ("open_searcher", "SearchRequest")
+_SERVICE = ("open_searcher", "SearchRequest", "citation_graph")
 __all__ = sorted(list(_engine.__all__) + list(_SERVICE))
 
 

@@ -44,6 +44,12 @@ def run(args) -> int:
                     f"{len(idx.vocab)} terms")
             print(f"passages: up to date ({size})" if r is None else
                   f"passages: {size}; {r.retokenized} documents read, {r.reused} reused, in {r.seconds:.2f} s")
+    from chitragupta.engine.citations.store import build_references, summary_line
+
+    with progress_bar("references") as cb:
+        refs = build_references(ws, progress=cb)
+    print_notes(refs["notes"][:10] + [f"... and {len(refs['notes']) - 10} more notes"] * (len(refs["notes"]) > 10))
+    print(summary_line(refs))
     return 0
 
 

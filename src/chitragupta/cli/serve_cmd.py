@@ -116,6 +116,8 @@ def build_server(warm) -> Any:
         """A citekey's record in the workspace's ledger: title, authors, year, parse status, abstract, keywords."""
         return call(warm.source, citekey)
 
+    from chitragupta.cli.serve_citations import add_citation_tools
+    add_citation_tools(server, call, warm)  # references, cited_by, missing (issue 31)
     return server
 
 

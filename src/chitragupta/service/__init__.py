@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 
 __all__ = ["open_searcher", "SearchRequest", "WarmEngines", "EngineSpec", "OpenOptions", "register", "engine",
-           "names", "Searcher"]
+           "names", "Searcher", "citation_graph"]
 
 _EXPORTS = {
     "SearchRequest": "chitragupta.service.request",
@@ -26,6 +26,7 @@ _EXPORTS = {
     "engine": "chitragupta.service.registry",
     "names": "chitragupta.service.registry",
     "Searcher": "chitragupta.engine.searcher",
+    "citation_graph": "chitragupta.service.citations",
 }
 
 

@@ -1,0 +1,847 @@
+"""A reference list's text, split into entries, and the fields each entry prints.
+
+    split_entries(ref_text)        the list's text (after its heading) -> one raw string per entry
+    parse_entry(raw, n)            one raw entry -> Entry (authors, year, title, venue, DOI, arXiv id, URL)
+    parse_reference_list(ref_text) both, and the notes a bad list earns (plain strings)
+
+**Splitting.** The text is read as lines (a form feed, a page break, ends one too). Dropped first: lines
+that are only a page number; running titles (a line among the first or last two of a page, digits
+ignored, seen on two or more pages of the list -- or, from ``running``, of the whole document -- and not
+ending in a period); footnotes set between two columns of entries (a line whose number is glued to its
+text, "19The Kaggle ...", and a "See ..." line after it). Then the first style that fits, in this order,
+cuts it:
+
+- numbered ``[12]``: a line starting with the next number of a sequence 1, 2, 3 ... opens an entry (one to
+  three past the last: a gap where the text layer lost an entry; "[cs]" of an arXiv id is no entry), or
+  with a ``[Smi19]``-style label (letters and digits) where those outnumber the numbers;
+- numbered ``12.`` (or ``12)``): the same sequence rule (a wrapped line starting "117." is no entry);
+- Markdown list items (docling's sidecars and Markdown): a line starting ``- ``, ``* `` or ``+ ``; a lone
+  first line of an item that is a LaTeX cite key ("- layernorm2016") and an item without a letter ("- 10",
+  the widest label of a ``thebibliography``) are dropped;
+- author-year (hanging or flush lines): a line opens an entry when the line before it ends one (a period
+  not after an initial, a closing bracket, a year or page number, a DOI or a URL) and it starts like an
+  author list: name words (capitalised; a few lower-case ones; no function word), initials, commas and
+  "and" up to a year ("Family, I. (2019)", "Given Family and Given Family. 2019."); "Family, I." /
+  "Family I," / "Family, Given"; initials first ("J. Andren, M. Hilding, and ..."); a group or a tool
+  before its year ("OGC of Harvard. 2016.", "pdf2image. 2023."); or a whole line of names running on;
+- otherwise blank-line separated paragraphs, else one entry per line.
+
+An entry wrapped over lines or a page break is one entry; its lines are joined with single spaces, a word
+split by a line-end hyphen ("infor-\\nmation") joined again (the hyphen kept only when both halves are
+words of the document and the whole is not: "data-\\nbase"), a URL or DOI split at a line end joined
+without a space. What follows the last entry inside the list's span -- a table or figure caption, an
+appendix or the acknowledgements after a line that ends an entry -- is left out, with a note.
+
+**Fields.** Plain regular expressions, each linear in the entry's length (no nested quantifiers, so a
+200 KB run-on line cannot make one backtrack): DOI ``10.NNNN/...`` (lower-cased, URL prefix and trailing
+``.,;)`` dropped), arXiv id (``arXiv:2005.14165v2``, ``arxiv.org/abs/...``, ``abs/1409.0473``, old
+``hep-th/9901001``; the version dropped), the first other URL, the year (1800-2099, a letter suffix
+allowed, the one after the author block when names come first, else the first outside a DOI, arXiv id or
+URL), the authors' family names as printed (LaTeX accents decoded, pdfium's detached accents rejoined,
+particles kept: "van der Maaten", a group's name whole: "OGC of Harvard"), the title (the quoted one, else
+the sentence after the authors and year; a question mark ends it only before a venue) and the venue (the
+part after the title, "In" dropped, up to its volume, pages or year). Only the first ``MAX_ENTRY_CHARS``
+characters of an entry are read for fields; its text is always kept whole.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex",
+           "starts_entry", "LazyWords", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
+
+MAX_ENTRY_CHARS = 4000  # fields are read from this much of an entry (its raw text is kept whole)
+MAX_LIST_CHARS = 2_000_000  # a reference list longer than this is read up to here, with a note
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a reference list: its raw text (always kept) and what could be read from it."""
+
+    n: int
+    text: str
+    authors: tuple[str, ...] = ()
+    year: int | None = None
+    title: str | None = None
+    venue: str | None = None
+    doi: str | None = None
+    arxiv: str | None = None
+    url: str | None = None
+
+    def to_json(self) -> dict:
+        return {"n": self.n, "text": self.text, "authors": list(self.authors), "year": self.year,
+                "title": self.title, "venue": self.venue, "doi": self.doi, "arxiv": self.arxiv, "url": self.url}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Entry":
+        """The inverse of ``to_json``; ValueError for a dict that is not one (a hand-edited file)."""
+        if not isinstance(d, dict) or not isinstance(d.get("n"), int) or not isinstance(d.get("text"), str):
+            raise ValueError("an entry needs an integer 'n' and a string 'text'")
+        authors = d.get("authors") or []
+        if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
+            raise ValueError("an entry's 'authors' is a list of strings")
+        year = d.get("year")
+        if year is not None and (isinstance(year, bool) or not isinstance(year, int)):
+            raise ValueError("an entry's 'year' is an integer or null")
+        strs = {}
+        for k in ("title", "venue", "doi", "arxiv", "url"):
+            v = d.get(k)
+            if v is not None and not isinstance(v, str):
+                raise ValueError(f"an entry's {k!r} is a string or null")
+            strs[k] = v
+        return cls(n=d["n"], text=d["text"], authors=tuple(authors), year=year, **strs)
+
+
+# -- splitting ------------------------------------------------------------------------------------
+
+_PAGE_NUMBER = re.compile(r"^\s*(?:[-\u2013\u2014]\s*)?(?:page\s+)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?"
+                          r"(?:\s*[-\u2013\u2014])?\s*$", re.IGNORECASE)
+_BRACKET = re.compile(r"^\s*\[(?P<label>[^\]\s]{1,24})\]\s*")
+_BRACKET_NUM = re.compile(r"^\s*\[(?P<num>\d{1,4})\]")
+_DOTTED = re.compile(r"^\s*(?P<num>\d{1,4})[.)]\s+(?=\S)")
+_MARKDOWN = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
+_YEAR = re.compile(r"(?=[12])(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
+# a name-ish token: a capitalised word (any script's capital), an initial, a particle, a joiner
+_NAME_TOKEN = re.compile(
+    r"(?:[^\W\d_][\w'\u2019.-]*|&|,|;|\(|\)|\{|\}|\\.|[`'\"~^])",
+)
+_PARTICLES = frozenset("van von der den de del della di da das dos du le la el al bin ibn ter ten zu y e st st.".split())
+_JOINERS = frozenset({"and", "&", "et", "al", "al.", "others", "und", "y"})
+# "Family, I." / "Family I," / "Family, Given" / "Family, I" at a line start
+_FAMILY_FIRST = re.compile(
+    r"^\s*(?:(?:van|von|de|del|der|den|di|da|du|le|la|dos)\s+){0,2}"
+    r"[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*"
+    r"(?:,\s*(?:[^\W\d_]\.|[^\W\d_][^\W\d_]+(?:\s|,|$))|\s+[A-Z]{1,3}[.,])"
+)
+
+
+def _lines(text: str) -> list[tuple[str, bool]]:
+    """(line, first on its page) of ``text``; a form feed ends a line."""
+    out = []
+    for p, page in enumerate(text.split("\f")):
+        for i, line in enumerate(page.split("\n")):
+            out.append((line.rstrip(), p > 0 and i == 0))
+    return out
+
+
+_FOOTNOTE = re.compile(r"^\s*\d{1,2}(?=[A-Z][a-z]{2})")
+# a footnote's next line, when it reads as one ("See Wang et al. (2020) for details.", a link)
+_FOOTNOTE_MORE = re.compile(r"^\s*(?:See|see|Available|Accessed|https?://|www\.)")
+_STRAY_ACCENT = re.compile(r"\s[\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd`]$")
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _furniture_key(line: str) -> str:
+    return " ".join(_DIGITS.sub("", line).split())
+
+
+def _edge_lines(page: str) -> list[str]:
+    """The first two and the last two non-blank lines of a page (stripped), without splitting all of it."""
+    head = []
+    for ln in page[:2000].split("\n"):
+        if ln.strip():
+            head.append(ln.strip())
+            if len(head) == 2:
+                break
+    tail = []
+    for ln in reversed(page[-2000:].split("\n")):
+        if ln.strip():
+            tail.append(ln.strip())
+            if len(tail) == 2:
+                break
+    return head + tail[::-1] if len(page) > 4000 else [ln.strip() for ln in page.split("\n") if ln.strip()]
+
+
+def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
+    """The running titles of a paged text (pages split by form feeds): lines among the first two or last
+    two of a page, read with their digits left out ("Paper Plain ... Processing 35"), seen on at least
+    ``min_pages`` pages, at most 200 characters and not ending in a period (an entry's last line,
+    "Association for Computational Linguistics.", may well stand at the top of two pages)."""
+    if "\f" not in text:
+        return frozenset()
+    seen: dict[str, int] = {}
+    for page in text.split("\f"):
+        body = _edge_lines(page)
+        for ln in {*body[:2], *body[-2:]}:
+            if len(ln) <= 200 and not ln.endswith("."):
+                key = _furniture_key(ln)
+                if key:
+                    seen[key] = seen.get(key, 0) + 1
+    return frozenset(k for k, c in seen.items() if c >= min_pages)
+
+
+def _drop_furniture(lines: list[tuple[str, bool]], text: str, running: frozenset[str] = frozenset()) -> list[str]:
+    """The lines without page numbers, footnotes ("19The Kaggle ...": a footnote's number glued to its
+    text, set between two columns of entries) and running titles (``running_lines`` of the list, and
+    ``running`` given from the whole document, at a page's edge); a stray accent at a line's end (pdfium's
+    "Com- \u00b4") dropped."""
+    kept, note = [], False
+    for ln, first in lines:
+        if _FOOTNOTE.match(ln) or (note and _FOOTNOTE_MORE.match(ln)):
+            note = True
+            continue
+        note = False
+        kept.append((_STRAY_ACCENT.sub("", ln), first))
+    lines = kept
+    if "\f" not in text:
+        return [ln for ln, _f in lines if not _PAGE_NUMBER.match(ln) or not ln.strip()]
+    running = running | running_lines(text)
+    pages: list[list[str]] = [[]]
+    for ln, first in lines:
+        if first:
+            pages.append([])
+        pages[-1].append(ln)
+    out = []
+    for pg in pages:
+        body = [ln.strip() for ln in pg if ln.strip()]
+        edge = {*body[:2], *body[-2:]}
+        for ln in pg:
+            s = ln.strip()
+            if s and (_PAGE_NUMBER.match(s) or (s in edge and _furniture_key(s) in running)):
+                continue
+            out.append(ln)
+    return out
+
+
+_STOPWORDS = frozenset("""a an the of for in on at to with from by into via using is are as its this that
+our we how what why when which new towards toward pages page vol volume no pp proceedings proc conference
+journal transactions workshop symposium press university arxiv preprint editor editors ed eds see
+""".split())
+_ANY_DIGIT = re.compile(r"\d")
+_NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
+_LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
+_MARK_SPACE = re.compile(r"[.?!]\s")
+
+
+def _sentence_break(s: str) -> bool:
+    """A full stop, question or exclamation mark after a word of two letters or more, then a space
+    ("Scientometrics. Zhihong ..."; not an initial's "J. "): found by the marks, then the letters before."""
+    for m in _MARK_SPACE.finditer(s):
+        i = m.start()
+        if i >= 2 and s[i - 1].isalpha() and s[i - 2].isalpha():
+            return True
+    return False
+
+
+def _name_prefix(s: str, lenient: bool = False) -> bool:
+    """``_names_only``, or a group's name ("Organizers of Queer in AI") before at least three more names.
+    ``lenient``: names in lower case too ("david nicholas, peter williams"), for an entry already cut."""
+    if _names_only(s, lenient):
+        return True
+    head, sep, tail = s.partition(",")
+    return bool(sep) and tail.count(",") >= 2 and head[:1].isupper() and len(head.split()) <= 8 \
+        and not any(c.isdigit() for c in head) and not _sentence_break(head + " ") \
+        and _names_only(tail)
+
+
+def _names_only(s: str, lenient: bool = False) -> bool:
+    """``s`` (the text before a year) reads as an author list: name words (capitalised, a few lower-case
+    ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
+    tokens; no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the next)."""
+    s = s.strip().rstrip("(").strip()
+    if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
+        return False
+    tokens = [t for t in (t.strip(".") for t in _NAME_SEP.split(s)) if t]
+    lows = [t.lower() for t in tokens]
+    if not _LONG_STOPWORDS.isdisjoint(lows):
+        return False
+    names = lower = 0
+    for t, low in zip(tokens, lows):
+        if low in _JOINERS or low in _PARTICLES:
+            continue
+        first = t.lstrip("{\\\"'`^~")[:1]
+        if not first:
+            continue
+        names += 1
+        if first.islower():
+            lower += 1
+    return names >= 2 and (lenient or lower * 4 <= names)
+
+
+def _starts_author_block(joined: str) -> bool:
+    """Whether ``joined`` (a line and the lines after it, joined) opens with an author list: only name
+    tokens up to its first year, or "Family, I." / "Family I," / "Family, Given" at its start."""
+    head = joined[:1500]
+    if head[:3] in ("In ", "In:") or head[:2] == "(":
+        return False
+    m = _YEAR.search(head)
+    if m is not None and m.start() > 0 and _name_prefix(head[:m.start()]):
+        return True
+    return bool(_FAMILY_FIRST.match(head) or _GROUP_YEAR.match(head) or _INITIALS_FIRST.match(head))
+
+
+# initials first, the year at the end: "J. Andren, M. Hilding, and D. Veitch. Understanding ...", "J.-C. Bolot,
+# S. Fosse-Parisis ...", "H. Sanneck. Concealment of ..."
+_INITIALS_FIRST = re.compile(r"^(?:[A-Z]\.(?:\s?-?[A-Z]\.)*\s)+(?:[a-z]{1,3}\s){0,2}[A-Z][^\s,.;:()]{1,40}(?:,\s|\s+and\s|\.\s)")
+# a group or a tool as the author, then the year: "OGC of Harvard. 2016.", "pdf2image. 2023.", "Grobid. 2008-2023."
+_GROUP_YEAR = re.compile(r"^[^\W_][^.,;:()]{0,60}\.\s(?:1[89]|20)\d\d[a-z]?(?:[.,\u2013-]|\s|$)")
+
+
+def starts_entry(text: str) -> bool:
+    """Whether ``text`` opens like a reference entry: a list number or label, or an author list up to a
+    year, or "Family, I." / "Family I," / "Family, Given" (what tells a docling ``text`` item that is an
+    entry of its own from one that continues the entry before it, a link or a page range)."""
+    head = " ".join(text[:1500].split())
+    return bool(_LEAD_MARK.match(head)) or _starts_author_block(head) or _name_line(head)
+
+
+def _name_line(line: str) -> bool:
+    """A whole line of names running on ("Waleed Ammar, Dirk Groeneveld, Chandra Bhagavat-"): at least two
+    commas, four name words, nothing but names, and no end of sentence."""
+    s = line.strip()
+    if s.count(",") < 2 or s.endswith(".") or len(s.split()) < 4:
+        return False
+    return _name_prefix(s.rstrip("-"))
+
+
+
+
+def _ends_entry(line: str) -> bool:
+    """The line can end an entry: a period (not after an initial, "Quoc V."), a bracket, a year or a page
+    number (a letter after it: "2019a"), a DOI or a URL as its last word."""
+    s = line.rstrip()
+    if not s:
+        return False
+    c = s[-1]
+    if not (c in ".)]" or c.isdigit() or ("a" <= c <= "z" and len(s) > 1 and s[-2].isdigit())):
+        last = s[s.rfind(" ") + 1:]
+        if not ("http://" in last or "https://" in last or _DOI.search(last)):
+            return False
+    # "Quoc V.": an initial ends the line, the family name is on the next
+    return not (c == "." and len(s) > 1 and "A" <= s[-2] <= "Z" and (len(s) == 2 or s[-3] in " \t.,-"))
+
+
+def _numbered(lines: list[str], pattern: re.Pattern) -> list[int]:
+    """Lines opening entries numbered 1, 2, 3 ...: a number one to three past the last one taken (an entry
+    lost to the text layer leaves a gap), starting at 0 or 1; a wrapped line that starts with another
+    number ("117." of a page range, "[cs]" of an arXiv id) is no entry."""
+    starts, last = [], None
+    for i, ln in enumerate(lines):
+        m = pattern.match(ln)
+        if m is None or not m.group("num").isdigit():
+            continue
+        num = int(m.group("num"))
+        if (last is None and num <= 1) or (last is not None and last < num <= last + 3):
+            starts.append(i)
+            last = num
+    return starts
+
+
+_ALPHA_LABEL = re.compile(r"^\s*\[(?=[^\]\s]*\d)(?=[^\]\s]*[A-Za-z])[^\]\s]{2,24}\]\s*")
+
+
+def _bracket_starts(lines: list[str]) -> list[int]:
+    """Lines opening ``[n]`` entries in sequence, or ``[Smi19]``-style labels (letters and digits)."""
+    numeric = _numbered(lines, _BRACKET_NUM)
+    alpha = [i for i, ln in enumerate(lines) if _ALPHA_LABEL.match(ln)]
+    return numeric if len(numeric) >= len(alpha) else alpha
+
+
+def _dotted_starts(lines: list[str]) -> list[int]:
+    return _numbered(lines, _DOTTED)
+
+
+_SPLIT_WORD = re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")
+
+
+def _quick_join(window: list[str]) -> str:
+    """Lines joined for the author-block test: a line-end hyphen before a lower-case letter dropped
+    ("Abdul-\nlahi" is one name there, whatever ``_join`` later makes of it), spaces collapsed."""
+    return " ".join(_SPLIT_WORD.sub("", "\n".join(window)).split())
+
+
+def _author_year_starts(lines: list[str], words) -> list[int]:
+    starts = []
+    prev_end = True  # the first line opens an entry
+    for i, ln in enumerate(lines):
+        s = ln.strip()
+        if not s:
+            continue
+        if prev_end:
+            if not starts:
+                starts.append(i)
+            else:
+                window, size = [], 0
+                for x in lines[i:i + 16]:
+                    window.append(x)
+                    size += len(x)
+                    if size > 1500 or _YEAR.search(x):
+                        break
+                if _starts_author_block(_quick_join(window)) or _name_line(s):
+                    starts.append(i)
+        prev_end = _ends_entry(s)
+    return starts
+
+
+def _paragraph_starts(lines: list[str]) -> list[int]:
+    starts, blank = [], True
+    for i, ln in enumerate(lines):
+        if ln.strip():
+            if blank:
+                starts.append(i)
+            blank = False
+        else:
+            blank = True
+    return starts
+
+
+def _cut(lines: list[str], starts: list[int]) -> list[list[str]]:
+    out = []
+    if starts and starts[0] > 0 and any(ln.strip() for ln in lines[:starts[0]]):
+        starts = [0, *starts]
+    for a, b in zip(starts, [*starts[1:], len(lines)]):
+        chunk = [ln for ln in lines[a:b] if ln.strip()]
+        if chunk:
+            out.append(chunk)
+    return out
+
+
+_URLISH_END = re.compile(r"(?:https?://|www\.|10\.\d{4,9}/)\S*[-/._~=?&#]$")
+_HYPHEN_HEAD = re.compile(r"(?<![A-Za-z0-9-])([A-Za-z]{1,40})-$")
+_TAIL_WORD = re.compile(r"^([a-z]{1,40})(?![A-Za-z0-9])")
+
+
+def _join(chunk: list[str], words) -> str:
+    """An entry's lines as one string: single spaces; a word split by a line-end hyphen joined (the hyphen
+    kept only when both halves are words of the document and the whole is not: "data-\nbase"); a dash
+    before a digit ("1435-\n1446"), a hyphen before a capital ("Sci-\nBERT") and a URL or DOI split at a
+    line end glued without a space."""
+    out = ""
+    for ln in chunk:
+        s = " ".join(ln.split())
+        if not s:
+            continue
+        if not out:
+            out = s
+            continue
+        last = out[out.rfind(" ") + 1:]
+        if _URLISH_END.search(last):
+            out += s
+            continue
+        h = _HYPHEN_HEAD.search(last)
+        t = _TAIL_WORD.match(s)
+        if h and t:
+            head, tail = h.group(1).lower(), t.group(1)
+            keep = (head + tail) not in words and head in words and tail in words
+            out = out + s if keep else out[:-1] + s
+            continue
+        if out[-1] in "-\u2013" and len(last) > 1 and (s[0].isdigit() or s[0].isupper()):
+            out += s
+            continue
+        out += " " + s
+    return out
+
+
+_MD_KEY = re.compile(r"^[^\s]{1,80}$")
+
+
+# what follows a list inside its span, and is no entry: a table or figure caption, an appendix or the
+# acknowledgements (a line that opens so after a line that ends an entry)
+_TRAILER = re.compile(r"^\s*(?:(?:Table|TABLE|Figure|FIGURE|Fig\.)\s*[A-Z]?\d|(?:[A-Z]\.?\s+|\d{1,2}(?:\.\d+)*\.?\s+)?"
+                      r"(?:APPENDIX|Appendix|APPENDICES|Appendices|ACKNOWLEDGE?MENTS?|Acknowledge?ments?)\b)")
+
+
+def _strip_marker(chunk: list[str], style: str) -> list[str]:
+    """The chunk without its list marker ([12], 12., "- "); a Markdown item's first line that is a lone
+    LaTeX cite key ("- layernorm2016" over the entry's lines) is dropped too."""
+    first = chunk[0]
+    if style == "markdown":
+        first = _MARKDOWN.sub("", first, count=1)
+        rest = chunk[1:]
+        if rest and _MD_KEY.match(first.strip()) and not first.strip().endswith("."):
+            return rest
+        return [first, *rest]
+    return chunk
+
+
+class LazyWords:
+    """``chitragupta.engine.text.hyphens.document_words`` of a text, made when first asked (most lists
+    never ask: only a word split at a line end does)."""
+
+    def __init__(self, text: str):
+        self._text, self._words = text, None
+
+    def __contains__(self, word: str) -> bool:
+        if self._words is None:
+            from chitragupta.engine.text.hyphens import document_words
+
+            self._words, self._text = document_words(self._text), None
+        return word in self._words
+
+
+def split_entries(ref_text: str, *, words=None, running: frozenset[str] = frozenset()) -> list[str]:
+    """The list's text (after the heading) -> the raw entries, in order (see the module docstring).
+    ``words``: the whole document's words (``chitragupta.engine.text.hyphens.document_words``), which tell a
+    split word from a hyphenated one; by default the list's own. ``running``: the whole document's
+    ``running_lines``, dropped where they stand at a page's edge."""
+    return [e for e, _style in _split(ref_text, words, running)[0]]
+
+
+def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> tuple[list[tuple[str, str]], list[str]]:
+    notes: list[str] = []
+    if len(ref_text) > MAX_LIST_CHARS:
+        notes.append(f"the reference list is {len(ref_text)} characters; read up to {MAX_LIST_CHARS}")
+        ref_text = ref_text[:MAX_LIST_CHARS]
+    text = ref_text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = _drop_furniture(_lines(text), text, running)
+    if not any(ln.strip() for ln in lines):
+        return [], notes
+    if words is None:
+        words = LazyWords(text)
+    style, starts = "", []
+    brackets = _bracket_starts(lines)
+    dotted = _dotted_starts(lines)
+    markdown = [i for i, ln in enumerate(lines) if _MARKDOWN.match(ln)]
+    if len(brackets) >= 2 and len(brackets) >= len(dotted):
+        style, starts = "bracket", brackets
+    elif len(dotted) >= 2:
+        style, starts = "dotted", dotted
+    elif len(markdown) >= 2:
+        style, starts = "markdown", markdown
+    else:
+        ay = _author_year_starts(lines, words)
+        para = _paragraph_starts(lines)
+        if len(ay) >= 2 or len(para) < 2:
+            style, starts = "author-year", ay
+        else:
+            style, starts = "paragraph", para
+    chunks = _cut(lines, starts)
+    if chunks:
+        last = chunks[-1]
+        for j in range(1, len(last)):
+            if _TRAILER.match(last[j]) and _ends_entry(last[j - 1].strip()):
+                dropped = sum(len(x) + 1 for x in last[j:])
+                notes.append(f"{dropped} characters after the last entry (from {last[j].strip()[:40]!r}: a "
+                             "table, a figure or an appendix the list's span held) left out")
+                chunks[-1] = last[:j]
+                break
+    out = []
+    for chunk in chunks:
+        chunk = _strip_marker(chunk, style)
+        joined = _join(chunk, words)
+        if style == "markdown" and not _A_LETTER.search(joined):
+            continue  # "- 10": the widest label of a LaTeX thebibliography, not an entry
+        if joined:
+            out.append((joined, style))
+    if len(out) == 1 and len(out[0][0]) > 2000:
+        notes.append(f"the reference list reads as one entry of {len(out[0][0])} characters (a list run "
+                     "together on one line?); kept whole")
+    return out, notes
+
+
+# -- fields ---------------------------------------------------------------------------------------
+
+_DOI = re.compile(r"10\.\d{4,9}/[^\s\"<>]+")
+_ARXIV_NEW = re.compile(r"(?:arxiv\s*[:.]?\s*(?:preprint\s+)?(?:arxiv\s*:\s*)?|arxiv\.org/(?:abs|pdf)/|\babs/)"
+                        r"(\d{4}\.\d{4,5})(?:v\d+)?", re.IGNORECASE)
+_ARXIV_OLD = re.compile(r"(?:arxiv\s*:\s*|arxiv\.org/(?:abs|pdf)/)([a-z-]+(?:\.[a-z]{2})?/\d{7})(?:v\d+)?",
+                        re.IGNORECASE)
+_URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
+_TRAIL = ".,;:)]}>'\""
+_LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022](?=\s))\s*")
+_QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
+_STOP = re.compile(r"[.?!](?=\s|$)")
+_NOT_ENDS = frozenset({"vs", "No", "Vol", "pp", "Ed", "Eds", "Inc", "Jr", "St"})
+
+
+class _SentenceEnd:
+    """A full stop, question or exclamation mark before a space or the end: not after a capital letter
+    (an initial, "J."), a two-letter capitalised word, or vs / No / Vol / pp / Ed / Eds / Inc / Jr / St.
+    ``search`` as a compiled pattern's (a match object's ``start``, ``end``), without a lookbehind chain."""
+
+    @staticmethod
+    def search(s: str, pos: int = 0):
+        for m in _STOP.finditer(s, pos):
+            i = m.start()
+            if i > 0 and s[i - 1].isupper() and s[i - 1].isascii():
+                continue
+            j = i
+            while j > 0 and (s[j - 1].isalnum() or s[j - 1] == "_"):
+                j -= 1
+            word = s[j:i]
+            if word in _NOT_ENDS or (len(word) == 2 and word[0].isupper() and word[1].islower() and word.isascii()):
+                continue
+            return _End(i, i + 1 + (1 if i + 1 < len(s) else 0))
+        return None
+
+
+class _End(NamedTuple):
+    at: int
+    after: int
+
+    def start(self) -> int:
+        return self.at
+
+    def end(self) -> int:
+        return self.after
+
+
+_SENTENCE_END = _SentenceEnd()
+_VENUE_STOP = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
+                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
+                         r"|,\s*(?:1[89]|20)\d\d\b"
+                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")  # the last: editors
+
+_LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
+                  ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
+                  "r": "\u030a"}
+_LATEX_LETTERS = {"ss": "\u00df", "o": "\u00f8", "O": "\u00d8", "aa": "\u00e5", "AA": "\u00c5", "l": "\u0142",
+                  "L": "\u0141", "ae": "\u00e6", "AE": "\u00c6", "oe": "\u0153", "OE": "\u0152", "i": "\u0131",
+                  "j": "\u0237"}
+_LATEX_ACCENT = re.compile(r"\{?\\([\"'`^~=.]|[cvuHkr](?=[\s{]))\s*\{?\\?([A-Za-z])\}?\}?")
+_LATEX_LETTER = re.compile(r"\{?\\(ss|aa|AA|ae|AE|oe|OE|o|O|l|L|i|j)(?![A-Za-z])\s*\}?")
+
+
+_ACCENT_CHARS = "\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd"
+_ACCENTS_ALONE = re.compile(f"[{_ACCENT_CHARS}]")
+# a spacing accent inside a name, with the spaces pdfium sets around it: "Krysci \u00b4 nski", "Ond\u02c7rej"
+_ACCENT_IN_WORD = re.compile(f"(?<=[^\\W\\d_]) ?[{_ACCENT_CHARS}] ?(?=[^\\W\\d_])|\\s?[{_ACCENT_CHARS}](?=\\s|$)")
+
+
+def decode_latex(s: str) -> str:
+    """LaTeX accents and letters in a name (``{\\"o}``, ``\\'e``, ``\\ss``) as the characters, braces gone."""
+    if "\\" not in s and "{" not in s:
+        return s
+    s = _LATEX_ACCENT.sub(lambda m: unicodedata.normalize("NFC", m.group(2) + _LATEX_ACCENTS[m.group(1)]), s)
+    s = _LATEX_LETTER.sub(lambda m: _LATEX_LETTERS[m.group(1)], s)
+    return s.replace("{", "").replace("}", "")
+
+
+def _strip_trail(s: str) -> str:
+    while s and s[-1] in _TRAIL:
+        if s[-1] == ")" and s.count("(") >= s.count(")"):
+            break
+        s = s[:-1]
+    return s
+
+
+def _doi(s: str) -> tuple[str | None, tuple[int, int] | None]:
+    m = _DOI.search(s)
+    if m is None:
+        return None, None
+    return _strip_trail(m.group(0)).lower() or None, m.span()
+
+
+def _arxiv(s: str) -> tuple[str | None, tuple[int, int] | None]:
+    if "abs/" not in s and "rxiv" not in s and "RXIV" not in s and "rXiv" not in s:
+        return None, None
+    m = _ARXIV_NEW.search(s) or _ARXIV_OLD.search(s)
+    if m is None:
+        return None, None
+    return m.group(1).lower() if "/" in m.group(1) else m.group(1), m.span()
+
+
+def _family(part: str) -> str | None:
+    """The family name in one author's name as printed: "Family, Given", "Given Family", "Family IJ",
+    "I. J. Family", "Given van der Family"."""
+    part = part.strip(" .,;")
+    if not part:
+        return None
+    if "," in part:
+        fam = part.split(",", 1)[0].strip()
+        return fam or None
+    words = part.split()
+    while len(words) > 1 and words[-1].rstrip(".") in _SUFFIXES:
+        words.pop()
+    if not words:
+        return None
+    if len(words) >= 2 and _CAPS.fullmatch(words[-1]) and not _CAPS.fullmatch(words[0]):
+        return words[0]  # Vancouver: "Smith JA"
+    # the last word, with the lower-case particles before it ("van der Zuylen")
+    i = len(words) - 1
+    while i > 0 and words[i - 1].lower() in _PARTICLES and words[i - 1][:1].islower():
+        i -= 1
+    fam = " ".join(words[i:]).strip(" .")
+    if len(fam.rstrip(".")) <= 1 and len(words) > 1:
+        return None  # only initials
+    return fam or None
+
+
+_GROUP_WORD = re.compile(r"\s(?:of|for|at|on|the|in)\s")
+_SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV"})
+_INITIALS = re.compile(r"(?:[A-Z\u00c0-\u00de]\.?\s?-?\s?){1,4}")
+_AND = re.compile(r"\s(?:and|und)\s")
+
+
+def _authors(block: str) -> tuple[str, ...]:
+    block = decode_latex(block)
+    low = block.lower()
+    if "al" in low or "other" in low or "ed" in low:
+        block = _NOT_NAMES.sub(" ", block)
+    # "A, B, and C" / "A; B & C" / "A und B": one separator
+    block = block.replace(";", ",").replace("&", ",")
+    if "nd " in block:
+        block = _AND.sub(",", block)
+    parts = [p.strip(" .") for p in block.split(",")]
+    parts = [p for p in parts if p]
+    if not parts:
+        return ()
+    names: list[str] = []
+    if len(parts) >= 2 and len(parts) % 2 == 0 and all(" " not in p for p in parts) and "," in block:
+        return tuple(parts[0::2])  # "Family, Given, and Family, Given": every part one word, in pairs
+    # "Family, I. J., Family, I." -> after splitting on commas, initials parts belong to the part before
+    initials = [bool(_INITIALS.fullmatch(p)) for p in parts]
+    if len(parts) >= 2 and any(initials):
+        i = 0
+        while i < len(parts):
+            if i + 1 < len(parts) and initials[i + 1] and not initials[i]:
+                names.append(parts[i])
+                i += 2
+                continue
+            if not initials[i]:
+                fam = _family(parts[i])
+                if fam:
+                    names.append(fam)
+            i += 1
+        return tuple(n for n in (x.strip(" .") for x in names) if n)
+    for p in parts:
+        fam = p if " " in p and _GROUP_WORD.search(p) else _family(p)  # "OGC of Harvard": a group, kept whole
+        if fam:
+            names.append(fam)
+    return tuple(names)
+
+
+def parse_entry(raw: str, n: int) -> Entry:
+    """One raw entry -> an Entry: its whitespace collapsed (kept whole) and the fields it prints."""
+    text = " ".join(raw.split())
+    s = _LEAD_MARK.sub("", text, count=1)[:MAX_ENTRY_CHARS]
+    if _ACCENTS_ALONE.search(s):
+        s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
+    doi, doi_span = _doi(s)
+    arxiv, arxiv_span = _arxiv(s)
+    url = None
+    linked = "://" in s or "www." in s or "WWW." in s
+    for m in _URL.finditer(s) if linked else ():
+        u = _strip_trail(m.group(0))
+        if "doi.org/" in u.lower() and doi:
+            continue
+        url = u
+        break
+    # years outside a DOI, an arXiv id or a URL
+    spans = [sp for sp in (doi_span, arxiv_span) if sp]
+    if url is not None:
+        spans += [m.span() for m in _URL.finditer(s)]
+    years = [m for m in _YEAR.finditer(s) if not spans or not any(a <= m.start() < b for a, b in spans)]
+    authors: tuple[str, ...] = ()
+    year = None
+    title = venue = None
+    rest = s
+    # the author block: up to the first year when only names come before it; else up to a quoted title;
+    # else up to the first sentence end
+    block = None
+    if years and years[0].start() > 0 and (_name_prefix(s[:years[0].start()], True) or _GROUP_YEAR.match(s)):
+        block = s[:years[0].start()]
+        year = int(years[0].group(0)[:4])
+        rest = s[years[0].end():]
+        rest = _AFTER_YEAR.sub("", rest)  # "). ", "-2023. "
+    else:
+        q = _QUOTED.search(s)
+        if q is not None and q.start() < 600:
+            block = s[:q.start()]
+            title = q.group("t").strip(" ,.")
+            rest = s[q.end():]
+        else:
+            m = _SENTENCE_END.search(s)
+            if m is not None and m.start() < MAX_ENTRY_CHARS:
+                block = s[:m.start()]
+                rest = s[m.end():]
+    if block is not None:
+        authors = _authors(block.strip(" ,.;:("))
+        if len(authors) > 200:
+            authors = authors[:200]
+    if year is None and years:
+        year = int(years[0].group(0)[:4])
+    if title is None:
+        q = _QUOTED.search(rest)
+        if q is not None and q.start() < 5:
+            title, rest = q.group("t").strip(" ,."), rest[q.end():]
+        else:
+            end, nxt = _title_end(rest)
+            t = rest[:end].strip(" ,.;:")
+            if t:
+                title = t[:500]
+            rest = rest[nxt:]
+    venue = _venue(rest)
+    return Entry(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
+                 arxiv=arxiv, url=url)
+
+
+_QUESTION_END = re.compile(r"[?!]\s+(?=In\b|Proc|arXiv|ArXiv|CoRR|Journal|Advances|Trans|IEEE|ACM|Findings)")
+
+
+def _title_end(rest: str) -> tuple[int, int]:
+    """Where the title at the start of ``rest`` ends and what follows starts: at its first full stop, or
+    at a question or exclamation mark followed by a venue ("Dream? In Proceedings ..."; elsewhere one is
+    part of the title, "What's in a Summary? Laying ...")."""
+    m = _SENTENCE_END.search(rest)
+    while m is not None and rest[m.start()] in "?!" and not _QUESTION_END.match(rest, m.start()):
+        m = _SENTENCE_END.search(rest, m.end())
+    if m is None:
+        return len(rest), len(rest)
+    return (m.start() + 1 if rest[m.start()] in "?!" else m.start()), m.end()
+
+
+_A_LETTER = re.compile(r"[^\W\d_]")
+_TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
+_CAPS = re.compile(r"[A-Z]{1,3}")
+_NOT_NAMES = re.compile(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", re.IGNORECASE)
+_AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
+_EDITORS = re.compile(r"^[^()]{0,200}?,?\s\(?(?:editors?|eds?\.?)\)?,?\s+")
+_IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
+_PREPRINT = re.compile(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$")
+_DOT_SPACE = re.compile(r"\.\s")
+# the words a venue's name abbreviates beyond four letters ("Proc.", "Conf." and "J." are short enough)
+_ABBREVIATIONS = frozenset("""Trans Intell Comput Artif Assoc Annu Mach Learn Lang Linguist Process Inform
+Syst Technol Softw Appl Math Phys Chem Biol Stat Psychol Symp Commun Recognit Anal Inst Neurosci Mater Environ
+Internat Engin Electr Theor Geophys""".split())
+
+
+def _venue(rest: str) -> str | None:
+    v = rest.strip(" ,.;:")
+    if v[:2] in ("In", "in"):
+        v = _IN.sub("", v)
+    m = _EDITORS.match(v)
+    if m is not None:
+        v = v[m.end():]  # "B. Scholkopf and A. J. Smola, editors, Advances in ..."
+    if not v:
+        return None
+    m = _VENUE_STOP.search(v)
+    if m is not None:
+        v = v[:m.start()]
+    for m in _DOT_SPACE.finditer(v):
+        i = j = m.start()
+        while j > 0 and v[j - 1].isalpha():
+            j -= 1
+        word = v[j:i]
+        if not (word[:1].isupper() and (len(word) == 1 or len(word) <= 4 and not word.isupper()
+                                        or word in _ABBREVIATIONS)):  # "J.", "Proc.", "Comput."
+            v = v[:i]
+            break
+    v = v.strip(" ,.;:(")
+    if v.endswith("arXiv"):
+        v = _PREPRINT.sub(r"\1", v)
+    if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
+        return None
+    return v[:300]
+
+
+def parse_reference_list(ref_text: str, *, words=None,
+                         running: frozenset[str] = frozenset()) -> tuple[list[Entry], list[str]]:
+    """The list's text (after its heading) -> its entries in order and notes on what could not be read
+    (``words``, ``running``: as ``split_entries``)."""
+    raw, notes = _split(ref_text, words, running)
+    entries = [parse_entry(r, i) for i, (r, _style) in enumerate(raw, start=1)]
+    long = [e.n for e in entries if len(e.text) > MAX_ENTRY_CHARS]
+    if long:
+        notes.append(f"{len(long)} entr{'y' if len(long) == 1 else 'ies'} longer than {MAX_ENTRY_CHARS} characters "
+                     f"(first: entry {long[0]}): fields read from the start, the text kept whole")
+    if entries and not any(e.year or e.doi or e.arxiv for e in entries):
+        notes.append(f"none of the {len(entries)} entries prints a year, a DOI or an arXiv id: "
+                     "is this a reference list?")
+    return entries, notes

@@ -1,0 +1,496 @@
+"""Resolution: which library source a parsed reference entry names, and which works that the library
+lacks several sources cite.
+
+    lib = Library.from_rows(ledger.rows())                   # the library's sources as they are matched
+    res = resolve(lib, all_references(ws))                   # each entry's source (or why none)
+    res.target[(citing, i)]                                  # -> a library citekey, or None
+    works = res.missing                                      # entries that name no library source, clustered
+
+The rules (issue 31, item 2):
+
+- **Identifiers first.** An entry and a library source that both carry a DOI or an arXiv id are the same
+  work when one of them is equal, and different works when both carry the same kind of id and it differs
+  (a title match is then refused). A library source's arXiv id is read from its DOI (``10.48550/arxiv.X``),
+  its venue (Google Scholar's ``arXiv preprint arXiv:X``) or its title; an entry's from its own fields
+  or DOI. An id that two library sources share names neither (ambiguous).
+- **Else the title**, normalised (``norm_title``: case and accents folded, a hyphen inside a word dropped,
+  other punctuation a space, a few function words left out), with the year within one. Two titles are
+  close when rapidfuzz's ``fuzz.ratio`` of the normalised forms is at least ``TITLE_MIN`` (``TITLE_MIN_NO_YEAR``
+  when either year is unknown). The title the entry parser took may be wrong (an author list it could not
+  read, a venue swallowed): when it is close to no candidate, a library title of two words or more is
+  compared with each sentence of the entry's text (cut at ". ", "? ", "! " and quotes), by the same bar.
+- **Never a guess.** When two library sources are about equally close (scores within ``AMBIGUOUS_GAP``),
+  the entry stays unresolved, and it is not a missing work either.
+- **A source never cites itself**: an entry that names its own source (as closely as any other) is dropped.
+- **Missing works**: the entries left (not resolved, not ambiguous, not self) are clustered by the same
+  rules (an equal DOI or arXiv id; else close titles with the year within one) into one work each.
+
+Speed: no pass over every (entry, source) pair in Python. Candidates come from a sparse product of
+token-incidence matrices (scipy): an entry is compared with a source only when its text holds one of
+the two rarest words of the source's title and most of the title's words (``_blocking``), so the work
+grows with how common the rarest words are, never with the square of the library. The bench
+(``python -m bench refs_graph``) times 1,000 sources x 40 entries beside indexing them.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from chitragupta.engine.corpus.metadata import fold, norm_doi
+
+__all__ = ["norm_title", "arxiv_of", "Library", "LibrarySource", "Resolution", "MissingWork", "resolve",
+           "TITLE_MIN", "TITLE_MIN_NO_YEAR", "AMBIGUOUS_GAP"]
+
+TITLE_MIN = 90.0  # fuzz.ratio of the normalised titles, years known and within one
+TITLE_MIN_NO_YEAR = 95.0  # ... when either year is unknown
+AMBIGUOUS_GAP = 3.0  # a second source this close to the best: ambiguous, left unresolved
+BLOCK_SHARE = 0.6  # blocking: a candidate holds at least this share of the title's words ...
+BLOCK_KEYS = 2  # ... and one of its two rarest
+_STOP = frozenset("a an the of and or for in on to with via by from at as is are its into using".split())
+_HYPHEN = re.compile(r"(?<=\w)[-\u2010\u2011]\s*(?=\w)")
+_WORD = re.compile(r"[^\W_]+")
+_ASCII_WORDS = bytes(c if 97 <= c <= 122 or 48 <= c <= 57 else 32 for c in range(256))  # [a-z0-9] kept
+_ARXIV_NEW = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
+_ARXIV_CONTEXT = re.compile(r"arxiv(?:\s*preprint)?(?:\.org/(?:abs|pdf)/|\s*(?:abs/|:|\.|\s))\s*"
+                            r"((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))", re.IGNORECASE)
+_ARXIV_DOI = re.compile(r"^10\.48550/arxiv\.(.+)$")
+
+
+def norm_title(s: str | None) -> str:
+    """A title as it is compared: ``fold`` (case, accents), a hyphen inside a word dropped ("pre-training"
+    and "pretraining" agree), every other run of punctuation a space, function words left out."""
+    return " ".join([t for t in _tokens(s) if t not in _STOP])
+
+
+def _tokens(s: str | None) -> list[str]:
+    """``norm_title``'s words, function words kept (what blocking looks up)."""
+    if not s:
+        return []
+    if s.isascii():  # the common case, 5x faster than the regex: bytes.translate to spaces, then split
+        s = s.lower()
+        if "-" in s:
+            s = _HYPHEN.sub("", s)
+        return s.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
+    s = fold(s)
+    if "-" in s or "\u2010" in s or "\u2011" in s:
+        s = _HYPHEN.sub("", s)
+    return _WORD.findall(s)
+
+
+def _norm_arxiv(value: str | None) -> str | None:
+    if not value:
+        return None
+    v = value.strip().lower()
+    v = re.sub(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", "", v)
+    v = re.sub(r"(?:v\d+)?(?:\.pdf)?$", "", v)
+    if re.fullmatch(r"\d{4}\.\d{4,5}", v):
+        return v if 1 <= int(v[2:4]) <= 12 else None  # YYMM: "2022.99999" is a misprint, not an id
+    return v if re.fullmatch(r"[a-z\-]+(?:\.[a-z]{2})?/\d{7}", v) else None
+
+
+def arxiv_of(*texts: str | None, doi: str | None = None) -> str | None:
+    """The arXiv id (``2005.14165``, ``hep-th/9901001``; no version) an arXiv DOI or a text naming arXiv
+    gives, or None."""
+    if doi:
+        m = _ARXIV_DOI.match(doi)
+        if m:
+            return _norm_arxiv(m.group(1))
+    for t in texts:
+        if t and "arxiv" in t.lower():
+            m = _ARXIV_CONTEXT.search(t)
+            if m:
+                return _norm_arxiv(m.group(1))
+            for m in _ARXIV_NEW.finditer(t):  # "CoRR abs/1706.03762" with arXiv named elsewhere
+                if 1 <= int(m.group(1)[2:4]) <= 12:
+                    return m.group(1)
+    return None
+
+
+def _plain_doi(doi: str | None) -> str | None:
+    """A DOI that is not arXiv's own (those are compared as arXiv ids)."""
+    return doi if doi and not _ARXIV_DOI.match(doi) else None
+
+
+@dataclass(frozen=True)
+class LibrarySource:
+    citekey: str
+    title: str
+    year: int | None = None
+    doi: str | None = None  # normalised, not an arXiv DOI
+    arxiv: str | None = None
+
+
+class Library:
+    """The library's sources as resolution matches them (``from_rows``: ledger rows)."""
+
+    def __init__(self, sources: list[LibrarySource]):
+        self.sources = list(sources)
+        self.keys = [s.citekey for s in self.sources]
+        self.pos = {k: i for i, k in enumerate(self.keys)}
+        self.norm = [norm_title(s.title) for s in self.sources]
+        self.years = [s.year for s in self.sources]
+        self.by_doi: dict[str, list[int]] = {}
+        self.by_arxiv: dict[str, list[int]] = {}
+        self.by_title: dict[str, list[int]] = {}
+        for i, s in enumerate(self.sources):
+            if s.doi:
+                self.by_doi.setdefault(s.doi, []).append(i)
+            if s.arxiv:
+                self.by_arxiv.setdefault(s.arxiv, []).append(i)
+            if self.norm[i]:
+                self.by_title.setdefault(self.norm[i], []).append(i)
+
+    @classmethod
+    def from_rows(cls, rows) -> "Library":
+        """From ledger rows (``LedgerRow``: citekey, title, year, doi, venue)."""
+        out = []
+        for r in rows:
+            doi = norm_doi(r.doi) if r.doi else None
+            out.append(LibrarySource(r.citekey, r.title or "", r.year, _plain_doi(doi),
+                                     arxiv_of(r.venue, r.title, doi=doi)))
+        return cls(out)
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
+@dataclass
+class MissingWork:
+    """Entries of several sources that name one work the library lacks. ``members``: (citing citekey,
+    entry) pairs, in the order met; the fields are the members' most common values."""
+
+    title: str
+    year: int | None
+    authors: tuple[str, ...]
+    venue: str | None
+    doi: str | None
+    arxiv: str | None
+    members: list = field(default_factory=list, repr=False)
+
+    @property
+    def citing(self) -> list[str]:
+        return list(dict.fromkeys(k for k, _ in self.members))
+
+
+@dataclass
+class Resolution:
+    """What ``resolve`` found. ``target``: (citing citekey, entry position) -> library citekey or None;
+    ``why``: for an unresolved entry, "ambiguous", "self" or "none"; ``missing``: every cluster of
+    unresolved entries (those cited once included; ``MissingWork.citing`` counts the sources)."""
+
+    target: dict[tuple[str, int], str | None]
+    why: dict[tuple[str, int], str]
+    missing: list[MissingWork]
+
+
+def _entry_ids(e) -> tuple[str | None, str | None]:
+    doi = norm_doi(e.doi) if getattr(e, "doi", None) else None
+    arxiv = _norm_arxiv(getattr(e, "arxiv", None)) or arxiv_of(getattr(e, "url", None), doi=doi)
+    return _plain_doi(doi), arxiv
+
+
+_SENTENCE = re.compile(r"(?<=[.?!])\s+|[\"\u201c\u201d]")
+
+
+def _segments(text: str | None) -> list[str]:
+    """An entry's text cut at sentence ends and quotes, each piece normalised: where its title is when the
+    parser took another piece for it."""
+    if not text:
+        return []
+    return [g for g in (norm_title(p) for p in _SENTENCE.split(text)) if " " in g]
+
+
+def _years_ok(a: int | None, b: int | None) -> bool:
+    return a is None or b is None or abs(a - b) <= 1
+
+
+def _title_score(ratio, a: str, b: str, ya: int | None, yb: int | None) -> float:
+    """fuzz.ratio of two normalised titles when it passes the bar for the years given, else 0."""
+    if not a or not b or not _years_ok(ya, yb):
+        return 0.0
+    s = ratio(a, b)
+    return s if s >= (TITLE_MIN if ya is not None and yb is not None else TITLE_MIN_NO_YEAR) else 0.0
+
+
+class _Vocab:
+    """Token ids for blocking, and sparse incidence rows."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def matrix(self, token_lists, grow: bool):
+        from scipy import sparse
+
+        indptr, indices = [0], []
+        ids = self.ids
+        get = ids.get
+        for toks in token_lists:
+            if grow:
+                for t in toks:
+                    if t not in ids:
+                        ids[t] = len(ids)
+                row = {ids[t] for t in toks}
+            else:
+                row = {j for j in map(get, toks) if j is not None}
+            indices.extend(row)
+            indptr.append(len(indices))
+        data = np.ones(len(indices), dtype=np.float32)
+        return sparse.csr_matrix((data, np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
+                                 shape=(len(token_lists), max(len(ids), 1)))
+
+
+def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
+    """Candidate (row, col) pairs: a row holding one of the column's ``keys`` rarest words (the fewest
+    columns hold them) and at least ``share`` of all its words. ``rows``/``cols``: CSR incidences over one
+    vocabulary. The keys bound the work by the rarest words' counts, not by the common words'."""
+    from scipy import sparse
+
+    n_cols, width = cols.shape
+    if n_cols == 0 or rows.shape[0] == 0 or cols.nnz == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    df = np.bincount(cols.indices, minlength=width)
+    coo = cols.tocoo()
+    order = np.lexsort((df[coo.col], coo.row))
+    r_sorted, c_sorted = coo.row[order], coo.col[order]
+    pos = np.arange(len(order))
+    start = np.maximum.accumulate(np.where(np.r_[True, r_sorted[1:] != r_sorted[:-1]], pos, 0))
+    keep = pos - start < keys
+    key_m = sparse.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (r_sorted[keep], c_sorted[keep])),
+                              shape=cols.shape)
+    cand = (rows @ key_m.T).tocoo()
+    r, c = cand.row.astype(np.int64), cand.col.astype(np.int64)
+    if len(r) == 0:
+        return r, c
+    need = np.ceil(np.diff(cols.indptr) * share)
+    overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
+    ok = overlap >= need[c]
+    return r[ok], c[ok]
+
+
+def _pad(m, width: int):
+    from scipy import sparse
+
+    if m.shape[1] == width:
+        return m
+    return sparse.csr_matrix((m.data, m.indices, m.indptr), shape=(m.shape[0], width))
+
+
+def resolve(library: Library, references: dict[str, list]) -> Resolution:
+    """Resolve every entry of ``references`` ({citing citekey: [Entry]}) against ``library``, and cluster
+    the rest into missing works (module docstring)."""
+    with no_gc():
+        return _resolve(library, references)
+
+
+def _resolve(library: Library, references: dict[str, list]) -> Resolution:
+    from rapidfuzz.fuzz import ratio
+
+    flat: list[tuple[str, int, object]] = [(k, i, e) for k, entries in references.items()
+                                           for i, e in enumerate(entries or ())]
+    target: dict[tuple[str, int], str | None] = {}
+    why: dict[tuple[str, int], str] = {}
+    n = len(flat)
+    ids = [_entry_ids(e) for _, _, e in flat]
+    titles = [norm_title(getattr(e, "title", None)) for _, _, e in flat]
+    words = [_tokens(getattr(e, "text", None)) for _, _, e in flat]
+    years = [getattr(e, "year", None) for _, _, e in flat]
+    citing_pos = [library.pos.get(k, -1) for k, _, _ in flat]
+
+    # title candidates: blocked by the library titles' words found in the entry's text (or title)
+    cand: list[list[int]] = [[] for _ in range(n)]
+    if n and len(library):
+        vocab = _Vocab()
+        lib_m = vocab.matrix([t.split() for t in library.norm], grow=True)
+        ent_m = _pad(vocab.matrix([words[j] + titles[j].split() for j in range(n)], grow=False), lib_m.shape[1])
+        rows, cols = _blocking(ent_m, lib_m, BLOCK_SHARE)
+        for r, c in zip(rows.tolist(), cols.tolist()):
+            cand[r].append(c)
+    for j in range(n):
+        if titles[j]:
+            for c in library.by_title.get(titles[j], ()):
+                if c not in cand[j]:
+                    cand[j].append(c)
+
+    unresolved: list[int] = []
+    for j, (k, i, e) in enumerate(flat):
+        key = (k, i)
+        me = citing_pos[j]
+        doi, arx = ids[j]
+        by_id = set()
+        if doi:
+            by_id.update(library.by_doi.get(doi, ()))
+        if arx:
+            by_id.update(library.by_arxiv.get(arx, ()))
+        if by_id:
+            if me in by_id:
+                by_id.discard(me)
+                if not by_id:
+                    target[key], why[key] = None, "self"
+                    continue
+            if len(by_id) == 1:
+                target[key] = library.keys[next(iter(by_id))]
+                continue
+            target[key], why[key] = None, "ambiguous"
+            continue
+        scored: list[tuple[float, int]] = []
+        fit = []  # candidates the identifiers allow
+        for c in cand[j]:
+            src = library.sources[c]
+            if (doi and src.doi and doi != src.doi) or (arx and src.arxiv and arx != src.arxiv):
+                continue  # the identifiers say these are different works
+            fit.append(c)
+            s = _title_score(ratio, titles[j], library.norm[c], years[j], src.year)
+            if s > 0:
+                scored.append((s, c))
+        if not scored and fit:  # the title the entry parser took may be wrong: its text's sentences
+            segs = _segments(getattr(e, "text", None))
+            for c in fit:
+                lt, src = library.norm[c], library.sources[c]
+                if " " in lt:
+                    s = max([_title_score(ratio, g, lt, years[j], src.year) for g in segs] or [0.0])
+                    if s > 0:
+                        scored.append((s, c))
+        if not scored:
+            target[key], why[key] = None, "none"
+            unresolved.append(j)
+            continue
+        scored.sort(key=lambda t: -t[0])
+        best = scored[0][0]
+        if any(c == me and s >= best - AMBIGUOUS_GAP for s, c in scored):
+            target[key], why[key] = None, "self"  # it names its own source (perhaps as well as another)
+            continue
+        best, c0 = scored[0]
+        rivals = [c for s, c in scored[1:] if s >= best - AMBIGUOUS_GAP and c != c0]
+        if rivals:
+            target[key], why[key] = None, "ambiguous"
+            continue
+        target[key] = library.keys[c0]
+    missing = _cluster([flat[j] for j in unresolved], [titles[j] for j in unresolved],
+                       [years[j] for j in unresolved], [ids[j] for j in unresolved], ratio)
+    return Resolution(target, why, missing)
+
+
+class _Union:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, a: int) -> int:
+        p = self.parent
+        while p[a] != a:
+            p[a] = p[p[a]]
+            a = p[a]
+        return a
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
+    """Unresolved entries into works: an equal DOI or arXiv id, else close titles with the year within
+    one. Entries with neither a title nor an id are left out."""
+    keep = [j for j in range(len(flat)) if titles[j] or ids[j][0] or ids[j][1]]
+    if not keep:
+        return []
+    uf = _Union(len(flat))
+    first_of: dict[tuple[str, str], int] = {}
+    for j in keep:
+        for kind, v in (("doi", ids[j][0]), ("arxiv", ids[j][1])):
+            if v:
+                if (kind, v) in first_of:
+                    uf.union(first_of[(kind, v)], j)
+                else:
+                    first_of[(kind, v)] = j
+    # titles: one representative per distinct (title, year); exact titles first, then blocked close pairs
+    distinct: dict[tuple[str, int | None], int] = {}
+    for j in keep:
+        if titles[j]:
+            t = (titles[j], years[j])
+            if t in distinct:
+                uf.union(distinct[t], j)
+            else:
+                distinct[t] = j
+    reps = list(distinct.items())
+    by_title: dict[str, list[tuple[int | None, int]]] = {}
+    for (t, y), j in reps:
+        by_title.setdefault(t, []).append((y, j))
+    for t, ys in by_title.items():
+        if len(ys) < 2:
+            continue
+        known = sorted((y, j) for y, j in ys if y is not None)
+        for (y0, j0), (y1, j1) in zip(known, known[1:]):
+            if y1 - y0 <= 1:
+                uf.union(j0, j1)
+        anchor = known[0][1] if known else ys[0][1]
+        for y, j in ys:
+            if y is None:
+                uf.union(anchor, j)
+    if len(reps) > 1:
+        vocab = _Vocab()
+        m = vocab.matrix([t.split() for (t, _), _ in reps], grow=True)
+        rows, cols = _blocking(m, m, BLOCK_SHARE)
+        lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
+        pairs = np.unique(lo[lo < hi] * len(reps) + hi[lo < hi])
+        for r, c in zip((pairs // len(reps)).tolist(), (pairs % len(reps)).tolist()):
+            (ta, ya), ja = reps[r]
+            (tb, yb), jb = reps[c]
+            if ta == tb:
+                continue  # done above, by year
+            a_ids, b_ids = ids[ja], ids[jb]
+            if (a_ids[0] and b_ids[0] and a_ids[0] != b_ids[0]) or (a_ids[1] and b_ids[1] and a_ids[1] != b_ids[1]):
+                continue
+            if _title_score(ratio, ta, tb, ya, yb) > 0:
+                uf.union(ja, jb)
+    groups: dict[int, list[int]] = {}
+    for j in keep:
+        groups.setdefault(uf.find(j), []).append(j)
+    works = []
+    for members in groups.values():
+        if len(members) == 1:  # most works are cited once: their one entry's fields
+            k, _, e = flat[members[0]]
+            works.append(MissingWork(getattr(e, "title", None) or "", getattr(e, "year", None),
+                                     tuple(getattr(e, "authors", None) or ()), getattr(e, "venue", None),
+                                     getattr(e, "doi", None), getattr(e, "arxiv", None), [(k, e)]))
+            continue
+        entries = [flat[j][2] for j in members]
+        works.append(MissingWork(
+            title=_most_common([getattr(e, "title", None) for e in entries]) or "",
+            year=_most_common([getattr(e, "year", None) for e in entries]),
+            authors=_most_common([tuple(getattr(e, "authors", None) or ()) for e in entries]) or (),
+            venue=_most_common([getattr(e, "venue", None) for e in entries]),
+            doi=_most_common([getattr(e, "doi", None) for e in entries]),
+            arxiv=_most_common([getattr(e, "arxiv", None) for e in entries]),
+            members=[(flat[j][0], flat[j][2]) for j in members]))
+    return works
+
+
+def _most_common(values):
+    """The most frequent non-empty value (the first met on a tie), or None."""
+    got: dict = {}
+    for v in values:
+        if v:
+            got[v] = got.get(v, 0) + 1
+    if not got:
+        return None
+    top = max(got.values())
+    return next(v for v in values if v and got[v] == top)
+
+
+@contextmanager
+def no_gc():
+    """The cyclic garbage collector paused: building tens of thousands of small objects (entries, tuples,
+    lists) otherwise runs it again and again over all of them, a third of the graph's time; the objects
+    made hold no cycles that need it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

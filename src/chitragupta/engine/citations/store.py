@@ -1,0 +1,335 @@
+"""Parsed reference entries, one derived file per source: ``content/refs/<name>.json``.
+
+    {"rules": RULES, "citekey": "...", "stamp": "...", "fingerprint": "...", "located": true,
+     "entries": [Entry.to_json(), ...], "notes": ["...", ...]}
+
+``<name>`` is the stem of the source's parsed file (``sync`` assigns it from the citekey, unique even on a
+case-insensitive file system; ``safe_name(citekey)`` for a row without one), so a citekey never becomes a
+path outside ``content/``. The text parsed is the reference span the index cuts out, found by the same
+functions on the same files (``chitragupta.engine.text.refcut`` through the rules of
+``chitragupta.engine.index.source``): with a docling sidecar its items from the reference heading up to an
+appendix heading, without one the plain-text span; the heading itself left out.
+
+``fingerprint`` is a hash of the source's parsed text (the ``.txt``, or the sidecar's items) and
+``RULES``: a file is rewritten only when it changes. ``stamp`` (the parsed file's and its sidecar's size
+and mtime, and RULES) lets an unchanged source skip even the reading. A source whose text holds no
+reference list gets a file with ``"located": false`` (``references_of`` answers None for it); a file
+that is corrupt, foreign or of other rules is rebuilt with a note; files of sources no longer in the
+ledger are removed. Written with the one atomic writer (``chitragupta.engine.files``), under the
+workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
+the whole document's pages (``entries.running_lines``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from chitragupta.engine.citations.entries import Entry, parse_reference_list
+
+__all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
+           "refs_folder", "summary_line"]
+
+RULES = 2  # bumped whenever splitting or field rules change: every artifact is rebuilt
+REFS_DIR = "refs"
+
+_NUMBERED = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)]\s|[-*+\u2022]\s)")
+
+Progress = Callable[[int, "int | None"], None]
+
+
+def refs_folder(ws) -> Path:
+    return ws.inside_content(ws.content / REFS_DIR)
+
+
+def _name(citekey: str, parsed_path: str | None) -> str:
+    from chitragupta.engine.workspace import safe_name
+
+    if parsed_path:
+        stem = parsed_path.rsplit("/", 1)[-1]
+        if stem.endswith(".txt") and len(stem) > 4:
+            stem = stem[:-4]
+            if safe_name(stem) == stem:
+                return stem
+    return safe_name(citekey)
+
+
+class _Input(NamedTuple):
+    """What a source's reference list is parsed from: the list's text (its heading left out), the whole
+    document's words and running titles, and the fingerprint of the document text it came from."""
+
+    text: str | None
+    words: object
+    running: frozenset
+    fingerprint: str
+
+
+def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
+    """The text of a source's reference list, its heading left out; None when it has none (or no text).
+
+    The same files and rules the index reads (``chitragupta.engine.index.source.row_body``): a ledger path
+    outside ``content/`` or not a regular file reads as nothing; a valid sidecar's reference span
+    (``refcut.reference_span``: its items from the reference heading to the next appendix heading, page
+    headers and footers left out), one item a line (docling's list items as Markdown items); else the
+    plain-text span of the ``.txt`` (``refcut.plain_reference_span``)."""
+    return _input(Path(root), parsed_path).text
+
+
+def _input(root: Path, parsed_path: str | None) -> _Input:
+    from chitragupta.engine.citations.entries import LazyWords
+    from chitragupta.engine.index.source import _inside_content, is_regular, read_text, sidecar_path
+
+    if not parsed_path or not _inside_content(parsed_path):
+        return _Input(None, None, frozenset(), _fingerprint(None))
+    path = root / parsed_path
+    if not is_regular(path):
+        return _Input(None, None, frozenset(), _fingerprint(None))
+    side = sidecar_path(path)
+    if is_regular(side):
+        from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
+        from chitragupta.engine.text.refcut import reference_span
+
+        try:
+            items = read_sidecar(side)
+        except SidecarError:
+            items = None  # the index reads the .txt uncut then; so does this, by the plain rule
+        if items is not None:
+            fp = _fingerprint(json.dumps(items, ensure_ascii=False, sort_keys=True))
+            span = reference_span(items)
+            if span is None:
+                return _Input(None, None, frozenset(), fp)
+            kept = []
+            for it in items[span[0] + 1:span[1]]:
+                if it["label"] in ("section_header", "title"):
+                    break  # a list has no headings: what follows one (an appendix the span keeps) is no entry
+                if it["label"] not in EXCLUDED_LABELS:
+                    kept.append(it)
+            text = _sidecar_list(kept)
+            return _Input(text, LazyWords(text), frozenset(), fp)
+    from chitragupta.engine.citations.entries import running_lines
+    from chitragupta.engine.text.refcut import plain_reference_span
+
+    whole = read_text(path)
+    fp = _fingerprint(whole)
+    span = plain_reference_span(whole)
+    if span is None:
+        return _Input(None, None, frozenset(), fp)
+    body = whole[span[0]:span[1]]
+    nl = body.find("\n")
+    ref = "" if nl < 0 else body[nl + 1:]
+    return _Input(ref, LazyWords(ref), running_lines(whole, 3), fp)
+
+
+def _sidecar_list(kept: list[dict]) -> str:
+    """A sidecar's reference items as list text, one item a line at least: a list item (docling's one
+    entry) as a Markdown item unless its text is numbered already ("[12] ...", "12. ..."); where the list
+    is made of list items, a ``text`` item too when it opens like an entry (docling's Markdown reader makes
+    an entry holding a link a ``text`` item), else it continues the entry before it (the link itself)."""
+    from chitragupta.engine.citations.entries import starts_entry
+
+    listed = sum(it["label"] == "list_item" for it in kept) >= 2
+    out = []
+    for it in kept:
+        t = it["text"]
+        entry = it["label"] == "list_item" or (listed and it["label"] == "text" and starts_entry(t))
+        out.append("- " + t if entry and not _NUMBERED.match(t) else t)
+    return "\n".join(out)
+
+
+def _parse(inp: _Input) -> tuple[list[Entry], list[str]]:
+    return parse_reference_list(inp.text or "", words=inp.words, running=inp.running)
+
+
+def _stamp(root: Path, parsed_path: str | None) -> str:
+    """What changes when a source's parsed text may have: its files' size and mtime, and RULES."""
+    from chitragupta.engine.index.source import sidecar_path
+
+    parts = [str(RULES), parsed_path or ""]
+    if parsed_path:
+        p = root / parsed_path
+        for f in (p, sidecar_path(p)):
+            try:
+                st = os.stat(f)
+                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                parts.append("-")
+    return "|".join(parts)
+
+
+def _fingerprint(text: str | None) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"rules={RULES}\n".encode())
+    h.update(b"none" if text is None else text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _read(path: Path) -> dict | None:
+    """The artifact at ``path`` as a dict of the documented shape, or None (missing, corrupt, foreign)."""
+    from chitragupta.engine.files import FileRefused, read_limited
+
+    try:
+        data = json.loads(read_limited(path, 1 << 30))
+    except FileNotFoundError:
+        return None
+    except (OSError, FileRefused, ValueError, UnicodeDecodeError, RecursionError):
+        raise ValueError("not a readable JSON file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or "fingerprint" not in data:
+        raise ValueError("not a reference-entries file")
+    return data
+
+
+def _entries(data: dict) -> list[Entry]:
+    return [Entry.from_json(d) for d in data["entries"]]
+
+
+def _rows(ws) -> list:
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        return ledger.index_view()
+
+
+def references_of(workspace, citekey: str) -> list[Entry] | None:
+    """The parsed entries of ``citekey``'s reference list, in order; None when no list was located for it
+    (no parsed text, no reference heading, an unknown citekey). Read from its artifact when that is
+    current, else parsed from the text now (nothing written: a reader holds no lock)."""
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    with Ledger(workspace.ledger_path, create=False) as ledger:
+        row = ledger.get(citekey)
+    if row is None:
+        return None
+    parsed_path = row.parsed_path if row.status == "parsed" else None
+    path = refs_folder(workspace) / f"{_name(citekey, parsed_path)}.json"
+    try:
+        data = _read(path)
+    except ValueError:
+        data = None
+    if (data is not None and data.get("citekey") == citekey and data.get("rules") == RULES
+            and data.get("stamp") == _stamp(workspace.root, parsed_path)):
+        if not data.get("located", True):
+            return None
+        try:
+            return _entries(data)
+        except ValueError:
+            pass
+    inp = _input(workspace.root, parsed_path)
+    return None if inp.text is None else _parse(inp)[0]
+
+
+def all_references(workspace) -> dict[str, list[Entry]]:
+    """citekey -> entries of every ledger source whose artifact holds a located list (as ``index`` last
+    built them; a missing or unreadable artifact is left out)."""
+    folder = refs_folder(workspace)
+    out: dict[str, list[Entry]] = {}
+    for key, _title, status, parsed_path in _rows(workspace):
+        if status != "parsed":
+            continue
+        try:
+            data = _read(folder / f"{_name(key, parsed_path)}.json")
+        except ValueError:
+            continue
+        if data is None or data.get("citekey") != key or not data.get("located", True):
+            continue
+        try:
+            out[key] = _entries(data)
+        except ValueError:
+            continue
+    return out
+
+
+def build_references(workspace, progress: Progress | None = None, *, lock: bool = True) -> dict:
+    """Parse every source's reference list and store it (see the module docstring). Returns ``{"built": n,
+    "kept": n, "none": n, "sources": n, "entries": n, "removed": n, "notes": [...]}``: files written, files
+    current, sources with no list located, sources with one, entries stored, stale files removed.
+    ``lock``: take the workspace lock (a caller that holds it already passes False: a second hold from the
+    same process would wait for itself)."""
+    if not lock:
+        return _build(workspace, progress)
+    with workspace.lock("index (references)"):
+        return _build(workspace, progress)
+
+
+def _build(workspace, progress: Progress | None) -> dict:
+    from chitragupta.engine.files import fsync_dir, replace_in_folder
+
+    notes: list[str] = []
+    built = kept = none = total = removed = 0
+    rows = _rows(workspace)
+    folder = refs_folder(workspace)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        from chitragupta.errors import WorkspaceError
+
+        raise WorkspaceError(f"{folder}: cannot keep the reference entries there ({err.strerror or err}); "
+                             "move what stands there away") from None
+    wanted: set[str] = set()
+    n = len(rows)
+    for i, (key, _title, status, parsed_path) in enumerate(rows):
+        if progress is not None and (i % 200 == 0):
+            progress(i, n)
+        if status != "parsed" or not parsed_path:
+            continue
+        name = _name(key, parsed_path)
+        wanted.add(f"{name}.json")
+        path = folder / f"{name}.json"
+        stamp = _stamp(workspace.root, parsed_path)
+        try:
+            old = _read(path)
+        except ValueError as err:
+            notes.append(f"{key}: {REFS_DIR}/{path.name} {err}; rebuilt")
+            old = None
+        if old is not None and (old.get("citekey") != key or old.get("rules") != RULES):
+            old = None
+        if old is not None and old.get("stamp") == stamp:
+            kept += 1
+            if old.get("located", True):
+                total += len(old["entries"])
+            else:
+                none += 1
+            continue
+        inp = _input(workspace.root, parsed_path)
+        fp = inp.fingerprint
+        if old is not None and old.get("fingerprint") == fp:
+            entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
+            kept += 1
+        else:
+            if inp.text is None:
+                entries_json, list_notes, located = [], [], False
+            else:
+                entries, list_notes = _parse(inp)
+                entries_json, located = [e.to_json() for e in entries], True
+                notes.extend(f"{key}: {note}" for note in list_notes)
+            built += 1
+        if located:
+            total += len(entries_json)
+        else:
+            none += 1
+        data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
+                "entries": entries_json, "notes": list_notes}
+        replace_in_folder(str(folder), f"{name}.json",
+                          json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), "refs")
+    for entry in os.scandir(folder):
+        if entry.name.endswith(".json") and entry.name not in wanted:
+            try:
+                os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    fsync_dir(folder)
+    if progress is not None:
+        progress(n, n)
+    return {"built": built, "kept": kept, "none": none, "sources": built + kept - none, "entries": total,
+            "removed": removed, "notes": notes}
+
+
+def summary_line(report: dict) -> str:
+    """``build_references``'s report as the one line ``index`` prints."""
+    return (f"references: {report['sources']} sources, {report['entries']} entries ({report['built']} parsed, "
+            f"{report['kept']} unchanged, {report['none']} without a reference list"
+            + (f", {report['removed']} stale removed" if report["removed"] else "") + ")")
