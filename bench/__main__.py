@@ -26,6 +26,7 @@ COMMANDS = {
     "gpu": ("bench.gpu", "one prepared GPU run: gpu tests, torch CUDA q/s at 5k/100k/1M, the 11x11 grid"),
     "similar": ("bench.similar", "papers like this one against pasting the paper into search: the other relevant sources found"),
     "filters": ("bench.filters", "what metadata filters cost a 20,000-query CLI batch: one filter, and one per query"),
+    "serve_load": ("bench.serve_load", "the MCP server under load: idle and busy BM25 latency, 4 clients while re-indexing"),
     "ab": ("bench.ab", "a refactor against the code before it: a cold CLI query and a CLI batch, CPU and wall ratios"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
 }
