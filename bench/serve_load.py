@@ -179,8 +179,16 @@ async def load(built: dict, queries: list[str], keys: list[str], clients: int, c
     rng = random.Random(seed)
     plans = [[(kinds[(i + j) % len(kinds)], rng.choice(queries)) for i in range(calls)] for j in range(clients)]
 
+    marks = (calls // 3, 2 * calls // 3)  # where each client waits for a re-index to begin (and the first to end)
+    started, ended = [asyncio.Event(), asyncio.Event()], [asyncio.Event(), asyncio.Event()]
+
     async def client(j: int, c):
-        for kind, q in plans[j]:
+        for i, (kind, q) in enumerate(plans[j]):
+            if i == marks[0]:
+                await started[0].wait()  # the next third runs while generation B is built
+            elif i == marks[1]:
+                await ended[0].wait()  # the last third runs on B, while B is built again
+                await started[1].wait()
             t0, t1, r = await _timed_call(c, call_args(kind, q, keys))
             text = r.content[0].text if r.content else ""
             records.append({"client": j, "kind": kind, "query": q, "t0": t0, "t1": t1, "error": bool(r.is_error),
@@ -191,15 +199,17 @@ async def load(built: dict, queries: list[str], keys: list[str], clients: int, c
     async def rebuilder():
         for step, argvs in enumerate(([("import", "-w", ws, built["b"]), ("index", "-w", ws)],
                                       [("index", "-w", ws, "--force")])):
-            while done[0] < total * (step + 1) // 3:
+            while done[0] < clients * marks[step]:
                 await asyncio.sleep(0.01)
             t0 = time.perf_counter()
+            started[step].set()
             for argv in argvs:
                 p = await asyncio.to_thread(_cli, *argv, check=False)
                 if p.returncode:
                     raise SystemExit(f"re-index {argv[0]}: {p.stderr.strip()[-500:]}")
             rebuilds.append({"t0": t0, "t1": time.perf_counter(), "argv": [" ".join(map(str, a[:1] + a[3:]))
                                                                             for a in argvs]})
+            ended[step].set()
 
     async with Client(_params(ws, env)) as c:
         for kind in kinds:  # opened before the clock starts, as a warm server's would be
@@ -264,23 +274,26 @@ def main(argv=None) -> int:
     res = {"command": "python -m bench serve_load " + " ".join(argv if argv is not None else sys.argv[1:]),
            "machine": f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "docs": args.docs}
-    if "load" in parts or args.fresh or not (root / "ws" / "content").exists():
-        import shutil
+    import shutil
 
+    if args.fresh or not (root / "ws" / "content").exists():
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
-        built = build(root, records[:args.docs], records[args.docs:args.docs + args.extra], embed=not args.no_embed)
-    else:
-        built = {"ws": root / "ws", "a": root / "a.jsonl", "b": root / "b.jsonl"}
-    ws = built["ws"]
+        build(root, records[:args.docs], records[args.docs:args.docs + args.extra], embed=not args.no_embed)
+    ws = root / "ws"  # generation A, kept as built: the load runs on a copy
     if {"idle", "during"} & set(parts):
         res.update(asyncio.run(idle_and_during(ws, queries, args.idle, parts)))
         print(json.dumps({k: res[k] for k in ("idle", "during") if k in res}), file=sys.stderr)
     if "load" in parts:
         keys = sorted(r["_id"] for r in records[:args.docs])[::2]
-        want_a = expected(ws, queries, keys, kinds)
+        run = root / "run"
+        shutil.rmtree(run, ignore_errors=True)
+        run.mkdir()
+        built = {"ws": run / "ws", "b": root / "b.jsonl"}
+        shutil.copytree(ws, built["ws"])
+        want_a = expected(built["ws"], queries, keys, kinds)
         got = asyncio.run(load(built, queries, keys, args.clients, args.calls, kinds=kinds))
-        want_b = expected(ws, queries, keys, kinds)
+        want_b = expected(built["ws"], queries, keys, kinds)
         verdict = check(got, want_a, want_b)
         res["load"] = {"clients": args.clients, "calls": args.calls, "wall_s": got["wall_s"],
                        "answered": len(got["records"]), "errors": len(verdict["errors"]),
