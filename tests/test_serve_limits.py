@@ -53,6 +53,10 @@ def test_the_config_sets_the_limits_for_the_cli_and_the_server_alike(tmp_path):
         warm.similar(DOCS[0]["_id"], k=6)
     with pytest.raises(UsageError, match=r"^the query is 13 characters long; at most 12 "):
         warm.search("twin model xy", k=5)
+    for call in (lambda: warm.evidence(DOCS[0]["_id"], "twin model xy"), lambda: warm.explain("twin model xy", DOCS[0]["_id"])):
+        with pytest.raises(UsageError, match=r"^the query is 13 characters long; at most 12 "):
+            call()
+    assert warm.explain("twin model", DOCS[0]["_id"])["citekey"] == DOCS[0]["_id"]
     p = run_cli("search", "-w", root, "twin", "-k", "6")
     assert p.returncode == 1 and p.stderr == "error: -k must be at most 5 ([serve].max_k), got 6\n"
     p = run_cli("search", "-w", root, "twin model xy", "-k", "5")

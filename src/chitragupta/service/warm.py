@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 
 from chitragupta.service import registry
-from chitragupta.service.request import SearchRequest
+from chitragupta.service.request import Limits, SearchRequest
 
 __all__ = ["WarmEngines"]
 
@@ -160,6 +160,9 @@ class WarmEngines:
         return self.searcher("hybrid")
 
     # -- the calls ------------------------------------------------------------------------------------
+    def _limits(self) -> Limits:
+        return Limits.of(self.workspace().config)
+
     def _call(self):
         """What a call holds while it runs: nothing, or the one lock where numba's kernels may not run in
         two threads at once; and numba's thread count, which is each thread's own, set for this one."""
@@ -191,6 +194,7 @@ class WarmEngines:
         """One source's passages bearing on ``query``, as ``chitragupta evidence --json`` gives them."""
         with self._call():
             r = self.searcher("bm25")
+            self._limits().check_queries([query])
             resp = r.evidence(query, citekey, n=n, width=width)
             resp.notes[:0] = r.index_notes()
         return _response(resp)
@@ -200,7 +204,9 @@ class WarmEngines:
         from chitragupta.engine.explain import explain
 
         with self._call():
-            return explain(self.searcher("bm25"), query, citekey).to_dict()
+            r = self.searcher("bm25")
+            self._limits().check_queries([query])
+            return explain(r, query, citekey).to_dict()
 
     def source(self, citekey: str) -> dict:
         """The ledger's row for ``citekey``."""
