@@ -2,7 +2,7 @@
 process re-indexes the workspace.
 
     python -m bench serve_load [--corpus scifact] [--docs 1000] [--extra 100] [--clients 4] [--calls 500]
-                               [--idle 50] [--parts idle,during,load] [--no-embed] [--work DIR]
+                               [--idle 50] [--parts idle,pipelined,during,load] [--no-embed] [--work DIR]
                                [--out bench/out/serve_load.json]
 
 The workspace: the first ``--docs`` records of the collection's corpus.jsonl imported, indexed, and (unless
@@ -11,6 +11,7 @@ built once under ``--work`` and rebuilt when it is missing or ``--fresh`` is giv
 
   idle    ``--idle`` sequential BM25 calls (the collection's queries), one at a time: p50 and p99 of the
           round trip through the MCP SDK's own stdio client.
+  pipelined  the same BM25 calls sent at once (median wall of 3 rounds), and its ratio to idle's p50.
   during  the same BM25 calls, one at a time, while a second task keeps a hybrid call in flight the whole
           time: p50 and p99, and the ratio of the p50 to idle's.
   load    ``--clients`` tasks on one session, each making ``--calls`` calls drawn in turn from bm25, passage,
@@ -139,6 +140,16 @@ async def idle_and_during(ws: Path, queries: list[str], n: int, parts: list[str]
                 assert not r.is_error, r.content
                 lat.append(t1 - t0)
             out["idle"] = {"n": n, "p50_ms": 1e3 * _pct(lat, 50), "p99_ms": 1e3 * _pct(lat, 99)}
+        if "pipelined" in parts:  # all sent at once, as an agent fanning out: the wall of the whole batch
+            walls = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                got = await asyncio.gather(*(c.call_tool("search", {"query": q, "k": 10}) for q in qs))
+                walls.append(time.perf_counter() - t0)
+                assert not any(r.is_error for r in got)
+            out["pipelined"] = {"n": n, "wall_ms": 1e3 * statistics.median(walls)}
+            if "idle" in out:
+                out["pipelined"]["over_one_p50"] = out["pipelined"]["wall_ms"] / out["idle"]["p50_ms"]
         if "during" in parts:
             stop, hybrid_lat, lat = asyncio.Event(), [], []
 
@@ -256,7 +267,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--idle", type=int, default=50)
     ap.add_argument("--queries", type=int, default=40, help="distinct queries drawn from (the collection's first)")
-    ap.add_argument("--parts", default="idle,during,load")
+    ap.add_argument("--parts", default="idle,pipelined,during,load")
     ap.add_argument("--no-embed", action="store_true", help="no embedding store: no hybrid calls")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--fresh", action="store_true")
@@ -281,9 +292,9 @@ def main(argv=None) -> int:
         root.mkdir(parents=True)
         build(root, records[:args.docs], records[args.docs:args.docs + args.extra], embed=not args.no_embed)
     ws = root / "ws"  # generation A, kept as built: the load runs on a copy
-    if {"idle", "during"} & set(parts):
+    if {"idle", "pipelined", "during"} & set(parts):
         res.update(asyncio.run(idle_and_during(ws, queries, args.idle, parts)))
-        print(json.dumps({k: res[k] for k in ("idle", "during") if k in res}), file=sys.stderr)
+        print(json.dumps({k: res[k] for k in ("idle", "pipelined", "during") if k in res}), file=sys.stderr)
     if "load" in parts:
         keys = sorted(r["_id"] for r in records[:args.docs])[::2]
         run = root / "run"
