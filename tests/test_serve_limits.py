@@ -76,6 +76,14 @@ def test_within_the_limits_nothing_changes(ws, tmp_path):
     q = "twin " * 1999 + "model"  # 10,000 characters
     cli = json.loads(run_cli("search", "-w", ws, q, "-k", "10000", "--json", check=True).stdout)
     assert WarmEngines(ws).search(q, k=10_000)["hits"] == cli and cli
+    from chitragupta import open_searcher
+
+    searcher = open_searcher(ws, "bm25")
+    ranked = SearchRequest.checked(k=3).run_many(searcher, ["twin"] * 1_000, server=True)  # a server's batch
+    assert ranked.topk.ids.shape == (1_000, 3)
+    with pytest.raises(UsageError, match=r"^a batch of 1,001 queries; at most 1,000 in one call"):
+        SearchRequest.checked(k=3).run_many(searcher, ["twin"] * 1_001, server=True)
+    assert SearchRequest.checked(k=3).run_many(searcher, ["twin"] * 1_001).topk.ids.shape == (1_001, 3)  # the CLI's
     req = SearchRequest.checked(k=10_000)
     assert req.with_(engine="bm25").flags is False
     assert SearchRequest.checked(flags=True, k=3).with_(k=4).flags is True  # the CLI's words kept
