@@ -11,9 +11,9 @@ built once under ``--work`` and rebuilt when it is missing or ``--fresh`` is giv
 
   idle    ``--idle`` sequential BM25 calls (the collection's queries), one at a time: p50 and p99 of the
           round trip through the MCP SDK's own stdio client.
-  pipelined  the same BM25 calls sent at once (median wall of 3 rounds), and its ratio to idle's p50.
   during  the same BM25 calls, one at a time, while a second task keeps a hybrid call in flight the whole
-          time: p50 and p99, and the ratio of the p50 to idle's.
+          time: p50 and p99, and the ratio of the p50 to idle's. Idle and during alternate in 5 blocks.
+  pipelined  the same BM25 calls sent at once (median wall of 3 rounds), and its ratio to idle's p50.
   load    ``--clients`` tasks on one session, each making ``--calls`` calls drawn in turn from bm25, passage,
           hybrid and filtered (a ``keys`` filter allowing half the sources), while a separate process
           re-indexes twice: at a third of the calls ``import`` adds ``--extra`` records and ``index`` builds
@@ -124,8 +124,9 @@ async def _timed_call(c, args: dict) -> tuple[float, float, object]:
     return t0, time.perf_counter(), r
 
 
-async def idle_and_during(ws: Path, queries: list[str], n: int, parts: list[str]) -> dict:
-    """BM25 round trips, one at a time: idle, then while a hybrid call is always in flight."""
+async def idle_and_during(ws: Path, queries: list[str], n: int, parts: list[str], rounds: int = 5) -> dict:
+    """BM25 round trips, one at a time: idle, and while a hybrid call is always in flight, in ``rounds``
+    alternating blocks (so that the machine's load and the scorer's warm-up fall on both alike)."""
     from mcp import Client
 
     out = {}
@@ -133,13 +134,41 @@ async def idle_and_during(ws: Path, queries: list[str], n: int, parts: list[str]
         for warm_kind in ("bm25", "hybrid"):  # the engines open (and numba compiles) before any timing
             await c.call_tool("search", call_args(warm_kind, queries[0], []))
         qs = [queries[i % len(queries)] for i in range(n)]
-        if "idle" in parts:
-            lat = []
-            for q in qs:
+        blocks = [qs[i::rounds] for i in range(rounds)]
+
+        async def sequential(block: list[str], lat: list[float]) -> None:
+            for q in block:
                 t0, t1, r = await _timed_call(c, {"query": q, "k": 10})
                 assert not r.is_error, r.content
                 lat.append(t1 - t0)
-            out["idle"] = {"n": n, "p50_ms": 1e3 * _pct(lat, 50), "p99_ms": 1e3 * _pct(lat, 99)}
+
+        idle, during, hybrid_lat = [], [], []
+        for block in blocks:
+            if "idle" in parts:
+                await sequential(block, idle)
+            if "during" in parts:
+                stop = asyncio.Event()
+
+                async def hybrid_forever():
+                    i = 0
+                    while not stop.is_set():
+                        t0, t1, r = await _timed_call(c, call_args("hybrid", queries[i % len(queries)], []))
+                        assert not r.is_error, r.content
+                        hybrid_lat.append(t1 - t0)
+                        i += 1
+
+                task = asyncio.create_task(hybrid_forever())
+                await asyncio.sleep(0.05)
+                await sequential(block, during)
+                stop.set()
+                await task
+        if idle:
+            out["idle"] = {"n": len(idle), "p50_ms": 1e3 * _pct(idle, 50), "p99_ms": 1e3 * _pct(idle, 99)}
+        if during:
+            out["during"] = {"n": len(during), "p50_ms": 1e3 * _pct(during, 50), "p99_ms": 1e3 * _pct(during, 99),
+                             "hybrid_calls": len(hybrid_lat), "hybrid_p50_ms": 1e3 * _pct(hybrid_lat, 50)}
+            if idle:
+                out["during"]["p50_over_idle"] = out["during"]["p50_ms"] / out["idle"]["p50_ms"]
         if "pipelined" in parts:  # all sent at once, as an agent fanning out: the wall of the whole batch
             walls = []
             for _ in range(3):
@@ -150,29 +179,6 @@ async def idle_and_during(ws: Path, queries: list[str], n: int, parts: list[str]
             out["pipelined"] = {"n": n, "wall_ms": 1e3 * statistics.median(walls)}
             if "idle" in out:
                 out["pipelined"]["over_one_p50"] = out["pipelined"]["wall_ms"] / out["idle"]["p50_ms"]
-        if "during" in parts:
-            stop, hybrid_lat, lat = asyncio.Event(), [], []
-
-            async def hybrid_forever():
-                i = 0
-                while not stop.is_set():
-                    t0, t1, r = await _timed_call(c, call_args("hybrid", queries[i % len(queries)], []))
-                    assert not r.is_error, r.content
-                    hybrid_lat.append(t1 - t0)
-                    i += 1
-
-            task = asyncio.create_task(hybrid_forever())
-            await asyncio.sleep(0.05)
-            for q in qs:
-                t0, t1, r = await _timed_call(c, {"query": q, "k": 10})
-                assert not r.is_error, r.content
-                lat.append(t1 - t0)
-            stop.set()
-            await task
-            out["during"] = {"n": n, "p50_ms": 1e3 * _pct(lat, 50), "p99_ms": 1e3 * _pct(lat, 99),
-                             "hybrid_calls": len(hybrid_lat), "hybrid_p50_ms": 1e3 * _pct(hybrid_lat, 50)}
-            if "idle" in out:
-                out["during"]["p50_over_idle"] = out["during"]["p50_ms"] / out["idle"]["p50_ms"]
     return out
 
 
