@@ -64,12 +64,19 @@ def test_tools_answer_what_the_cli_answers(ws):
         explain = _json(await c.call_tool("explain", {"query": "twin model", "citekey": key}))
         source = _json(await c.call_tool("source", {"citekey": key}))
         similar = _json(await c.call_tool("similar", {"citekey": key, "k": 4}))
-        return names, search, passage, evidence, explain, source, similar
+        keys = [d["_id"] for d in DOCS[::2]]
+        sim_f = _json(await c.call_tool("similar", {"citekey": key, "k": 4, "filters": {"keys": keys}}))
+        return names, search, passage, evidence, explain, source, similar, sim_f, keys
 
-    names, search, passage, evidence, explain, source, similar = _drive(ws, script)
+    names, search, passage, evidence, explain, source, similar, sim_f, keys = _drive(ws, script)
     assert names == ["cited_by", "evidence", "explain", "missing", "references", "search", "similar", "source"]
     cli_sim = json.loads(run_cli("similar", "-w", ws, key, "-k", "4", "--json", check=True).stdout)
     assert similar["hits"] == cli_sim and key not in [h["citekey"] for h in cli_sim]
+    assert sim_f["hits"] and {h["citekey"] for h in sim_f["hits"]} <= set(keys)  # filters on similar
+    kf = ws.parent / "keys.txt"
+    kf.write_text("\n".join(keys) + "\n")
+    cli_f = json.loads(run_cli("similar", "-w", ws, key, "-k", "4", "--json", "--keys", kf, check=True).stdout)
+    assert sim_f["hits"] == cli_f
     cli = json.loads(run_cli("search", "-w", ws, "twin model sensor", "-k", "5", "--json", check=True).stdout)
     assert search["hits"] == cli and len(cli) == 5
     assert all(set(n) == {"kind", "text"} for n in search["notes"])

@@ -6,14 +6,18 @@ Tools, each answering JSON (structured content, and the same JSON as text):
     search    {query, k=10, engine=one of the registry's (default "bm25"), unit? (the engine's first),
                snippet_chars?, filters? {year, author, keyword, venue, type, keys} (engine/filters.py)}
               -> {"hits": [{citekey, title, score, snippet, page, passage}], "notes": [{kind, text}]}
-    similar   {citekey, k=10, engine?, snippet_chars?} -> as search: the sources most like citekey, never itself
+    similar   {citekey, k=10, engine?, snippet_chars?, filters?} -> as search: the sources most like citekey,
+               never itself
     evidence  {citekey, query, n=2, width=600}  -> {"hits": [...], "notes": [...]}
     explain   {query, citekey}                  -> each query term's tf, idf and contribution, the rank
     source    {citekey}                         -> the ledger row (title, authors, year, status, ...)
 
-A bad argument (an unknown citekey, k = 0, an engine that does not exist) is a tool error carrying the
-one-line message the CLI would print; the server keeps serving. Nothing is written to stdout but the
-protocol; logs go to stderr. Needs the ``serve`` extra (the official ``mcp`` SDK).
+A bad argument (an unknown citekey, k = 0, an engine that does not exist, an unknown tool) is a tool
+error carrying the one-line message the CLI would print; the server keeps serving. A line that is not
+JSON-RPC is answered with its JSON-RPC error (``cli/serve_stdio.py``, the front before the SDK). Tool
+calls run in a pool of ``[serve].workers`` threads, each within ``[serve].call_timeout_s``; requests are
+bounded by ``[serve]``'s limits (``service/request.py``). Nothing is written to stdout but the protocol;
+logs go to stderr. Needs the ``serve`` extra (the official ``mcp`` SDK).
 """
 
 from __future__ import annotations
@@ -39,24 +43,49 @@ def add_arguments(p) -> None:
                    help="answer from the index as it is, even if the ledger changed (never write the workspace)")
 
 
-def build_server(warm) -> Any:
-    """An ``mcp`` MCPServer whose tools call ``warm`` (a ``WarmEngines``)."""
+def calls_for(warm):
+    """The worker pool of ``warm``'s workspace: ``[serve].workers`` threads (0: the cores), each call
+    within ``[serve].call_timeout_s``."""
+    from chitragupta.cli.serve_stdio import Calls, default_workers
+
+    cfg = warm.workspace().config.serve
+    return Calls(cfg.workers or default_workers(), cfg.call_timeout_s)
+
+
+def build_server(warm, calls=None) -> Any:
+    """An ``mcp`` MCPServer whose tools call ``warm`` (a ``WarmEngines``) in ``calls`` (a
+    ``serve_stdio.Calls``; by default ``calls_for(warm)``)."""
     from chitragupta.extras import require
 
     require("mcp", "serve", "chitragupta serve")
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from chitragupta.cli.serve_stdio import CallTimeout
     from chitragupta.errors import ChitraguptaError
 
-    server = MCPServer("chitragupta", instructions=INSTRUCTIONS, log_level="WARNING")
+    class Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            if self._tool_manager.get_tool(name) is None:
+                tools = ", ".join(sorted(t.name for t in self._tool_manager.list_tools()))
+                raise ToolError(f"unknown tool {name!r}; the tools: {tools}")
+            return await super().call_tool(name, arguments, context)
 
-    # The tools run on the server's event loop, one at a time: the engines are not shared between threads,
-    # and a worker thread per call cost ~5 ms of GIL hand-over (python's switch interval) on every answer.
-    def call(fn, *args, **kwargs) -> dict[str, Any]:
+    server = Server("chitragupta", instructions=INSTRUCTIONS, log_level="WARNING")
+    calls = calls_for(warm) if calls is None else calls
+
+    # A tool's work runs in a worker thread (the event loop stays free to read the next call and answer
+    # the quick ones); the engines are shared between the threads (service/warm.py says how).
+    def work(fn, args, kwargs) -> dict[str, Any]:
         try:
             return fn(*args, **kwargs)
         except ChitraguptaError as err:  # what the CLI prints as "error: ..."
+            raise ToolError(str(err)) from None
+
+    async def call(fn, *args, **kwargs) -> dict[str, Any]:
+        try:
+            return await calls.run(work, fn, args, kwargs)
+        except CallTimeout as err:
             raise ToolError(str(err)) from None
 
     from chitragupta.engine.searcher import UNIT_HELP
@@ -70,7 +99,7 @@ def build_server(warm) -> Any:
     async def search(query: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE, unit: Unit | None = None,
                      snippet_chars: int | None = None, filters: SearchFilters | None = None) -> dict[str, Any]:
         own = None if filters is None else filters.model_dump(exclude_none=True)
-        return call(warm.search, query, k=k, engine=engine, unit=unit, snippet_chars=snippet_chars, filters=own)
+        return await call(warm.search, query, k=k, engine=engine, unit=unit, snippet_chars=snippet_chars, filters=own)
 
     # the annotations as objects (this module's annotations are strings, and these two are local names)
     search.__annotations__ = {"query": str, "k": int, "engine": Engine, "unit": Unit | None,
@@ -88,33 +117,34 @@ def build_server(warm) -> Any:
     server.tool()(search)
 
     async def similar(citekey: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE,
-                      snippet_chars: int | None = None) -> dict[str, Any]:
-        return call(warm.similar, citekey, k=k, engine=engine, snippet_chars=snippet_chars)
+                      snippet_chars: int | None = None, filters: SearchFilters | None = None) -> dict[str, Any]:
+        own = None if filters is None else filters.model_dump(exclude_none=True)
+        return await call(warm.similar, citekey, k=k, engine=engine, snippet_chars=snippet_chars, filters=own)
 
     similar.__annotations__ = {"citekey": str, "k": int, "engine": Engine, "snippet_chars": int | None,
-                               "return": dict[str, Any]}
+                               "filters": SearchFilters | None, "return": dict[str, Any]}
     similar.__doc__ = ("Papers like this one: the k sources most like the citekey, never itself. engine: "
                        + "; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values())
                        + ". bm25 uses the source's most distinctive terms, embed the mean of its chunk vectors, "
-                         "hybrid fuses both. Returns citable hits, best first, and notes; an unknown citekey is "
-                         "an error naming the closest ones.")
+                         "hybrid fuses both. filters: as search's (only among the sources they allow). Returns "
+                         "citable hits, best first, and notes; an unknown citekey is an error naming the closest ones.")
     server.tool()(similar)
 
     @server.tool()
     async def evidence(citekey: str, query: str, n: int = 2, width: int = 600) -> dict[str, Any]:
         """Quote up to n passages (about width characters each) of one source that bear on the query."""
-        return call(warm.evidence, citekey, query, n=n, width=width)
+        return await call(warm.evidence, citekey, query, n=n, width=width)
 
     @server.tool()
     async def explain(query: str, citekey: str) -> dict[str, Any]:
         """Why a source scored what it did for a query under BM25: each term's tf, idf and contribution
         (they sum to the score), and the source's rank."""
-        return call(warm.explain, query, citekey)
+        return await call(warm.explain, query, citekey)
 
     @server.tool()
     async def source(citekey: str) -> dict[str, Any]:
         """A citekey's record in the workspace's ledger: title, authors, year, parse status, abstract, keywords."""
-        return call(warm.source, citekey)
+        return await call(warm.source, citekey)
 
     from chitragupta.cli.serve_citations import add_citation_tools
     add_citation_tools(server, call, warm)  # references, cited_by, missing (issue 31)
@@ -147,9 +177,13 @@ def run(args) -> int:
 
     from chitragupta.service.warm import WarmEngines
 
+    import anyio
+
+    from chitragupta.cli.serve_stdio import serve_stdio
+
     logging.getLogger("mcp").setLevel(logging.WARNING)
     warm = WarmEngines(args.workspace, args.config, update=not args.no_update, device=args.device)
     warm.workspace()  # a missing folder or a bad config.toml is one error line now, not a failing tool later
     server = build_server(warm)
-    server.run("stdio")
+    anyio.run(serve_stdio, server)
     return 0

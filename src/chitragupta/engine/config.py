@@ -144,6 +144,13 @@ SCHEMA: dict[str, dict[str, Setting]] = {
     "workspace": {
         "lock_timeout": Setting(float, "a finite number of seconds >= 0", _nonneg),
     },
+    "serve": {
+        "workers": Setting(int, "an integer >= 0 (0: one per core)", lambda v: v >= 0),
+        "call_timeout_s": Setting(float, "a number of seconds > 0", lambda v: math.isfinite(v) and v > 0),
+        "max_query_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "max_k": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "max_batch_queries": Setting(int, "an integer >= 1", lambda v: v >= 1),
+    },
 }
 
 
@@ -169,6 +176,7 @@ class Config:
     enrich: Any
     hybrid: Any
     workspace: Any
+    serve: Any
 
     def index_settings(self) -> dict[str, Any]:
         """The settings that decide what is indexed; a change forces a rebuild."""

@@ -9,6 +9,7 @@ unchanged, up to ``BODY_CHARS`` characters in all, least recently used out.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from chitragupta.engine.index.source import FLAG_TEXT_MISSING, load_body, sidecar_path
@@ -39,6 +40,7 @@ class HitBuilder:
         self._root = str(scorer.workspace.root)
         self._bodies: dict = {}  # (path, its stat, its sidecar's stat) -> Body, least recently used first
         self._body_chars = 0
+        self._lock = threading.Lock()  # the kept bodies, for a warm server's worker threads
 
     # -- the text a hit quotes -----------------------------------------------------------------------
     def body(self, doc_id: int):
@@ -55,15 +57,20 @@ class HitBuilder:
         path = os.path.join(self._root, rel)
         side = path[:-4] + _SIDECAR_SUFFIX if path.endswith(".txt") else str(sidecar_path(Path(path)))
         key = (rel, _stat_key(path), _stat_key(side))
-        got = self._bodies.pop(key, None)
-        if got is None:
-            got = load_body(Path(path))
-            if key[1] is None:
+        with self._lock:
+            got = self._bodies.pop(key, None)
+            if got is not None:
+                self._bodies[key] = got  # most recent last
                 return got
-            self._body_chars += len(got.text)
-            while self._bodies and self._body_chars > BODY_CHARS:
-                self._body_chars -= len(self._bodies.pop(next(iter(self._bodies))).text)
-        self._bodies[key] = got  # most recent last
+        got = load_body(Path(path))
+        if key[1] is None:
+            return got
+        with self._lock:
+            if key not in self._bodies:  # (another thread may have read it meanwhile)
+                self._body_chars += len(got.text)
+                while self._bodies and self._body_chars > BODY_CHARS:
+                    self._body_chars -= len(self._bodies.pop(next(iter(self._bodies))).text)
+            self._bodies[key] = got
         return got
 
     # -- hits ----------------------------------------------------------------------------------------

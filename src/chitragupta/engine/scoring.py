@@ -25,6 +25,7 @@ generation and kept here, ANDed with its syntax mask.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Sequence
 
@@ -131,12 +132,13 @@ class BM25Scorer:
         self.rows: dict[str, list] = {}  # per unit, the ledger row (citekey, title, status, parsed path) of each
         self._facet_tables: dict = {}  # (unit, index generation) -> FacetTable
         self._filter_masks: dict = {}  # (unit, index generation, Filters) -> (unit mask, {field: no value})
+        self._opening = threading.Lock()  # the passage index opens once, whichever thread asks first
         self.install("document", opened)
 
     def install(self, unit: str, opened: OpenedIndex) -> None:
         """Take ``opened`` as ``unit``'s index (opened, or rebuilt after damage), with its aligned rows."""
-        self.opened[unit] = opened
         self.rows[unit] = _aligned_rows(opened)
+        self.opened[unit] = opened  # last: another thread takes a unit in ``opened`` as ready
 
     @property
     def index(self):
@@ -146,7 +148,9 @@ class BM25Scorer:
     def passage_index(self):
         """The passage index, opened (and brought up to date unless ``update`` is False) on first use."""
         if "passage" not in self.opened:
-            self.install("passage", open_current(self.workspace, unit="passage", update=self.update))
+            with self._opening:
+                if "passage" not in self.opened:
+                    self.install("passage", open_current(self.workspace, unit="passage", update=self.update))
         return self.opened["passage"].index
 
     def index_of(self, unit: str):

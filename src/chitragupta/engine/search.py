@@ -15,6 +15,7 @@ every engine. Library code never prints; notes come back with the results.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -68,6 +69,7 @@ class BM25Searcher(Searcher):
         self.hits = HitBuilder(self.scorer)
         self._seen: dict | None = None  # the workspace's stamp when opened (``changed``)
         self._ledger_conn: tuple | None = None  # (file identity, Ledger) that ``changed`` asks
+        self._stamp_lock = threading.Lock()  # ``changed`` from a warm server's worker threads
 
     @classmethod
     def open(cls, workspace: str | Path | Workspace = ".", config: str | Path | Config | None = None, *,
@@ -136,7 +138,8 @@ class BM25Searcher(Searcher):
                for unit, index in held):
             return True
         try:
-            return stamp(self.workspace, self._stamp_ledger()) != self._seen
+            with self._stamp_lock:
+                return stamp(self.workspace, self._stamp_ledger()) != self._seen
         except Exception:  # the ledger cannot be read now: let the reopen say why
             return True
 
@@ -151,7 +154,7 @@ class BM25Searcher(Searcher):
         if held is None or held[0] != ident:
             if held is not None:
                 held[1].close()
-            self._ledger_conn = held = (ident, Ledger(self.workspace.ledger_path, create=False))
+            self._ledger_conn = held = (ident, Ledger(self.workspace.ledger_path, create=False, shared=True))
         return held[1]
 
     # -- notes that hold for every query ------------------------------------------------------------

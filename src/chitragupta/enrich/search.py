@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -85,6 +86,7 @@ class EmbedSearcher(Searcher):
         self.folder = folder
         self.reranker = reranker
         self._search_fn = None
+        self._model_lock = threading.Lock()  # the tokenizers and models take one thread at a time
         self._table = None
         self._seen: tuple | None = None  # (the store's signature, the workspace's stamp) when opened
         self._live, self._titles, self._notes = self._ledger_view()
@@ -242,7 +244,8 @@ class EmbedSearcher(Searcher):
         n_chunks = self.store.count
         top = TopK.empty(len(queries), k)
         if queries and n_chunks:
-            qv = np.ascontiguousarray(self.encoder.encode_queries(queries), dtype=np.float32)
+            with self._model_lock:
+                qv = np.ascontiguousarray(self.encoder.encode_queries(queries), dtype=np.float32)
             doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
 
             def rank(todo: np.ndarray, depth: int):
@@ -278,8 +281,8 @@ class EmbedSearcher(Searcher):
                     got = facets(ledger)
             else:  # no ledger: no source has metadata
                 got = Facets([], [], [], [], [], [], [])
+            self._chunk_masks = {}  # first: another thread reads it once the table is set
             self._facet_table = FacetTable(got, list(self.store.citekeys))
-            self._chunk_masks = {}
         doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
         masks, notes = [], []
         for f in fl:
@@ -390,7 +393,8 @@ class EmbedSearcher(Searcher):
             for q in range(len(queries)):
                 m = int((rows[q] >= 0).sum())
                 if m:
-                    pos, s = self.reranker.order(queries[q], [self.store.chunk_text(int(x)) for x in rows[q, :m]])
+                    with self._model_lock:
+                        pos, s = self.reranker.order(queries[q], [self.store.chunk_text(int(x)) for x in rows[q, :m]])
                     rows[q, :m], scores[q, :m] = rows[q, :m][pos], s
         return rows, scores
 

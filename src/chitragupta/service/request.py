@@ -7,11 +7,15 @@ the same error texts.
 
 A field is added here (and in ``engine/searcher.py``'s ``Searcher`` calls, which every engine
 inherits), and reaches every surface from here.
+
+The limits of one request (``Limits``: a query's length, k, the queries of a server's batch call) are
+the workspace's ``[serve]`` keys, checked when a request runs on a searcher (whose workspace says them),
+so the CLI and the MCP server refuse the same requests with the same words.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from chitragupta.engine.searcher import (DEFAULT_BATCH_K, DEFAULT_K, UNIT_HELP, check_k, check_max_per_source,
                                          check_snippet_chars)
@@ -19,9 +23,48 @@ from chitragupta.engine.filters import Filters, to_filters
 from chitragupta.errors import UsageError
 from chitragupta.service import registry
 
-__all__ = ["SearchRequest", "DEFAULT_MAX_QUERY_CHARS"]
+__all__ = ["SearchRequest", "Limits", "DEFAULT_MAX_QUERY_CHARS", "DEFAULT_MAX_K", "DEFAULT_MAX_BATCH_QUERIES"]
 
-DEFAULT_MAX_QUERY_CHARS = None  # no bound yet (the server's limits are a config field of their own)
+# the packaged [serve] defaults (engine/defaults.toml), for a caller without a workspace config
+DEFAULT_MAX_QUERY_CHARS = 10_000
+DEFAULT_MAX_K = 10_000
+DEFAULT_MAX_BATCH_QUERIES = 1_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask: ``max_query_chars`` (a query's length), ``max_k``, ``max_batch_queries``
+    (the queries of one batch call of the server; the CLI's ``--queries`` file is not bounded by it)."""
+
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+    max_k: int = DEFAULT_MAX_K
+    max_batch_queries: int = DEFAULT_MAX_BATCH_QUERIES
+
+    @classmethod
+    def of(cls, config) -> "Limits":
+        """The limits a config's ``[serve]`` section sets (the defaults for a config without one)."""
+        serve = getattr(config, "serve", None)
+        if serve is None:
+            return cls()
+        return cls(serve.max_query_chars, serve.max_k, serve.max_batch_queries)
+
+    def check_k(self, k: int, what: str = "k") -> None:
+        if k > self.max_k:
+            raise UsageError(f"{what} must be at most {self.max_k} ([serve].max_k), got {k}")
+
+    def check_queries(self, queries, *, batch: bool = False, bounded: bool = False) -> None:
+        """UsageError naming the first query longer than ``max_query_chars`` (its position in a ``batch``),
+        or, ``bounded`` (a server's batch call), a batch of more than ``max_batch_queries``. One ``len``
+        per query (a CLI batch of 20,000 queries: about a millisecond)."""
+        if bounded and len(queries) > self.max_batch_queries:
+            raise UsageError(f"a batch of {len(queries):,} queries; at most {self.max_batch_queries:,} "
+                             "in one call ([serve].max_batch_queries)")
+        if not queries or max(map(len, queries)) <= self.max_query_chars:
+            return
+        i, n = next((i, len(q)) for i, q in enumerate(queries) if len(q) > self.max_query_chars)
+        which = f"query {i + 1}" if batch else "the query"
+        raise UsageError(f"{which} is {n:,} characters long; at most {self.max_query_chars:,} "
+                         "([serve].max_query_chars)")
 
 
 @dataclass(frozen=True)
@@ -37,6 +80,7 @@ class SearchRequest:
     snippet_chars: int | None = None
     max_per_source: int | None = None
     filters: object = None
+    flags: bool = field(default=False, compare=False, repr=False)  # errors name the CLI's flags (-k)
 
     @classmethod
     def checked(cls, *, flags: bool = False, **fields) -> "SearchRequest":
@@ -44,7 +88,10 @@ class SearchRequest:
         ``flags``: named as the CLI's flags, ``-k``, ``--snippet-chars``)."""
         return cls(**fields).check(flags=flags)
 
-    def check(self, *, flags: bool = False) -> "SearchRequest":
+    def check(self, *, flags: bool | None = None) -> "SearchRequest":
+        if flags is None:
+            flags = self.flags
+        object.__setattr__(self, "flags", flags)
         name = (lambda field: "-k" if field == "k" else "--" + field.replace("_", "-")) if flags else (lambda f: f)
         spec = registry.engine(self.engine)
         if self.unit is not None and self.unit not in spec.units:
@@ -88,18 +135,33 @@ class SearchRequest:
         return replace(self, **fields).check()
 
     # -- running it on an open searcher ---------------------------------------------------------------
+    def limits(self, searcher) -> Limits:
+        """The limits of ``searcher``'s workspace (``[serve]``)."""
+        return Limits.of(getattr(getattr(searcher, "workspace", None), "config", None))
+
+    def _within(self, searcher, queries, *, batch: bool = False, bounded: bool = False) -> None:
+        """UsageError unless k and ``queries`` are within the limits of ``searcher``'s workspace."""
+        limits = self.limits(searcher)
+        limits.check_k(self.k_for(batch), "-k" if self.flags else "k")
+        if queries is not None:
+            limits.check_queries(queries, batch=batch, bounded=bounded)
+
     def run_one(self, searcher, query: str):
         """One query: a ``SearchResponse`` (hits with snippets, index notes first)."""
+        self._within(searcher, [query])
         return searcher.search(query, self.k_for(False), unit=self.resolved_unit, snippet_chars=self.snippet_chars,
                                max_per_source=self.max_per_source, filters=self.filters)
 
     def run_similar(self, searcher, citekey: str):
         """"Papers like this one": a ``SearchResponse`` of the sources most like ``citekey``."""
+        self._within(searcher, None)
         return searcher.similar(citekey, self.k_for(False), snippet_chars=self.snippet_chars, filters=self.filters)
 
-    def run_many(self, searcher, queries: list[str], filters: list | None = None):
+    def run_many(self, searcher, queries: list[str], filters: list | None = None, *, server: bool = False):
         """A batch: the ``Ranked`` arrays (for a run file); ``filters``: each query's own (None or a
-        ``Filters``), ANDed with the request's."""
+        ``Filters``), ANDed with the request's; ``server``: a server's batch call, whose size is bounded
+        (``[serve].max_batch_queries``) where the CLI's query file is not."""
+        self._within(searcher, queries, batch=True, bounded=server)
         fs = self.filters_for(filters, len(queries))
         kw = {} if fs is None else {"filters": fs}
         return searcher.rank_many(queries, self.k_for(True), unit=self.resolved_unit,

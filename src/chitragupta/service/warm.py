@@ -11,19 +11,28 @@ of others (hybrid) is made of the ones kept here. Before each call an engine che
 workspace has not moved on (its ``changed()``: a new index generation switched in by another process,
 the ledger's change stamp, ``content/parsed/``, the embedding store saved again; and the workspace's
 config.toml edited) and is reopened when it did, so an answer always comes from the current index -- the
-same answer ``chitragupta search`` gives at that moment. Calls are serialized (one lock): the engines are
-not meant to be shared between threads. Every error a user can cause is a ``ChitraguptaError`` (one
-line); nothing here prints.
+same answer ``chitragupta search`` gives at that moment. Every error a user can cause is a
+``ChitraguptaError`` (one line); nothing here prints.
+
+Threads: the calls may come from many threads at once (the MCP server's worker pool) and run side by
+side. Each engine has its own lock, held only while it is opened (or reopened), so engines open once
+even when the first calls arrive together, and a call to one engine never waits for another engine's
+open; an open searcher is read by many threads (what its reads cache is built whole before it is shared:
+``engine/hits.py``, ``engine/scoring.py``, ``enrich/search.py``). Where numba has no thread-safe
+threading layer (neither TBB nor OpenMP loads: its workqueue layer aborts on concurrent kernels) the
+calls run one at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 from pathlib import Path
 
 from chitragupta.service import registry
-from chitragupta.service.request import SearchRequest
+from chitragupta.service.request import Limits, SearchRequest
 
 __all__ = ["WarmEngines"]
 
@@ -46,7 +55,8 @@ class WarmEngines:
         self._config_arg = config
         self._update = update
         self._device = device
-        self._lock = threading.Lock()
+        self._state = threading.RLock()  # the dicts below: held for lookups and stores, never for an open
+        self._engine_locks: dict[str, threading.RLock] = {}  # engine name -> held while it opens
         self._ws = None
         self._config_seen = None
         self._open: dict[str, object] = {}  # engine name -> its open searcher
@@ -73,46 +83,71 @@ class WarmEngines:
         from chitragupta.engine.workspace import Workspace
 
         sig = self._config_signature()
-        if self._ws is None or sig != self._config_seen:
-            self._ws = Workspace.open(self._root, self._config_arg)
-            self._config_seen = sig
-            self._open, self._failed = {}, {}
-        return self._ws
+        with self._state:
+            if self._ws is None or sig != self._config_seen:
+                self._ws = Workspace.open(self._root, self._config_arg)
+                self._config_seen = sig
+                self._open, self._failed = {}, {}
+            return self._ws
+
+    def _engine_lock(self, name: str) -> threading.RLock:
+        with self._state:
+            lock = self._engine_locks.get(name)
+            if lock is None:
+                lock = self._engine_locks[name] = threading.RLock()
+            return lock
+
+    def _store(self, ws, name: str, searcher) -> None:
+        """Keep ``searcher`` as engine ``name``'s (unless the config changed while it opened)."""
+        with self._state:
+            if self._ws is ws:
+                self._open[name] = searcher
 
     def _options(self) -> registry.OpenOptions:
         return registry.OpenOptions(update=self._update, device=self._device, warm=self)
 
     def searcher(self, name: str):
         """The open searcher of engine ``name``, reopened when it (or what it is made of) changed."""
-        ws = self.workspace()
+        self.workspace()
         got = self._open.get(name)
-        if got is None or got.changed():
-            got = self._open[name] = registry.engine(name).open(ws, self._options())
-            for other, held in list(self._open.items()):  # engines made of this one are made again
-                if other != name and _holds(held, got.__class__):
-                    self._open.pop(other)
-        return got
+        if got is not None and not got.changed():
+            return got
+        with self._engine_lock(name):  # one open per engine; the other threads asking wait for it
+            ws = self.workspace()
+            got = self._open.get(name)
+            if got is None or got.changed():
+                got = registry.engine(name).open(ws, self._options())
+                self._store(ws, name, got)
+                with self._state:
+                    for other, held in list(self._open.items()):  # engines made of this one are made again
+                        if other != name and _holds(held, got.__class__):
+                            self._open.pop(other, None)
+            return got
 
     def optional(self, name: str, *, fallback):
         """(engine ``name``'s searcher, []) or, when it cannot open, ``fallback()``'s (None, notes); a
         failure is not retried until what it depends on changes (the fallback's searcher says)."""
         from chitragupta.enrich.search import store_signature
 
-        ws = self.workspace()
-        failed = self._failed.get(name)
-        if failed is not None and failed[1] == store_signature(ws):
-            return None, failed[0]
-        got = self._open.get(name)
-        if got is not None and not got.changed():
-            return got, []
-        searcher, notes = fallback()
-        if searcher is None:
-            self._failed[name] = (notes, store_signature(ws))
-            self._open.pop(name, None)
-        else:
-            self._failed.pop(name, None)
-            self._open[name] = searcher
-        return searcher, notes
+        with self._engine_lock(name):
+            ws = self.workspace()
+            failed = self._failed.get(name)
+            if failed is not None and failed[1] == store_signature(ws):
+                return None, failed[0]
+            got = self._open.get(name)
+            if got is not None and not got.changed():
+                return got, []
+            searcher, notes = fallback()
+            with self._state:
+                if self._ws is not ws:
+                    return searcher, notes
+                if searcher is None:
+                    self._failed[name] = (notes, store_signature(ws))
+                    self._open.pop(name, None)
+                else:
+                    self._failed.pop(name, None)
+                    self._open[name] = searcher
+            return searcher, notes
 
     # backwards-compatible names of the engines this cache holds
     def retriever(self):
@@ -125,27 +160,42 @@ class WarmEngines:
         return self.searcher("hybrid")
 
     # -- the calls ------------------------------------------------------------------------------------
+    def _limits(self) -> Limits:
+        return Limits.of(self.workspace().config)
+
+    def _call(self):
+        """What a call holds while it runs: nothing, or the one lock where numba's kernels may not run in
+        two threads at once; and numba's thread count, which is each thread's own, set for this one."""
+        threads = self.workspace().config.retrieval.threads
+        if threads and "numba" in sys.modules:
+            from chitragupta.kernels.dispatch import set_threads
+
+            set_threads(threads)
+        return _SERIAL if _kernels_serial() else contextlib.nullcontext()
+
     def search(self, query: str, k: int = 10, engine: str = registry.DEFAULT_ENGINE, unit: str | None = None,
                snippet_chars: int | None = None, filters: dict | None = None) -> dict:
         """One query's hits and notes, as ``chitragupta search --json`` gives them (notes as objects);
         ``filters``: metadata filters (``engine/filters.py``'s fields and value syntax)."""
         req = SearchRequest.checked(engine=engine, unit=unit, k=k, snippet_chars=snippet_chars, filters=filters)
-        with self._lock:
+        with self._call():
             resp = req.run_one(self.searcher(req.engine), query)
         return _response(resp)
 
     def similar(self, citekey: str, k: int = 10, engine: str = registry.DEFAULT_ENGINE,
-                snippet_chars: int | None = None) -> dict:
-        """The sources most like ``citekey``, as ``chitragupta similar --json`` gives them."""
-        req = SearchRequest.checked(engine=engine, k=k, snippet_chars=snippet_chars)
-        with self._lock:
+                snippet_chars: int | None = None, filters: dict | None = None) -> dict:
+        """The sources most like ``citekey``, as ``chitragupta similar --json`` gives them; ``filters`` as
+        for ``search`` (only among the sources they allow)."""
+        req = SearchRequest.checked(engine=engine, k=k, snippet_chars=snippet_chars, filters=filters)
+        with self._call():
             resp = req.run_similar(self.searcher(req.engine), citekey)
         return _response(resp)
 
     def evidence(self, citekey: str, query: str, n: int = 2, width: int = 600) -> dict:
         """One source's passages bearing on ``query``, as ``chitragupta evidence --json`` gives them."""
-        with self._lock:
+        with self._call():
             r = self.searcher("bm25")
+            self._limits().check_queries([query])
             resp = r.evidence(query, citekey, n=n, width=width)
             resp.notes[:0] = r.index_notes()
         return _response(resp)
@@ -154,18 +204,48 @@ class WarmEngines:
         """Each query term's share of ``citekey``'s BM25 score, as ``chitragupta explain --json`` gives it."""
         from chitragupta.engine.explain import explain
 
-        with self._lock:
-            return explain(self.searcher("bm25"), query, citekey).to_dict()
+        with self._call():
+            r = self.searcher("bm25")
+            self._limits().check_queries([query])
+            return explain(r, query, citekey).to_dict()
 
     def source(self, citekey: str) -> dict:
         """The ledger's row for ``citekey``."""
-        with self._lock:
+        with self._call():
             row = self.searcher("bm25").source(citekey)
         return {"citekey": row.citekey, "title": row.title, "authors": list(row.authors), "year": row.year,
                 "author_names": [{"family": f, "given": g} for f, g in row.author_names], "venue": row.venue,
                 "type": row.type, "doi": row.doi,
                 "status": row.status, "reason": row.reason, "abstract": row.abstract, "keywords": list(row.keywords),
                 "origin": row.origin, "source_path": row.source_path, "parsed_path": row.parsed_path}
+
+
+_SERIAL = threading.Lock()
+_KERNELS_SERIAL: list[bool] = []  # [whether the calls run one at a time], decided once
+
+
+def _kernels_serial() -> bool:
+    """Whether numba lacks a thread-safe threading layer here (``NUMBA_THREADING_LAYER=workqueue``, or
+    neither TBB nor OpenMP loads), so that two threads must not run its parallel kernels at once."""
+    if not _KERNELS_SERIAL:
+        import importlib.util
+
+        layer = os.environ.get("NUMBA_THREADING_LAYER", "default").lower()
+        if importlib.util.find_spec("numba") is None:
+            serial = False  # no numba kernels at all
+        elif layer == "workqueue":
+            serial = True
+        else:
+            serial = True
+            for pool in ("tbb", "omp") if layer in ("default", "safe", "threadsafe") else (layer,):
+                try:
+                    importlib.import_module(f"numba.np.ufunc.{pool}pool")
+                    serial = False
+                    break
+                except ImportError:  # numba not installed, or the layer's library missing
+                    continue
+        _KERNELS_SERIAL.append(serial)
+    return _KERNELS_SERIAL[0]
 
 
 def _holds(searcher, cls) -> bool:

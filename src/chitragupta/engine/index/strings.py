@@ -70,8 +70,9 @@ class StringTable:
         if rows.size == 0:
             return np.empty(rows.shape, dtype=object)
         if self._array is None and (self._list is not None or rows.size * 4 >= len(self)):
-            self._array = np.empty(len(self), dtype=object)
-            self._array[:] = self.to_list()
+            whole = np.empty(len(self), dtype=object)
+            whole[:] = self.to_list()
+            self._array = whole  # set once filled: another thread may read it at once
         if self._array is not None:
             return self._array[rows]
         uniq, inverse = np.unique(rows, return_inverse=True)
