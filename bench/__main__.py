@@ -22,6 +22,8 @@ COMMANDS = {
     "dense": ("bench.dense", "dense retrieval (MiniLM in FAISS) beside BM25 on the qrels arms; encode, search, rerank cost"),
     "hybrid": ("bench.hybrid", "hybrid search (BM25 + MiniLM, fused per source) beside its parts on the qrels arms"),
     "chunks": ("bench.chunks", "chunks against the encoder's window: truncated share under the word rule and the token rule"),
+    "fusion": ("bench.fusion", "hybrid's default fusion chosen on training queries (rrf k, weights, minmax/zscore, depth, stemming)"),
+    "rerank": ("bench.rerank", "embedding search with and without a local cross-encoder (the tests' tiny one): ms/query, nDCG@10"),
     "encode_speed": ("bench.encode_speed", "the embed stage's encoding throughput beside a bare SentenceTransformer.encode"),
     "topics": ("bench.topics", "the bertopic stage on scifact: wall time, outlier share, reproducibility"),
     "gpu": ("bench.gpu", "one prepared GPU run: gpu tests, torch CUDA q/s at 5k/100k/1M, the 11x11 grid"),

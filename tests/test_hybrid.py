@@ -28,10 +28,14 @@ def _reference(b_lists, d_lists, k, method, rrf_k, wb, wd):
                 continue
             vals = [s for _i, s in lst]
             lo, hi = min(vals), max(vals)
+            mean = sum(vals) / len(vals)
+            sd = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
             for r, (i, s) in enumerate(lst, start=1):
                 ranks[i] = r
                 if method == "rrf":
                     c = w / (rrf_k + r)
+                elif method == "zscore":
+                    c = w * ((s - mean) / sd if sd > 0 else 0.0)
                 else:
                     c = w * ((s - lo) / (hi - lo) if hi > lo else 1.0)
                 score[i] = score.get(i, 0.0) + c
@@ -60,7 +64,7 @@ def _random_lists(rng, nq, n_ids, depth):
     return out
 
 
-@pytest.mark.parametrize("method", ["rrf", "minmax"])
+@pytest.mark.parametrize("method", ["rrf", "minmax", "zscore"])
 @pytest.mark.parametrize("seed", range(6))
 def test_fuse_equals_the_reference(method, seed):
     rng = np.random.default_rng(seed)
