@@ -51,7 +51,9 @@ def corpus_records() -> list[dict]:
             {"_id": "mixed", "title": "Field notes",
              "text": _words(TOPICS["soil"], 120) + " " + _words(TOPICS["ocean"], 60)}]
     for key in ("vaccine", "bridge", "protein", "llm", "soil"):
-        recs.append({"_id": key, "title": f"A study of {key}", "text": _words(TOPICS[key], 150 + 40 * len(key))})
+        # bridge 40 words longer: 3 chunks under the model's window as under the word rule (472 word pieces)
+        n = 150 + 40 * len(key) + (40 if key == "bridge" else 0)
+        recs.append({"_id": key, "title": f"A study of {key}", "text": _words(TOPICS[key], n)})
     return recs
 
 
