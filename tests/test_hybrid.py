@@ -183,11 +183,16 @@ def hybrid_ws(tmp_path_factory, encoder) -> Path:
     return root
 
 
-def _by_hand(root: Path, queries, k, depth=100, rrf_k=60.0):
-    """RRF of BM25's ranking and the embedding index's ranking collapsed to sources, in plain Python."""
+def _by_hand(root: Path, queries, k):
+    """RRF of BM25's ranking and the embedding index's ranking collapsed to sources, in plain Python, with
+    the shipped ``[hybrid]`` keys (rrf_k, the weights, each list's top max(depth, k))."""
     from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
     from chitragupta.enrich.search import EmbedSearcher
 
+    cfg = Workspace.open(root).config.hybrid
+    assert cfg.method == "rrf"  # the shipped fusion
+    depth, rrf_k = max(cfg.depth, k), cfg.rrf_k
     r = Retriever.open(root)
     e = EmbedSearcher.open(root, device="cpu")
     bm = r.rank_many(queries, depth).keys()
@@ -200,10 +205,10 @@ def _by_hand(root: Path, queries, k, depth=100, rrf_k=60.0):
             if key not in dense:
                 dense.append(key)
         score, rb, rd = {}, {}, {}
-        for lst, ranks in ((bm[q], rb), (dense[:depth], rd)):
+        for lst, ranks, w in ((bm[q], rb, cfg.weight_bm25), (dense[:depth], rd, cfg.weight_dense)):
             for rank, key in enumerate(lst, start=1):
                 ranks[key] = rank
-                score[key] = score.get(key, 0.0) + 1.0 / (rrf_k + rank)
+                score[key] = score.get(key, 0.0) + w / (rrf_k + rank)
         keys = sorted(score, key=lambda c: (-score[c], rb.get(c, 1 << 30), rd.get(c, 1 << 30),
                                             r.index.doc_id(c)))
         out.append([(c, score[c]) for c in keys[:k]])
@@ -240,7 +245,9 @@ def test_hybrid_hits_are_citable_with_the_bm25_snippet(hybrid_ws):
         else:  # the embedding side alone found it: its best chunk's window
             assert hit.snippet and len(hit.snippet) <= 120
     notes = " ".join(n.text for n in resp.notes)
-    assert "fusion rrf (k=60)" in notes and "BM25 unit document" in notes
+    cfg = h.workspace.config.hybrid
+    assert f"fusion rrf (k={cfg.rrf_k:g}), weights bm25 {cfg.weight_bm25:g} / dense {cfg.weight_dense:g}, " \
+           f"depth {cfg.depth}" in notes and "BM25 unit document" in notes
 
 
 @pytest.mark.enrich

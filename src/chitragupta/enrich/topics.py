@@ -578,6 +578,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     if impossible is not None:
         out = {"schema": SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "model": spec.model_name, **_no_fit(keys, params, impossible, spec.dim), "skipped": skipped}
+        out["params"].update(_stage_params(spec))
         atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
         lines = [f"bertopic: no topic possible, nothing encoded or fitted: {impossible}; every document is in "
                  f"topic -1; wrote {ws.relative(path)}"]
