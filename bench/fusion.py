@@ -15,7 +15,8 @@ minmax, zscore), the dense list's weight (BM25's is 1), the depth each list cont
 unstemmed or stemmed, and scored by nDCG@10 (bench.metrics.ndcg, relevant = grade >= 1). The default is
 the configuration with the best mean dev nDCG@10 over the arms among those at or above the better of its
 two parts on every arm's dev queries, among those that need no second index (unstemmed BM25, as the
-document index is built by default); the best stemmed one is reported beside it. Then every named
+document index is built by default), a near tie (``TIE``) broken by every dev query pooled; the best
+stemmed one is reported beside it. Then every named
 configuration is scored on the test queries with the package's evaluation (ir-measures).
 
 Prints the tables; ``--json`` writes every grid point's dev and test figures.
@@ -195,17 +196,32 @@ def parts(arms: dict) -> dict:
     return out
 
 
-def choose(rows: list[dict], base: dict, names: list[str], variant: str | None) -> tuple[dict, bool]:
-    """The best mean dev nDCG@10 among rows at or above the better part (BM25 of the row's kind, dense) on
-    every arm's dev queries; when none is, the one with the largest worst-arm margin. (row, met)."""
+TIE = 0.001  # mean dev nDCG@10 this close to the best is a tie, broken by the dev queries pooled
+
+
+def choose(rows: list[dict], base: dict, names: list[str], variant: str | None,
+           dev_counts: dict[str, int] | None = None) -> tuple[dict, bool]:
+    """Among rows at or above the better part (BM25 of the row's kind, dense) on every arm's dev queries:
+    the best mean over arms of dev nDCG@10; rows within ``TIE`` of it are a tie, broken by the mean over
+    every dev query pooled (``dev_counts``: dev queries per arm), so that the arm with the most training
+    judgments decides between configurations the arms' means cannot tell apart. When no row is at or above
+    both parts everywhere: the one with the largest worst-arm margin. (row, met)."""
     pool = [r for r in rows if variant is None or r["bm25"] == variant]
 
     def margin(r):
         return min(r[f"{n}.dev"] - max(base[n, f"BM25 {r['bm25']}", "dev"], base[n, "dense", "dev"]) for n in names)
 
+    def macro(r):
+        return float(np.mean([r[f"{n}.dev"] for n in names]))
+
+    def micro(r):
+        w = dev_counts or {n: 1 for n in names}
+        return sum(w[n] * r[f"{n}.dev"] for n in names) / sum(w[n] for n in names)
+
     ok = [r for r in pool if margin(r) >= 0]
     if ok:
-        return max(ok, key=lambda r: (np.mean([r[f"{n}.dev"] for n in names]), margin(r))), True
+        top = max(macro(r) for r in ok)
+        return max((r for r in ok if macro(r) >= top - TIE), key=lambda r: (micro(r), macro(r))), True
     return max(pool, key=margin), False
 
 
@@ -255,8 +271,10 @@ def main(argv=None) -> int:
     rows = grid(arms)
     base = parts(arms)
     print(f"grid: {len(rows)} configurations x {len(names)} arms in {time.perf_counter() - t0:.0f} s", flush=True)
-    chosen, met = choose(rows, base, names, "plain")
-    stemmed, met_s = choose(rows, base, names, "stemmed")
+    dev_counts = {n: sum(1 for q in a["qids"] if a["split"][q] == "dev") for n, a in arms.items()}
+    chosen, met = choose(rows, base, names, "plain", dev_counts)
+    stemmed, met_s = choose(rows, base, names, "stemmed", dev_counts)
+    first = max((r for r in rows if r["bm25"] == "plain"), key=lambda r: np.mean([r[f"{n}.dev"] for n in names]))
     shipped = next(r for r in rows if r["bm25"] == "plain" and r["method"] == "rrf" and r["rrf_k"] == 60
                    and r["weight_dense"] == 1.0 and r["depth"] == 100)
     print(f"chosen (unstemmed BM25): {label(chosen)}; at or above both parts on every dev split: {met}")
@@ -271,6 +289,7 @@ def main(argv=None) -> int:
         if kind not in best_by or np.mean([r[f"{n}.dev"] for n in names]) > np.mean([best_by[kind][f"{n}.dev"] for n in names]):
             best_by[kind] = r
     named = [("shipped before (rrf k=60, w 1/1, depth 100, plain)", shipped), ("CHOSEN", chosen),
+             ("best mean dev, no tie-break", first),
              ("best with stemmed BM25", stemmed)] + [(f"best {m} ({v})", r) for (m, v), r in sorted(best_by.items())]
     for nm, r in named:
         lines.append(f"| {nm}: {label(r)} | " + " | ".join(f"{r[f'{n}.dev']:.4f}" for n in names) + " |")
