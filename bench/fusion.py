@@ -25,7 +25,6 @@ Prints the tables; ``--json`` writes every grid point's dev and test figures.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import random

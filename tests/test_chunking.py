@@ -40,8 +40,8 @@ def _input_len(tok, title: str, chunk: str, prefix: str = "") -> int:
 LONG_WORDS = " ".join(["pneumonoultramicroscopicsilicovolcanoconiosis", "hexamethylenetetramine",
                        "N-(4-hydroxyphenyl)acetamide", "dichlorodiphenyltrichloroethane",
                        "Methylenedioxymethamphetamine-induced", "supercalifragilisticexpialidocious"] * 60)
-NUMBERS = " ".join(f"{i * 7919 % 100003}.{i * 31 % 997:03d} 1,{i:03d},{i * 3 % 1000:03d} 10^-{i % 12} "
-                   f"p<0.{i % 9 + 1}e-{i % 5} ({i}±{i % 7})" for i in range(220))
+NUMBERS = " ".join(f"{i * 7919 % 100003}.{i * 31 % 997:03d} 1,{i:03d},{i * 3 % 1000:03d} "
+                   f"10^-{i % 12} p<0.{i % 9 + 1}e-{i % 5} ({i}±{i % 7})" for i in range(220))
 NON_LATIN = " ".join(["気候変動は海洋の熱含量を増加させた", "Η θερμοκρασία της θάλασσας αυξήθηκε",
                       "समुद्र की सतह का तापमान बढ़ गया", "Температура поверхности моря выросла",
                       "ارتفعت درجة حرارة سطح البحر", "해수면 온도가 상승했다"] * 40)

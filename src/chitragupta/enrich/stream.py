@@ -40,7 +40,8 @@ from chitragupta.enrich.chunking import CHUNK_OVERLAP, CHUNK_WORDS, chunk_spans,
 from chitragupta.errors import UsageError
 
 __all__ = ["EncodeStream", "LocalEncodeStream", "FunctionStream", "as_stream", "checked_blocks",
-           "adaptive_blocks", "encode_input", "recipe", "document_chunks", "chunker_for", "CHUNK_WORDS", "CHUNK_OVERLAP",
+           "adaptive_blocks", "encode_input", "recipe", "document_chunks", "chunker_for", "CHUNK_WORDS",
+           "CHUNK_OVERLAP",
            "BLOCK_SECONDS", "MAX_BLOCK_BATCHES"]
 
 log = logging.getLogger(__name__)
