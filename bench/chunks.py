@@ -1,7 +1,7 @@
 """Chunks against the encoder's window: ``python -m bench chunks [--arms scifact,cisi,cranfield] [--work DIR]``.
 
 For each arm (imported into ``--work``/<arm> when not there yet), every ledger row's text as the embed stage
-reads it (``chitragupta.enrich.embed._row_text``) is cut twice -- by the spec's word rule (200 words, 40
+reads it (``document_text``, else the ledger abstract) is cut twice -- by the spec's word rule (200 words, 40
 shared: ``chunk_spans``) and by the model's token rule (``TokenChunker``) -- and every chunk's full encoder
 input (``title + newline + chunk``, the passage prefix, [CLS] and [SEP]) is counted with the model's own
 tokenizer. A chunk is truncated when that count exceeds the model's ``max_seq_length``: the model never
@@ -23,8 +23,7 @@ def count_arm(name: str, work: Path) -> dict:
     from chitragupta.cli.main import main as cli
     from chitragupta.engine.corpus.ledger import Ledger
     from chitragupta.engine.workspace import Workspace
-    from chitragupta.enrich.chunking import CHUNK_OVERLAP, CHUNK_WORDS, chunk_spans
-    from chitragupta.enrich.embed import _row_text
+    from chitragupta.enrich.chunking import CHUNK_OVERLAP, CHUNK_WORDS, chunk_spans, document_text
     from chitragupta.enrich.encoders import model_spec
     from chitragupta.enrich.stream import chunker_for
 
@@ -44,7 +43,9 @@ def count_arm(name: str, work: Path) -> dict:
     for rule in ("words", "tokens"):
         out[rule] = {"chunks": 0, "truncated": 0, "pieces_lost": 0, "max_input": 0}
     for row in rows:
-        text = _row_text(ws, row)
+        text = document_text(ws, row.citekey, row.parsed_path)
+        if not text.strip():  # as the embed stage: the ledger abstract when the row has no text
+            text = (row.abstract or "").strip()
         if not text.strip():
             continue
         out["docs"] += 1
