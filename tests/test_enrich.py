@@ -51,7 +51,9 @@ def corpus_records() -> list[dict]:
             {"_id": "mixed", "title": "Field notes",
              "text": _words(TOPICS["soil"], 120) + " " + _words(TOPICS["ocean"], 60)}]
     for key in ("vaccine", "bridge", "protein", "llm", "soil"):
-        recs.append({"_id": key, "title": f"A study of {key}", "text": _words(TOPICS[key], 150 + 40 * len(key))})
+        # bridge 40 words longer: 3 chunks under the model's window as under the word rule (472 word pieces)
+        n = 150 + 40 * len(key) + (40 if key == "bridge" else 0)
+        recs.append({"_id": key, "title": f"A study of {key}", "text": _words(TOPICS[key], n)})
     return recs
 
 
@@ -191,14 +193,19 @@ def test_embed_stage_builds_a_checked_store(built, encoder):
     assert 10 <= store.count <= 30 and store.index.ntotal == store.count
     rows = store.doc_rows()
     assert len(rows["oceanlong"]) == 3 and list(store.chunk_no[rows["oceanlong"]]) == [0, 1, 2]
-    # each chunk's stored span is the chunking of the document's text, and its vector is that chunk encoded
+    # each chunk's stored span is the model's chunking of the document's text (tests/test_chunking.py: inside
+    # its window), and its vector is that chunk encoded
+    from chitragupta.enrich.stream import chunker_for
+
     ws = Workspace.open(built)
+    chunker = chunker_for(encoder)
+    assert chunker is not None and store.recipe["chunks"] == chunker.rule
     for key in ("oceanlong", "vaccine"):
         text = document_text(ws, key, f"content/parsed/{key}.txt")
-        spans = chunk_spans(text)
+        title = store.titles[store.citekeys.index(key)]
+        spans = chunker.spans(text, title)
         r = rows[key]
         assert list(zip(store.char_start[r], store.char_end[r])) == spans
-        title = store.titles[store.citekeys.index(key)]
         again = encoder.encode([f"{title}\n{text[s:e]}" for s, e in spans])
         assert np.allclose(again, store.vectors[r], atol=1e-5)
     manifest = json.loads((folders[0] / "manifest.json").read_text())

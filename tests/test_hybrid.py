@@ -28,10 +28,14 @@ def _reference(b_lists, d_lists, k, method, rrf_k, wb, wd):
                 continue
             vals = [s for _i, s in lst]
             lo, hi = min(vals), max(vals)
+            mean = sum(vals) / len(vals)
+            sd = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
             for r, (i, s) in enumerate(lst, start=1):
                 ranks[i] = r
                 if method == "rrf":
                     c = w / (rrf_k + r)
+                elif method == "zscore":
+                    c = w * ((s - mean) / sd if sd > 0 else 0.0)
                 else:
                     c = w * ((s - lo) / (hi - lo) if hi > lo else 1.0)
                 score[i] = score.get(i, 0.0) + c
@@ -60,7 +64,7 @@ def _random_lists(rng, nq, n_ids, depth):
     return out
 
 
-@pytest.mark.parametrize("method", ["rrf", "minmax"])
+@pytest.mark.parametrize("method", ["rrf", "minmax", "zscore"])
 @pytest.mark.parametrize("seed", range(6))
 def test_fuse_equals_the_reference(method, seed):
     rng = np.random.default_rng(seed)
@@ -179,27 +183,43 @@ def hybrid_ws(tmp_path_factory, encoder) -> Path:
     return root
 
 
-def _by_hand(root: Path, queries, k, depth=100, rrf_k=60.0):
-    """RRF of BM25's ranking and the embedding index's ranking collapsed to sources, in plain Python."""
+def _by_hand(root: Path, queries, k):
+    """The shipped ``[hybrid]`` fusion (its method, rrf_k, weights, each list's top max(depth, k)) of BM25's
+    ranking and the embedding index's ranking collapsed to sources (best chunk's score), in plain Python."""
     from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
     from chitragupta.enrich.search import EmbedSearcher
 
+    cfg = Workspace.open(root).config.hybrid
+    depth = max(cfg.depth, k)
     r = Retriever.open(root)
     e = EmbedSearcher.open(root, device="cpu")
-    bm = r.rank_many(queries, depth).keys()
+    bm_ranked = r.rank_many(queries, depth)
+    bm = bm_ranked.keys()
     out = []
     for q, query in enumerate(queries):
         dense = []
         ranked = e.rank_many([query], depth * 4, max_per_source=depth)
-        for row in ranked.topk.ids[0][ranked.topk.ids[0] >= 0].tolist():
-            key = e.citekey(row)
-            if key not in dense:
-                dense.append(key)
+        for row, sc in zip(ranked.topk.ids[0].tolist(), ranked.topk.scores[0].tolist()):
+            if row >= 0 and e.citekey(row) not in [key for key, _ in dense]:
+                dense.append((e.citekey(row), sc))
+        bm_list = list(zip(bm[q], bm_ranked.topk.scores[q].tolist()))
         score, rb, rd = {}, {}, {}
-        for lst, ranks in ((bm[q], rb), (dense[:depth], rd)):
-            for rank, key in enumerate(lst, start=1):
+        for lst, ranks, w in ((bm_list, rb, cfg.weight_bm25), (dense[:depth], rd, cfg.weight_dense)):
+            vals = [v for _, v in lst]
+            if not vals:
+                continue
+            lo, hi, mean = min(vals), max(vals), sum(vals) / len(vals)
+            sd = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
+            for rank, (key, v) in enumerate(lst, start=1):
                 ranks[key] = rank
-                score[key] = score.get(key, 0.0) + 1.0 / (rrf_k + rank)
+                if cfg.method == "rrf":
+                    c = w / (cfg.rrf_k + rank)
+                elif cfg.method == "zscore":
+                    c = w * ((v - mean) / sd if sd > 0 else 0.0)
+                else:
+                    c = w * ((v - lo) / (hi - lo) if hi > lo else 1.0)
+                score[key] = score.get(key, 0.0) + c
         keys = sorted(score, key=lambda c: (-score[c], rb.get(c, 1 << 30), rd.get(c, 1 << 30),
                                             r.index.doc_id(c)))
         out.append([(c, score[c]) for c in keys[:k]])
@@ -207,7 +227,7 @@ def _by_hand(root: Path, queries, k, depth=100, rrf_k=60.0):
 
 
 @pytest.mark.enrich
-def test_hybrid_equals_rrf_of_the_two_rankings_by_hand(hybrid_ws):
+def test_hybrid_equals_the_shipped_fusion_of_the_two_rankings_by_hand(hybrid_ws):
     from chitragupta.enrich.hybrid import HybridSearcher
 
     h = HybridSearcher.open(hybrid_ws, device="cpu")
@@ -236,7 +256,10 @@ def test_hybrid_hits_are_citable_with_the_bm25_snippet(hybrid_ws):
         else:  # the embedding side alone found it: its best chunk's window
             assert hit.snippet and len(hit.snippet) <= 120
     notes = " ".join(n.text for n in resp.notes)
-    assert "fusion rrf (k=60)" in notes and "BM25 unit document" in notes
+    cfg = h.workspace.config.hybrid
+    assert f"fusion {cfg.method}" + (f" (k={cfg.rrf_k:g})" if cfg.method == "rrf" else "") + \
+           f", weights bm25 {cfg.weight_bm25:g} / dense {cfg.weight_dense:g}, depth {cfg.depth}" in notes
+    assert "BM25 unit document" in notes
 
 
 @pytest.mark.enrich
@@ -281,6 +304,12 @@ def test_hybrid_over_a_partial_embedding_index_is_bm25_alone_with_its_coverage(t
     assert HybridSearcher.open(root, device="cpu").dense is not None
 
 
+def h_method() -> str:
+    from chitragupta.engine.config import load_config
+
+    return load_config(None).hybrid.method
+
+
 @pytest.mark.enrich
 def test_hybrid_cli_single_and_batch(hybrid_ws, tmp_path):
     p = run_main("search", "-w", hybrid_ws, "--engine", "hybrid", "digital twin of a bridge", "-k", "3", "--json")
@@ -291,7 +320,7 @@ def test_hybrid_cli_single_and_batch(hybrid_ws, tmp_path):
     run = tmp_path / "hyb.trec"
     p = run_main("search", "-w", hybrid_ws, "--engine", "hybrid", "--queries", q, "--run", run, "-k", "4")
     assert p.returncode == 0, p.stderr
-    assert "engine hybrid" in p.stderr and "fusion rrf" in p.stderr
+    assert "engine hybrid" in p.stderr and f"fusion {h_method()}" in p.stderr
     lines = [x.split() for x in run.read_text().splitlines()]
     want = _by_hand(hybrid_ws, QUERIES, 4)
     assert [(x[0], x[2]) for x in lines] == [(f"q{i}", c) for i, w in enumerate(want) for c, _ in w]

@@ -152,7 +152,7 @@ def check_schema(doc: dict, citekeys: list[str], min_topic_size: int = 10) -> No
     p = doc["params"]
     assert p["min_topic_size"] == min_topic_size and p["seed"] == 42
     assert p["hdbscan"]["min_cluster_size"] == min_topic_size
-    assert p["chunking"] == {"words": 200, "overlap": 40}
+    assert p["chunking"]["unit"] == "model word pieces"  # the embed stage's cut
     assert p["dim"] == 384
 
 
@@ -457,12 +457,12 @@ def test_identical_chunks_are_encoded_once(tmp_path, encoder):
 
 
 def test_document_vector_is_the_normalised_mean_of_its_chunks(tmp_path, encoder):
-    from chitragupta.enrich.chunking import chunk_spans
     from chitragupta.enrich.embed import encode_input
+    from chitragupta.enrich.stream import chunker_for
 
-    long_text = " ".join(f"{THEMES['soil'][i % 6]}" for i in range(40))  # several 200-word chunks
+    long_text = " ".join(f"{THEMES['soil'][i % 6]}" for i in range(40))  # several chunks of the model's window
     vecs, stats = tm.document_vectors(["Soil"], [long_text], encoder)
-    spans = chunk_spans(long_text, 200, 40)
+    spans = chunker_for(encoder).spans(long_text, "Soil")  # the embed stage's cut
     assert len(spans) >= 3 and stats["chunks"] == len(spans)
     chunks = encoder.encode([encode_input("Soil", long_text[s:e]) for s, e in spans])
     want = chunks.mean(axis=0)

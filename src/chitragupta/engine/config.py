@@ -27,7 +27,7 @@ __all__ = ["Config", "Setting", "SCHEMA", "load_config", "defaults_text", "toml_
            "DIAL_MAX", "INT_MAX", "MAX_CONFIG_BYTES"]
 
 DEFAULTS_NAME = "defaults.toml"
-FUSION_METHODS = ("rrf", "minmax")
+FUSION_METHODS = ("rrf", "minmax", "zscore")
 # a config file is a few kilobytes; anything this big is not one (and is not read whole)
 MAX_CONFIG_BYTES = 1 << 20
 # every integer setting fits a C int, whatever its own check allows (a snippet width of 10**30 overflowed)
@@ -135,7 +135,7 @@ SCHEMA: dict[str, dict[str, Setting]] = {
                                     '(ray://HOST:10001, HOST:6379)'),
     },
     "hybrid": {
-        "method": Setting(str, 'one of "rrf", "minmax"', lambda v: v in FUSION_METHODS),
+        "method": Setting(str, 'one of "rrf", "minmax", "zscore"', lambda v: v in FUSION_METHODS),
         "rrf_k": Setting(float, "a number in [0, 100000]", lambda v: math.isfinite(v) and 0 <= v <= 1e5),
         "weight_bm25": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
         "weight_dense": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),

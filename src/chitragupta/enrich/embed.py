@@ -45,7 +45,7 @@ from chitragupta.enrich.encoders import (DEFAULT_MODEL, Encoder, ModelSpec, Quer
                                          load_query_encoder, model_slug, model_spec, offline_env,
                                          resolve_model_source)
 from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream, as_stream,  # noqa: F401
-                                       checked_blocks, document_chunks, encode_input, recipe)
+                                       checked_blocks, chunker_for, document_chunks, encode_input, recipe)
 from chitragupta.errors import UsageError
 
 __all__ = ["run_stage", "InputStamps", "text_hash", "COMMIT_SHARE", "COMMIT_EVERY_SECONDS", "COMMIT_ENV",
@@ -281,8 +281,8 @@ class Known:
 class Planner:
     """Decides per row what to do; each row's files are stamped once and its text read at most once."""
 
-    def __init__(self, ws, rows):
-        self.ws, self.rows = ws, list(rows)
+    def __init__(self, ws, rows, chunker=None):
+        self.ws, self.rows, self.chunker = ws, list(rows), chunker
         stamp = InputStamps(ws)
         self.stamps = {row.citekey: stamp(row) for row in self.rows}
         self._texts: dict[str, str] = {}
@@ -308,7 +308,7 @@ class Planner:
             if k is not None and k.hash == h:
                 docs.append(Doc(key, title, text, h))
             else:
-                docs.append(Doc(key, title, text, h, document_chunks(text)))
+                docs.append(Doc(key, title, text, h, document_chunks(text, title, self.chunker)))
         keys = {d.citekey for d in docs}
         return Plan(docs, skipped, [k for k in known.docs if k not in keys])
 
@@ -454,6 +454,7 @@ def check_model(stream: EncodeStream, want: dict, known: Known, planner: Planner
     lines.append(f"embed: the model's recipe or dimension differs from what its folder says; the store "
                  f"in {target.rel}/ is rebuilt from scratch")
     known.forget(model.dim)
+    planner.chunker = chunker_for(model)
     return recipe(model), planner.plan(known)
 
 
@@ -473,7 +474,7 @@ def run_stage(ws, rows, *, device: str, progress=None, encode_stream=None) -> li
     want = recipe(spec)
     known = Known(target.folder, spec.model_name, spec.dim, want, target.rel)
     lines = list(known.lines)
-    planner = Planner(ws, rows)
+    planner = Planner(ws, rows, chunker_for(spec))
     plan = planner.plan(known)
     if plan.skipped:
         lines.append(f"embed: skipped {len(plan.skipped)} source(s) with no text and no abstract (no file, or the "

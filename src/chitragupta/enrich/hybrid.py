@@ -13,8 +13,10 @@ passage, page and item number), or, when BM25 did not retrieve it, the window of
 Fusion, ``[hybrid]``: each list contributes its top ``depth`` sources (at least k).
 ``rrf``: score = sum of weight / (rrf_k + rank), ranks from 1 (Cormack, Clarke and Buettcher 2009).
 ``minmax``: score = sum of weight x (s - min) / (max - min) within each list's top ``depth`` (1 when all
-are equal). A source absent from a list adds nothing. Ties: fused score, then BM25 rank, then dense rank,
-then index order -- so the order is the same on every device.
+are equal). ``zscore``: score = sum of weight x (s - mean) / (standard deviation) within each list's top
+``depth`` (0 when all are equal). A source absent from a list adds nothing. Ties: fused score, then BM25
+rank, then dense rank, then index order -- so the order is the same on every device. The shipped fusion
+(``[hybrid]`` in defaults.toml) was chosen on training queries by ``python -m bench fusion``.
 
 When the embedding index is missing or not usable, hybrid search is BM25 alone, and says so in a note.
 """
@@ -29,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from chitragupta.engine.config import Config
+from chitragupta.engine.config import FUSION_METHODS, Config
 from chitragupta.engine.results import Note, Ranked, SearchResponse, SearchResult
 from chitragupta.engine.search import BM25Searcher
 from chitragupta.engine.searcher import Searcher, check_k, check_max_per_source
@@ -72,6 +74,14 @@ def _contributions(ranks: np.ndarray, scores: np.ndarray, valid: np.ndarray, met
         out[valid] = weight / (rrf_k + ranks[valid])
         return out
     s = scores.astype(np.float64)
+    if method == "zscore":
+        n = np.maximum(valid.sum(axis=1, keepdims=True), 1)
+        mean = np.where(valid, s, 0.0).sum(axis=1, keepdims=True) / n
+        with np.errstate(invalid="ignore", over="ignore"):
+            sd = np.sqrt(np.where(valid, (s - mean) ** 2, 0.0).sum(axis=1, keepdims=True) / n)
+            scaled = np.where(sd > 0, (s - mean) / np.where(sd > 0, sd, 1.0), 0.0)
+        out[valid] = weight * scaled[valid]
+        return out
     lo = np.where(valid, s, np.inf).min(axis=1, keepdims=True)
     hi = np.where(valid, s, -np.inf).max(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -90,8 +100,9 @@ def fuse(bm25_ids: np.ndarray, bm25_scores: np.ndarray, dense_ids: np.ndarray, d
     ``*_ids`` (q, n) are source ids in one id space, best first, -1 padding, each source at most once
     per row; ``*_scores`` their scores (used by ``minmax``); ``*_aux`` (q, n) a value carried to the
     output for the entries of that list (the best passage, the best chunk)."""
-    if method not in ("rrf", "minmax"):
-        raise ConfigError(f"[hybrid] method = {method!r} is not allowed; allowed: \"rrf\", \"minmax\"")
+    if method not in FUSION_METHODS:
+        raise ConfigError(f"[hybrid] method = {method!r} is not allowed; allowed: "
+                          + ", ".join(f'"{m}"' for m in FUSION_METHODS))
     nq = bm25_ids.shape[0]
     if dense_ids.shape[0] != nq:
         raise ValueError("fuse: the two lists disagree in the number of queries")

@@ -7,7 +7,8 @@
     stream.device                                             # where it encoded ("cpu", "cuda", "cuda, cpu")
 
 Both stages that encode chunks -- the embed stage (``chitragupta.enrich.embed``) and the topic stage
-(``chitragupta.enrich.topics``) -- cut a document the same way (``chunk_spans`` with ``CHUNK_WORDS`` /
+(``chitragupta.enrich.topics``) -- cut a document the same way (``document_chunks``: the model's
+``TokenChunker`` when its folder has a tokenizer, else ``chunk_spans`` with ``CHUNK_WORDS`` /
 ``CHUNK_OVERLAP``), encode the same string per chunk (``encode_input``: title + newline + chunk) and send
 those strings through an ``EncodeStream``:
 
@@ -35,11 +36,12 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from chitragupta.enrich import encoders
-from chitragupta.enrich.chunking import CHUNK_OVERLAP, CHUNK_WORDS, chunk_spans
+from chitragupta.enrich.chunking import CHUNK_OVERLAP, CHUNK_WORDS, chunk_spans, token_chunker
 from chitragupta.errors import UsageError
 
 __all__ = ["EncodeStream", "LocalEncodeStream", "FunctionStream", "as_stream", "checked_blocks",
-           "adaptive_blocks", "encode_input", "recipe", "document_chunks", "CHUNK_WORDS", "CHUNK_OVERLAP",
+           "adaptive_blocks", "encode_input", "recipe", "document_chunks", "chunker_for", "CHUNK_WORDS",
+           "CHUNK_OVERLAP",
            "BLOCK_SECONDS", "MAX_BLOCK_BATCHES"]
 
 log = logging.getLogger(__name__)
@@ -51,8 +53,25 @@ MAX_BLOCK_BATCHES = 32
 
 # -- what is encoded for a chunk ---------------------------------------------------------------------------
 
-def document_chunks(text: str) -> list[tuple[int, int]]:
-    """The chunk spans of a document, as both stages cut it (``CHUNK_WORDS`` words, ``CHUNK_OVERLAP`` shared)."""
+def chunker_for(spec):
+    """The model's ``TokenChunker`` (``spec``: a ModelSpec, an Encoder, anything with ``model_name``,
+    ``max_seq_length`` and ``passage_prefix``); None when its folder has no tokenizer or its window is
+    unknown (then the word rule cuts)."""
+    name = getattr(spec, "model_name", None)
+    if not name or getattr(spec, "max_seq_length", None) is None:
+        return None
+    try:
+        folder = encoders.resolve_model_source(str(name))
+    except UsageError:
+        return None
+    return token_chunker(folder, spec.max_seq_length, getattr(spec, "passage_prefix", "") or "")
+
+
+def document_chunks(text: str, title: str = "", chunker=None) -> list[tuple[int, int]]:
+    """The chunk spans of a document, as both stages cut it: ``chunker.spans(text, title)`` (the model's
+    window), else the word rule (``CHUNK_WORDS`` words, ``CHUNK_OVERLAP`` shared)."""
+    if chunker is not None:
+        return chunker.spans(text, title)
     return chunk_spans(text, CHUNK_WORDS, CHUNK_OVERLAP)
 
 
@@ -66,8 +85,9 @@ def encode_input(title: str, chunk: str) -> str:
 def recipe(spec) -> dict:
     """What decides a chunk's vector besides the model (``spec``: a ModelSpec, an Encoder, anything with
     ``max_seq_length`` and ``passage_prefix``); a store built with another recipe is rebuilt."""
-    out = {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP, "input": "title + newline + chunk",
-           "max_seq_length": spec.max_seq_length}
+    chunker = chunker_for(spec)
+    cut = {"chunks": chunker.rule} if chunker is not None else {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP}
+    out = {**cut, "input": "title + newline + chunk", "max_seq_length": spec.max_seq_length}
     if getattr(spec, "passage_prefix", ""):  # absent when empty: stores built before the prefix existed stay valid
         out["passage_prefix"] = spec.passage_prefix
     return out

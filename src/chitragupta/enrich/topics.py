@@ -94,7 +94,7 @@ from chitragupta.engine.workspace import Workspace, atomic_write_bytes, atomic_w
 from chitragupta.extras import require
 from chitragupta.enrich.device import cuml_available, cuml_status, resolve_device
 from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream, as_stream, checked_blocks,
-                                       document_chunks, encode_input, recipe)
+                                       chunker_for, document_chunks, encode_input, recipe)
 
 __all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedCache", "no_topic_possible",
            "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
@@ -419,9 +419,10 @@ def document_vectors(titles: list[str], bodies: list[str], encoder, cache: Embed
     dim = int(dim) if dim is not None else stream.spec().dim
     doc_keys: list[list[str]] = []
     chunk_text: dict[str, str] = {}
+    chunker = chunker_for(stream.spec())  # the embed stage's cut, so its vectors are reused
     for title, body in zip(titles, bodies):
         ks = []
-        for start, end in document_chunks(body):
+        for start, end in document_chunks(body, title, chunker):
             piece = encode_input(title, body[start:end])
             k = chunk_key(piece)
             chunk_text.setdefault(k, piece)
@@ -515,9 +516,10 @@ class _CheckedStream(EncodeStream):
         return self._stream(texts)
 
 
-def _stage_params() -> dict:
+def _stage_params(spec=None) -> dict:
+    chunker = chunker_for(spec) if spec is not None else None
     return {"document": "document_text, else the ledger abstract",
-            "chunking": {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP},
+            "chunking": chunker.rule if chunker is not None else {"words": CHUNK_WORDS, "overlap": CHUNK_OVERLAP},
             "chunk_input": "title + newline + chunk",
             "doc_vector": "normalised mean of chunk vectors",
             "ctfidf_text": "title + newline + document"}
@@ -576,6 +578,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     if impossible is not None:
         out = {"schema": SCHEMA_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "model": spec.model_name, **_no_fit(keys, params, impossible, spec.dim), "skipped": skipped}
+        out["params"].update(_stage_params(spec))
         atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
         lines = [f"bertopic: no topic possible, nothing encoded or fitted: {impossible}; every document is in "
                  f"topic -1; wrote {ws.relative(path)}"]
@@ -595,7 +598,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
     fitted = fit_topics(vectors, texts, keys, params, device)
     t_fit = time.perf_counter() - t0
 
-    fitted["params"].update(_stage_params())
+    fitted["params"].update(_stage_params(spec))
     out = {"schema": SCHEMA_VERSION,
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "model": spec.model_name,
