@@ -68,6 +68,10 @@ def test_the_config_sets_the_limits_for_the_cli_and_the_server_alike(tmp_path):
     assert not (tmp_path / "run.trec").exists()
     p = run_cli("search", "-w", root, "--queries", queries, "--run", "-")
     assert p.returncode == 1 and "-k must be at most 5 ([serve].max_k), got 100" in p.stderr
+    for cmd in (["evidence", "-w", root, "twin model xy", "--citekey", DOCS[0]["_id"]],
+                ["explain", "-w", root, "twin model xy", "--citekey", DOCS[0]["_id"]]):
+        p = run_cli(*cmd)  # the CLI's evidence and explain refuse as the server's tools do
+        assert p.returncode == 1 and "the query is 13 characters long; at most 12 ([serve].max_query_chars)" in p.stderr
 
 
 def test_within_the_limits_nothing_changes(ws, tmp_path):

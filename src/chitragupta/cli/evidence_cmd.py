@@ -19,10 +19,12 @@ def run(args) -> int:
     from chitragupta.engine.dossier import LogRow, append_rows, expanded_text, payload_chars
     from chitragupta.engine.searcher import check_k
     from chitragupta.service import open_searcher
+    from chitragupta.service.request import Limits
 
     check_k(args.n, "-n")
     check_k(args.width, "--width")
     ws = open_workspace(args)
+    Limits.of(ws.config).check_queries([args.query])  # the server's evidence tool refuses alike
     retriever = open_searcher(ws, "bm25")
     resp = retriever.evidence(args.query, args.citekey, n=args.n, width=args.width)
     print_notes(retriever.index_notes() + resp.notes)

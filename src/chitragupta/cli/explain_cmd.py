@@ -49,8 +49,10 @@ def run(args) -> int:
     from chitragupta.cli._common import open_workspace, progress_bar
     from chitragupta.engine.explain import explain
     from chitragupta.service import open_searcher
+    from chitragupta.service.request import Limits
 
     ws = open_workspace(args)
+    Limits.of(ws.config).check_queries([args.query])  # the server's explain tool refuses alike
     with progress_bar("indexing") as cb:
         retriever = open_searcher(ws, "bm25", update=not args.no_update, progress=cb)
     ex = explain(retriever, args.query, args.citekey)
