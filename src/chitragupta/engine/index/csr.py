@@ -307,6 +307,14 @@ class Sequences:
             self.starts.append(len(self.buf))
         self.buf.extend(ids)
 
+    def extend_block(self, units: np.ndarray, starts: np.ndarray, ids: np.ndarray) -> None:
+        """Append a tokenized block's sequences: ``units`` (ascending, after every unit already here),
+        each starting at ``starts`` in ``ids`` (int32, already provisional ids of this build)."""
+        base = len(self.buf)
+        self.units.extend(units.tolist())
+        self.starts.extend((np.asarray(starts, dtype=np.int64) + base).tolist())
+        self.buf.frombytes(np.ascontiguousarray(ids, dtype=np.int32).tobytes())
+
     def brk(self, unit: int) -> None:
         """End ``unit``'s title (called once per document, even for an empty title)."""
         self.extend(unit, [SEQ_BREAK])
