@@ -7,12 +7,13 @@ def add_arguments(p) -> None:
     p.add_argument("--force", action="store_true", help="re-tokenize every document")
     p.add_argument("--unit", choices=["all", "document", "passage"], default="all",
                    help="which index to build (default: both)")
-    p.add_argument("--jobs", type=_jobs, default=None, metavar="N",
+    p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
                    help="processes that tokenize the document index (default: the cores available); "
                         "the index is the same for any N")
 
 
-def _jobs(text: str) -> int:
+def jobs_arg(text: str) -> int:
+    """``--jobs``: a whole number >= 1 (``index`` and ``sync``)."""
     import argparse
 
     try:
