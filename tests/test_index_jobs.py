@@ -111,3 +111,37 @@ def test_index_jobs_flag(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["index", "-w", str(root), "--jobs", "0"])
     assert "--jobs wants a whole number" in capsys.readouterr().err
+
+
+def test_a_build_past_the_spill_budget_writes_the_same_arrays(tmp_path, monkeypatch):
+    docs = random_docs(26, 400, vocab=150)
+    root = make_workspace(tmp_path / "a", docs)
+    ws = Workspace.open(root)
+    refresh(ws, jobs=1)
+    in_memory = npy_bytes(ws)
+    made = []
+    real_note = segments.Spill.note
+
+    def note(self, nbytes, acc):
+        got = real_note(self, nbytes, acc)
+        if self.dir is not None and self.dir not in made:
+            made.append(self.dir)
+        return got
+
+    monkeypatch.setattr(segments, "SPILL_BYTES", 0)  # every block's triples and ids to disk
+    monkeypatch.setattr(segments, "_MAX_BLOCK", 50)
+    monkeypatch.setattr(segments.Spill, "note", note)
+    for jobs in (1, 2):
+        refresh(ws, jobs=jobs, force=True)
+        assert_same_bytes(in_memory, npy_bytes(ws))
+    assert len(made) == 2 and not any(d.exists() for d in made)  # spilled, then removed
+    # an update (reused documents' positions copied) past the budget equals a fresh build in memory
+    changed = [dict(d, text=d["text"] + " novelword") if i % 4 == 0 else d for i, d in enumerate(docs)]
+    from chitragupta.engine.corpus.sync import import_jsonl
+
+    import_jsonl(ws, write_jsonl(tmp_path / "a" / "corpus.jsonl", changed))
+    assert refresh(ws, jobs=2).report.reused == 300
+    updated = npy_bytes(ws)
+    monkeypatch.setattr(segments, "SPILL_BYTES", 1 << 40)
+    refresh(ws, jobs=1, force=True)
+    assert_same_bytes(updated, npy_bytes(ws))

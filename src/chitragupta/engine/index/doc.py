@@ -280,20 +280,26 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     todo = np.flatnonzero(~reused)
     if progress:
         progress(0, len(todo))
-    from chitragupta.engine.index.segments import merge_block, tokenize_blocks
+    from chitragupta.engine.index.segments import Spill, merge_block, tokenize_blocks
 
-    for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None, max(1, int(jobs)), progress):
-        merge_block(acc, block)
-        flags[block.units] |= block.flags
-        report.notes.extend(block.notes)
-        report.cuts.extend(block.cuts)
-        del block
-    report.retokenized = len(todo)
+    spill = Spill(folder)
+    try:
+        for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None, max(1, int(jobs)), progress):
+            merge_block(acc, block, spill)
+            flags[block.units] |= block.flags
+            report.notes.extend(block.notes)
+            report.cuts.extend(block.cuts)
+            del block
+        report.retokenized = len(todo)
 
-    vocab, arrays = acc.finish(n)
+        vocab, arrays = acc.finish(n)
+        if seqs is not None:
+            arrays["seq"], arrays["seq_ptr"] = seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
+                                                           _reused_positions(old, vocab, reuse_new, reuse_old,
+                                                                             acc.n_dropped))
+    finally:
+        spill.close()
     if seqs is not None:
-        arrays["seq"], arrays["seq_ptr"] = seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
-                                                       _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped))
         from chitragupta.kernels.phrase import by_term
 
         arrays["tpos"], arrays["tpos_ptr"] = by_term(arrays["seq"], arrays["seq_ptr"], len(vocab))

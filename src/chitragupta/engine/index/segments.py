@@ -11,24 +11,33 @@ unit order whatever the block size or the number of workers: the arrays written 
 byte for any ``jobs``.
 
 Memory: a worker holds one block (its triples, 12 bytes per distinct (unit, run) pair, and its ids, 4
-bytes per run); at most ``2 * jobs`` finished blocks wait to be merged.
+bytes per run); at most ``2 * jobs`` finished blocks wait to be merged. Once the merged blocks hold more
+than ``SPILL_BYTES`` (``Spill``), each further block's triples and ids are written to a temporary folder
+beside the index's generations and read back a chunk at a time while the CSR and the positions are
+finished, so what the build holds besides its output arrays does not grow with the corpus.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from chitragupta.engine.index.csr import SEQ_BREAK, Accumulator, Sequences, _chunk
+from chitragupta.engine.index.csr import SEQ_BREAK, Accumulator, ChunkFile, Sequences, _chunk
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, DocSource, load_body, plain_body
 from chitragupta.engine.tokenize import iter_runs_bytes, runs_bytes
 
-__all__ = ["Block", "available_cores", "block_size", "tokenize_block", "merge_block", "tokenize_blocks"]
+__all__ = ["Block", "Spill", "SPILL_BYTES", "available_cores", "block_size", "tokenize_block", "merge_block",
+           "tokenize_blocks"]
+
+SPILL_BYTES = 256 << 20  # merged triples and ids kept in memory before the rest go to disk
 
 _MIN_BLOCK = 256
 _MAX_BLOCK = 8192  # documents per block: what one worker holds at a time
@@ -109,8 +118,51 @@ def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[st
     return block
 
 
-def merge_block(acc: Accumulator, block: Block) -> None:
-    """Append ``block`` to the build's accumulator: its local ids mapped to ``acc``'s provisional ids."""
+class Spill:
+    """Where a build's merged blocks go once more than ``SPILL_BYTES`` are held: a folder
+    ``.gseg<time>-<pid>.tmp`` in the index folder (named like a generation's temp folder, so the next
+    save removes it if this process was killed); ``close`` removes it."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.dir: Path | None = None
+        self.held = 0
+        self.files = 0
+        self.failed = False
+
+    def note(self, nbytes: int, acc: Accumulator) -> bool:
+        """Count ``nbytes`` more merged; True when they go to disk."""
+        if self.dir is None and not self.failed:
+            self.held += nbytes
+            if self.held > SPILL_BYTES:
+                try:
+                    self.folder.mkdir(parents=True, exist_ok=True)
+                    d = self.folder / f".gseg{time.time_ns():x}-{os.getpid()}.tmp"
+                    d.mkdir()
+                except OSError:  # (a read-only or odd index folder: kept in memory; the save says why)
+                    self.failed = True
+                    return False
+                self.dir = d
+                if acc.sequences is not None:
+                    acc.sequences.spill(d / "seq.i32")
+        return self.dir is not None
+
+    def chunk(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> ChunkFile:
+        self.files += 1
+        return ChunkFile(self.dir / f"c{self.files}.i32", units, terms, counts)
+
+    def close(self) -> None:
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> None:
+    """Append ``block`` to the build's accumulator: its local ids mapped to ``acc``'s provisional ids
+    (to disk past ``spill``'s budget)."""
+    size = sum(12 * u.shape[0] for u, _t, _c in block.streams.values())
+    size += 4 * block.seq.shape[0] if block.seq is not None else 0
+    to_disk = spill is not None and spill.note(size, acc)
     d = acc.n_dropped
     remap = np.empty(d + len(block.keys), dtype=np.int64)
     remap[:d] = np.arange(d)
@@ -121,7 +173,8 @@ def merge_block(acc: Accumulator, block: Block) -> None:
             continue
         st = acc.streams[name]
         st.flush()
-        st.chunks.append(_chunk(u, remap[t], c))
+        ch = _chunk(u, remap[t], c)
+        st.chunks.append(spill.chunk(*ch) if to_disk else ch)
     if acc.sequences is not None and block.seq is not None:
         ids = block.seq
         out = ids.copy()
