@@ -33,6 +33,9 @@ import numpy as np
 from chitragupta.engine.index.csr import SEQ_BREAK, Accumulator, ChunkFile, Sequences, _chunk
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, DocSource, load_body, plain_body
 from chitragupta.engine.tokenize import iter_runs_bytes, runs_bytes
+from chitragupta.kernels.charset import TOKEN_BYTES
+
+assert b" " not in TOKEN_BYTES  # a block's vocabulary travels as its runs joined by spaces
 
 __all__ = ["Block", "Spill", "SPILL_BYTES", "available_cores", "block_size", "tokenize_block", "merge_block",
            "tokenize_blocks"]
@@ -61,7 +64,7 @@ class Block:
     """One tokenized block (see the module docstring); ``units`` are index positions."""
 
     units: np.ndarray  # int64, the documents of the block, ascending
-    keys: list[bytes]  # local id n_dropped + j -> keys[j]
+    keys: bytes  # the local vocabulary: local id n_dropped + j -> keys.split(b" ")[j] (runs hold no space)
     streams: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # name -> (unit, local id, count) int32
     flags: np.ndarray  # uint8 per unit: FLAG_BAD_SIDECAR | FLAG_HAS_ABSTRACT found while reading it
     seq: np.ndarray | None = None  # int32 local ids (SEQ_BREAK kept), units in order
@@ -109,7 +112,7 @@ def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[st
             streams[name] = (z, z, z)
         else:  # (a block past _FLUSH_TOKENS: chunks sorted by unit, a unit may span two; merged at finish)
             streams[name] = tuple(np.concatenate([c[j] for c in chunks]) for j in range(3))
-    block = Block(np.asarray(units, dtype=np.int64), list(acc.vocab)[acc.n_dropped:], streams, flags,
+    block = Block(np.asarray(units, dtype=np.int64), b" ".join(list(acc.vocab)[acc.n_dropped:]), streams, flags,
                   notes=notes, cuts=cuts)
     if seqs is not None:
         block.seq = np.frombuffer(seqs.buf, dtype=np.int32).copy() if len(seqs.buf) else np.zeros(0, dtype=np.int32)
@@ -164,10 +167,11 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
     size += 4 * block.seq.shape[0] if block.seq is not None else 0
     to_disk = spill is not None and spill.note(size, acc)
     d = acc.n_dropped
-    remap = np.empty(d + len(block.keys), dtype=np.int64)
+    keys = block.keys.split(b" ") if block.keys else []
+    remap = np.empty(d + len(keys), dtype=np.int64)
     remap[:d] = np.arange(d)
-    if block.keys:
-        remap[d:] = np.fromiter(map(acc.vocab.__getitem__, block.keys), dtype=np.int64, count=len(block.keys))
+    if keys:
+        remap[d:] = np.fromiter(map(acc.vocab.__getitem__, keys), dtype=np.int64, count=len(keys))
     for name, (u, t, c) in block.streams.items():
         if not u.size:
             continue
