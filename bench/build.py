@@ -40,7 +40,7 @@ def _load() -> float:
 
 def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     from chitragupta.engine.index import csr, doc, segments, store
-    from chitragupta.engine.index.manage import _doc_settings, _rows
+    from chitragupta.engine.corpus.ledger import Ledger
     from chitragupta.engine.index.source import fingerprints
     from chitragupta.engine.workspace import Workspace
     from chitragupta.kernels import phrase
@@ -78,9 +78,10 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     store.save = timed("save", store.save)
 
     ws = Workspace.open(ws_root)
-    settings = dict(_doc_settings(ws), **{"retrieval.positions": positions})
+    settings = dict(ws.config.index_settings(), **{"retrieval.positions": positions})
     t0 = time.perf_counter()
-    rows = _rows(ws)
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        rows = ledger.index_view()
     scanned = fingerprints(ws.root, rows)
     scan_s = time.perf_counter() - t0
     t = time.perf_counter()
