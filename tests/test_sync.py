@@ -1,5 +1,6 @@
 """sync (BibTeX + PDFs) and import (JSONL) into the ledger and content/parsed/."""
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -523,3 +524,54 @@ def test_files_no_row_points_at_are_removed_and_a_row_named_by_an_odd_path_keeps
     import_jsonl(ws, write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "a text"}]))
     assert sorted(p.name for p in ws.parsed_dir.iterdir()) == ["a.txt", "odd.passages.json", "odd.txt"]
     assert (ws.parsed_dir / "odd.txt").read_text() == "b text"
+
+
+def _sync_twin(root: Path, papers: Path, keys: str, jobs: int) -> Workspace:
+    (root / "papers").mkdir(parents=True, exist_ok=True)
+    bib = "".join(f"@misc{{{k}, title={{T{k}}}, file={{{papers / (k + '.pdf')}}}}}\n" for k in keys)
+    bib += f"@misc{{gone, title={{Gone}}, file={{{papers / 'gone.pdf'}}}}}\n@misc{{nofile, title={{No file}}}}\n"
+    (root / "papers" / "bibliography.bib").write_text(bib, encoding="utf-8")
+    ws = Workspace.open(root)
+    sync(ws, jobs=jobs)
+    return ws
+
+
+def _rows_and_texts(ws) -> dict:
+    """Every ledger row but where it came from (the bibliography's path) and when, and every parsed file."""
+    out = {}
+    for k, r in rows(ws).items():
+        d = dataclasses.asdict(r)
+        del d["origin"], d["updated_at"]
+        text = (ws.root / r.parsed_path).read_bytes() if r.parsed_path else None
+        out[k] = (d, text)
+    return out
+
+
+def test_sync_with_two_jobs_equals_one_job(tmp_path):
+    papers = tmp_path / "shared"
+    papers.mkdir()
+    keys = "abcdefghij"
+    for k in keys:
+        write_pdf(papers / f"{k}.pdf", [f"Paper {k}", f"words of paper {k} " * 3])
+    (papers / "e.pdf").write_text("not a pdf at all")  # a failure among the parses
+    one = _sync_twin(tmp_path / "one", papers, keys, 1)
+    two = _sync_twin(tmp_path / "two", papers, keys, 2)
+    assert _rows_and_texts(one) == _rows_and_texts(two)
+    assert sum(r.status == "parsed" for r in rows(two).values()) == 9
+    # again after a source changed and a parsed file went (that one parsed in place, not ahead)
+    write_pdf(papers / "a.pdf", ["Paper a", "new words"])
+    for ws in (one, two):
+        (ws.root / rows(ws)["b"].parsed_path).unlink()
+    r1, r2 = sync(one, jobs=1), sync(two, jobs=2)
+    assert (r1.parsed, r1.unchanged, r1.failed) == (r2.parsed, r2.unchanged, r2.failed) and r2.parsed == 2
+    assert _rows_and_texts(one) == _rows_and_texts(two)
+    assert b"new words" in _rows_and_texts(two)["a"][1]
+
+
+def test_sync_jobs_flag(tmp_path):
+    (tmp_path / "papers").mkdir()
+    write_pdf(tmp_path / "papers" / "a.pdf", ["A", "text"])
+    bib_workspace(tmp_path, "@misc{a, title={A}, file={a.pdf}}\n")
+    assert run_main("sync", "-w", tmp_path, "--jobs", "2").returncode == 0
+    bad = run_main("sync", "-w", tmp_path, "--jobs", "x")
+    assert bad.returncode == 2 and "--jobs wants a whole number" in bad.stderr

@@ -7,6 +7,22 @@ def add_arguments(p) -> None:
     p.add_argument("--force", action="store_true", help="re-tokenize every document")
     p.add_argument("--unit", choices=["all", "document", "passage"], default="all",
                    help="which index to build (default: both)")
+    p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
+                   help="processes that tokenize the document index (default: the cores available); "
+                        "the index is the same for any N")
+
+
+def jobs_arg(text: str) -> int:
+    """``--jobs``: a whole number >= 1 (``index`` and ``sync``)."""
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs wants a whole number of processes >= 1, not {text!r}")
+    return n
 
 
 def run(args) -> int:
@@ -14,11 +30,14 @@ def run(args) -> int:
     from chitragupta.engine.index.manage import refresh
     from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
 
+    from chitragupta.engine.index.segments import available_cores
+
     ws = open_workspace(args)
+    jobs = args.jobs or available_cores()
     units = ["document", "passage"] if args.unit == "all" else [args.unit]
     for unit in units:
         with progress_bar(f"{unit} index") as cb:
-            opened = refresh(ws, unit=unit, force=args.force, progress=cb)
+            opened = refresh(ws, unit=unit, force=args.force, progress=cb, jobs=jobs)
         print_notes(opened.notes)
         r, idx = opened.report, opened.index
         if unit == "document":

@@ -20,6 +20,11 @@ def add_arguments(p) -> None:
     p.epilog = ("exit status: 0 all entries that name a document have its text; 3 finished, but some entries' "
                 "documents are missing or could not be parsed (named on stderr); 1 an error. -v also names "
                 "the entries without a file field.")
+    from chitragupta.cli.index_cmd import jobs_arg
+
+    p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
+                   help="processes that parse documents (default: the cores available); the ledger is the same "
+                        "for any N")
 
 
 def _name(items: list[tuple[str, str]], what: str, more: str, limit: int | None) -> None:
@@ -34,10 +39,11 @@ def _name(items: list[tuple[str, str]], what: str, more: str, limit: int | None)
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, print_problems, progress_bar
     from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.index.segments import available_cores
 
     ws = open_workspace(args)
     with ws.lock("sync"), progress_bar("parsing") as cb:
-        report = sync(ws, progress=cb)
+        report = sync(ws, progress=cb, jobs=getattr(args, "jobs", None) or available_cores())
     verbose = bool(getattr(args, "verbose", False))
     limit = None if verbose else _SHOWN
     print_problems(report.problems)

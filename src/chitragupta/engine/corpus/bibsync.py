@@ -13,6 +13,10 @@ Each entry's document is chosen among its ``file`` field's candidates (PDF attac
 first that is a regular file the backend reads by content; nothing that is not a regular file is
 opened. An entry whose candidates cannot even be looked at (a name over the file system's limit) fails
 alone. Call under the workspace lock (``Workspace.lock``), as the CLI does.
+
+With ``jobs`` > 1 the documents to parse are parsed ahead by a process pool (``_Ahead``), a window of
+entries in front of the one being committed; everything else (the rows, the files, their order) is done
+here as with one job, so the ledger and ``content/parsed/`` come out the same.
 """
 
 from __future__ import annotations
@@ -172,14 +176,14 @@ def _carry(folder: ParsedFolder, old_rel: str, name: str, batch: Committer) -> N
     batch.unlink(old_rel)
 
 
-def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
+def sync(ws: Workspace, progress: Progress | None = None, jobs: int = 1) -> SyncReport:
     """Read the bibliography, parse what changed, and bring the ledger in line with it.
 
     A source whose document the backend reads but fails to parse (docling without its PDF models, a
     damaged file) keeps the text of its last successful parse (and its ``parsed`` status) until a parse
     succeeds; the failure is reported (``SyncReport.failed``, ``kept``) and noted in the row's ``reason``.
     A source whose ``file`` field no longer names a file, or names one the backend does not read (not a
-    regular file, not a document of its kinds), loses its text."""
+    regular file, not a document of its kinds), loses its text. ``jobs``: processes that parse."""
     bib = ws.bibliography
     decoded = _load_decoded(ws) if ws.content.is_dir() else DecodeCache()
     entries, problems = read_bibtex(bib, decoded)
@@ -198,7 +202,8 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
         live: set[str] = set()
         batch = Committer(ledger, folder, rows_per_batch=_BATCH_ROWS, untrusted=untrusted, live=live)
         try:
-            _sync(entries, existing, untrusted, folder, batch, ledger, report, progress, bib, backend, artifacts)
+            _sync(entries, existing, untrusted, folder, batch, ledger, report, progress, bib, backend, artifacts,
+                  jobs)
         except STOPS as err:
             raise stopped("sync", ws, ledger, folder, batch.committed, err) from None
         _save_decoded(ws, decoded)
@@ -209,7 +214,7 @@ def sync(ws: Workspace, progress: Progress | None = None) -> SyncReport:
 
 def _sync(entries, existing: dict[str, LedgerRow], untrusted: set[str], folder: ParsedFolder, batch: Committer,
           ledger: Ledger, report: SyncReport, progress: Progress | None, bib: Path, backend: str,
-          artifacts: str) -> None:
+          artifacts: str, jobs: int = 1) -> None:
     """``sync`` once the run has begun: the removals, then every entry, then the last batch."""
     origin, problems = report.origin, report.problems
     listed = {e.citekey for e in entries}
@@ -225,31 +230,38 @@ def _sync(entries, existing: dict[str, LedgerRow], untrusted: set[str], folder: 
         report.removed = len(gone)
     removed = set(gone)
     names = assign_names([k for k in existing if k not in removed] + [e.citekey for e in entries])
-    for i, e in enumerate(entries):
-        if progress:
-            progress(i, len(entries))
-        old = existing.get(e.citekey)
-        if old is not None and old.origin != origin:
-            report.problems.append(
-                f"{bib}:{e.line}: citekey {e.citekey!r} is already in the ledger from {old.origin}; entry skipped"
-            )
-            continue
-        _sync_entry(e, old, names[e.citekey] + TXT, folder, batch, report, backend, artifacts, untrusted)
+    ahead = _Ahead(entries, existing, untrusted, origin, backend, artifacts, jobs) if jobs > 1 else None
+    try:
+        for i, e in enumerate(entries):
+            if progress:
+                progress(i, len(entries))
+            old = existing.get(e.citekey)
+            if old is not None and old.origin != origin:
+                report.problems.append(
+                    f"{bib}:{e.line}: citekey {e.citekey!r} is already in the ledger from {old.origin}; entry skipped"
+                )
+                continue
+            _sync_entry(e, old, names[e.citekey] + TXT, folder, batch, report, backend, artifacts, untrusted,
+                        ahead.take(i) if ahead else None)
+    finally:
+        if ahead is not None:
+            ahead.close()
     batch.flush()
     with ledger.transaction():
         ledger.set_meta("last_source", origin)
 
 
 def _sync_entry(e, old: LedgerRow | None, name: str, folder: ParsedFolder, batch: Committer, report: SyncReport,
-                backend: str, artifacts: str, untrusted: set[str]) -> None:
-    """One entry: its row (and parsed file) brought in line with its ``file`` field."""
+                backend: str, artifacts: str, untrusted: set[str], pre=None) -> None:
+    """One entry: its row (and parsed file) brought in line with its ``file`` field. ``pre``: its
+    ``_choose`` and the parse (a future, or None) that ``_Ahead`` began for it."""
     rel = folder.rel(name)  # a safe name: one plain component in the checked folder
     trusted = old is not None and old.parsed_path not in untrusted
     meta = dict(authors=e.authors, year=e.year, author_names=e.author_names, venue=e.venue, type=e.type, doi=e.doi)
     base = LedgerRow(citekey=e.citekey, title=e.title, abstract=e.abstract, keywords=e.keywords,
                      status="no-file", origin=report.origin, backend=backend, **meta)
     had = trusted and old.status == "parsed" and folder.exists(old.parsed_path)
-    choice = _choose(e.files, backend, old if trusted else None)
+    choice = pre[0] if pre is not None else _choose(e.files, backend, old if trusted else None)
     put = lambda row: batch.put(row._values())  # noqa: E731
     if choice.doc is None and not choice.found:
         if e.files:
@@ -276,7 +288,10 @@ def _sync_entry(e, old: LedgerRow | None, name: str, folder: ParsedFolder, batch
                 put(row.with_(status="parsed", parsed_path=rel))
             return
         try:
-            result = parse(doc, backend, docling_artifacts_path=artifacts, kind=choice.kind)
+            if pre is not None and pre[1] is not None:
+                result = pre[1].result()
+            else:
+                result = parse(doc, backend, docling_artifacts_path=artifacts, kind=choice.kind)
             error = None
         except ParseError as err:
             result, error = None, _one_line(str(err)) or type(err).__name__
@@ -305,6 +320,53 @@ def _sync_entry(e, old: LedgerRow | None, name: str, folder: ParsedFolder, batch
         batch.unlink(old.parsed_path)
     put(row.with_(status="parsed", parsed_path=rel))
     report.parsed += 1
+
+
+class _Ahead:
+    """Entries' documents chosen and parsed ahead, in a process pool: ``take(i)`` is entry i's
+    ``(choice, future or None)`` (None: an entry ``_sync`` skips). Only a document that will be parsed
+    whatever the ledger folder holds (chosen, and not the unchanged source of a trusted row) is sent;
+    one found to need a parse later (its parsed file gone) is parsed in place. At most ``4 * jobs``
+    entries are ahead, so finished parses waiting hold a bounded amount of text."""
+
+    def __init__(self, entries, existing: dict[str, LedgerRow], untrusted: set[str], origin: str, backend: str,
+                 artifacts: str, jobs: int):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.entries, self.existing, self.untrusted = entries, existing, untrusted
+        self.origin, self.backend, self.artifacts = origin, backend, artifacts
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+        self.window = 4 * jobs
+        self.planned: dict[int, tuple | None] = {}
+        self.next = 0
+
+    def _plan(self, j: int):
+        e = self.entries[j]
+        old = self.existing.get(e.citekey)
+        if old is not None and old.origin != self.origin:
+            return None
+        trusted = old is not None and old.parsed_path not in self.untrusted
+        choice = _choose(e.files, self.backend, old if trusted else None)
+        fut = None
+        if choice.doc is not None and not choice.unchanged:
+            fut = self.pool.submit(parse, choice.doc, self.backend, docling_artifacts_path=self.artifacts,
+                                   kind=choice.kind)
+        return choice, fut
+
+    def take(self, i: int):
+        while self.next < len(self.entries) and self.next < i + self.window:
+            self.planned[self.next] = self._plan(self.next)
+            self.next += 1
+        return self.planned.pop(i, None)
+
+    def close(self) -> None:
+        for got in self.planned.values():
+            if got is not None and got[1] is not None:
+                got[1].cancel()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _has_sidecar(folder: ParsedFolder, rel: str) -> bool:

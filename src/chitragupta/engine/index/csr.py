@@ -109,8 +109,8 @@ class _Stream:
         self.flush()
         chunks, self.chunks = self.chunks, []
         per_term = np.zeros(n_terms, dtype=np.int64)
-        for _u, t, _c in chunks:
-            per_term += np.bincount(rank[t], minlength=n_terms)
+        for ch in chunks:
+            per_term += np.bincount(rank[_arrays(ch)[1]], minlength=n_terms)
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(per_term, out=indptr[1:])
         total = int(indptr[-1])
@@ -119,7 +119,7 @@ class _Stream:
         nxt = indptr[:-1].copy()
         chunks.reverse()
         while chunks:
-            u, t, c = chunks.pop()
+            u, t, c = _arrays(chunks.pop())
             if doc_len is not None:
                 doc_len += np.bincount(u, weights=c, minlength=n_units)
             r = rank[t]
@@ -132,6 +132,25 @@ class _Stream:
             nxt += np.bincount(r, minlength=n_terms)
             del u, t, c, r, order, rs, dest
         return _canonical(indptr, indices, counts, n_terms, n_units)
+
+
+class ChunkFile:
+    """A chunk of counted triples written to disk (a segmented build's spill), read back when placed:
+    ``load()`` -> (units, terms, counts) int32, read whole into memory (not mapped) and dropped after."""
+
+    def __init__(self, path, units: np.ndarray, terms: np.ndarray, counts: np.ndarray):
+        self.path, self.n = path, int(units.shape[0])
+        with open(path, "wb") as f:
+            for a in (units, terms, counts):
+                f.write(np.ascontiguousarray(a, dtype=np.int32).tobytes())
+
+    def load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raw = np.fromfile(self.path, dtype=np.int32, count=3 * self.n)
+        return raw[:self.n], raw[self.n:2 * self.n], raw[2 * self.n:]
+
+
+def _arrays(ch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return ch.load() if isinstance(ch, ChunkFile) else ch
 
 
 def _chunk(units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -300,12 +319,40 @@ class Sequences:
         self.buf = array("i")
         self.units: list[int] = []
         self.starts: list[int] = []
+        self.file = None  # once ``spill`` is called: the ids go to this file instead of ``buf``
+        self.spilled = 0  # ids in the file
+
+    def _size(self) -> int:
+        return self.spilled + len(self.buf)
+
+    def spill(self, path) -> None:
+        """From now on keep the ids in the file ``path`` (a segmented build: bounded memory)."""
+        self.path = path
+        self.file = open(path, "wb")
+        self.file.write(self.buf.tobytes())
+        self.spilled = len(self.buf)
+        from array import array
+
+        self.buf = array("i")
 
     def extend(self, unit: int, ids: list[int]) -> None:
         if not self.units or self.units[-1] != unit:
             self.units.append(unit)
-            self.starts.append(len(self.buf))
+            self.starts.append(self._size())
         self.buf.extend(ids)
+
+    def extend_block(self, units: np.ndarray, starts: np.ndarray, ids: np.ndarray) -> None:
+        """Append a tokenized block's sequences: ``units`` (ascending, after every unit already here),
+        each starting at ``starts`` in ``ids`` (int32, already provisional ids of this build)."""
+        base = self._size()
+        self.units.extend(units.tolist())
+        self.starts.extend((np.asarray(starts, dtype=np.int64) + base).tolist())
+        raw = np.ascontiguousarray(ids, dtype=np.int32).tobytes()
+        if self.file is not None:
+            self.file.write(raw)
+            self.spilled += ids.shape[0]
+        else:
+            self.buf.frombytes(raw)
 
     def brk(self, unit: int) -> None:
         """End ``unit``'s title (called once per document, even for an empty title)."""
@@ -318,7 +365,16 @@ class Sequences:
 
         ``reused``: ``(new_units, old_units, old_seq, old_ptr, old_to_new)`` -- units copied from an older
         index, their ids mapped by ``old_to_new`` (an old id -> the new one; ``SEQ_BREAK`` stays)."""
-        buf = np.frombuffer(self.buf, dtype=np.int32) if len(self.buf) else np.zeros(0, dtype=np.int32)
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+            # read a block at a time (``read``) where the ids are in order; mapped for an update's gathers
+            buf = (np.memmap(self.path, dtype=np.int32, mode="r", shape=(self.spilled,)) if self.spilled
+                   else np.zeros(0, dtype=np.int32))
+            read = lambda a, b: np.fromfile(self.path, dtype=np.int32, count=b - a, offset=4 * a)  # noqa: E731
+        else:
+            buf = np.frombuffer(self.buf, dtype=np.int32) if len(self.buf) else np.zeros(0, dtype=np.int32)
+            read = lambda a, b: buf[a:b]  # noqa: E731
         table = np.concatenate((np.arange(n_dropped, dtype=np.int64) + n_terms, rank[n_dropped:])).astype(np.int32)
         units = np.asarray(self.units, dtype=np.int64)
         starts = np.asarray(self.starts + [buf.shape[0]], dtype=np.int64)
@@ -346,7 +402,7 @@ class Sequences:
         if not from_old.any() and (units.size < 2 or bool((np.diff(units) > 0).all())):
             # a fresh build: the buffer is already in unit order
             for a in range(0, buf.shape[0], _SEQ_BLOCK):
-                seq[a:a + _SEQ_BLOCK] = mapped(buf[a:a + _SEQ_BLOCK], table)
+                seq[a:a + _SEQ_BLOCK] = mapped(read(a, min(a + _SEQ_BLOCK, buf.shape[0])), table)
         else:
             order = np.flatnonzero(lens > 0)
             u0 = 0
@@ -365,4 +421,5 @@ class Sequences:
                                  else mapped(buf[src], table))
                 u0 = u1
         self.buf = None
+        del buf
         return seq, ptr

@@ -22,14 +22,14 @@ from typing import Callable
 import numpy as np
 
 from chitragupta.engine.index import store
-from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED,
-                                 FLAG_TEXT_MISSING, DocSource, fingerprints, load_body, plain_body)
+from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
+                                 fingerprints)
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.index.csr import Accumulator, Sequences, add_reused, matching_documents
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.errors import IndexDamaged
 from chitragupta.engine.stem import NONE, get_stemmer
-from chitragupta.engine.tokenize import TOKENIZER_ID, iter_runs_bytes, runs_bytes
+from chitragupta.engine.tokenize import TOKENIZER_ID
 
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]
@@ -253,12 +253,13 @@ def is_current(index: DocIndex, rows, fps: np.ndarray) -> bool:
 
 
 def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | None = None,
-          progress: Progress | None = None, scanned=None) -> tuple[DocIndex, IndexReport]:
+          progress: Progress | None = None, scanned=None, jobs: int = 1) -> tuple[DocIndex, IndexReport]:
     """Build (or update from ``old``) the index of ``rows`` and save it under ``folder``.
 
     rows: the ledger's (citekey, title, status, parsed_path) in citekey order; ``scanned``: their
     ``fingerprints(root, rows)`` if already computed. The caller holds the workspace lock. Returns the
-    opened new index and a report.
+    opened new index and a report. ``jobs``: worker processes that tokenize (``segments``; 1: in this
+    process); the arrays are the same for any number.
     """
     t0 = time.perf_counter()
     report = IndexReport(rebuilt=True)
@@ -277,36 +278,28 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     report.reused = int(reused.sum())
 
     todo = np.flatnonzero(~reused)
-    for step, i in enumerate(todo):
-        src: DocSource = sources[int(i)]
-        title_runs = runs_bytes(src.title)
-        acc.add_runs(int(i), title_runs)
-        acc.add_runs(int(i), title_runs, field="title")
-        if seqs is not None:
-            seqs.brk(int(i))
-        if src.text_file is not None:
-            # the scan found no sidecar: the .txt as it is (a sidecar written since changes the fingerprint)
-            body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
-            if body.problem:
-                flags[i] |= FLAG_BAD_SIDECAR
-                report.notes.append(f"{body.problem}; indexed from its .txt without the reference cut")
-            for runs in iter_runs_bytes(body.text):
-                acc.add_runs(int(i), runs)
-            if body.ref_words:
-                report.cuts.append((src.citekey, body.ref_words, body.after_words))
-            if body.abstract:
-                flags[i] |= FLAG_HAS_ABSTRACT
-                acc.add_runs(int(i), runs_bytes(body.abstract), field="abstract")
-        if progress and step % 64 == 0:
-            progress(step, len(todo))
     if progress:
-        progress(len(todo), len(todo))
-    report.retokenized = len(todo)
+        progress(0, len(todo))
+    from chitragupta.engine.index.segments import Spill, merge_block, tokenize_blocks
 
-    vocab, arrays = acc.finish(n)
+    spill = Spill(folder)
+    try:
+        for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None, max(1, int(jobs)), progress):
+            merge_block(acc, block, spill)
+            flags[block.units] |= block.flags
+            report.notes.extend(block.notes)
+            report.cuts.extend(block.cuts)
+            del block
+        report.retokenized = len(todo)
+
+        vocab, arrays = acc.finish(n)
+        if seqs is not None:
+            arrays["seq"], arrays["seq_ptr"] = seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
+                                                           _reused_positions(old, vocab, reuse_new, reuse_old,
+                                                                             acc.n_dropped))
+    finally:
+        spill.close()
     if seqs is not None:
-        arrays["seq"], arrays["seq_ptr"] = seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
-                                                       _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped))
         from chitragupta.kernels.phrase import by_term
 
         arrays["tpos"], arrays["tpos_ptr"] = by_term(arrays["seq"], arrays["seq_ptr"], len(vocab))

@@ -237,7 +237,7 @@ def _record(ws: Workspace, unit: str, index, current: dict | None, rows) -> None
 
 
 def _update_locked(ws: Workspace, unit: str, notes: list[Note], *, force: bool,
-                   progress: Progress | None) -> OpenedIndex:
+                   progress: Progress | None, jobs: int = 1) -> OpenedIndex:
     kind = UNITS[unit]
     current = stamp(ws)  # before the rows: a change while they are read leaves a stamp that will not match
     rows = _rows(ws)
@@ -248,19 +248,21 @@ def _update_locked(ws: Workspace, unit: str, notes: list[Note], *, force: bool,
     if old is not None and kind.is_current(old, rows, scanned[0]):
         _record(ws, unit, old, current, rows)
         return OpenedIndex(old, rows, True, None, notes, "scan")
+    more = {"jobs": jobs} if unit == "document" else {}  # (the passage index is built in this process)
     index, report = kind.build(ws.root, rows, index_folder(ws, unit), kind.settings(ws),
-                               old=old, progress=progress, scanned=scanned)
+                               old=old, progress=progress, scanned=scanned, **more)
     notes += [Note("sidecar", n) for n in report.notes]
     _record(ws, unit, index, current, rows)
     return OpenedIndex(index, rows, True, report, notes, "built")
 
 
 def refresh(ws: Workspace, *, unit: str = "document", force: bool = False,
-            progress: Progress | None = None) -> OpenedIndex:
+            progress: Progress | None = None, jobs: int = 1) -> OpenedIndex:
     """Build or update an index (what ``chitragupta index`` does). Holds the workspace lock.
-    ``report`` is None when the index was already current."""
+    ``report`` is None when the index was already current. ``jobs``: processes that tokenize the
+    document index (the arrays are the same for any number)."""
     with ws.lock("index"):
-        return _update_locked(ws, unit, [], force=force, progress=progress)
+        return _update_locked(ws, unit, [], force=force, progress=progress, jobs=jobs)
 
 
 def rebuild(ws: Workspace, why: str, *, unit: str = "document", progress: Progress | None = None) -> OpenedIndex:

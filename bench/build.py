@@ -1,0 +1,164 @@
+"""The document index build against bm25s's, with ``--jobs``, positions on and off, in rounds that alternate.
+
+    python -m bench.build --ws /work/scale-ws/synth-100k [--jobs 1,2] [--rounds 2] [--positions on,off]
+                          [--out DIR] [--whole] [--no-bm25s] [--json out.json]
+
+Every measurement is its own process (so its peak RSS is its own), and the rounds alternate the arms
+(ours --jobs 1, ours --jobs 2, ..., bm25s) so a load that changes on a shared host falls on each alike;
+the 1-minute load average is printed beside each figure.
+
+  ours, in process   ``engine.index.doc.build`` of the workspace's rows into ``--out`` (never into the
+                     workspace: a shared corpus is read only), timed from the call to its return: read
+                     every parsed file, tokenize, the CSR, the positions, write + fsync. The stages are
+                     timed too (wrapping the functions the build calls): tokenize (the time the build
+                     waits for blocks: all of it with one job), merge (local ids -> the build's), csr
+                     (``Accumulator.finish``: vocabulary sort, term-major placement), positions
+                     (``Sequences.finish`` + ``by_term``), save.
+  ours, whole        ``--whole``: ``chitragupta index --force --unit document --jobs N`` on the workspace,
+                     start to exit (this writes the workspace's index: use it on a workspace of your own).
+  bm25s, in process  ``bm25s`` tokenize + index of the same titles and texts, read from ``corpus.jsonl``
+                     beforehand (not timed); whole: the child from start to exit, reading included.
+Peak RSS: the child's own (``wait4``); ``workers`` is the largest of its worker processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+from bench import timer
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
+    from chitragupta.engine.index import csr, doc, segments, store
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.index.source import fingerprints
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.kernels import phrase
+
+    stages = {"tokenize": 0.0, "merge": 0.0, "csr": 0.0, "positions": 0.0, "save": 0.0}
+
+    def timed(name, fn):
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                stages[name] += time.perf_counter() - t
+        return wrapper
+
+    real_blocks = segments.tokenize_blocks
+
+    def blocks(*a, **k):
+        it = real_blocks(*a, **k)
+        while True:
+            t = time.perf_counter()
+            try:
+                b = next(it)
+            except StopIteration:
+                stages["tokenize"] += time.perf_counter() - t
+                return
+            stages["tokenize"] += time.perf_counter() - t
+            yield b
+
+    segments.tokenize_blocks = blocks
+    segments.merge_block = timed("merge", segments.merge_block)
+    csr.Accumulator.finish = timed("csr", csr.Accumulator.finish)
+    csr.Sequences.finish = timed("positions", csr.Sequences.finish)
+    phrase.by_term = timed("positions", phrase.by_term)
+    store.save = timed("save", store.save)
+
+    ws = Workspace.open(ws_root)
+    settings = dict(ws.config.index_settings(), **{"retrieval.positions": positions})
+    t0 = time.perf_counter()
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        rows = ledger.index_view()
+    scanned = fingerprints(ws.root, rows)
+    scan_s = time.perf_counter() - t0
+    t = time.perf_counter()
+    _index, report = doc.build(ws.root, rows, out, settings, scanned=scanned, jobs=jobs)
+    build_s = time.perf_counter() - t
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"n_docs": report.n_docs, "nnz": report.nnz, "scan_s": scan_s, "build_s": build_s,
+            "stages": {k: round(v, 3) for k, v in stages.items()}, "workers_peak_mib": kids}
+
+
+def child_bm25s(ws_root: Path) -> dict:
+    from bench.data import read_jsonl
+    from bench.peers import Bm25s
+
+    texts = [d.get("title", "") + "\n" + d.get("text", "") for d in read_jsonl(ws_root / "corpus.jsonl")]
+    peer = Bm25s()
+    t = time.perf_counter()
+    peer.build(texts)
+    return {"n_docs": len(texts), "build_s": time.perf_counter() - t}
+
+
+def _run(argv: list) -> dict:
+    got = timer.run_timed([sys.executable, "-m", "bench.build", *argv], cwd=Path(__file__).resolve().parents[1])
+    res = json.loads(got["stdout"].strip().splitlines()[-1]) if got["stdout"].strip() else {}
+    res.update(wall_s=got["wall_s"], cpu_s=got["cpu_s"], peak_rss_mib=got["peak_rss_mib"])
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.build", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ws", required=True)
+    ap.add_argument("--jobs", default="1,2")
+    ap.add_argument("--positions", default="on,off")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", default=None, help="where the in-process builds write (default: WS/../<name>-build-out)")
+    ap.add_argument("--whole", action="store_true", help="also `chitragupta index --force` on WS (writes WS's index)")
+    ap.add_argument("--no-bm25s", action="store_true")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--child", choices=["ours", "bm25s"], help=argparse.SUPPRESS)
+    ap.add_argument("--child-jobs", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--child-positions", default="on", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    ws = Path(args.ws)
+    out = Path(args.out) if args.out else ws.parent / f"{ws.name}-build-out"
+    if args.child == "ours":
+        print(json.dumps(child_ours(ws, out, args.child_jobs, args.child_positions == "on")))
+        return 0
+    if args.child == "bm25s":
+        print(json.dumps(child_bm25s(ws)))
+        return 0
+    jobs = [int(j) for j in args.jobs.split(",")]
+    arms = [("ours", j, p) for p in args.positions.split(",") for j in jobs]
+    rows = []
+    for r in range(args.rounds):
+        for _kind, j, p in arms:
+            load = _load()
+            res = _run(["--ws", ws, "--out", out, "--child", "ours", "--child-jobs", j, "--child-positions", p])
+            rows.append(dict(res, arm=f"ours jobs={j} positions={p}", mode="in process", round=r, load=load))
+            print(json.dumps(rows[-1]), flush=True)
+            if args.whole:
+                (ws / "config.toml").write_text(f"[retrieval]\npositions = {'true' if p == 'on' else 'false'}\n")
+                load = _load()
+                got = timer.run_timed([sys.executable, "-m", "chitragupta.cli.main", "index", "-w", ws, "--force",
+                                       "--unit", "document", "--jobs", j])
+                rows.append({"arm": f"ours jobs={j} positions={p}", "mode": "whole process", "round": r,
+                             "load": load, "wall_s": got["wall_s"], "cpu_s": got["cpu_s"],
+                             "peak_rss_mib": got["peak_rss_mib"]})
+                print(json.dumps(rows[-1]), flush=True)
+        if not args.no_bm25s:
+            load = _load()
+            res = _run(["--ws", ws, "--child", "bm25s"])
+            rows.append(dict(res, arm="bm25s", mode="in process / whole", round=r, load=load))
+            print(json.dumps(rows[-1]), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""The document index tokenized in blocks by a process pool: the same arrays to the byte as one process."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chitragupta.engine.index import segments
+from chitragupta.engine.index.manage import doc_folder, refresh
+from chitragupta.engine.workspace import Workspace
+from conftest import make_workspace, random_docs, write_jsonl
+
+
+def npy_bytes(ws: Workspace) -> dict[str, bytes]:
+    """Every array file of the current generation (and its manifest but the time), as bytes."""
+    folder = doc_folder(ws)
+    gen = folder / (folder / "CURRENT").read_text().strip()
+    got = {p.name: p.read_bytes() for p in sorted(gen.glob("*.npy"))}
+    manifest = json.loads((gen / "manifest.json").read_text())
+    del manifest["written"]  # (the time it was written)
+    got["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
+    return got
+
+
+def build(tmp: Path, docs, jobs: list[int], config: str = "", **patch) -> list[dict[str, bytes]]:
+    """The same workspace built from scratch once per entry of ``jobs``: each build's files."""
+    root = make_workspace(tmp, docs)
+    if config:
+        (root / "config.toml").write_text(config)
+    ws = Workspace.open(root)
+    out = []
+    for j in jobs:
+        refresh(ws, jobs=j, force=True)
+        out.append(npy_bytes(ws))
+    return out
+
+
+def assert_same_bytes(a: dict[str, bytes], b: dict[str, bytes]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name] == b[name], name
+
+
+@pytest.mark.parametrize("config", ["", '[retrieval]\nstemmer = "english"\n', "[retrieval]\npositions = false\n"])
+def test_two_jobs_write_the_same_arrays_as_one(tmp_path, config):
+    docs = random_docs(21, 700, vocab=300)
+    one, two = build(tmp_path, docs, [1, 2], config)
+    assert_same_bytes(one, two)
+    assert ("seq.npy" in one) == ("positions" not in config)
+    assert "tpos.npy" in one or "positions" in config
+
+
+def test_block_size_does_not_change_the_arrays(tmp_path, monkeypatch):
+    docs = random_docs(22, 300, vocab=120)
+    root = make_workspace(tmp_path, docs)
+    ws = Workspace.open(root)
+    refresh(ws, jobs=1)
+    whole = npy_bytes(ws)
+    monkeypatch.setattr(segments, "_MIN_BLOCK", 1)
+    monkeypatch.setattr(segments, "_MAX_BLOCK", 7)  # 43 blocks, each its own vocabulary
+    assert segments.block_size(300, 2) == 7
+    for jobs in (2, 1):
+        refresh(ws, jobs=jobs, force=True)
+        assert_same_bytes(whole, npy_bytes(ws))
+
+
+def test_an_update_with_two_jobs_equals_a_fresh_build(tmp_path):
+    docs = random_docs(23, 600, vocab=200)
+    root = make_workspace(tmp_path / "a", docs)
+    ws = Workspace.open(root)
+    refresh(ws, jobs=2)
+    changed = [dict(d, text=d["text"] + " novelword") if i % 3 == 0 else d for i, d in enumerate(docs)]
+    changed += [{"_id": "a-first", "title": "New paper", "text": "ocean heat novelword"}]
+    from chitragupta.engine.corpus.sync import import_jsonl
+
+    import_jsonl(ws, write_jsonl(tmp_path / "a" / "corpus.jsonl", changed))
+    report = refresh(ws, jobs=2).report
+    assert report.reused and report.retokenized
+    updated = npy_bytes(ws)
+    refresh(ws, jobs=1, force=True)
+    assert_same_bytes(updated, npy_bytes(ws))
+
+
+def test_blocks_return_compact_arrays_not_token_lists(tmp_path):
+    docs = random_docs(24, 40, vocab=60)
+    root = make_workspace(tmp_path, docs)
+    from chitragupta.engine.index.manage import _rows
+    from chitragupta.engine.index.source import fingerprints
+
+    ws = Workspace.open(root)
+    _fps, _flags, sources = fingerprints(ws.root, _rows(ws))
+    todo = np.arange(len(sources))
+    blocks = list(segments.tokenize_blocks(todo, sources, ("title", "abstract"), True, 1, block=16))
+    assert [b.units.tolist() for b in blocks] == [list(range(0, 16)), list(range(16, 32)), list(range(32, 40))]
+    for b in blocks:
+        keys = b.keys.split(b" ")
+        assert isinstance(b.keys, bytes) and keys and len(set(keys)) == len(keys) and b"" not in keys
+        for u, t, c in b.streams.values():
+            assert u.dtype == t.dtype == c.dtype == np.int32
+            assert (c > 0).all()
+        assert b.seq.dtype == np.int32 and b.seq_units.tolist() == b.units.tolist()
+        assert (b.seq == -1).sum() == len(b.units)  # one title break per document
+
+
+def test_index_jobs_flag(tmp_path, capsys):
+    from chitragupta.cli.main import main
+
+    root = make_workspace(tmp_path, random_docs(25, 50))
+    assert main(["index", "-w", str(root), "--jobs", "2", "--unit", "document"]) == 0
+    assert "50 documents" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["index", "-w", str(root), "--jobs", "0"])
+    assert "--jobs wants a whole number" in capsys.readouterr().err
+
+
+def test_a_build_past_the_spill_budget_writes_the_same_arrays(tmp_path, monkeypatch):
+    docs = random_docs(26, 400, vocab=150)
+    root = make_workspace(tmp_path / "a", docs)
+    ws = Workspace.open(root)
+    refresh(ws, jobs=1)
+    in_memory = npy_bytes(ws)
+    made = []
+    real_note = segments.Spill.note
+
+    def note(self, nbytes, acc):
+        got = real_note(self, nbytes, acc)
+        if self.dir is not None and self.dir not in made:
+            made.append(self.dir)
+        return got
+
+    monkeypatch.setattr(segments, "SPILL_BYTES", 0)  # every block's triples and ids to disk
+    monkeypatch.setattr(segments, "_MAX_BLOCK", 50)
+    monkeypatch.setattr(segments.Spill, "note", note)
+    for jobs in (1, 2):
+        refresh(ws, jobs=jobs, force=True)
+        assert_same_bytes(in_memory, npy_bytes(ws))
+    assert len(made) == 2 and not any(d.exists() for d in made)  # spilled, then removed
+    # an update (reused documents' positions copied) past the budget equals a fresh build in memory
+    changed = [dict(d, text=d["text"] + " novelword") if i % 4 == 0 else d for i, d in enumerate(docs)]
+    from chitragupta.engine.corpus.sync import import_jsonl
+
+    import_jsonl(ws, write_jsonl(tmp_path / "a" / "corpus.jsonl", changed))
+    assert refresh(ws, jobs=2).report.reused == 300
+    updated = npy_bytes(ws)
+    monkeypatch.setattr(segments, "SPILL_BYTES", 1 << 40)
+    refresh(ws, jobs=1, force=True)
+    assert_same_bytes(updated, npy_bytes(ws))
