@@ -33,6 +33,7 @@ COMMANDS = {
     "filters": ("bench.filters", "what metadata filters cost a 20,000-query CLI batch: one filter, and one per query"),
     "phrase": ("bench.phrase", "phrase queries warm, positions array against reading candidates' texts (1M synthetic)"),
     "serve_load": ("bench.serve_load", "the MCP server under load: idle and busy BM25 latency, 4 clients while re-indexing"),
+    "build": ("bench.build", "the index build beside bm25s: --jobs, positions on/off, in process and whole process, per stage"),
     "ab": ("bench.ab", "a refactor against the code before it: a cold CLI query and a CLI batch, CPU and wall ratios"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
     "refs_entries": ("bench.refs_entries", "reference entries found per paper against hand counts, fields against hand labels"),
