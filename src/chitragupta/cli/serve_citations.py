@@ -22,7 +22,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     ``WarmEngines`` (its current workspace is used) or a workspace path."""
     from typing import Annotated
 
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import Field
 
     Citekey = Annotated[str, Field(description="a citekey of the library (an unknown one is an error naming the "
                                                "closest)")]
@@ -34,18 +34,10 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
         get = getattr(warm_or_workspace, "workspace", None)
         return get() if callable(get) else warm_or_workspace
 
-    class CitingFilters(BaseModel):
-        """Metadata filters on the CITING sources: only those that match every field given count."""
+    from chitragupta.cli.serve_cmd import filters_model
 
-        model_config = ConfigDict(extra="forbid")
-        year: int | str | None = Field(None, description='a year (2019) or a range "2015..2020", "2015..", "..2020"')
-        author: str | list[str] | None = Field(
-            None, description="an author's family name, case- and accent-insensitive, or a list (any of them)")
-        keyword: str | list[str] | None = Field(None, description="a keyword or a list (any of them)")
-        venue: str | None = Field(None, description="text the venue (journal, proceedings) holds, case-insensitive")
-        type: str | list[str] | None = Field(
-            None, description="a BibTeX entry type (article, inproceedings, ...) or a list (any of them)")
-        keys: list[str] | None = Field(None, description="only these citekeys")
+    CitingFilters = filters_model("Metadata filters on the CITING sources: only those that match every field "
+                                  "given count.")
 
     def own(filters):
         return None if filters is None else filters.model_dump(exclude_none=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-__all__ = ["add_arguments", "run", "build_server"]
+__all__ = ["add_arguments", "run", "build_server", "filters_model"]
 
 INSTRUCTIONS = (
     "Search this researcher's bibliography (a chitragupta workspace). `search` ranks sources for a query and "
@@ -94,7 +94,7 @@ def build_server(warm, calls=None) -> Any:
     Engine = Literal[registry.names()]  # the registry's engines, whatever they are when the server starts
     Unit = Literal[registry.all_units()]
 
-    SearchFilters = _filters_model()
+    SearchFilters = filters_model()
 
     async def search(query: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE, unit: Unit | None = None,
                      snippet_chars: int | None = None, filters: SearchFilters | None = None) -> dict[str, Any]:
@@ -151,13 +151,14 @@ def build_server(warm, calls=None) -> Any:
     return server
 
 
-def _filters_model():
-    """The search tool's ``filters`` argument: engine/filters.py's fields as typed, described properties
-    (checked again, with the CLI's words, by ``Filters.from_dict``)."""
+def filters_model(doc: str = "Metadata filters: only sources that match every field given."):
+    """A tool's ``filters`` argument (search, similar, and the citation tools with their own ``doc``):
+    engine/filters.py's fields as typed, described properties (checked again, with the CLI's words, by
+    ``Filters.from_dict``)."""
     from pydantic import BaseModel, ConfigDict, Field
 
     class SearchFilters(BaseModel):
-        """Metadata filters: only sources that match every field given."""
+        __doc__ = doc
 
         model_config = ConfigDict(extra="forbid")
         year: int | str | None = Field(None, description='a year (2019) or a range "2015..2020", "2015..", "..2020"')
