@@ -146,3 +146,39 @@ def test_a_build_past_the_spill_budget_writes_the_same_arrays(tmp_path, monkeypa
     monkeypatch.setattr(segments, "SPILL_BYTES", 1 << 40)
     refresh(ws, jobs=1, force=True)
     assert_same_bytes(updated, npy_bytes(ws))
+
+
+def test_workers_die_with_a_killed_command():
+    """A SIGKILLed ``sync`` / ``index`` leaves no worker behind holding its output open (a caller waiting
+    for the output would wait forever): the pool's workers die with their parent."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, sys, time\n"
+            "from chitragupta.engine.workers import process_pool\n"
+            "pool = process_pool(2)\n"
+            "list(pool.map(time.sleep, [0.2] * 4))  # both workers started\n"
+            "print(' '.join(map(str, pool._processes)), flush=True)\n"
+            "time.sleep(600)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers = [int(x) for x in p.stdout.readline().split()]
+    assert len(workers) == 2
+    os.kill(p.pid, signal.SIGKILL)
+    out, _err = p.communicate(timeout=60)  # returns only once every holder of the pipe is gone
+    deadline = time.monotonic() + 60
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        alive = [w for w in workers if os.path.exists(f"/proc/{w}") and "Z" not in _state(w)]
+        time.sleep(0.1)
+    assert alive == []
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

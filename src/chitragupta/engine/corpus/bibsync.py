@@ -331,14 +331,11 @@ class _Ahead:
 
     def __init__(self, entries, existing: dict[str, LedgerRow], untrusted: set[str], origin: str, backend: str,
                  artifacts: str, jobs: int):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from chitragupta.engine.workers import process_pool
 
         self.entries, self.existing, self.untrusted = entries, existing, untrusted
         self.origin, self.backend, self.artifacts = origin, backend, artifacts
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        self.pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+        self.pool = process_pool(jobs)
         self.window = 4 * jobs
         self.planned: dict[int, tuple | None] = {}
         self.next = 0

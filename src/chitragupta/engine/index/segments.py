@@ -19,11 +19,9 @@ finished, so what the build holds besides its output arrays does not grow with t
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -205,10 +203,10 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
             if progress:
                 progress(b, n)
         return
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    from chitragupta.engine.workers import process_pool
+
     window = 2 * jobs  # finished blocks waiting are bounded: memory does not grow with the corpus
-    with ProcessPoolExecutor(max_workers=min(jobs, len(spans)), mp_context=ctx) as ex:
+    with process_pool(min(jobs, len(spans))) as ex:
         pending = []
         nxt = 0
         for _ in spans:
