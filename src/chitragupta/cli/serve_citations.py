@@ -34,7 +34,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
         get = getattr(warm_or_workspace, "workspace", None)
         return get() if callable(get) else warm_or_workspace
 
-    from chitragupta.cli.serve_cmd import filters_model
+    from chitragupta.cli.serve_models import filters_model
 
     CitingFilters = filters_model("Metadata filters on the CITING sources: only those that match every field "
                                   "given count.")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-__all__ = ["add_arguments", "run", "build_server", "filters_model"]
+__all__ = ["add_arguments", "run", "build_server"]
 
 INSTRUCTIONS = (
     "Search this researcher's bibliography (a chitragupta workspace). `search` ranks sources for a query and "
@@ -94,6 +94,8 @@ def build_server(warm, calls=None) -> Any:
     Engine = Literal[registry.names()]  # the registry's engines, whatever they are when the server starts
     Unit = Literal[registry.all_units()]
 
+    from chitragupta.cli.serve_models import filters_model
+
     SearchFilters = filters_model()
 
     async def search(query: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE, unit: Unit | None = None,
@@ -149,28 +151,6 @@ def build_server(warm, calls=None) -> Any:
     from chitragupta.cli.serve_citations import add_citation_tools
     add_citation_tools(server, call, warm)  # references, cited_by, missing (issue 31)
     return server
-
-
-def filters_model(doc: str = "Metadata filters: only sources that match every field given."):
-    """A tool's ``filters`` argument (search, similar, and the citation tools with their own ``doc``):
-    engine/filters.py's fields as typed, described properties (checked again, with the CLI's words, by
-    ``Filters.from_dict``)."""
-    from pydantic import BaseModel, ConfigDict, Field
-
-    class SearchFilters(BaseModel):
-        __doc__ = doc
-
-        model_config = ConfigDict(extra="forbid")
-        year: int | str | None = Field(None, description='a year (2019) or a range "2015..2020", "2015..", "..2020"')
-        author: str | list[str] | None = Field(
-            None, description="an author's family name, case- and accent-insensitive, or a list (any of them)")
-        keyword: str | list[str] | None = Field(None, description="a keyword or a list (any of them)")
-        venue: str | None = Field(None, description="text the venue (journal, proceedings) holds, case-insensitive")
-        type: str | list[str] | None = Field(
-            None, description="a BibTeX entry type (article, inproceedings, ...) or a list (any of them)")
-        keys: list[str] | None = Field(None, description="only these citekeys")
-
-    return SearchFilters
 
 
 def run(args) -> int:
