@@ -36,6 +36,17 @@ def data_dir(data: Path | None = None) -> Path:
     return d
 
 
+def first_lines(corpus: Path, n: int, dest: Path) -> Path:
+    """``dest``: the first ``n`` lines of ``corpus`` (a JSONL subset; the folder made)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(corpus, encoding="utf-8") as src, open(dest, "w", encoding="utf-8") as out:
+        for i, line in enumerate(src):
+            if i >= n:
+                break
+            out.write(line)
+    return dest
+
+
 def read_jsonl(path: Path):
     with open(path, encoding="utf-8") as f:
         for line in f:

@@ -31,19 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench.data import DEFAULT_DATA, WORK
+from bench.data import DEFAULT_DATA, WORK, first_lines
 
 SCIFACT_CHUNKS = 7727  # chunks of the whole scifact corpus (5,183 abstracts) with the default recipe
-
-
-def _subset(corpus: Path, n: int, dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(corpus, encoding="utf-8") as src, open(dest, "w", encoding="utf-8") as out:
-        for i, line in enumerate(src):
-            if i >= n:
-                break
-            out.write(line)
-    return dest
 
 
 def _timed(fn):
@@ -66,7 +56,7 @@ def measure(n_docs: int, *, device: str = "cpu", work: Path | None = None) -> di
 
     work = (work or WORK) / "encode_speed"
     shutil.rmtree(work, ignore_errors=True)
-    corpus = _subset(DEFAULT_DATA / "scifact" / "corpus.jsonl", n_docs, work / "corpus.jsonl")
+    corpus = first_lines(DEFAULT_DATA / "scifact" / "corpus.jsonl", n_docs, work / "corpus.jsonl")
     ws = Workspace.open(work / "ws", create=True)
     import_jsonl(ws, corpus)
     enc, _w_load, _c_load = _timed(lambda: load_encoder(ws.config.enrich, device))

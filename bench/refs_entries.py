@@ -169,21 +169,11 @@ def _pdf_workspace(root: Path, pdfs: list[Path]):
 
 
 def entries_per_paper(data: Path, tmp: Path) -> dict:
-    from chitragupta.engine.citations import build_references, references_of
-    from chitragupta.engine.index.manage import refresh
+    from chitragupta.engine.citations import references_of
 
     pdfs = sorted((data / "pdfs" / "papermage").glob("*.pdf"))
     ws = _pdf_workspace(tmp / "papermage", pdfs)
-    refresh(ws, unit="document", force=True)  # numba compiled: the measured build is the second
-    t0 = time.process_time()
-    refresh(ws, unit="document", force=True)
-    t_index = time.process_time() - t0
-    t0 = time.process_time()
-    report = build_references(ws)
-    t_refs = time.process_time() - t0
-    t0 = time.process_time()
-    build_references(ws)
-    t_again = time.process_time() - t0
+    t_index, report, t_refs, t_again = _costs(ws)
     print("1. entries found per paper (papermage PDFs, pdftotext backend) against a hand count")
     print(f"   {'paper':<20} {'hand':>5} {'found':>6} {'off':>7}")
     worst = 0.0
@@ -200,6 +190,24 @@ def entries_per_paper(data: Path, tmp: Path) -> dict:
     print(f"   cost (CPU seconds): the reference store {t_refs:.2f} s to build, {t_again:.3f} s when nothing changed; "
           f"the document index {t_index:.2f} s to build ({len(pdfs)} papers)")
     return found_by
+
+
+def _costs(ws):
+    """CPU seconds of the document index build (the second: numba compiled, the files in the page cache),
+    the reference store's build (and its report), and the store again with nothing changed."""
+    from chitragupta.engine.citations import build_references
+    from chitragupta.engine.index.manage import refresh
+
+    refresh(ws, unit="document", force=True)
+    t0 = time.process_time()
+    refresh(ws, unit="document", force=True)
+    t_index = time.process_time() - t0
+    t0 = time.process_time()
+    report = build_references(ws)
+    t_refs = time.process_time() - t0
+    t0 = time.process_time()
+    build_references(ws)
+    return t_index, report, t_refs, time.process_time() - t0
 
 
 def _bibitems(folder: Path) -> int | None:
@@ -285,10 +293,8 @@ def scale(data: Path, tmp: Path, n: int) -> None:
     index built, then the reference store, then the store again with nothing changed."""
     import json
 
-    from chitragupta.engine.citations import build_references
     from chitragupta.engine.corpus.parsers import parse
     from chitragupta.engine.corpus.sync import import_jsonl
-    from chitragupta.engine.index.manage import refresh
     from chitragupta.engine.workspace import Workspace
 
     texts = [(p.stem, parse(p, "pdftotext").text) for p in sorted((data / "pdfs" / "papermage").glob("*.pdf"))]
@@ -301,16 +307,7 @@ def scale(data: Path, tmp: Path, n: int) -> None:
             f.write(json.dumps({"_id": f"s{i:05d}", "title": f"{stem} copy {i}", "text": f"copy {i}\n{text}"}) + "\n")
     ws = Workspace.open(root / "ws", create=True)
     import_jsonl(ws, src)
-    refresh(ws, unit="document", force=True)  # numba compiled, the files in the page cache
-    t0 = time.process_time()
-    refresh(ws, unit="document", force=True)
-    t_index = time.process_time() - t0
-    t0 = time.process_time()
-    rep = build_references(ws)
-    t_refs = time.process_time() - t0
-    t0 = time.process_time()
-    build_references(ws)
-    t_again = time.process_time() - t0
+    t_index, rep, t_refs, t_again = _costs(ws)
     print(f"\n4. cost at {n} full-text sources (the seven papers' texts, imported {n // len(texts)}+ times each)")
     print(f"   CPU seconds: document index build {t_index:.2f} s; reference store build {t_refs:.2f} s "
           f"({t_refs / t_index:.2f}x the index; {rep['entries']} entries from {rep['sources']} sources); "

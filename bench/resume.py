@@ -32,18 +32,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.data import DEFAULT_DATA, REPO, WORK
+from bench.data import DEFAULT_DATA, REPO, WORK, first_lines
 from bench.timer import run_timed
-
-
-def _subset(corpus: Path, n: int, dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(corpus, encoding="utf-8") as src, open(dest, "w", encoding="utf-8") as out:
-        for i, line in enumerate(src):
-            if i >= n:
-                break
-            out.write(line)
-    return dest
 
 
 def _env() -> dict:
@@ -111,7 +101,7 @@ def measure(n_docs: int, at: float, *, work: Path | None = None) -> dict:
 
     work = (work or WORK) / "resume"
     shutil.rmtree(work, ignore_errors=True)
-    corpus = _subset(DEFAULT_DATA / "scifact" / "corpus.jsonl", n_docs, work / "corpus.jsonl")
+    corpus = first_lines(DEFAULT_DATA / "scifact" / "corpus.jsonl", n_docs, work / "corpus.jsonl")
     fresh_ws, killed_ws = work / "fresh", work / "killed"
     for ws in (fresh_ws, killed_ws):
         import_jsonl(Workspace.open(ws, create=True), corpus)
