@@ -216,14 +216,30 @@ def _plain_resume(text: str, start: int) -> int:
     return len(text)
 
 
+_SPANS: dict[bytes, tuple[int, int] | None] = {}  # a text's digest -> its span, the last _SPANS_KEPT texts
+_SPANS_KEPT = 1 << 16
+
+
 def plain_reference_span(text: str) -> tuple[int, int] | None:
     """``(start, end)`` of plain text's reference span: its heading line up to the appendix that follows
-    (or the end of the text); None when it has no reference list."""
+    (or the end of the text); None when it has no reference list. Kept per text (by its blake2b digest)
+    for the last ``_SPANS_KEPT`` texts: the index and the reference entries (``engine.citations``) read
+    the same files in one ``index`` run, and the second asks for nothing the first did not find."""
+    import hashlib
+
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    if key in _SPANS:
+        return _SPANS[key]
     start = plain_reference_cut(text)
     if start is None:
-        return None
-    nl = text.find("\n", start)
-    return start, _plain_resume(text, len(text) if nl < 0 else nl + 1)
+        span = None
+    else:
+        nl = text.find("\n", start)
+        span = start, _plain_resume(text, len(text) if nl < 0 else nl + 1)
+    if len(_SPANS) >= _SPANS_KEPT:
+        del _SPANS[next(iter(_SPANS))]
+    _SPANS[key] = span
+    return span
 
 
 _NOT_BREAK = re.compile(r"[^\n\f]+")

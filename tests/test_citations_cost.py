@@ -1,0 +1,81 @@
+"""The shortcuts that make the citation graph cheap give the same answers as the plain rules they replace:
+``resolve.fold_text`` and ``resolve._tokens`` against ``metadata.fold`` and the full tokenizing path, and
+``refcut.plain_reference_span``'s kept spans against a fresh computation."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from chitragupta.engine.citations import resolve as R
+from chitragupta.engine.corpus.metadata import fold
+from chitragupta.engine.text import refcut
+
+
+def _full_tokens(s: str) -> list[str]:
+    """``_tokens`` by the full path only: ``fold`` for any non-ASCII text (what it did before the ASCII
+    shortcut)."""
+    if not s:
+        return []
+    if s.isascii():
+        s = s.lower()
+        if "-" in s:
+            s = R._HYPHEN.sub("", s)
+        return s.encode("ascii").translate(R._ASCII_WORDS).decode("ascii").split()
+    s = fold(s)
+    if "-" in s or "\u2010" in s or "\u2011" in s:
+        s = R._HYPHEN.sub("", s)
+    return R._WORD.findall(s)
+
+
+TRICKY = [
+    "Müller, Łukasz and Ørsted. 2019. “Pre‐training—at scale”: a survey…",
+    "Ben Abacha, A. (2019). A question-entailment approach. In Proc. “ACL”, pp. 1–10.",
+    "Straße ẞ İstanbul ﬁnal naïve e\u0301te\u0301 Ångström",
+    "a-“b", "a‑ b", "x\u00a0-\u00a0y", "ΑΒΓ δέλτα – Ωmega", "日本語のタイトル 2020", "zero\u200bwidth", "\x85next",
+    "word-\u2013dash", "dagger† double‡ section§ pilcrow¶", "\ufe63minus", "", "-", "\u0301",
+]
+
+
+@pytest.mark.parametrize("s", TRICKY)
+def test_fold_text_and_tokens_match_the_full_path(s):
+    assert R.fold_text(s) == fold(s)
+    assert R._tokens(s) == _full_tokens(s)
+    assert R.norm_title(s) == " ".join(t for t in _full_tokens(s) if t not in R._STOP)
+
+
+def test_fold_text_and_tokens_match_on_random_unicode():
+    rng = random.Random(7)
+    alphabet = "ab Z9 -_.\u2010\u2011\u2013\u2014\u201c\u201d\u00e9\u0301\u00a0\u00df\u1e9e\u0130\ufb01\u2026\u200b\u00e6\u0142"
+    bad = []
+    for _ in range(20000):
+        s = "".join(rng.choice(alphabet) if rng.random() < 0.7 else chr(rng.randint(0x80, 0x2FFF))
+                    for _ in range(rng.randint(0, 14)))
+        if R.fold_text(s) != fold(s) or R._tokens(s) != _full_tokens(s):
+            bad.append(s)
+    assert bad == []
+
+
+def test_plain_reference_span_kept_per_text_matches_a_fresh_one():
+    body = "Intro text about retrieval.\n" * 40
+    refs = "References\n" + "".join(f"[{i}] A. Author. Title number {i}. In Proc. ACL, 20{10 + i % 10}.\n"
+                                    for i in range(1, 30))
+    text = body + refs
+    first = refcut.plain_reference_span(text)
+    assert first is not None and text[first[0]:].startswith("References")
+    assert refcut.plain_reference_span(text) == first  # the kept one
+    refcut._SPANS.clear()
+    assert refcut.plain_reference_span(text) == first  # computed again
+    other = "Preface.\n" * 10 + text  # a different text: its own span, never the kept one of another
+    got = refcut.plain_reference_span(other)
+    assert got == (first[0] + 90, first[1] + 90)
+    assert refcut.plain_reference_span(body) is None
+
+
+def test_plain_reference_span_keeps_a_bounded_number(monkeypatch):
+    monkeypatch.setattr(refcut, "_SPANS_KEPT", 3)
+    refcut._SPANS.clear()
+    for i in range(10):
+        refcut.plain_reference_span(f"text {i}\n")
+    assert len(refcut._SPANS) == 3
