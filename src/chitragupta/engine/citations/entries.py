@@ -132,6 +132,7 @@ _FOOTNOTE = re.compile(r"^\s*\d{1,2}(?=[A-Z][a-z]{2})")
 # a footnote's next line, when it reads as one ("See Wang et al. (2020) for details.", a link)
 _FOOTNOTE_MORE = re.compile(r"^\s*(?:See|see|Available|Accessed|https?://|www\.)")
 _STRAY_ACCENT = re.compile(r"\s[\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd`]$")
+_STRAY_ACCENT_LAST = frozenset("\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd`")  # a line it can end
 
 
 _DIGITS = re.compile(r"\d+")
@@ -187,7 +188,7 @@ def _drop_furniture(lines: list[tuple[str, bool]], text: str, running: frozenset
             note = True
             continue
         note = False
-        kept.append((_STRAY_ACCENT.sub("", ln), first))
+        kept.append((_STRAY_ACCENT.sub("", ln) if ln[-1:] in _STRAY_ACCENT_LAST else ln, first))
     lines = kept
     if "\f" not in text:
         return [ln for ln, _f in lines if not _PAGE_NUMBER.match(ln) or not ln.strip()]
@@ -353,7 +354,8 @@ _SPLIT_WORD = re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")
 def _quick_join(window: list[str]) -> str:
     """Lines joined for the author-block test: a line-end hyphen before a lower-case letter dropped
     ("Abdul-\nlahi" is one name there, whatever ``_join`` later makes of it), spaces collapsed."""
-    return " ".join(_SPLIT_WORD.sub("", "\n".join(window)).split())
+    joined = "\n".join(window)
+    return " ".join((_SPLIT_WORD.sub("", joined) if "-\n" in joined else joined).split())
 
 
 def _author_year_starts(lines: list[str], words) -> list[int]:
@@ -403,6 +405,7 @@ def _cut(lines: list[str], starts: list[int]) -> list[list[str]]:
 
 
 _URLISH_END = re.compile(r"(?:https?://|www\.|10\.\d{4,9}/)\S*[-/._~=?&#]$")
+_URLISH_LAST = frozenset("-/._~=?&#")  # what ``_URLISH_END`` ends in
 _HYPHEN_HEAD = re.compile(r"(?<![A-Za-z0-9-])([A-Za-z]{1,40})-$")
 _TAIL_WORD = re.compile(r"^([a-z]{1,40})(?![A-Za-z0-9])")
 
@@ -421,11 +424,12 @@ def _join(chunk: list[str], words) -> str:
             out = s
             continue
         last = out[out.rfind(" ") + 1:]
-        if _URLISH_END.search(last):
+        end = last[-1]
+        if end in _URLISH_LAST and _URLISH_END.search(last):
             out += s
             continue
-        h = _HYPHEN_HEAD.search(last)
-        t = _TAIL_WORD.match(s)
+        h = _HYPHEN_HEAD.search(last) if end == "-" else None
+        t = _TAIL_WORD.match(s) if h else None
         if h and t:
             head, tail = h.group(1).lower(), t.group(1)
             keep = (head + tail) not in words and head in words and tail in words
@@ -707,6 +711,13 @@ def _authors(block: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _has_quote(s: str, within: int) -> bool:
+    """A quote ``_QUOTED`` opens with among the first ``within`` characters (else no quoted title starts
+    there: the pattern is not searched)."""
+    head = s[:within]
+    return '"' in head or "\u201c" in head or "\u201e" in head
+
+
 def parse_entry(raw: str, n: int) -> Entry:
     """One raw entry -> an Entry: its whitespace collapsed (kept whole) and the fields it prints."""
     text = " ".join(raw.split())
@@ -723,11 +734,15 @@ def parse_entry(raw: str, n: int) -> Entry:
             continue
         url = u
         break
-    # years outside a DOI, an arXiv id or a URL
+    # the first year outside a DOI, an arXiv id or a URL
     spans = [sp for sp in (doi_span, arxiv_span) if sp]
     if url is not None:
         spans += [m.span() for m in _URL.finditer(s)]
-    years = [m for m in _YEAR.finditer(s) if not spans or not any(a <= m.start() < b for a, b in spans)]
+    y0 = None
+    for m in _YEAR.finditer(s):
+        if not spans or not any(a <= m.start() < b for a, b in spans):
+            y0 = m
+            break
     authors: tuple[str, ...] = ()
     year = None
     title = venue = None
@@ -735,13 +750,13 @@ def parse_entry(raw: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     block = None
-    if years and years[0].start() > 0 and (_name_prefix(s[:years[0].start()], True) or _GROUP_YEAR.match(s)):
-        block = s[:years[0].start()]
-        year = int(years[0].group(0)[:4])
-        rest = s[years[0].end():]
+    if y0 is not None and y0.start() > 0 and (_name_prefix(s[:y0.start()], True) or _GROUP_YEAR.match(s)):
+        block = s[:y0.start()]
+        year = int(y0.group(0)[:4])
+        rest = s[y0.end():]
         rest = _AFTER_YEAR.sub("", rest)  # "). ", "-2023. "
     else:
-        q = _QUOTED.search(s)
+        q = _QUOTED.search(s) if _has_quote(s, 600) else None
         if q is not None and q.start() < 600:
             block = s[:q.start()]
             title = q.group("t").strip(" ,.")
@@ -755,10 +770,10 @@ def parse_entry(raw: str, n: int) -> Entry:
         authors = _authors(block.strip(" ,.;:("))
         if len(authors) > 200:
             authors = authors[:200]
-    if year is None and years:
-        year = int(years[0].group(0)[:4])
+    if year is None and y0 is not None:
+        year = int(y0.group(0)[:4])
     if title is None:
-        q = _QUOTED.search(rest)
+        q = _QUOTED.search(rest) if _has_quote(rest, 5) else None
         if q is not None and q.start() < 5:
             title, rest = q.group("t").strip(" ,."), rest[q.end():]
         else:
@@ -806,7 +821,7 @@ def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
     if v[:2] in ("In", "in"):
         v = _IN.sub("", v)
-    m = _EDITORS.match(v)
+    m = _EDITORS.match(v) if " ed" in v or " (ed" in v else None  # what the pattern needs, looked for first
     if m is not None:
         v = v[m.end():]  # "B. Scholkopf and A. J. Smola, editors, Advances in ..."
     if not v:

@@ -282,22 +282,37 @@ class _Vocab:
     def matrix(self, token_lists, grow: bool):
         from scipy import sparse
 
-        indptr, indices = [0], []
         ids = self.ids
-        get = ids.get
+        if not grow:  # every token looked up at once, each row's ids made unique by one sort: no set per row
+            return self._lookup(token_lists)
+        indptr, indices = [0], []
         for toks in token_lists:
-            if grow:
-                for t in toks:
-                    if t not in ids:
-                        ids[t] = len(ids)
-                row = {ids[t] for t in toks}
-            else:
-                row = {j for j in map(get, toks) if j is not None}
-            indices.extend(row)
+            for t in toks:
+                if t not in ids:
+                    ids[t] = len(ids)
+            indices.extend({ids[t] for t in toks})
             indptr.append(len(indices))
         data = np.ones(len(indices), dtype=np.float32)
         return sparse.csr_matrix((data, np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
                                  shape=(len(token_lists), max(len(ids), 1)))
+
+
+    def _lookup(self, token_lists):
+        from itertools import chain, repeat
+
+        from scipy import sparse
+
+        n, width = len(token_lists), max(len(self.ids), 1)
+        lens = np.fromiter(map(len, token_lists), dtype=np.int64, count=n)
+        cols = np.fromiter(map(self.ids.get, chain.from_iterable(token_lists), repeat(-1)), dtype=np.int64,
+                           count=int(lens.sum()))
+        rows = np.repeat(np.arange(n, dtype=np.int64), lens)
+        known = cols >= 0
+        cells = np.unique(rows[known] * width + cols[known])
+        r, c = cells // width, cells % width
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
+        return sparse.csr_matrix((np.ones(len(c), dtype=np.float32), c, indptr), shape=(n, width))
 
 
 def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
