@@ -79,3 +79,28 @@ def test_plain_reference_span_keeps_a_bounded_number(monkeypatch):
     for i in range(10):
         refcut.plain_reference_span(f"text {i}\n")
     assert len(refcut._SPANS) == 3
+
+
+def _arxiv_full_search(s: str):
+    """``entries._arxiv`` as it was: both patterns searched from the start of the entry."""
+    from chitragupta.engine.citations import entries as E
+
+    if "abs/" not in s and "rxiv" not in s and "RXIV" not in s and "rXiv" not in s:
+        return None, None
+    m = E._ARXIV_NEW.search(s) or E._ARXIV_OLD.search(s)
+    if m is None:
+        return None, None
+    return m.group(1).lower() if "/" in m.group(1) else m.group(1), m.span()
+
+
+@pytest.mark.parametrize("s", [
+    "T. Brown. 2020. Language models. arXiv preprint arXiv:2005.14165v2.",
+    "CoRR abs/1706.03762, 2017.", "xabs/1706.03762 then abs/1409.0473", "https://arxiv.org/pdf/2101.00001v1",
+    "ArXiv abs/2022.99999", "ARXIV:hep-th/9901001v3", "arXiv: math.GT/0309136", "see arxiv.org/abs/cs/0101001",
+    "Née Müller. arXiv:2101.12345", "no id here, 2019.", "the rXiv of nothing", "abs/ but nothing",
+    "A. B. Title. In ArXiv, 2019. arXiv 1234.56789 and arXiv:2001.00001",
+])
+def test_arxiv_searched_from_its_first_keyword_finds_what_a_full_search_does(s):
+    from chitragupta.engine.citations.entries import _arxiv
+
+    assert _arxiv(s) == _arxiv_full_search(s)

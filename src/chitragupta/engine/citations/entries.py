@@ -635,7 +635,14 @@ def _doi(s: str) -> tuple[str | None, tuple[int, int] | None]:
 def _arxiv(s: str) -> tuple[str | None, tuple[int, int] | None]:
     if "abs/" not in s and "rxiv" not in s and "RXIV" not in s and "rXiv" not in s:
         return None, None
-    m = _ARXIV_NEW.search(s) or _ARXIV_OLD.search(s)
+    pos = 0
+    if s.isascii():  # both patterns open with "arxiv" or "abs/", in any case: searched from the first one
+        low = s.encode("ascii").lower()
+        at = [i for i in (low.find(b"arxiv"), low.find(b"abs/")) if i >= 0]
+        if not at:
+            return None, None
+        pos = min(at)
+    m = _ARXIV_NEW.search(s, pos) or _ARXIV_OLD.search(s, pos)
     if m is None:
         return None, None
     return m.group(1).lower() if "/" in m.group(1) else m.group(1), m.span()
@@ -721,7 +728,8 @@ def _has_quote(s: str, within: int) -> bool:
 def parse_entry(raw: str, n: int) -> Entry:
     """One raw entry -> an Entry: its whitespace collapsed (kept whole) and the fields it prints."""
     text = " ".join(raw.split())
-    s = _LEAD_MARK.sub("", text, count=1)[:MAX_ENTRY_CHARS]
+    lead = _LEAD_MARK.match(text)
+    s = (text[lead.end():] if lead else text)[:MAX_ENTRY_CHARS]
     if _ACCENTS_ALONE.search(s):
         s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
     doi, doi_span = _doi(s)
@@ -735,7 +743,11 @@ def parse_entry(raw: str, n: int) -> Entry:
         url = u
         break
     # the first year outside a DOI, an arXiv id or a URL
-    spans = [sp for sp in (doi_span, arxiv_span) if sp]
+    spans = []
+    if doi_span:
+        spans.append(doi_span)
+    if arxiv_span:
+        spans.append(arxiv_span)
     if url is not None:
         spans += [m.span() for m in _URL.finditer(s)]
     y0 = None
