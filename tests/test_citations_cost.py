@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -104,3 +105,70 @@ def test_arxiv_searched_from_its_first_keyword_finds_what_a_full_search_does(s):
     from chitragupta.engine.citations.entries import _arxiv
 
     assert _arxiv(s) == _arxiv_full_search(s)
+
+
+def _imported(root, n: int):
+    """A workspace of ``n`` imported texts, each with a numbered reference list of its own (some lists
+    cite another text by its title, one text has no list, one list ends in a 5,000-character entry)."""
+    import json
+
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.workspace import Workspace
+
+    rows = []
+    for i in range(n):
+        refs = [f"[{j + 1}] A. Author{i}, B. Writer{j}. 20{10 + j % 10}. A study of thing {i * 7 + j}. In Proc. "
+                f"of the Venue {j}, pages {j}-{j + 9}." for j in range(6)]
+        if i % 5 == 0:
+            refs.append(f"[7] C. Cite. 2020. Title of source {i + 1} here. Journal of Tests 3, 2020.")
+        if i == 3:
+            refs.append("[8] D. Long. 2021. " + "word " * 1000 + ".")
+        text = f"Title of source {i} here\n" + "Body text about retrieval. " * 60 + "\n\nReferences\n\n" + \
+            "\n".join(refs) + "\n"
+        rows.append({"_id": f"s{i:03d}", "title": f"Title of source {i} here",
+                     "text": text if i != 7 else "A text without any list at all. " * 50})
+    root.mkdir(parents=True, exist_ok=True)
+    src = root / "corpus.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ws = Workspace.open(root / "ws", create=True)
+    import_jsonl(ws, src)
+    return ws
+
+
+def test_entries_parsed_by_workers_are_the_same_files(tmp_path):
+    """``build_references(jobs=2)``: lists parsed by two worker processes, more than one chunk each, give
+    the same report and byte for byte the same files as a build here."""
+    from chitragupta.engine.citations.store import _CHUNK, build_references, refs_folder
+
+    n = 2 * _CHUNK + 5
+    one, two = _imported(tmp_path / "one", n), _imported(tmp_path / "two", n)
+    rep1, rep2 = build_references(one), build_references(two, jobs=2)
+    assert rep1 == rep2 and rep1["sources"] >= n - 2 and rep1["none"] >= 1 and rep1["built"] == n
+    files1 = {p.name: json.loads(p.read_bytes()) for p in refs_folder(one).iterdir()}
+    files2 = {p.name: json.loads(p.read_bytes()) for p in refs_folder(two).iterdir()}
+    assert files1.keys() == files2.keys() and len(files1) == n
+    for name, d1 in files1.items():  # the same but the stamp (another workspace's files, other mtimes)
+        d2 = files2[name]
+        d1.pop("stamp"), d2.pop("stamp")
+        assert d1 == d2
+    again = build_references(two, jobs=2)  # nothing changed: nothing parsed
+    assert again["kept"] == n and again["built"] == 0
+
+
+def test_entries_rebuilt_by_workers_keep_a_file_whose_text_is_the_same(tmp_path):
+    """A changed stamp with the same text: the worker reads the text, finds its fingerprint unchanged and
+    parses nothing; the file is restamped, its entries kept."""
+    import os
+
+    from chitragupta.engine.citations.store import _CHUNK, build_references, refs_folder
+
+    ws = _imported(tmp_path, 2 * _CHUNK + 1)
+    build_references(ws, jobs=2)
+    for p in sorted((ws.content).rglob("*.txt"))[:40]:
+        os.utime(p, ns=(1, 1))  # the stamp changes, the text does not
+    before = {p.name: json.loads(p.read_bytes()) for p in refs_folder(ws).iterdir()}
+    rep = build_references(ws, jobs=2)
+    assert rep["built"] == 0 and rep["kept"] == 2 * _CHUNK + 1
+    after = {p.name: json.loads(p.read_bytes()) for p in refs_folder(ws).iterdir()}
+    assert sum(before[k]["stamp"] != after[k]["stamp"] for k in after) == 40  # restamped
+    assert all(before[k]["entries"] == after[k]["entries"] for k in after)

@@ -66,7 +66,7 @@ def run(args) -> int:
     from chitragupta.engine.citations.store import build_references, summary_line
 
     with progress_bar("references") as cb:
-        refs = build_references(ws, progress=cb)
+        refs = build_references(ws, progress=cb, jobs=jobs)
     print_notes(refs["notes"][:10] + [f"... and {len(refs['notes']) - 10} more notes"] * (len(refs["notes"]) > 10))
     print(summary_line(refs))
     return 0
