@@ -172,3 +172,23 @@ def test_entries_rebuilt_by_workers_keep_a_file_whose_text_is_the_same(tmp_path)
     after = {p.name: json.loads(p.read_bytes()) for p in refs_folder(ws).iterdir()}
     assert sum(before[k]["stamp"] != after[k]["stamp"] for k in after) == 40  # restamped
     assert all(before[k]["entries"] == after[k]["entries"] for k in after)
+
+
+def _edge_lines_by_splitting(page: str) -> list[str]:
+    """``entries._edge_lines`` by splitting the page's ends into lines (what it did before)."""
+    lines = [ln.strip() for ln in page.split("\n") if ln.strip()]
+    if len(page) <= 4000:
+        return lines
+    head = [ln.strip() for ln in page[:2000].split("\n") if ln.strip()][:2]
+    tail = [ln.strip() for ln in page[-2000:].split("\n") if ln.strip()][-2:]
+    return head + tail
+
+
+def test_edge_lines_found_from_the_ends_are_those_of_the_split_page():
+    from chitragupta.engine.citations.entries import _edge_lines
+
+    rng = random.Random(11)
+    parts = ["\n", " ", "  \n", "\t\n", "Running Title 12", "x" * 1999, "y" * 2001, "z" * rng.randint(0, 300)]
+    pages = ["", "\n\n", "a\nb", "one line only " * 400, "\n" * 5000 + "end", "start" + "\n" * 5000]
+    pages += ["".join(rng.choice(parts) for _ in range(rng.randint(0, 14))) for _ in range(3000)]
+    assert [p for p in pages if _edge_lines(p) != _edge_lines_by_splitting(p)] == []

@@ -143,20 +143,30 @@ def _furniture_key(line: str) -> str:
 
 
 def _edge_lines(page: str) -> list[str]:
-    """The first two and the last two non-blank lines of a page (stripped), without splitting all of it."""
-    head = []
-    for ln in page[:2000].split("\n"):
-        if ln.strip():
-            head.append(ln.strip())
-            if len(head) == 2:
-                break
-    tail = []
-    for ln in reversed(page[-2000:].split("\n")):
-        if ln.strip():
-            tail.append(ln.strip())
-            if len(tail) == 2:
-                break
-    return head + tail[::-1] if len(page) > 4000 else [ln.strip() for ln in page.split("\n") if ln.strip()]
+    """The first two and the last two non-blank lines of a page (stripped), without splitting all of it
+    (a page of 4,000 characters or fewer: all its non-blank lines)."""
+    if len(page) <= 4000:
+        return [s for s in (ln.strip() for ln in page.split("\n")) if s]
+    head, seg, pos = [], page[:2000], 0
+    while len(head) < 2:
+        nl = seg.find("\n", pos)
+        ln = (seg[pos:] if nl < 0 else seg[pos:nl]).strip()
+        if ln:
+            head.append(ln)
+        if nl < 0:
+            break
+        pos = nl + 1
+    tail, seg = [], page[-2000:]
+    end = len(seg)
+    while len(tail) < 2:
+        nl = seg.rfind("\n", 0, end)
+        ln = seg[nl + 1:end].strip()
+        if ln:
+            tail.append(ln)
+        if nl < 0:
+            break
+        end = nl
+    return head + tail[::-1]
 
 
 def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
