@@ -198,3 +198,79 @@ def test_edge_lines_found_from_the_ends_are_those_of_the_split_page():
     pages = ["", "\n\n", "a\nb", "one line only " * 400, "\n" * 5000 + "end", "start" + "\n" * 5000]
     pages += ["".join(rng.choice(parts) for _ in range(rng.randint(0, 14))) for _ in range(3000)]
     assert [p for p in pages if _edge_lines(p) != _edge_lines_by_splitting(p)] == []
+
+
+# -- the resolution kept on disk (content/citation_graph.json) ----------------------------------------------
+
+def _graph_workspace(tmp_path):
+    from test_citations_graph import DOCS
+
+    from chitragupta.engine.citations.store import build_references
+    from chitragupta.engine.workspace import Workspace
+    from conftest import make_workspace
+
+    root = make_workspace(tmp_path, DOCS)
+    ws = Workspace.open(root)
+    build_references(ws)
+    return ws
+
+
+def _answers(g) -> tuple:
+    return (g.to_json(), [m.to_dict() for m in g.missing(1, 10**6)], sorted(g.resolution.why.items()),
+            [[(k, e.n) for k, e in w.members] for w in g.resolution.missing])
+
+
+def test_a_new_process_reads_the_kept_resolution_instead_of_resolving(tmp_path, monkeypatch):
+    from chitragupta.engine.citations import graph as G
+
+    ws = _graph_workspace(tmp_path)
+    first = G.CitationGraph.open(ws)
+    path = ws.content / G.GRAPH_FILE
+    assert path.is_file() and first.notes() == []
+    monkeypatch.setattr(G, "resolve", lambda *a: pytest.fail("resolved again with nothing changed"))
+    again = G.CitationGraph.open(ws)
+    assert _answers(again) == _answers(first) and again.notes() == []
+    assert [c["citekey"] for c in again.cited_by("vaswani2017")] == ["devlin2019", "liu2019"]
+
+
+def test_the_kept_resolution_is_redone_when_the_library_or_the_entries_change(tmp_path):
+    from test_citations_graph import DOCS
+
+    from chitragupta.engine.citations import graph as G
+    from chitragupta.engine.citations.store import build_references
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.workspace import Workspace
+    from conftest import make_workspace, write_jsonl
+
+    ws = Workspace.open(make_workspace(tmp_path, DOCS[:2]))
+    build_references(ws)
+    assert [c["citekey"] for c in G.CitationGraph.open(ws).cited_by("vaswani2017")] == ["devlin2019"]
+    before = (ws.content / G.GRAPH_FILE).read_bytes()
+    import_jsonl(ws, write_jsonl(tmp_path / "more.jsonl", DOCS))  # two more sources, one citing vaswani2017
+    build_references(ws)
+    g = G.CitationGraph.open(ws)
+    assert [c["citekey"] for c in g.cited_by("vaswani2017")] == ["devlin2019", "liu2019"]
+    assert (ws.content / G.GRAPH_FILE).read_bytes() != before
+    assert _answers(g) == _answers(G.CitationGraph(g._rows.values(), g.references))
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b"[]", b'{"rules": 1, "key": "x"}', "keyed"])
+def test_a_damaged_kept_resolution_is_rebuilt_with_a_note_or_quietly_when_stale(tmp_path, damage):
+    from chitragupta.engine.citations import graph as G
+
+    ws = _graph_workspace(tmp_path)
+    good = _answers(G.CitationGraph.open(ws))
+    path = ws.content / G.GRAPH_FILE
+    if damage == "keyed":  # its key right, its body not a graph of this library: a note
+        data = json.loads(path.read_bytes())
+        data["target"] = {"nosuch": [None]}
+        data["missing"] = [["t", 2000, [], None, None, None, [["vaswani2017", 99]]]]
+        damage = json.dumps(data).encode()
+    path.write_bytes(damage)
+    g = G.CitationGraph.open(ws)
+    assert _answers(g) == good
+    if damage == b"{not json" or b"nosuch" in damage:
+        assert len(g.notes()) == 1 and G.GRAPH_FILE in g.notes()[0] and "rebuilt" in g.notes()[0]
+    else:
+        assert g.notes() == []  # another library's or rules' file: redone as a matter of course
+    assert G.CitationGraph.open(ws).notes() == [] and _answers(G.CitationGraph.open(ws)) == good  # rewritten

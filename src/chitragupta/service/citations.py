@@ -8,9 +8,10 @@ the MCP tools (``references``, ``cited_by``, ``missing``) and the Python API:
 The graph is built from the ledger and the per-source entries ``chitragupta index`` stores under
 ``content/refs/``, and kept (per workspace folder) while neither changes: the ledger's change stamp and
 the refs folder's own stamp (a file written or removed there renames into it) are compared on each call,
-which costs two stats and one query. ``references`` and ``cites`` ask about one source: without a current
-kept graph they resolve that source's entries alone (``CitationGraph.of_source``), so a one-off command
-does not read every source's entries. The answers as JSON-ready dicts (``references``, ``cites``,
+which costs two stats and one query; a new process reads the resolution ``CitationGraph.open`` kept
+in ``content/citation_graph.json`` while neither has changed. ``references`` and ``cites`` ask about one
+source: without a current kept graph they resolve that source's entries alone
+(``CitationGraph.of_source``), so a one-off command does not read every source's entries. The answers as JSON-ready dicts (``references``, ``cites``,
 ``cited_by``, ``missing``) are what the CLI's ``--json`` prints line by line and what the MCP tools return.
 """
 

@@ -12,6 +12,14 @@ cited by at least ``min_count`` sources; an edge is one citing source's entry na
 citing the same work twice gives one edge, the first entry's). Filters (``engine/filters.py``) apply to the
 citing sources: ``cited_by`` lists only citing sources that match, ``missing`` counts only them. An unknown
 citekey is the UsageError ``similar`` gives (naming the closest citekeys).
+
+``open`` keeps its resolution in ``content/citation_graph.json`` (``GRAPH_FILE``: each entry's target,
+why an entry stayed unresolved, and the missing works as positions of their entries), keyed by what it
+depends on -- ``GRAPH_RULES`` and the entry rules, every ledger row's citekey, title, year, DOI and venue,
+and each stored entries file's fingerprint -- so a new process (``cited-by``, ``missing``, ``graph``, the
+MCP server's first call) reads the entries and that file instead of resolving again. Written atomically
+(not fsynced: it is rebuilt when lost); one of another library or other rules is redone quietly, a
+damaged one is redone with a note (``notes``); a workspace that cannot be written keeps none.
 """
 
 from __future__ import annotations
@@ -19,10 +27,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from chitragupta.engine.citations.resolve import Library, MissingWork, no_gc, resolve
+from chitragupta.engine.citations.resolve import Library, MissingWork, Resolution, no_gc, resolve
 from chitragupta.errors import UsageError
 
-__all__ = ["CitationGraph", "MissingEntry", "ENTRY_FIELDS"]
+__all__ = ["CitationGraph", "MissingEntry", "ENTRY_FIELDS", "GRAPH_FILE", "GRAPH_RULES"]
+
+GRAPH_FILE = "citation_graph.json"  # in content/: the last resolution, kept for a new process (``open``)
+GRAPH_RULES = 1  # bumped whenever resolution or clustering rules change: every kept resolution is redone
 
 ENTRY_FIELDS = ("n", "text", "authors", "year", "title", "venue", "doi", "arxiv", "url")
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -66,13 +77,15 @@ class CitationGraph:
     ``facets``: ``metadata.Facets`` for filters (None: filters refused); ``stored``: False when no entries
     were ever stored (``notes`` then says to run ``index``)."""
 
-    def __init__(self, rows, references: dict[str, list], facets=None, *, stored: bool = True):
+    def __init__(self, rows, references: dict[str, list], facets=None, *, stored: bool = True,
+                 resolution: Resolution | None = None):
         rows = list(rows)
         self.stored = stored
         self._rows = {r.citekey: r for r in rows}
         self.library = Library.from_rows(rows)
         self.references = {k: list(v) for k, v in references.items() if v is not None}
-        self.resolution = resolve(self.library, self.references)
+        self.resolution = resolution if resolution is not None else resolve(self.library, self.references)
+        self._notes: list[str] = []
         self._facets = facets
         self._facet_table = None
         self._out: dict[str, list[tuple[str, object]]] = {}
@@ -99,7 +112,18 @@ class CitationGraph:
             with Ledger(ws.ledger_path, create=False) as ledger:
                 rows = ledger.rows()
                 fac = facets(ledger)
-            return cls(rows, all_references(ws), fac, stored=refs_folder(ws).is_dir())
+            fps: dict[str, str] = {}
+            refs = all_references(ws, fingerprints=fps)
+            stored = refs_folder(ws).is_dir()
+            key = _graph_key(rows, refs, fps)
+            path = ws.inside_content(ws.content / GRAPH_FILE)
+            notes: list[str] = []
+            got = _load_resolution(path, key, refs, notes) if stored else None
+            g = cls(rows, refs, fac, stored=stored, resolution=got)
+            g._notes = notes
+            if got is None and stored:
+                _save_resolution(path, key, g.resolution, refs)
+            return g
 
     @classmethod
     def of_source(cls, ws, citekey: str) -> "CitationGraph":
@@ -118,7 +142,7 @@ class CitationGraph:
         """What a user should know about the graph as a whole."""
         if not self.stored:
             return ["no reference entries are stored yet: run `chitragupta index` to parse the reference lists"]
-        return []
+        return list(self._notes)
 
     # -- questions -----------------------------------------------------------------------------------
     def _check(self, citekey: str) -> None:
@@ -380,3 +404,86 @@ def _suffix(n: int) -> str:
         s = chr(97 + r) + s
     return s
 
+
+# -- the kept resolution ----------------------------------------------------------------------------
+
+def _graph_key(rows, refs: dict[str, list], fps: dict[str, str]) -> str:
+    """What a resolution depends on: the rules, the library as resolution reads it (each row's citekey,
+    title, year, DOI and venue, in ledger order) and each citing source's stored entries (their file's
+    fingerprint: its text and the entry rules), in order."""
+    import hashlib
+    import json
+
+    from chitragupta.engine.citations.store import RULES
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps([GRAPH_RULES, RULES, [[r.citekey, r.title, r.year, r.doi, r.venue] for r in rows],
+                         [[k, fps.get(k)] for k in refs]], ensure_ascii=False, default=str).encode("utf-8"))
+    return h.hexdigest()
+
+
+def _save_resolution(path, key: str, res: Resolution, refs: dict[str, list]) -> None:
+    """``res`` as JSON at ``path`` (atomically; not durable: it is rebuilt when lost); a workspace that
+    cannot be written keeps none."""
+    import json
+
+    from chitragupta.engine.files import atomic_write_bytes
+
+    pos = {id(e): (k, i) for k, entries in refs.items() for i, e in enumerate(entries)}
+    targets = {k: [res.target.get((k, i)) for i in range(len(entries))] for k, entries in refs.items()}
+    why: dict[str, dict[str, str]] = {}
+    for (k, i), w in res.why.items():
+        why.setdefault(k, {})[str(i)] = w
+    missing = [[w.title, w.year, list(w.authors), w.venue, w.doi, w.arxiv, [list(pos[id(e)]) for _k, e in w.members]]
+               for w in res.missing]
+    data = {"rules": GRAPH_RULES, "key": key, "target": targets, "why": why, "missing": missing}
+    try:
+        atomic_write_bytes(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+                           durable=False, tag="graph")
+    except OSError:
+        pass
+
+
+def _load_resolution(path, key: str, refs: dict[str, list], notes: list[str]) -> Resolution | None:
+    """The resolution kept at ``path`` when it was made for ``key``; None when there is none or it is of
+    other sources or rules (rebuilt then), with a note when the file is damaged."""
+    import json
+
+    from chitragupta.engine.files import FileRefused, read_limited
+
+    try:
+        data = json.loads(read_limited(path, 1 << 30))
+    except FileNotFoundError:
+        return None
+    except (OSError, FileRefused, ValueError, UnicodeDecodeError, RecursionError):
+        notes.append(f"content/{GRAPH_FILE} is not a readable JSON file: the citation graph was rebuilt")
+        return None
+    if not isinstance(data, dict) or data.get("rules") != GRAPH_RULES or data.get("key") != key:
+        return None  # another library, other entries or other rules: rebuilt, as a matter of course
+    try:
+        target, why = {}, {}
+        for k, entries in refs.items():
+            got = data["target"][k]
+            if not isinstance(got, list) or len(got) != len(entries):
+                raise ValueError(k)
+            for i, t in enumerate(got):
+                if t is not None and not isinstance(t, str):
+                    raise ValueError(k)
+                target[(k, i)] = t
+        for k, ws in data["why"].items():
+            for i, w in ws.items():
+                if (k, int(i)) not in target or not isinstance(w, str):
+                    raise ValueError(k)
+                why[(k, int(i))] = w
+        missing = []
+        for title, year, authors, venue, doi, arxiv, members in data["missing"]:
+            if not (isinstance(title, str) and (year is None or isinstance(year, int)) and isinstance(authors, list)
+                    and all(isinstance(a, str) for a in authors) and members
+                    and all(isinstance(i, int) and i >= 0 for _k, i in members)):
+                raise ValueError(title)
+            missing.append(MissingWork(title, year, tuple(authors), venue, doi, arxiv,
+                                       [(k, refs[k][i]) for k, i in members]))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        notes.append(f"content/{GRAPH_FILE} does not hold a citation graph of this library: rebuilt")
+        return None
+    return Resolution(target, why, missing)

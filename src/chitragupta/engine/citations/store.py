@@ -221,9 +221,10 @@ def references_of(workspace, citekey: str) -> list[Entry] | None:
     return None if inp.text is None else _parse(inp)[0]
 
 
-def all_references(workspace) -> dict[str, list[Entry]]:
+def all_references(workspace, fingerprints: dict | None = None) -> dict[str, list[Entry]]:
     """citekey -> entries of every ledger source whose artifact holds a located list (as ``index`` last
-    built them; a missing or unreadable artifact is left out)."""
+    built them; a missing or unreadable artifact is left out). ``fingerprints``: a dict given is filled
+    with citekey -> the artifact's fingerprint, for each source returned."""
     folder = refs_folder(workspace)
     out: dict[str, list[Entry]] = {}
     for key, _title, status, parsed_path in _rows(workspace):
@@ -239,6 +240,8 @@ def all_references(workspace) -> dict[str, list[Entry]]:
             out[key] = _entries(data)
         except ValueError:
             continue
+        if fingerprints is not None:
+            fingerprints[key] = str(data["fingerprint"])
     return out
 
 
