@@ -370,3 +370,14 @@ def test_a_caller_holding_the_lock_builds_without_taking_it(tmp_path):
     ws = _pdf_workspace(tmp_path)
     with ws.lock("test"):
         assert build_references(ws, lock=False)["sources"] == 1
+
+
+def test_a_capitalised_particle_after_a_given_name_belongs_to_the_family_name():
+    got = {e: parse_entry(e, 1).authors for e in [
+        "[5] Asma Ben Abacha and Dina Demner-Fushman. 2019. A question-entailment approach to question answering.",
+        "[15] C. J. Van Rijsbergen. 1979. Information Retrieval. Butterworths.",
+        "[24] Munmun De Choudhury and Ryen W. White. 2014. Seeking and sharing health information online.",
+        "[30] Minh Le Nguyen, Tuan Van Tran and Di Jin. 2020. A study of names. In Proc. of X.",
+    ]}
+    assert list(got.values()) == [("Ben Abacha", "Demner-Fushman"), ("Van Rijsbergen",), ("De Choudhury", "White"),
+                                  ("Nguyen", "Tran", "Jin")]

@@ -674,9 +674,14 @@ def _family(part: str) -> str | None:
         return None
     if len(words) >= 2 and _CAPS.fullmatch(words[-1]) and not _CAPS.fullmatch(words[0]):
         return words[0]  # Vancouver: "Smith JA"
-    # the last word, with the lower-case particles before it ("van der Zuylen")
+    # the last word, with the lower-case particles before it ("van der Zuylen"), or one capitalised
+    # particle after a given name ("Asma Ben Abacha", "C. J. Van Rijsbergen"; not before a Vietnamese family
+    # name, where "Van" or "Le" is a middle name: "Minh Le Nguyen")
     i = len(words) - 1
     while i > 0 and words[i - 1].lower() in _PARTICLES and words[i - 1][:1].islower():
+        i -= 1
+    if i == len(words) - 1 and i >= 2 and words[i - 1] in _CAP_PARTICLES \
+            and words[i].strip(" .") not in _VIETNAMESE_FAMILIES:
         i -= 1
     fam = " ".join(words[i:]).strip(" .")
     if len(fam.rstrip(".")) <= 1 and len(words) > 1:
@@ -686,6 +691,8 @@ def _family(part: str) -> str | None:
 
 _GROUP_WORD = re.compile(r"\s(?:of|for|at|on|the|in)\s")
 _SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV"})
+_CAP_PARTICLES = frozenset("Ben Bin Ibn Abu Al El De Del Della Dos Da Das Van Von Le La Di Du Der Den Ter Ten".split())
+_VIETNAMESE_FAMILIES = frozenset("Nguyen Tran Le Pham Hoang Huynh Phan Vu Vo Dang Bui Do Ho Ngo Duong Ly".split())
 _INITIALS = re.compile(r"(?:[A-Z\u00c0-\u00de]\.?\s?-?\s?){1,4}")
 _AND = re.compile(r"\s(?:and|und)\s")
 

@@ -34,7 +34,7 @@ from chitragupta.engine.citations.entries import Entry, parse_reference_list
 __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
            "refs_folder", "summary_line"]
 
-RULES = 2  # bumped whenever splitting or field rules change: every artifact is rebuilt
+RULES = 3  # bumped whenever splitting or field rules change: every artifact is rebuilt
 REFS_DIR = "refs"
 
 _NUMBERED = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)]\s|[-*+\u2022]\s)")
