@@ -228,8 +228,9 @@ def plain_reference_span(text: str) -> tuple[int, int] | None:
     import hashlib
 
     key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    if key in _SPANS:
-        return _SPANS[key]
+    got = _SPANS.get(key, False)  # False: not kept (a span is a pair or None)
+    if got is not False:
+        return got
     start = plain_reference_cut(text)
     if start is None:
         span = None
@@ -237,7 +238,7 @@ def plain_reference_span(text: str) -> tuple[int, int] | None:
         nl = text.find("\n", start)
         span = start, _plain_resume(text, len(text) if nl < 0 else nl + 1)
     if len(_SPANS) >= _SPANS_KEPT:
-        del _SPANS[next(iter(_SPANS))]
+        _SPANS.pop(next(iter(_SPANS), None), None)  # the oldest (another thread may have taken it)
     _SPANS[key] = span
     return span
 
