@@ -59,6 +59,9 @@ def check_options(*, engine: str, unit: str | None, backend: str | None, queries
         raise UsageError(f"--ray ranks documents; --unit {unit} runs in one process")
     if backend not in (None, "auto", "numba"):
         raise UsageError(f"--ray scores with numba on its actors; --backend {backend} runs in one process")
+    from chitragupta.extras import require
+
+    require("ray", "ray", "searching on a Ray cluster (--ray)")  # before the index is opened or updated
 
 
 def _rows(batch: QueryBatch, lo: int, hi: int) -> QueryBatch:
