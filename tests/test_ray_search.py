@@ -82,3 +82,24 @@ def test_shards_of_an_older_index_are_cut_again_or_refused(local_ray, tmp_path):
     assert (tmp_path / "ray.trec").read_bytes() == (tmp_path / "one.trec").read_bytes()
     r = _run(ws.root, q, tmp_path / "again.trec", "--ray", "auto")
     assert "cut again" not in r.stderr and (tmp_path / "again.trec").read_bytes() == (tmp_path / "one.trec").read_bytes()
+
+
+def test_an_actor_that_cannot_open_its_index_is_one_clear_error(local_ray, tmp_path):
+    from chitragupta.engine.index.manage import doc_folder
+    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.errors import UsageError
+    from chitragupta.enrich.ray_search import BatchPlan, RayTargets
+
+    ws = indexed_workspace(tmp_path, n=50)
+    searcher = BM25Searcher.open(ws)
+    spec = {"folder": str(doc_folder(ws)), "generation": "g0-1", "shard": None,
+            "settings": ws.config.index_settings(), "fields": []}
+    targets = RayTargets(local_ray, [spec, spec], [(0, 50)] * 2, sharded=False, cpus=1, threads=1)
+    try:
+        plan = searcher.scorer.plan(["twin model"])
+        with pytest.raises(UsageError) as err:
+            targets.score(BatchPlan(plan.batch, 10, searcher.scorer.params, None))
+        assert str(err.value).startswith("the document index changed while the batch was sent out (g0-1 -> ")
+        assert "\n" not in str(err.value)
+    finally:
+        targets.close()

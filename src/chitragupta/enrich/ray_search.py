@@ -121,14 +121,26 @@ class _ScoreActor:
     folder, the generation the driver uses, the settings, the fields to check; ``threads``: numba's."""
 
     def __init__(self, spec: dict, threads: int = 1):
+        from chitragupta.errors import ChitraguptaError
         from chitragupta.kernels.dispatch import set_threads
 
         set_threads(threads)
-        self.shard = _open_target(spec)
-        self.where = f"shard {spec['shard']}" if spec.get("shard") is not None else "the document index"
+        self.where = f"index shard {spec['shard']}" if spec.get("shard") is not None else "the document index"
+        self.error = None
+        try:
+            self.shard = _open_target(spec)
+        except ChitraguptaError as err:  # said on the first call: Ray reports a failed creation as itself
+            self.shard, self.error = None, err
 
     def score(self, batch: QueryBatch, params, k: int, allowed):
-        top = self.shard.score(batch, params, k, allowed)
+        from chitragupta.engine.index.store import IndexCorrupt
+
+        if self.error is not None:
+            raise self.error
+        try:
+            top = self.shard.score(batch, params, k, allowed)
+        except IndexCorrupt as err:  # its deep check, before the kernel reads it
+            raise UsageError(f"{self.where} is damaged ({err}); run `chitragupta index --force`") from None
         return top.ids, top.scores
 
 
@@ -140,7 +152,11 @@ def _open_target(spec: dict):
 
     fields = tuple(spec["fields"])
     if spec.get("shard") is None:
-        index = doc_index.open_index(Path(spec["folder"]), spec["settings"], fields=fields, deep=False)
+        try:
+            index = doc_index.open_index(Path(spec["folder"]), spec["settings"], fields=fields, deep=False)
+        except IndexCorrupt as err:
+            raise UsageError(f"the document index is not usable on this node ({err}); run `chitragupta index`") \
+                from None
         if index.path is None or index.path.name != spec["generation"]:
             raise UsageError(f"the document index changed while the batch was sent out ({spec['generation']} -> "
                              f"{index.path.name if index.path else '?'}); run it again")
