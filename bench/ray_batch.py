@@ -68,6 +68,7 @@ def in_process(ws_root: Path, texts: list[str], k: int, actors: int, repeats: in
             try:
                 got = remote.rank_many(texts, k)  # untimed: actors started, their index opened
                 equal = _equal(got, want)
+                print(json.dumps({"in_process": {mode: {"equal": equal, "load": _load()}}}), flush=True)
                 ones, rays = paired_time(lambda: searcher.rank_many(texts, k), lambda: remote.rank_many(texts, k),
                                          repeats)
                 out[mode] = {"one_wall_s": statistics.median(w for w, _c in ones),
@@ -75,6 +76,7 @@ def in_process(ws_root: Path, texts: list[str], k: int, actors: int, repeats: in
                              "rounds": [[round(a[0], 3), round(b[0], 3)] for a, b in zip(ones, rays)],
                              "equal": equal,
                              "described": remote.describe, "load": _load()}
+                print(json.dumps({"in_process": {mode: out[mode]}}), flush=True)  # kept if a later mode is stopped
             finally:
                 remote.close()
         shards.refresh(ws, searcher.scorer.index, 0)
@@ -108,6 +110,7 @@ def whole_process(ws_root: Path, qfile: Path, k: int, actors: int, repeats: int,
             out[mode] = {"one_wall_s": statistics.median(got["one"]), "ray_wall_s": statistics.median(got["ray"]),
                          "rounds": [[round(a, 3), round(b, 3)] for a, b in zip(got["one"], got["ray"])],
                          "run_equal": one_out.read_bytes() == ray_out.read_bytes(), "load": _load()}
+            print(json.dumps({"whole_process": {mode: out[mode]}}), flush=True)
         run_timed([exe, "index", "-w", ws_root, "--unit", "document", "--shards", "0"])
         return out
     finally:
@@ -137,10 +140,8 @@ def main(argv=None) -> int:
            "ws": str(args.ws), "queries": args.queries, "k": args.k, "actors": args.actors}
     if "in_process" not in args.skip:
         res["in_process"] = in_process(args.ws, texts, args.k, args.actors, args.repeats)
-        print(json.dumps(res["in_process"], indent=1), flush=True)
     if "whole_process" not in args.skip:
         res["whole_process"] = whole_process(args.ws, qfile, args.k, args.actors, args.repeats, out_dir)
-        print(json.dumps(res["whole_process"], indent=1), flush=True)
     args.out.write_text(json.dumps(res, indent=1) + "\n")
     print(report(res))
     return 0
