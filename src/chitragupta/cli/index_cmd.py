@@ -10,6 +10,25 @@ def add_arguments(p) -> None:
     p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
                    help="processes that tokenize the document index (default: the cores available); "
                         "the index is the same for any N")
+    p.add_argument("--shards", type=shards_arg, default=None, metavar="N",
+                   help="also write the document index as N shards of consecutive documents with the whole "
+                        "index's statistics, for `search --ray` (one actor per shard); kept, and cut again by "
+                        "later runs, until --shards 0 removes them")
+
+
+def shards_arg(text: str) -> int:
+    """``--shards``: a whole number >= 0 (0: no shards)."""
+    import argparse
+
+    from chitragupta.engine.index.shards import MAX_SHARDS
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"--shards wants a whole number of shards within 0..{MAX_SHARDS}, not {text!r}")
+    return n
 
 
 def jobs_arg(text: str) -> int:
@@ -50,6 +69,13 @@ def run(args) -> int:
             if r is not None and r.cuts:
                 _print_cuts(r.cuts, r.retokenized, bool(getattr(args, "verbose", False)))
             print(f"index: {_abstract_line(idx, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR | FLAG_TEXT_MISSING | FLAG_NOT_PARSED)}")
+            from chitragupta.engine.index.shards import refresh as refresh_shards
+
+            got, done = refresh_shards(ws, idx, getattr(args, "shards", None))
+            if done == "removed" or got is not None:
+                print("index: shards removed" if done == "removed" else
+                      f"index: {got.count} shards of about {idx.n_docs // got.count} documents "
+                      + ("cut" if done == "cut" else "up to date"))
             missing, unparsed = idx.count_flag(FLAG_TEXT_MISSING), idx.count_flag(FLAG_NOT_PARSED)
             if missing:
                 print_notes([f"{missing} parsed source(s) have no parsed text on disk and were ranked on their "

@@ -22,8 +22,11 @@ What a run does, in order (each step a named function or object below):
    ``COMMIT_SHARE`` of the job's chunks (``commit_every``) or ``COMMIT_EVERY_SECONDS`` seconds, whichever
    comes first (``commit_due``; checked after each block), and on Ctrl-C/SIGTERM on the way out; a rerun
    reads them and encodes only what is missing, so a run killed at 60% of its time keeps most of its
-   work. ``progress(done, total)`` after every block.
-5. The store is written whole once (``assemble``), the segments removed, and the report says the device
+   work. ``progress(done, total)`` after every block. The driver holds only the chunks not committed yet
+   (``Encoding``): past ``HOLD_CHUNKS`` of them the finished documents are committed whatever the cadence,
+   so its memory while encoding is bounded by that and a block, not by the run.
+5. The store is written whole once (``assemble``: committed documents read back from their segments'
+   files, memory-mapped), the segments removed, and the report says the device
    the stream really encoded on (a Ray cluster's actors report theirs).
 
 The encoder and the stream are re-exported here for the modules that import them from this one.
@@ -49,7 +52,7 @@ from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream,
 from chitragupta.errors import UsageError
 
 __all__ = ["run_stage", "InputStamps", "text_hash", "COMMIT_SHARE", "COMMIT_EVERY_SECONDS", "COMMIT_ENV",
-           "commit_every", "commit_due",
+           "commit_every", "commit_due", "HOLD_CHUNKS",
            # re-exported from chitragupta.enrich.encoders and chitragupta.enrich.stream
            "Encoder", "QueryEncoder", "load_encoder", "load_query_encoder", "model_slug", "DEFAULT_MODEL",
            "resolve_model_source", "offline_env", "ModelSpec", "model_spec", "EncodeStream", "recipe",
@@ -60,6 +63,9 @@ log = logging.getLogger(__name__)
 COMMIT_SHARE = 0.05  # a commit every 5% of the chunks a run encodes ...
 COMMIT_EVERY_SECONDS = 10.0  # ... or every 10 s, whichever comes first
 COMMIT_ENV = "CHITRAGUPTA_EMBED_COMMIT_CHUNKS"  # tests and the kill campaign: a fixed number of chunks
+# The most encoded chunks the driver holds before it commits the finished documents as a segment, whatever
+# the cadence above: ~50 MB at 384 dimensions, so a run of 10^8 chunks holds what one of 10^4 does.
+HOLD_CHUNKS = 32768
 
 
 def commit_every(total: int) -> int:
@@ -316,24 +322,65 @@ class Planner:
 # -- encoding, with commits -------------------------------------------------------------------------------
 
 class Encoding:
-    """The fresh documents' vectors as the stream returns them: one (total, dim) buffer, and the number of
-    documents whose every chunk has come back (``complete``)."""
+    """The fresh documents' vectors as the stream returns them, and the number of documents whose every
+    chunk has come back (``complete``). The driver holds only what is not committed yet: the blocks from
+    chunk ``held_from`` on (``held``); a commit writes the finished documents' vectors as a segment and
+    ``release``s them, and ``chunks`` reads a committed document back from its segment's file (memory-mapped)
+    when the store is assembled. Held chunks stay under ``HOLD_CHUNKS`` plus a block plus one document
+    (``SegmentWriter.due``), however many the run encodes."""
 
     def __init__(self, fresh: list[Doc], dim: int | None):
         self.fresh, self.dim = fresh, dim
         self.ends = np.cumsum([len(d.spans) for d in fresh]).tolist()
         self.total = self.ends[-1] if self.ends else 0
-        self.buf: np.ndarray | None = None
         self.done = self.complete = 0
+        self._blocks: list[np.ndarray] = []  # the held chunks, from held_from on, as they came
+        self.held_from = 0
+        self.peak_held = 0  # the most chunks held at once (for the tests and the log)
+        self._where: dict[int, tuple[Path, int]] = {}  # committed fresh document -> (its segment's .npy, first row)
+        self._maps: dict[Path, np.ndarray] = {}
+
+    @property
+    def held(self) -> int:
+        return self.done - self.held_from
 
     def add(self, block: np.ndarray) -> None:
-        if self.buf is None:
-            self.dim = self.dim or int(block.shape[1])
-            self.buf = np.zeros((self.total, self.dim), dtype=np.float32)
-        self.buf[self.done:self.done + len(block)] = block
+        self.dim = self.dim or int(block.shape[1])
+        self._blocks.append(block)
         self.done += len(block)
+        self.peak_held = max(self.peak_held, self.held)
         while self.complete < len(self.fresh) and self.ends[self.complete] <= self.done:
             self.complete += 1
+
+    def take(self, lo: int, hi: int) -> np.ndarray:
+        """The vectors of chunks ``lo..hi - 1``, all held."""
+        if lo < self.held_from or hi > self.done:
+            raise ValueError(f"chunks {lo}..{hi - 1} are not held ({self.held_from}..{self.done - 1} are)")
+        out = np.empty((hi - lo, self.dim or 0), dtype=np.float32)
+        at = self.held_from
+        for b in self._blocks:
+            a, z = max(lo, at), min(hi, at + len(b))
+            if a < z:
+                out[a - lo:z - lo] = b[a - at:z - at]
+            at += len(b)
+        return out
+
+    def committed(self, a: int, b: int, npy: Path) -> None:
+        """Fresh documents ``a..b - 1`` are in the segment whose vectors file is ``npy`` (from its row 0)."""
+        base = self.chunk_end(a)
+        for j in range(a, b):
+            self._where[j] = (npy, self.chunk_end(j) - base)
+
+    def release(self, upto: int) -> None:
+        """Drop the held chunks before ``upto`` (committed): whole blocks go, a block cut is copied short."""
+        while self._blocks and self.held_from < upto:
+            b = self._blocks[0]
+            if self.held_from + len(b) <= upto:
+                self._blocks.pop(0)
+                self.held_from += len(b)
+            else:
+                self._blocks[0] = b[upto - self.held_from:].copy()
+                self.held_from = upto
 
     def chunk_end(self, docs: int) -> int:
         """Chunks up to the end of the first ``docs`` fresh documents."""
@@ -341,7 +388,14 @@ class Encoding:
 
     def chunks(self, j: int) -> Chunks:
         d = self.fresh[j]
-        return Chunks.of_spans(self.buf[self.chunk_end(j):self.ends[j]], d.spans)
+        lo, hi = self.chunk_end(j), self.ends[j]
+        if j in self._where:
+            npy, row = self._where[j]
+            vecs = self._maps.get(npy)
+            if vecs is None:
+                vecs = self._maps[npy] = np.load(npy, mmap_mode="r", allow_pickle=False)
+            return Chunks.of_spans(vecs[row:row + hi - lo], d.spans)
+        return Chunks.of_spans(self.take(lo, hi), d.spans)
 
 
 @dataclass
@@ -358,9 +412,11 @@ class SegmentWriter:
     at: float = field(default_factory=time.monotonic)
 
     def due(self, enc: Encoding) -> bool:
-        """Encoding goes on, and ``commit_due`` says the finished documents not yet committed are due."""
+        """Encoding goes on, and ``commit_due`` says the finished documents not yet committed are due, or
+        the driver holds ``HOLD_CHUNKS`` chunks (memory bounded by that, not by the run)."""
         pending = enc.chunk_end(enc.complete) - self.chunks
-        return enc.done < enc.total and commit_due(pending, self.every, time.monotonic() - self.at)
+        return enc.done < enc.total and pending > 0 and (
+            commit_due(pending, self.every, time.monotonic() - self.at) or enc.held >= HOLD_CHUNKS)
 
     def commit(self, enc: Encoding) -> None:
         from chitragupta.enrich.store import write_segment
@@ -373,7 +429,9 @@ class SegmentWriter:
                      "stamp": self.stamps[d.citekey], "starts": [s for s, _ in d.spans],
                      "ends": [e for _, e in d.spans]} for d in enc.fresh[a:b]]
         write_segment(self.known.seg_folder, self.known.next_segment, base=self.known.base, model=self.model,
-                      dim=enc.dim, recipe=self.recipe, docs=seg_docs, vectors=enc.buf[lo:hi])
+                      dim=enc.dim, recipe=self.recipe, docs=seg_docs, vectors=enc.take(lo, hi))
+        enc.committed(a, b, self.known.seg_folder / f"seg-{self.known.next_segment:06d}.npy")
+        enc.release(hi)
         self.known.next_segment += 1
         self.docs, self.chunks, self.at = b, hi, time.monotonic()
         log.info("embed: %d of %d chunks encoded and committed", hi, enc.total)
