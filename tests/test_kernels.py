@@ -306,7 +306,7 @@ def test_pruned_path_equals_reference(monkeypatch, tile, first):
                 exhaustive += int(np.diff(p.indptr)[q.terms].sum())
             asked = np.unique(q.terms)
             assert (kept[asked] >= 0).all() and (np.delete(kept, asked) == -1.0).all()  # filled only where asked
-    full, pruned, stopped, read = total.tolist()
+    full, pruned, stopped, read = total.tolist()[:4]
     assert pruned > 0 and full > 0
     assert read < 0.8 * exhaustive, (read, exhaustive)  # it really skipped postings
 
@@ -400,3 +400,59 @@ def test_the_sweep_runs_auto_as_numba():
     assert len(got) == len(grid) and any(t.ids.size for t in got)
     for a, b in zip(got, want):
         assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores)
+
+
+@pytest.mark.parametrize("budget", [0, 2_000, 10 ** 9])
+def test_impact_table_changes_no_bit_on_any_tiled_path(monkeypatch, budget):
+    """The batch's table of contributions (``cpu._impact_table``) read instead of computing: with no term
+    held (budget 0), some held (a small budget: the most used terms) or every recurring term held, the
+    pruned, tiled-heap and tiled-collect paths give the reference's ids and scores bit for bit, ties,
+    (k1, b) corners and field weights included."""
+    from chitragupta.kernels import cpu
+
+    monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
+    monkeypatch.setattr(cpu, "_TILED_DENSITY", 10 ** 9)  # every query tiled
+    monkeypatch.setattr(cpu, "_TILE", 64)
+    monkeypatch.setattr(cpu, "_PRUNE_TILE", 50)
+    monkeypatch.setattr(cpu, "_PRUNE_FIRST_TILE", 100)
+    monkeypatch.setattr(cpu, "_COLLECT_MIN_K", 20)
+    monkeypatch.setattr(cpu, "IMPACT_BUDGET_BYTES", budget)
+    for case in (dict(seed=21, n_docs=1500, n_terms=200), dict(seed=22, n_docs=700, n_terms=90, ties=True),
+                 dict(seed=23, n_docs=900, n_terms=150, fields=True)):
+        p = zipf_postings(**case)
+        q = zipf_queries(case["seed"], p.n_terms, 50)
+        grid = [BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=3.0, b=1.0)]
+        if case.get("fields"):
+            grid += [BM25Params(field_weights=(("title", 3.0),)),
+                     BM25Params(k1=1.2, field_weights=(("title", 0.0), ("abstract", 2.5)))]
+        for params in grid:
+            for per_k in (1, 10 ** 9):  # pruned (MaxScore), then the unpruned tiles
+                monkeypatch.setattr(cpu, "_PRUNE_DOCS_PER_K", per_k)
+                for k in (1, 10, 40):
+                    assert_same_topk(cpu.score_topk(p, q, params, k), reference.score_topk(p, q, params, k))
+
+
+def test_impact_table_holds_each_recurring_terms_contributions(monkeypatch):
+    """``_impact_table``: table[base + p] is posting p's ``_contrib`` for every held query term; a term in
+    one query only is never held; the budget keeps the most used terms' postings first."""
+    from chitragupta.kernels import cpu
+
+    p = zipf_postings(31, 800, 120, fields=True)
+    params = BM25Params(k1=1.2, b=0.7, field_weights=(("title", 2.0),))
+    idf = bm25_idf(p.df(), p.n_docs)
+    norm = length_norm(p.doc_len, p.avgdl(), params.k1, params.b)
+    f1, d1, f2, d2 = cpu._field_args(p, params)
+    q_terms = np.array([0, 5, 7, 0, 5, 9, 0, 11], dtype=np.int64)  # 0 thrice, 5 twice, 7, 9, 11 once
+    df = np.diff(p.indptr)
+    table, base, held = cpu._impact_table(p, q_terms, df, f1, d1, f2, d2, idf, norm, params.k1 + 1.0)
+    assert held.tolist() == [True, True, False, True, True, False, True, False]
+    for j in np.flatnonzero(held):
+        t = int(q_terms[j])
+        ps = np.arange(p.indptr[t], p.indptr[t + 1])
+        f = p.tf[ps] + d1 * f1[ps]
+        want = np.where(f > 0, idf[t] * f * (params.k1 + 1.0) / (f + norm[p.indices[ps]]), 0.0)
+        np.testing.assert_array_equal(table[base[j] + ps], want)
+    monkeypatch.setattr(cpu, "IMPACT_BUDGET_BYTES", int(df[0]) * 8)  # room for term 0 (the most used) alone
+    table, base, held = cpu._impact_table(p, q_terms, df, f1, d1, f2, d2, idf, norm, params.k1 + 1.0)
+    assert held.tolist() == [True, False, False, True, False, False, True, False]
+    assert table.shape == (int(df[0]),)
