@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit, prange
 
 from chitragupta.kernels._intrinsics import prefetch
-from chitragupta.kernels._tiles import _contrib, _drain, _imp_add, _lower_bound, _push, _tile_add, _tile_offer
+from chitragupta.kernels._tiles import _contrib, _drain, _lower_bound, _push, _tile_add, _tile_offer
 
 __all__ = ["topk_maxscore", "term_bounds", "MARGIN", "N_COUNTERS"]
 
@@ -112,26 +112,6 @@ def _ess_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
 
 
 @njit(cache=True)
-def _add_term(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, imp, base, held, ahead):
-    """One term's postings s:e added into the tile: from the table when it holds the term, else computed
-    (``_ess_add``, prefetching, when ``ahead``; else ``_tile_add``)."""
-    if held:
-        _imp_add(indices, imp, base, s, e, lo, acc)
-    elif ahead:
-        _ess_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc)
-    else:
-        _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc)
-
-
-@njit(cache=True, inline="always")
-def _val(tf, f1, d1, f2, d2, norm, w, k1p1, p, d, imp, base, held):
-    """Posting p's contribution: the table's when it holds the term, else ``_contrib`` (the same bits)."""
-    if held:
-        return imp[base + p]
-    return _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
-
-
-@njit(cache=True)
 def _mark(indices, s, e, lo, pres, posmap):
     """Bitmap of the tile's documents in postings s:e, and each one's posting position."""
     for p in range(s, e):
@@ -164,17 +144,17 @@ def _extract(indices, s, e, lo, acc, cand, cval, m, need_with, need_without, pre
 
 
 @njit(cache=True)
-def _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits, imp, base, held):
+def _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits):
     """acc += contribution for the postings s:e whose document is a candidate (bit set)."""
     for p in range(s, e):
         d = indices[p]
         i = np.uint64(d - lo)
         if (bits[i >> np.uint64(6)] >> (i & np.uint64(63))) & np.uint64(1):
-            acc[i] += _val(tf, f1, d1, f2, d2, norm, w, k1p1, p, d, imp, base, held)
+            acc[i] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
 
 
 @njit(cache=True)
-def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m, imp, base, held):
+def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m):
     """acc += contribution for the candidates cand[:m] (ascending) found in postings s:e, by galloping."""
     p = s
     for j in range(m):
@@ -184,7 +164,7 @@ def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, 
         if p >= e:
             return
         if indices[p] == d:
-            acc[i] += _val(tf, f1, d1, f2, d2, norm, w, k1p1, p, d, imp, base, held)
+            acc[i] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
 
 
 @njit(cache=True)
@@ -203,16 +183,14 @@ def _cut(acc, bits, cand, m, bound, thr_lo):
 
 @njit(cache=True)
 def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt, order, rank, pre, ne, cur, send,
-                 pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap, cand, cval, counters, imp, qbase, qheld):
-    """One tile with ne non-essential terms (0 < ne < nt); returns the heap's size. ``qbase``/``qheld``:
-    per query term, where the batch's table holds its contributions (``_val``)."""
+                 pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap, cand, cval, counters):
+    """One tile with ne non-essential terms (0 < ne < nt); returns the heap's size."""
     thr_lo = thr / MARGIN
     read = 0
     for j in range(nt):  # essential terms, ascending id
         if rank[j] >= ne and send[j] > cur[j]:
             t = terms[j]
-            _add_term(indices, tf, f1, d1, f2, d2, norm, idf[t], k1p1, cur[j], send[j], lo, acc, imp, qbase[j],
-                      qheld[j], True)
+            _ess_add(indices, tf, f1, d1, f2, d2, norm, idf[t], k1p1, cur[j], send[j], lo, acc)
             read += send[j] - cur[j]
     jt = order[ne - 1]  # the non-essential term with the largest bound
     _mark(indices, cur[jt], send[jt], lo, pres, posmap)
@@ -228,7 +206,7 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt
         i = cand[j]
         v = cval[j]
         if (pres[i >> 6] >> np.uint64(i & 63)) & np.uint64(1):
-            v += _val(tf, f1, d1, f2, d2, norm, wt, k1p1, posmap[i], lo + i, imp, qbase[jt], qheld[jt])
+            v += _contrib(tf, f1, d1, f2, d2, norm, wt, k1p1, posmap[i], lo + i)
         cand[n] = i
         cval[n] = v
         n += v + pre[ne - 1] >= thr_lo
@@ -248,10 +226,10 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt
             if 16 * m < e - s:
                 counters[5] += m
                 cand[:m].sort()
-                _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m, imp, qbase[j], qheld[j])
+                _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m)
             else:
                 counters[4] += e - s
-                _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits, imp, qbase[j], qheld[j])
+                _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits)
         m = _cut(acc, bits, cand, m, pre[r], thr_lo)
         r -= 1
     if m > 0:  # survivors: exact scores, every term in ascending id, documents ascending
@@ -269,7 +247,7 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt
                 p = _gallop(indices, pc[j], send[j], d)
                 pc[j] = p
                 if p < send[j] and indices[p] == d:
-                    sc += _val(tf, f1, d1, f2, d2, norm, idf[terms[j]], k1p1, p, d, imp, qbase[j], qheld[j])
+                    sc += _contrib(tf, f1, d1, f2, d2, norm, idf[terms[j]], k1p1, p, d)
             if sc > 0.0:
                 size = _push(hs, hi, size, k, sc, d)
     return size
@@ -277,7 +255,7 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt
 
 @njit(parallel=True, cache=True)
 def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile, first_tile,
-                  max_terms, n_chunks, out_ids, out_scores, counters, bounds, imp, q_base, q_held):
+                  max_terms, n_chunks, out_ids, out_scores, counters, bounds):
     """Query i (terms q_terms[q_indptr[i]:q_indptr[i + 1]], ascending ids) -> row rows[i] of out_ids /
     out_scores (filled with -1 / -inf); counters (n_chunks, N_COUNTERS) int64 accumulate per chunk;
     bounds[t] is term t's ``term_bounds`` for every query term."""
@@ -307,8 +285,6 @@ def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr
             a = q_indptr[q]
             nt = q_indptr[q + 1] - a
             terms = q_terms[a:a + nt]
-            qbase = q_base[a:a + nt]
-            qheld = q_held[a:a + nt]
             for j in range(nt):
                 cur[j] = indptr[terms[j]]
                 ub[j] = bounds[terms[j]]
@@ -340,15 +316,14 @@ def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr
                     cnt[0] += 1
                     for j in range(nt):
                         if send[j] > cur[j]:
-                            _add_term(indices, tf, f1, d1, f2, d2, norm, idf[terms[j]], k1p1, cur[j], send[j], lo,
-                                      acc, imp, qbase[j], qheld[j], False)
+                            _tile_add(indices, tf, f1, d1, f2, d2, norm, idf[terms[j]], k1p1, cur[j], send[j], lo, acc)
                             cnt[3] += send[j] - cur[j]
                     size = _tile_offer(acc, end_d - lo, lo, k, hs, hi, size)
                 else:
                     cnt[1] += 1
                     size = _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt, order, rank,
                                         pre, ne, cur, send, pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap,
-                                        cand, cval, cnt, imp, qbase, qheld)
+                                        cand, cval, cnt)
                 for j in range(nt):
                     cur[j] = send[j]
                 lo = end_d

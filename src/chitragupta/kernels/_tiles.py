@@ -150,14 +150,6 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
 
 
 @njit(cache=True)
-def _imp_add(indices, imp, base, s, e, lo, acc):
-    """acc[d - lo] += imp[base + p] for the postings s:e: a batch's table of contributions (``_contrib``
-    computed once per posting, so the same bits as computing them here)."""
-    for p in range(s, e):
-        acc[np.uint64(indices[p] - lo)] += imp[np.uint64(base + p)]
-
-
-@njit(cache=True)
 def _tile_offer(acc, n, lo, k, hs, hi, size):
     """Offer the hits (acc > 0) of acc[:n] (documents lo + i) to the bounded heap, zeroing acc[:n].
 

@@ -38,7 +38,7 @@ import numpy as np
 import numba
 from numba import njit, prange
 
-from chitragupta.kernels._tiles import (_BLOCK, _contrib, _drain, _imp_add, _lower_bound, _push, _sift_down, _sift_up,
+from chitragupta.kernels._tiles import (_BLOCK, _contrib, _drain, _lower_bound, _push, _sift_down, _sift_up,
                                         _span_max, _tile_add, _tile_offer)
 from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, allowed_rows, bm25_idf, length_norm
 
@@ -371,33 +371,28 @@ def _score_allowed(postings: Postings, queries: QueryBatch, params: BM25Params, 
 _TILE = 65536  # documents a tile: its float64 accumulator and norm slice stay in a 2 MB L2
 _TILED_MIN_DOCS = 262144  # below this the whole accumulator fits L2 and the table path is faster
 _TILED_DENSITY = 32  # tiles for a query with postings * this >= n_docs (a slot visit is cheaper than a posting)
-_PRUNE_DOCS_PER_K = 4096  # MaxScore when k * this <= n_docs: with larger k the threshold stays low
+_PRUNE_DOCS_PER_K = 16384  # MaxScore when k * this <= n_docs: with larger k the threshold stays low
 _PRUNE_TILE = 32768  # MaxScore's tiles (documents)
 _PRUNE_FIRST_TILE = 32768  # its first tile, which raises the threshold before pruning starts
 _COLLECT_MIN_K = 512  # from this k the unpruned tiles collect past a threshold instead of keeping a heap
 
 
 @njit(cache=True, inline="always")
-def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc, imp,
-                q_base, q_held):
+def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc):
     """Add the query's terms q_terms[a:a + nt] (ascending id) into the tile [lo, end_d); each term's
-    cursor cur[j] moves forward to the tile's end, found by binary search. A term the batch's table holds
-    (q_held) is read from it (``_impact_table``), the others computed."""
+    cursor cur[j] moves forward to the tile's end, found by binary search."""
     for j in range(nt):
         t = q_terms[a + j]
         s = cur[j]
         e = _lower_bound(indices, s, indptr[t + 1], end_d)
         cur[j] = e
         if e > s:
-            if q_held[a + j]:
-                _imp_add(indices, imp, q_base[a + j], s, e, lo, acc)
-            else:
-                _tile_add(indices, tf, f1, d1, f2, d2, norm, idf[t], k1p1, s, e, lo, acc)
+            _tile_add(indices, tf, f1, d1, f2, d2, norm, idf[t], k1p1, s, e, lo, acc)
 
 
 @njit(parallel=True, cache=True)
 def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile,
-                max_terms, n_chunks, out_ids, out_scores, imp, q_base, q_held):
+                max_terms, n_chunks, out_ids, out_scores):
     """Dense queries scored tile by tile (see the module docstring); no posting table.
 
     Query i's terms are q_terms[q_indptr[i]:q_indptr[i + 1]] (ascending ids: the reference's order),
@@ -421,8 +416,7 @@ def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, 
             size = 0
             for lo in range(0, n_docs, tile):
                 end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc,
-                            imp, q_base, q_held)
+                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc)
                 size = _tile_offer(acc, end_d - lo, lo, k, hs, hi, size)
             _drain(hs, hi, size, out_ids[rows[q]], out_scores[rows[q]])
 
@@ -468,7 +462,7 @@ def _kth_cut(cs, ci, m, k):
 
 @njit(parallel=True, cache=True)
 def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile,
-                        max_terms, n_chunks, out_ids, out_scores, imp, q_base, q_held):
+                        max_terms, n_chunks, out_ids, out_scores):
     """``_topk_tiled`` for large k: no heap. Hits reaching a threshold are collected per tile in ascending
     id; once the buffer holds 4k, it is cut to its best k (``_kth_cut``) and the threshold becomes their
     k-th score, a lower bound on the final one. The buffer never holds more than 4k plus a tile. The
@@ -492,8 +486,7 @@ def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_
             thr = 0.0
             for lo in range(0, n_docs, tile):
                 end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc,
-                            imp, q_base, q_held)
+                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc)
                 m = _tile_collect(acc, end_d - lo, lo, thr, cs, ci, m)
                 if m >= cap:
                     m, thr = _kth_cut(cs, ci, m, k)
@@ -580,7 +573,6 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
         pos = np.arange(int(q_indptr[-1]), dtype=np.int64) + np.repeat(starts - q_indptr[:-1], lens)
         q_terms = queries.terms[pos].astype(np.int64)
         n_chunks = max(1, min(rows.size, numba.get_num_threads()))
-        imp, q_base, q_held = _impact_table(postings, q_terms, df, f1, d1, f2, d2, idf, norm, float(params.k1 + 1.0))
         if k * _PRUNE_DOCS_PER_K <= postings.n_docs:
             from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
 
@@ -598,17 +590,17 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
             topk_maxscore(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
                           float(params.k1 + 1.0), q_indptr, q_terms, rows, int(k), int(_PRUNE_TILE),
                           int(_PRUNE_FIRST_TILE), int(lens.max()), n_chunks, out.ids, out.scores, per_chunk,
-                          bounds, imp, q_base, q_held)
+                          bounds)
             if counters is not None:
                 counters += per_chunk.sum(axis=0)
         elif k >= _COLLECT_MIN_K:
             _topk_tiled_collect(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
                                 float(params.k1 + 1.0), q_indptr, q_terms, rows, int(k), tile, int(lens.max()),
-                                n_chunks, out.ids, out.scores, imp, q_base, q_held)
+                                n_chunks, out.ids, out.scores)
         else:
             _topk_tiled(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
                         float(params.k1 + 1.0), q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks,
-                        out.ids, out.scores, imp, q_base, q_held)
+                        out.ids, out.scores)
     if rows.size < queries.n_queries:
         rest = np.flatnonzero(~tiled)
         lens = np.diff(queries.indptr)[rest]
@@ -622,41 +614,6 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
         out.ids[rest] = ids
         out.scores[rest] = scores
     return out
-
-
-# Bytes of the batch's table of contributions for the dense queries' recurring terms (``_impact_table``).
-IMPACT_BUDGET_BYTES = 256 * 1024 * 1024
-_IMPACT_MIN_USES = 2  # a term in fewer of the batch's dense queries is computed inline: a table would not pay
-
-
-def _impact_table(postings: Postings, q_terms: np.ndarray, df: np.ndarray, f1, d1, f2, d2, idf, norm, k1p1):
-    """The contributions of the postings of the terms that recur among a batch's dense queries, each
-    computed once (``_posting_table``: ``_contrib``, so the same bits), most used terms first while they fit
-    ``IMPACT_BUDGET_BYTES``; and per query term where the table holds it: (table, base, held) with
-    table[base + p] posting p's contribution where held."""
-    q_base = np.zeros(q_terms.shape[0], dtype=np.int64)
-    q_held = np.zeros(q_terms.shape[0], dtype=np.bool_)
-    uterms, uses = np.unique(q_terms, return_counts=True)
-    keep = uses >= _IMPACT_MIN_USES
-    uterms, uses = uterms[keep], uses[keep]
-    if not uterms.size:
-        return np.zeros(0, dtype=np.float64), q_base, q_held
-    sizes = df[uterms]
-    order = np.argsort(-(uses * sizes), kind="stable")  # the most postings saved first
-    fits = np.cumsum(sizes[order]) * 8 <= IMPACT_BUDGET_BYTES
-    chosen = np.sort(uterms[order[fits]]).astype(np.int64)
-    if not chosen.size:
-        return np.zeros(0, dtype=np.float64), q_base, q_held
-    toff = np.zeros(chosen.size + 1, dtype=np.int64)
-    np.cumsum(df[chosen], out=toff[1:])
-    table = np.empty(int(toff[-1]), dtype=np.float64)
-    _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, chosen, toff,
-                   table)
-    slot = np.searchsorted(chosen, q_terms)
-    slot_c = np.minimum(slot, chosen.size - 1)
-    q_held[:] = chosen[slot_c] == q_terms
-    q_base[q_held] = toff[slot_c[q_held]] - postings.indptr[q_terms[q_held]]
-    return table, q_base, q_held
 
 
 def _score_table(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2,
@@ -709,11 +666,10 @@ def warmup() -> None:
     # The tiled kernel (corpora over _TILED_MIN_DOCS) on the same input, directly.
     out = TopK.empty(1, 1)
     _topk_tiled(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
-                q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids, out.scores,
-                np.zeros(1), np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.bool_))
+                q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids, out.scores)
     _topk_tiled_collect(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
                         q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids,
-                        out.scores, np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_))
+                        out.scores)
     score_topk(p, q, BM25Params(), 1, allowed=np.ones(1, dtype=bool))  # _topk_masked
     from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
 
@@ -722,5 +678,4 @@ def warmup() -> None:
                 q.terms.astype(np.int64), bounds)
     topk_maxscore(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
                   q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _PRUNE_TILE, _PRUNE_FIRST_TILE,
-                  1, 1, out.ids, out.scores, np.zeros((1, N_COUNTERS), dtype=np.int64), bounds, np.zeros(1),
-                  np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.bool_))
+                  1, 1, out.ids, out.scores, np.zeros((1, N_COUNTERS), dtype=np.int64), bounds)
