@@ -402,4 +402,3 @@ def test_the_sweep_runs_auto_as_numba():
     assert len(got) == len(grid) and any(t.ids.size for t in got)
     for a, b in zip(got, want):
         assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores)
-
