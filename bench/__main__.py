@@ -12,6 +12,7 @@ COMMANDS = {
     "speed": ("bench.speed", "side by side with bm25s: queries/s, build, memory, CLI wall time"),
     "cli_batch": ("bench.cli_batch", "what users run beside bm25s: a whole-process CLI batch, the API strings -> citekeys"),
     "interactive": ("bench.interactive", "one query at a time: a whole process per query (cold), a warm MCP server"),
+    "batch1m": ("bench.batch1m", "where a large BM25 batch spends its time (parse, kernel, top-k, run), beside bm25s in process and as a CLI batch"),
     "scale": ("bench.scale", "100k / 1M documents beside bm25s: queries/s, build memory, first CLI query"),
     "ingest": ("bench.ingest", "import and index at scale, whole process: fresh, unchanged, 1% changed"),
     "synth": ("bench.synth", "a seeded synthetic workspace drawn from a collection's statistics"),

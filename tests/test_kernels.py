@@ -306,9 +306,11 @@ def test_pruned_path_equals_reference(monkeypatch, tile, first):
                 exhaustive += int(np.diff(p.indptr)[q.terms].sum())
             asked = np.unique(q.terms)
             assert (kept[asked] >= 0).all() and (np.delete(kept, asked) == -1.0).all()  # filled only where asked
-    full, pruned, stopped, read = total.tolist()
+    full, pruned, stopped, read, streamed, probes = total.tolist()
     assert pruned > 0 and full > 0
     assert read < 0.8 * exhaustive, (read, exhaustive)  # it really skipped postings
+    # a posting is read in full, streamed past the candidate bitmap, or skipped: never counted twice
+    assert streamed > 0 and probes > 0 and read + streamed <= exhaustive, (read, streamed, exhaustive)
 
 
 def test_term_bounds_are_each_terms_largest_contribution():

@@ -47,8 +47,10 @@ __all__ = ["topk_maxscore", "term_bounds", "MARGIN", "N_COUNTERS"]
 
 MARGIN = 1.0 + 1e-9
 # counters[c] per thread chunk: full tiles, pruned tiles, queries stopped early, postings read in full
-# (all terms of a full tile, essential terms and the marked term of a pruned one)
-N_COUNTERS = 4
+# (all terms of a full tile, essential terms and the marked term of a pruned one), postings of the other
+# non-essential terms streamed past the candidate bitmap (their document id read, a bit tested), and
+# galloping probes (a candidate looked up in a non-essential term, a survivor's term rescored)
+N_COUNTERS = 6
 
 
 @njit(cache=True, inline="always")
@@ -222,13 +224,16 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt
         if e > s:
             w = idf[terms[j]]
             if 16 * m < e - s:
+                counters[5] += m
                 cand[:m].sort()
                 _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m)
             else:
+                counters[4] += e - s
                 _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits)
         m = _cut(acc, bits, cand, m, pre[r], thr_lo)
         r -= 1
     if m > 0:  # survivors: exact scores, every term in ascending id, documents ascending
+        counters[5] += m * nt
         cand[:m].sort()
         for j in range(nt):
             pc[j] = cur[j]
