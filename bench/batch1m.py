@@ -93,7 +93,7 @@ def _run_bytes(ranked, qids) -> int:
 def profile(ws_root: Path, texts: list[str], ks, threads_list, repeats: int) -> dict:
     import numba
 
-    from chitragupta.kernels._maxscore import N_COUNTERS
+    from chitragupta.kernels.types import N_COUNTERS
     from chitragupta.kernels.dispatch import score_topk
 
     bw = stream_bandwidth()
@@ -111,7 +111,7 @@ def profile(ws_root: Path, texts: list[str], ks, threads_list, repeats: int) -> 
     out["postings_per_query"] = float(per_q.mean())
     from chitragupta.kernels import cpu
 
-    dense = cpu._TILED_DENSITY * per_q >= index.n_docs
+    dense = cpu.TILED_DENSITY * per_q >= index.n_docs
     out["dense_queries"] = int(dense.sum())
     out["postings_per_dense_query"] = float(per_q[dense].mean()) if dense.any() else 0.0
     out["postings_per_query_p50_p90"] = [float(np.percentile(per_q, 50)), float(np.percentile(per_q, 90))]

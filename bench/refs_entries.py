@@ -229,7 +229,7 @@ def _costs(ws) -> Costs:
     from chitragupta.engine.text import refcut
 
     refresh(ws, unit="document", force=True)
-    refcut._SPANS.clear()  # the measured build finds every reference span itself, as a first ``index`` does
+    refcut.forget_reference_spans()  # the measured build finds every reference span itself, as a first ``index`` does
     with stopwatch() as t_index:
         refresh(ws, unit="document", force=True)
     with stopwatch() as t_refs:

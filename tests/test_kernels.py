@@ -211,7 +211,7 @@ def test_tiled_path_equals_reference(monkeypatch, tile, density):
     from chitragupta.kernels import cpu
 
     monkeypatch.setattr(cpu, "_TILE", tile)
-    monkeypatch.setattr(cpu, "_TILED_DENSITY", density)
+    monkeypatch.setattr(cpu, "TILED_DENSITY", density)
     monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
     monkeypatch.setattr(cpu, "_COLLECT_MIN_K", 20)
     cases = [dict(seed=7, n_docs=3000, n_terms=50, density=0.1),
@@ -284,7 +284,7 @@ def test_pruned_path_equals_reference(monkeypatch, tile, first):
 
     monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
     monkeypatch.setattr(cpu, "_TILE", 50)
-    monkeypatch.setattr(cpu, "_TILED_DENSITY", 10 ** 9)  # every query tiled
+    monkeypatch.setattr(cpu, "TILED_DENSITY", 10 ** 9)  # every query tiled
     monkeypatch.setattr(cpu, "_PRUNE_DOCS_PER_K", 1)
     monkeypatch.setattr(cpu, "_PRUNE_TILE", tile)
     monkeypatch.setattr(cpu, "_PRUNE_FIRST_TILE", first)

@@ -41,16 +41,13 @@ import numpy as np
 from numba import njit, prange
 
 from chitragupta.kernels._intrinsics import prefetch
+from chitragupta.kernels.types import N_COUNTERS
 from chitragupta.kernels._tiles import _contrib, _drain, _lower_bound, _push, _tile_add, _tile_offer
 
 __all__ = ["topk_maxscore", "term_bounds", "MARGIN", "N_COUNTERS"]
 
 MARGIN = 1.0 + 1e-9
-# counters[c] per thread chunk: full tiles, pruned tiles, queries stopped early, postings read in full
-# (all terms of a full tile, essential terms and the marked term of a pruned one), postings of the other
-# non-essential terms streamed past the candidate bitmap (their document id read, a bit tested), and
-# galloping probes (a candidate looked up in a non-essential term, a survivor's term rescored)
-N_COUNTERS = 6
+# counters[c] per thread chunk: see kernels.types.N_COUNTERS
 
 
 @njit(cache=True, inline="always")

@@ -370,7 +370,7 @@ def _score_allowed(postings: Postings, queries: QueryBatch, params: BM25Params, 
 # The constants below were chosen by measurement; the figures are in bench/RESULTS.md ("kernel constants").
 _TILE = 65536  # documents a tile: its float64 accumulator and norm slice stay in a 2 MB L2
 _TILED_MIN_DOCS = 262144  # below this the whole accumulator fits L2 and the table path is faster
-_TILED_DENSITY = 32  # tiles for a query with postings * this >= n_docs (a slot visit is cheaper than a posting)
+TILED_DENSITY = 32  # tiles for a query with postings * this >= n_docs (a slot visit is cheaper than a posting)
 # MaxScore when k * this <= n_docs: with larger k the threshold stays low and the unpruned tiles are
 # faster (1M documents, 5,000 stress queries, one thread: k = 10 pruned 7.7 s against tiles 9.5 s; k = 100
 # pruned 10.6 s against tiles 9.1 s, CPU seconds; 4096 before, which sent k <= 244 to MaxScore at 1M)
@@ -565,7 +565,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
     term_cum = np.zeros(queries.terms.shape[0] + 1, dtype=np.int64)
     np.cumsum(df[queries.terms], out=term_cum[1:])
     n_post = np.diff(term_cum[queries.indptr])  # postings of each query
-    tiled = _TILED_DENSITY * n_post >= postings.n_docs
+    tiled = TILED_DENSITY * n_post >= postings.n_docs
     rows = np.flatnonzero(tiled).astype(np.int64)
     if rows.size:
         lens = np.diff(queries.indptr)[rows]
