@@ -72,8 +72,14 @@ class Block:
     cuts: list[tuple[str, int, int]] = field(default_factory=list)
 
 
-def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[str, ...], positions: bool) -> Block:
-    """Tokenize the documents ``sources`` (at index positions ``units``) into a ``Block``."""
+def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[str, ...], positions: bool,
+                   fast: bool = True) -> Block:
+    """Tokenize the documents ``sources`` (at index positions ``units``) into a ``Block``. ``fast``: with
+    ``engine.index.tokenize_fast`` (the same Block); below, the per-run path it is tested against."""
+    from chitragupta.engine.index import tokenize_fast
+
+    if fast and tuple(fields) == tokenize_fast.FIELDS:
+        return Block(**tokenize_fast.block_parts(units, sources, fields, positions))
     seqs = Sequences() if positions else None
     acc = Accumulator(fields=fields, stem=None, sequences=seqs)
     flags = np.zeros(len(units), dtype=np.uint8)
