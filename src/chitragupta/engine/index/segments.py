@@ -209,8 +209,10 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
             if progress:
                 progress(b, n)
         return
+    from chitragupta.engine.index import tokenize_fast
     from chitragupta.engine.workers import process_pool
 
+    tokenize_fast.warm(fields)  # (the workers fork with the kernels loaded)
     window = 2 * jobs  # finished blocks waiting are bounded: memory does not grow with the corpus
     with process_pool(min(jobs, len(spans))) as ex:
         pending = []

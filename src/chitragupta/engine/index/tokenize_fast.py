@@ -26,7 +26,7 @@ from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT,
 from chitragupta.engine.tokenize import DROPPED_RUNS, iter_runs_bytes
 from chitragupta.kernels.charset import SEPARATE
 
-__all__ = ["block_parts", "FIELDS"]
+__all__ = ["block_parts", "warm", "FIELDS"]
 
 FIELDS = ("title", "abstract")  # the field streams this path fills (the document index's)
 _PIECE_BYTES = 1 << 23  # text handed to the kernels at a time: bounded temporaries whatever the block
@@ -37,6 +37,20 @@ _SEEDS = b" ".join(DROPPED_RUNS)
 def _piece(text: str) -> bytes:
     # runs_bytes before its split
     return text.lower().encode("ascii", "replace").translate(SEPARATE)
+
+
+def warm(fields: tuple[str, ...]) -> None:
+    """Load the kernels in this process (numba's start and its cache cost most of a second, once per
+    process): called before a process pool forks, its workers start with them loaded. Nothing for
+    fields this path does not fill."""
+    if tuple(fields) != FIELDS:
+        return
+    from chitragupta.kernels.runs import count_pieces, new_table, runs_to_ids
+
+    seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
+    ids, seg_n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *new_table())
+    count_pieces(ids, seg_n, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int8), state[3], len(DROPPED_RUNS),
+                 True, -1)
 
 
 def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool) -> dict:
