@@ -14,6 +14,9 @@ the 1-minute load average is printed beside each figure.
                      waits for blocks: all of it with one job), merge (local ids -> the build's), csr
                      (``Accumulator.finish``: vocabulary sort, term-major placement), positions
                      (``Sequences.finish`` + ``by_term``), save.
+                     ``cpu``: the CPU seconds of the same stages in this process, the scan's and the
+                     build's, and ``workers``: the worker processes' (all of it, user + system): figures
+                     that a loaded host changes less than the wall times.
   ours, whole        ``--whole``: ``chitragupta index --force --unit document --jobs N`` on the workspace,
                      start to exit (this writes the workspace's index: use it on a workspace of your own).
   bm25s, in process  ``bm25s`` tokenize + index of the same titles and texts, read from ``corpus.jsonl``
@@ -46,14 +49,19 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     from chitragupta.kernels import phrase
 
     stages = {"tokenize": 0.0, "merge": 0.0, "csr": 0.0, "positions": 0.0, "save": 0.0}
+    cpu = dict.fromkeys(stages, 0.0)  # this process's CPU seconds in each (the workers' are not in it)
+
+    def add(name, t, c):
+        stages[name] += time.perf_counter() - t
+        cpu[name] += time.process_time() - c
 
     def timed(name, fn):
         def wrapper(*a, **k):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             try:
                 return fn(*a, **k)
             finally:
-                stages[name] += time.perf_counter() - t
+                add(name, t, c)
         return wrapper
 
     real_blocks = segments.tokenize_blocks
@@ -61,13 +69,13 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     def blocks(*a, **k):
         it = real_blocks(*a, **k)
         while True:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             try:
                 b = next(it)
             except StopIteration:
-                stages["tokenize"] += time.perf_counter() - t
+                add("tokenize", t, c)
                 return
-            stages["tokenize"] += time.perf_counter() - t
+            add("tokenize", t, c)
             yield b
 
     segments.tokenize_blocks = blocks
@@ -79,17 +87,20 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
 
     ws = Workspace.open(ws_root)
     settings = dict(ws.config.index_settings(), **{"retrieval.positions": positions})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with Ledger(ws.ledger_path, create=False) as ledger:
         rows = ledger.index_view()
     scanned = fingerprints(ws.root, rows)
-    scan_s = time.perf_counter() - t0
-    t = time.perf_counter()
+    scan_s, scan_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t, c = time.perf_counter(), time.process_time()
     _index, report = doc.build(ws.root, rows, out, settings, scanned=scanned, jobs=jobs)
-    build_s = time.perf_counter() - t
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    build_s, build_cpu = time.perf_counter() - t, time.process_time() - c
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"n_docs": report.n_docs, "nnz": report.nnz, "scan_s": scan_s, "build_s": build_s,
-            "stages": {k: round(v, 3) for k, v in stages.items()}, "workers_peak_mib": kids}
+            "stages": {k: round(v, 3) for k, v in stages.items()},
+            "cpu": {"scan": round(scan_cpu, 3), "build": round(build_cpu, 3), **{k: round(v, 3) for k, v in cpu.items()},
+                    "workers": round(kids.ru_utime + kids.ru_stime, 3)},
+            "workers_peak_mib": kids.ru_maxrss / 1024}
 
 
 def child_bm25s(ws_root: Path) -> dict:

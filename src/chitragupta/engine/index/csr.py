@@ -212,15 +212,21 @@ class Accumulator:
         """Count ``runs`` for ``unit`` in the main stream, or only in ``field``'s stream."""
         if not runs:
             return
+        from array import array
+
         st = self.streams[field]
-        if field or self.sequences is None:
-            st.pend_terms.extend(map(self.vocab.__getitem__, runs))
-        else:
-            ids = list(map(self.vocab.__getitem__, runs))
-            st.pend_terms.extend(ids)
+        # the ids as a C int array: appended to the pending terms, and to the positions, by a copy of
+        # its buffer (a list of Python ints costs a conversion per id at each), and handed to numpy the
+        # same way when the stream is flushed. (The stream resets its pending terms to a list.)
+        ids = array("i", map(self.vocab.__getitem__, runs))
+        pend = st.pend_terms
+        if pend.__class__ is not array:
+            pend = st.pend_terms = array("i", pend)
+        pend.extend(ids)
+        if not field and self.sequences is not None:
             self.sequences.extend(unit, ids)
         st.pend_units.append(np.full(len(runs), unit, dtype=np.int64))
-        if len(st.pend_terms) >= _FLUSH_TOKENS:
+        if len(pend) >= _FLUSH_TOKENS:
             st.flush()
 
     def add_counts(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray, field: str = "") -> None:

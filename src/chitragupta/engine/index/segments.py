@@ -72,8 +72,14 @@ class Block:
     cuts: list[tuple[str, int, int]] = field(default_factory=list)
 
 
-def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[str, ...], positions: bool) -> Block:
-    """Tokenize the documents ``sources`` (at index positions ``units``) into a ``Block``."""
+def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[str, ...], positions: bool,
+                   fast: bool = True) -> Block:
+    """Tokenize the documents ``sources`` (at index positions ``units``) into a ``Block``. ``fast``: with
+    ``engine.index.tokenize_fast`` (the same Block); below, the per-run path it is tested against."""
+    from chitragupta.engine.index import tokenize_fast
+
+    if fast and tuple(fields) == tokenize_fast.FIELDS:
+        return Block(**tokenize_fast.block_parts(units, sources, fields, positions))
     seqs = Sequences() if positions else None
     acc = Accumulator(fields=fields, stem=None, sequences=seqs)
     flags = np.zeros(len(units), dtype=np.uint8)
@@ -203,8 +209,10 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
             if progress:
                 progress(b, n)
         return
+    from chitragupta.engine.index import tokenize_fast
     from chitragupta.engine.workers import process_pool
 
+    tokenize_fast.warm(fields)  # (the workers fork with the kernels loaded)
     window = 2 * jobs  # finished blocks waiting are bounded: memory does not grow with the corpus
     with process_pool(min(jobs, len(spans))) as ex:
         pending = []

@@ -275,18 +275,30 @@ def read_text(path: "Path | str | None") -> str:
     if path is None or not is_regular(path):
         return ""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, _READ_FLAGS)
     except OSError:
         return ""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else since the check
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped for something else since the check
             return ""
         os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            return f.read().decode("utf-8", errors="replace")
+        # os.read to the end, no buffered file object (a million small files per build): the size the
+        # file has now and one byte more, so a file that grew since is read on, to the end
+        data = os.read(fd, st.st_size + 1)
+        if data:
+            more = os.read(fd, 1 << 20)
+            if more:
+                parts = [data, more]
+                while more:
+                    more = os.read(fd, 1 << 20)
+                    parts.append(more)
+                data = b"".join(parts)
+        return data.decode("utf-8", errors="replace")
     except OSError:
         return ""
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)

@@ -1,0 +1,148 @@
+"""A block tokenized with the runs looked up and counted in numba: the same ``segments.Block`` as
+``segments.tokenize_block``'s per-run path, to the byte, at a fraction of the cost.
+
+The per-run path splits each text into Python ``bytes`` runs, looks each up in a dictionary, and sorts
+the block's (unit, run) pairs to count them. Here each text is lowercased, encoded to ASCII and
+translated exactly as ``engine.tokenize.runs_bytes`` does before its split (C speed, one call a text),
+the pieces of a stretch of documents are joined into one buffer, and ``kernels.runs`` gives every run
+its provisional id (a hash table over the distinct runs, ids in first-seen order, the never-indexed runs
+first: what ``Accumulator`` hands out) and counts each document's ids. The text each document
+contributes comes from the same functions (``load_body``, ``plain_body``), so the flags, notes and cuts
+are the per-run path's too.
+
+Two differences of form, none in what is built: a stream's triples come as one chunk (the per-run path
+cuts a stream into chunks of ``_FLUSH_TOKENS`` pending runs, so a document can appear in two; the
+build sums such pairs when it finishes, and the arrays it writes are the same), and a body longer than
+``iter_runs_bytes``'s piece is handed over in the same pieces.
+
+``tests/test_tokenize_fast.py`` holds the two paths equal on random, Unicode, hyphenated and edge texts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, load_body, plain_body
+from chitragupta.engine.tokenize import DROPPED_RUNS, iter_runs_bytes
+from chitragupta.kernels.charset import SEPARATE
+
+__all__ = ["block_parts", "warm", "FIELDS"]
+
+FIELDS = ("title", "abstract")  # the field streams this path fills (the document index's)
+_PIECE_BYTES = 1 << 23  # text handed to the kernels at a time: bounded temporaries whatever the block
+_LONG = iter_runs_bytes.__defaults__[0]  # a body longer than this is cut where iter_runs_bytes cuts it
+_SEEDS = b" ".join(DROPPED_RUNS)
+
+
+def _piece(text: str) -> bytes:
+    # runs_bytes before its split
+    return text.lower().encode("ascii", "replace").translate(SEPARATE)
+
+
+def warm(fields: tuple[str, ...]) -> None:
+    """Load the kernels in this process (numba's start and its cache cost most of a second, once per
+    process): called before a process pool forks, its workers start with them loaded. Nothing for
+    fields this path does not fill."""
+    if tuple(fields) != FIELDS:
+        return
+    from chitragupta.kernels.runs import count_pieces, new_table, runs_to_ids
+
+    seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
+    ids, seg_n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *new_table())
+    count_pieces(ids, seg_n, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int8), state[3], len(DROPPED_RUNS),
+                 True, -1)
+
+
+def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool) -> dict:
+    """``segments.tokenize_block`` for the document index's fields (``FIELDS``): the ``Block``'s fields,
+    by name (``segments.Block(**block_parts(...))``)."""
+    from chitragupta.engine.index.csr import SEQ_BREAK
+    from chitragupta.kernels.runs import count_pieces, new_table, runs_to_ids
+
+    if tuple(fields) != FIELDS:
+        raise ValueError(f"the fast tokenizer fills the fields {FIELDS}, not {tuple(fields)}")
+    n_dropped = len(DROPPED_RUNS)
+    state = new_table()
+    seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
+    _ids, _n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *state)
+    if state[3] != n_dropped:
+        raise AssertionError("the never-indexed runs are not distinct")
+    flags = np.zeros(len(units), dtype=np.uint8)
+    notes: list[str] = []
+    cuts: list[tuple[str, int, int]] = []
+    out: list[tuple] = []
+    parts: list[bytes] = []
+    seg_unit: list[int] = []
+    seg_kind: list[int] = []
+    size = 0
+
+    def run_pieces():
+        nonlocal state
+        lens = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        buf = np.frombuffer(b" ".join(parts), dtype=np.uint8)
+        ends = np.cumsum(lens + 1) - 1
+        ids, seg_n, *state = runs_to_ids(buf, ends, *state)
+        out.append(count_pieces(ids, seg_n, np.asarray(seg_unit, dtype=np.int64), np.asarray(seg_kind, dtype=np.int8),
+                                state[3], n_dropped, positions, SEQ_BREAK))
+        parts.clear()
+        seg_unit.clear()
+        seg_kind.clear()
+
+    for k, src in enumerate(sources):
+        i = int(units[k])
+        parts.append(_piece(src.title))
+        seg_unit.append(i)
+        seg_kind.append(0)
+        size += len(parts[-1])
+        if src.text_file is not None:
+            body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
+            if body.problem:
+                flags[k] |= FLAG_BAD_SIDECAR
+                notes.append(f"{body.problem}; indexed from its .txt without the reference cut")
+            text = body.text
+            if len(text) <= _LONG:
+                parts.append(_piece(text))
+                seg_unit.append(i)
+                seg_kind.append(1)
+                size += len(parts[-1])
+            else:
+                for runs in iter_runs_bytes(text):
+                    parts.append(b" ".join(runs))
+                    seg_unit.append(i)
+                    seg_kind.append(1)
+                    size += len(parts[-1])
+            if body.ref_words:
+                cuts.append((src.citekey, body.ref_words, body.after_words))
+            if body.abstract:
+                flags[k] |= FLAG_HAS_ABSTRACT
+                parts.append(_piece(body.abstract))
+                seg_unit.append(i)
+                seg_kind.append(2)
+                size += len(parts[-1])
+        if size >= _PIECE_BYTES:
+            run_pieces()
+            size = 0
+    if parts:
+        run_pieces()
+    _slots, pool, koff, n_keys, used = state
+    keys = pool[koff[n_dropped]:max(koff[n_dropped], used - 1)].tobytes()
+    z = np.zeros(0, dtype=np.int32)
+    streams = {}
+    for j, name in enumerate(("",) + FIELDS):
+        got = [o[3 * j:3 * j + 3] for o in out if o[3 * j].shape[0]]
+        if not got:
+            streams[name] = (z, z, z)
+        elif len(got) == 1:
+            streams[name] = got[0]
+        else:
+            streams[name] = tuple(np.concatenate([g[x] for g in got]) for x in range(3))
+    got = dict(units=np.asarray(units, dtype=np.int64), keys=keys, streams=streams, flags=flags, notes=notes, cuts=cuts)
+    if positions:
+        got["seq"] = np.concatenate([o[9] for o in out]) if out else z.copy()
+        starts, base = [], 0
+        for o in out:
+            starts.append(o[11] + base)
+            base += o[9].shape[0]
+        got["seq_units"] = np.concatenate([o[10] for o in out]) if out else np.zeros(0, dtype=np.int64)
+        got["seq_starts"] = np.concatenate(starts) if out else np.zeros(0, dtype=np.int64)
+    return got
