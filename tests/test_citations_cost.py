@@ -152,7 +152,11 @@ def test_entries_parsed_by_workers_are_the_same_files(tmp_path):
     assert rep1 == rep2 and rep1["sources"] >= n - 2 and rep1["none"] >= 1 and rep1["built"] == n
     files1 = {p.name: json.loads(p.read_bytes()) for p in refs_folder(one).iterdir()}
     files2 = {p.name: json.loads(p.read_bytes()) for p in refs_folder(two).iterdir()}
-    assert files1.keys() == files2.keys() and len(files1) == n
+    # a file per source with a list, and one line of unlocated.idx per source without
+    assert files1.keys() == files2.keys() and len(files1) == n - rep1["none"] + 1
+    u1, u2 = files1.pop("unlocated.idx"), files2.pop("unlocated.idx")
+    assert len(u1["sources"]) == rep1["none"]
+    assert {k: [r[0], r[2]] for k, r in u1["sources"].items()} == {k: [r[0], r[2]] for k, r in u2["sources"].items()}
     for name, d1 in files1.items():  # the same but the stamp (another workspace's files, other mtimes)
         d2 = files2[name]
         d1.pop("stamp"), d2.pop("stamp")
@@ -172,12 +176,25 @@ def test_entries_rebuilt_by_workers_keep_a_file_whose_text_is_the_same(tmp_path)
     build_references(ws, jobs=2)
     for p in sorted((ws.content).rglob("*.txt"))[:40]:
         os.utime(p, ns=(1, 1))  # the stamp changes, the text does not
-    before = {p.name: json.loads(p.read_bytes()) for p in refs_folder(ws).iterdir()}
+    before = _stored(refs_folder(ws))
     rep = build_references(ws, jobs=2)
     assert rep["built"] == 0 and rep["kept"] == 2 * _CHUNK + 1
-    after = {p.name: json.loads(p.read_bytes()) for p in refs_folder(ws).iterdir()}
+    after = _stored(refs_folder(ws))
+    assert before.keys() == after.keys() and len(after) == 2 * _CHUNK + 1
     assert sum(before[k]["stamp"] != after[k]["stamp"] for k in after) == 40  # restamped
     assert all(before[k]["entries"] == after[k]["entries"] for k in after)
+
+
+def _stored(folder) -> dict:
+    """name -> {"stamp", "entries"} of every source, from its file or its line of unlocated.idx."""
+    out = {}
+    for p in folder.iterdir():
+        data = json.loads(p.read_bytes())
+        if p.name == "unlocated.idx":
+            out.update({name: {"stamp": rec[1], "entries": []} for name, rec in data["sources"].items()})
+        else:
+            out[p.name[:-len(".json")]] = {"stamp": data["stamp"], "entries": data["entries"]}
+    return out
 
 
 def _edge_lines_by_splitting(page: str) -> list[str]:

@@ -253,7 +253,10 @@ def test_store_builds_keeps_rebuilds_and_removes(tmp_path):
     assert all_references(ws) == {"refs/paper": got}
     folder = ws.content / "refs"
     files = sorted(p.name for p in folder.iterdir())
-    assert len(files) == 2 and all("/" not in f and f.endswith(".json") for f in files)
+    # the source with a list has its file; the one without is a line of unlocated.idx, not a file of its own
+    assert len(files) == 2 and files[1] == "unlocated.idx" and files[0].endswith(".json") and "/" not in files[0]
+    unlocated = json.loads((folder / "unlocated.idx").read_text())
+    assert unlocated["rules"] == RULES and [rec[0] for rec in unlocated["sources"].values()] == ["plain"]
     data = json.loads((folder / [f for f in files if f.startswith("refs")][0]).read_text())
     assert data["rules"] == RULES and data["citekey"] == "refs/paper" and len(data["entries"]) == 5
     assert set(data) >= {"rules", "fingerprint", "entries", "notes"}
@@ -266,6 +269,23 @@ def test_store_builds_keeps_rebuilds_and_removes(tmp_path):
     assert rep["built"] == 1 and rep["removed"] == 1 and not (folder / "gone.json").exists()
     assert any("not a readable JSON file; rebuilt" in n for n in rep["notes"])
     assert references_of(ws, "refs/paper") == got
+
+    before = (folder / "unlocated.idx").stat().st_mtime_ns
+    assert build_references(ws)["kept"] == 2 and (folder / "unlocated.idx").stat().st_mtime_ns == before
+    (folder / "unlocated.idx").write_text("[1, 2")  # damaged: the source without a list is looked at again
+    rep = build_references(ws)
+    assert (rep["built"], rep["none"]) == (1, 1) and any("unlocated.idx" in n and "rebuilt" in n for n in rep["notes"])
+    assert json.loads((folder / "unlocated.idx").read_text()) == unlocated and references_of(ws, "plain") is None
+
+    # a per-source file of an older build (``"located": false``) is kept as a line and removed
+    (folder / "unlocated.idx").unlink()
+    name = next(iter(unlocated["sources"]))
+    key, stamp, fp = unlocated["sources"][name]
+    (folder / f"{name}.json").write_text(json.dumps({"rules": RULES, "citekey": key, "stamp": stamp,
+                                                     "fingerprint": fp, "located": False, "entries": [], "notes": []}))
+    rep = build_references(ws)
+    assert (rep["kept"], rep["built"], rep["removed"]) == (2, 0, 1) and not (folder / f"{name}.json").exists()
+    assert json.loads((folder / "unlocated.idx").read_text()) == unlocated
 
 
 def test_references_of_reads_the_text_when_no_artifact_is_there(tmp_path):

@@ -13,9 +13,11 @@ appendix heading, without one the plain-text span; the heading itself left out.
 ``fingerprint`` is a hash of the source's parsed text (the ``.txt``, or the sidecar's items) and
 ``RULES``: a file is rewritten only when it changes. ``stamp`` (the parsed file's and its sidecar's size
 and mtime, and RULES) lets an unchanged source skip even the reading. A source whose text holds no
-reference list gets a file with ``"located": false`` (``references_of`` answers None for it); a file
-that is corrupt, foreign or of other rules is rebuilt with a note; files of sources no longer in the
-ledger are removed. Written with the one atomic writer (``chitragupta.engine.files``), under the
+reference list gets no file of its own: it is one line of ``content/refs/unlocated.idx`` (JSON,
+``{"rules": RULES, "sources": {name: [citekey, stamp, fingerprint]}}``, rewritten only when it changes), so a
+large corpus of texts without lists (1M synthetic abstracts) costs one file, not a million; ``references_of``
+answers None for such a source. A file that is corrupt, foreign or of other rules is rebuilt with a note
+(the list of unlocated sources too); files of sources no longer in the ledger are removed. Written with the one atomic writer (``chitragupta.engine.files``), under the
 workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
 the whole document's pages (``entries.running_lines``).
 """
@@ -36,6 +38,7 @@ __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_refere
 
 RULES = 3  # bumped whenever splitting or field rules change: every artifact is rebuilt
 REFS_DIR = "refs"
+UNLOCATED = "unlocated.idx"  # the sources whose text holds no reference list (not a .json: never a source's name)
 
 _NUMBERED = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)]\s|[-*+\u2022]\s)")
 
@@ -182,6 +185,44 @@ def _read(path: Path) -> dict | None:
     return data
 
 
+def _read_unlocated(folder: Path) -> dict[str, list]:
+    """name -> [citekey, stamp, fingerprint] of the sources stored without a list; {} when the file is
+    missing or of other rules; ValueError when it is unreadable or not of that shape."""
+    from chitragupta.engine.files import FileRefused, read_limited
+
+    try:
+        data = json.loads(read_limited(folder / UNLOCATED, 1 << 34))
+    except FileNotFoundError:
+        return {}
+    except (OSError, FileRefused, ValueError, UnicodeDecodeError, RecursionError):
+        raise ValueError("not a readable JSON file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("sources"), dict):
+        raise ValueError("not a list of sources without a reference list")
+    if data.get("rules") != RULES:
+        return {}
+    out = {}
+    for name, rec in data["sources"].items():
+        if not (isinstance(rec, list) and len(rec) == 3 and all(isinstance(x, str) for x in rec)):
+            raise ValueError("not a list of sources without a reference list")
+        out[name] = rec
+    return out
+
+
+def _unlocated_or_empty(folder: Path) -> dict[str, list]:
+    try:
+        return _read_unlocated(folder)
+    except ValueError:
+        return {}
+
+
+def _present(folder: Path) -> set[str]:
+    """The ``.json`` names in ``folder`` (one scan, instead of an open per source that has no file)."""
+    try:
+        return {e.name for e in os.scandir(folder) if e.name.endswith(".json")}
+    except OSError:
+        return set()
+
+
 def _entries(data: dict) -> list[Entry]:
     return [Entry.from_json(d) for d in data["entries"]]
 
@@ -204,11 +245,16 @@ def references_of(workspace, citekey: str) -> list[Entry] | None:
     if row is None:
         return None
     parsed_path = row.parsed_path if row.status == "parsed" else None
-    path = refs_folder(workspace) / f"{_name(citekey, parsed_path)}.json"
+    folder = refs_folder(workspace)
+    name = _name(citekey, parsed_path)
     try:
-        data = _read(path)
+        data = _read(folder / f"{name}.json")
     except ValueError:
         data = None
+    if data is None:
+        rec = _unlocated_or_empty(folder).get(name)
+        if rec is not None and rec[0] == citekey and rec[1] == _stamp(workspace.root, parsed_path):
+            return None
     if (data is not None and data.get("citekey") == citekey and data.get("rules") == RULES
             and data.get("stamp") == _stamp(workspace.root, parsed_path)):
         if not data.get("located", True):
@@ -227,11 +273,15 @@ def all_references(workspace, fingerprints: dict | None = None) -> dict[str, lis
     with citekey -> the artifact's fingerprint, for each source returned."""
     folder = refs_folder(workspace)
     out: dict[str, list[Entry]] = {}
+    present = _present(folder)
     for key, _title, status, parsed_path in _rows(workspace):
         if status != "parsed":
             continue
+        file = f"{_name(key, parsed_path)}.json"
+        if file not in present:
+            continue
         try:
-            data = _read(folder / f"{_name(key, parsed_path)}.json")
+            data = _read(folder / file)
         except ValueError:
             continue
         if data is None or data.get("citekey") != key or not data.get("located", True):
@@ -314,27 +364,41 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
     wanted: set[str] = set()
     n = len(rows)
     row_notes: list[list[str]] = [[] for _ in range(n)]
+    present = _present(folder)
+    try:
+        unlocated_old = _read_unlocated(folder)
+    except ValueError as err:
+        row_notes.append([f"{REFS_DIR}/{UNLOCATED} {err}; rebuilt"])
+        unlocated_old = {}
+    unlocated: dict[str, list] = {}
     todo: list[tuple[int, str, str, str, dict | None]] = []  # (row, citekey, file name, stamp, old file)
     for i, (key, _title, status, parsed_path) in enumerate(rows):
         if status != "parsed" or not parsed_path:
             continue
         name = _name(key, parsed_path)
-        wanted.add(f"{name}.json")
         path = folder / f"{name}.json"
         stamp = _stamp(workspace.root, parsed_path)
-        try:
-            old = _read(path)
-        except ValueError as err:
-            row_notes[i].append(f"{key}: {REFS_DIR}/{path.name} {err}; rebuilt")
-            old = None
+        old = None
+        if path.name in present:
+            try:
+                old = _read(path)
+            except ValueError as err:
+                row_notes[i].append(f"{key}: {REFS_DIR}/{path.name} {err}; rebuilt")
         if old is not None and (old.get("citekey") != key or old.get("rules") != RULES):
             old = None
+        if old is None:
+            rec = unlocated_old.get(name)
+            if rec is not None and rec[0] == key:
+                old = {"citekey": key, "stamp": rec[1], "fingerprint": rec[2], "located": False, "entries": [],
+                       "notes": []}
         if old is not None and old.get("stamp") == stamp:
             kept += 1
             if old.get("located", True):
                 total += len(old["entries"])
+                wanted.add(path.name)
             else:
                 none += 1
+                unlocated[name] = [key, stamp, str(old["fingerprint"])]
             continue
         todo.append((i, key, name, stamp, old))
     items = [(rows[i][3], None if old is None else old.get("fingerprint")) for i, _k, _n, _s, old in todo]
@@ -350,14 +414,26 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
         else:
             row_notes[i].extend(f"{key}: {note}" for note in list_notes)
             built += 1
-        if located:
-            total += len(entries_json)
-        else:
+        if not located:
             none += 1
+            unlocated[name] = [key, stamp, fp]
+            continue
+        total += len(entries_json)
+        wanted.add(f"{name}.json")
         data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
                 "entries": entries_json, "notes": list_notes}
         replace_in_folder(str(folder), f"{name}.json",
                           json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), "refs")
+    if unlocated != unlocated_old or (not unlocated and (folder / UNLOCATED).exists()):
+        if unlocated:
+            replace_in_folder(str(folder), UNLOCATED, json.dumps(
+                {"rules": RULES, "sources": unlocated}, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+                "refs")
+        else:
+            try:
+                os.unlink(folder / UNLOCATED)
+            except OSError:
+                pass
     for entry in os.scandir(folder):
         if entry.name.endswith(".json") and entry.name not in wanted:
             try:
