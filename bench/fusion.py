@@ -258,6 +258,51 @@ def test_figures(arms: dict, c: dict, which: str = "test") -> dict:
     return out
 
 
+def _folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def cost(root: Path, queries: list[str], repeats: int = 3) -> list[str]:
+    """What hybrid's own stemmed BM25 index costs on ``root``: each document index built from scratch
+    (seconds, bytes of its live generation), and ms per query of hybrid search (k = 10, one batch of the
+    first 20 queries) and of its BM25 side alone (every query), with ``bm25_stemmer`` "same" (the plain
+    index) and "english", alternated ``repeats`` times, best of each."""
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.index.manage import current_generation, index_folder, refresh
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.hybrid import HybridSearcher, bm25_workspace
+
+    own_cfg = root / "config.toml"
+    wss = {stem: Workspace.open(root, load_config(own_cfg if own_cfg.is_file() else None,
+                                                  overrides={"hybrid": {"bm25_stemmer": stem}}))
+           for stem in ("same", "english")}
+    out = [f"{root.name}: {len(queries)} queries, load {os.getloadavg()[0]:.2f}"]
+    for stem, ws in wss.items():
+        side = bm25_workspace(ws)
+        t0 = time.perf_counter()
+        refresh(side, force=True)
+        secs = time.perf_counter() - t0
+        gen = index_folder(side, "document") / (current_generation(side) or "")
+        out.append(f"  document index, bm25_stemmer {stem} ({side.config.retrieval.stemmer}): built in {secs:.2f} s, "
+                   f"{_folder_bytes(gen) / 1e6:.1f} MB ({gen.relative_to(root)})")
+    searchers = {stem: HybridSearcher.open(ws, device="cpu") for stem, ws in wss.items()}
+    for h in searchers.values():
+        h.rank_many(queries[:5], 10)  # warm: numba, the model
+    best = {(stem, what): float("inf") for stem in wss for what in ("hybrid", "bm25")}
+    few = queries[:20]  # hybrid's time is mostly the query encoder's, the same either way
+    for _ in range(repeats):
+        for stem, h in searchers.items():
+            for what, rank, qs in (("hybrid", h.rank_many, few), ("bm25", h.retriever.rank_many, queries)):
+                t0 = time.perf_counter()
+                rank(qs, 10)
+                best[stem, what] = min(best[stem, what], (time.perf_counter() - t0) * 1000 / len(qs))
+    for stem in wss:
+        out.append(f"  bm25_stemmer {stem}: hybrid search {best[stem, 'hybrid']:.1f} ms/query ({len(few)} queries), "
+                   f"its BM25 side {best[stem, 'bm25']:.3f} ms/query ({len(queries)} queries)")
+    out.append(f"  load after: {os.getloadavg()[0]:.2f}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench fusion", description=__doc__.split("\n\n")[0])
     ap.add_argument("--arms", default="scifact,cisi,cranfield")
@@ -267,9 +312,16 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write every grid point's figures here")
     ap.add_argument("--bm25-work", type=Path, help="take BM25's lists from <this>/<arm> (a copy of the workspace, "
                                                    "e.g. while the embed stage holds the real one's lock)")
+    ap.add_argument("--cost", action="store_true", help="instead: what hybrid's own stemmed index costs on each "
+                                                        "arm's workspace (build s, MB, ms per query)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     names = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if args.cost:
+        for name in names:
+            queries, _qrels, split, _how = splits(name, args.seed)
+            print("\n".join(cost(args.work / name, [queries[q] for q in split if split[q] == "test"])), flush=True)
+        return 0
     arms = {}
     for name in names:
         queries, qrels, split, how = splits(name, args.seed)

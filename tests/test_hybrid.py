@@ -495,3 +495,24 @@ def test_bm25_stemmer_refuses_an_unknown_stemmer():
     with pytest.raises(ConfigError, match=r'\[hybrid\] bm25_stemmer = .klingon. is not allowed; allowed: "same"'):
         load_config(overrides={"hybrid": {"bm25_stemmer": "klingon"}})
     assert load_config(overrides={"hybrid": {"bm25_stemmer": "porter"}}).hybrid.bm25_stemmer == "porter"
+
+
+def test_index_builds_hybrids_own_index_once_an_embedding_store_exists(tmp_path):
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.embed import model_slug
+    from chitragupta.enrich.store import store_folder
+
+    root = _stem_ws(tmp_path, "a", '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
+    own = root / "content" / "index" / "hybrid-stem-english" / "doc"
+    p = run_main("index", "-w", root)
+    assert p.returncode == 0, p.stderr
+    assert "hybrid's BM25 index" not in p.stdout and not own.exists()  # no embedding store: BM25 users pay nothing
+    ws = Workspace.open(root)
+    folder = store_folder(ws.content, model_slug(ws.config.enrich.embed_model))
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")  # only its presence is read here
+    p = run_main("index", "-w", root)
+    assert p.returncode == 0, p.stderr
+    assert "index: hybrid's BM25 index (stemmer english) built in" in p.stdout and (own / "CURRENT").is_file()
+    p = run_main("index", "-w", root)
+    assert "index: hybrid's BM25 index (stemmer english) up to date" in p.stdout

@@ -21,9 +21,9 @@ rank, then dense rank, then index order -- so the order is the same on every dev
 BM25's side, ``[hybrid].bm25_stemmer``: "same" fuses the workspace's document (or passage) index; a
 stemmer other than ``[retrieval].stemmer`` (the shipped "english", chosen by ``python -m bench fusion`` as
 the rest) fuses hybrid's own BM25 index, built with that stemmer in ``content/index/hybrid-stem-<name>/``
-beside the plain one (``bm25_workspace``): the same index machinery builds it on first use and refreshes
-it when the ledger or a parsed file changes, under the same workspace lock, and its settings are recorded
-in its manifest like the plain one's. BM25 search itself keeps ``[retrieval].stemmer``. The notes name the
+beside the plain one (``bm25_workspace``): the same index machinery builds it (``chitragupta index`` once
+an embedding store exists, else the first hybrid search) and refreshes it when the ledger or a parsed file
+changes, under the same workspace lock, and its settings are recorded in its manifest like the plain one's. BM25 search itself keeps ``[retrieval].stemmer``. The notes name the
 BM25 fused, and so does a run file's tag (``chitragupta-hybrid-bm25-<stemmer>``).
 
 When the embedding index is missing or not usable, hybrid search is BM25 alone, and says so in a note.
@@ -49,7 +49,7 @@ from chitragupta.errors import ConfigError, UsageError
 from chitragupta.kernels.types import TopK
 
 __all__ = ["HybridSearcher", "Fused", "fuse", "open_dense", "bm25_workspace", "open_bm25", "bm25_stemmer",
-           "run_tag"]
+           "own_index_to_build", "run_tag"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,16 @@ def bm25_workspace(ws: Workspace) -> Workspace:
         return ws
     cfg = dataclasses.replace(ws.config, retrieval=dataclasses.replace(ws.config.retrieval, stemmer=stem))
     return _OwnIndexWorkspace(root=ws.root, config=cfg, index_name=OWN_INDEX_PREFIX + stem)
+
+
+def own_index_to_build(ws: Workspace) -> Workspace | None:
+    """What ``chitragupta index`` builds beside the document index for hybrid search: hybrid's own BM25
+    workspace (``bm25_workspace``) when it differs from ``ws`` and the embedding store hybrid fuses exists;
+    else None (BM25-only users pay for no second index; a hybrid search builds it on first use anyway)."""
+    from chitragupta.enrich.search import store_signature
+
+    own = bm25_workspace(ws)
+    return own if own is not ws and store_signature(ws) is not None else None
 
 
 def open_bm25(ws: Workspace, plain=None, *, update: bool = True, backend: str | None = None,
