@@ -438,35 +438,64 @@ def test_bm25_stemmer_gives_hybrid_its_own_index_beside_the_plain_one(tmp_path):
     from chitragupta.engine.index.manage import current_generation
     from chitragupta.engine.search import BM25Searcher
     from chitragupta.engine.workspace import Workspace
-    from chitragupta.enrich.hybrid import HybridSearcher
+    from chitragupta.enrich.hybrid import open_bm25
 
     root = _stem_ws(tmp_path, "a", '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
     ref = _stem_ws(tmp_path, "b", '[retrieval]\nstemmer = "english"\n')  # the same texts, stemmed as its own
     plain = BM25Searcher.open(root).rank_many(STEM_QUERIES, 5)
     gen = current_generation(Workspace.open(root))
-    h = HybridSearcher.open(root)  # no embedding index: BM25 alone, in the order of the BM25 it fuses
-    got = h.rank_many(STEM_QUERIES, 5)
+    side = open_bm25(Workspace.open(root))  # what hybrid search fuses when it has an embedding side
+    got = side.rank_many(STEM_QUERIES, 5)
     want = BM25Searcher.open(ref).rank_many(STEM_QUERIES, 5)
-    assert got.keys() == want.keys()
+    assert got.keys() == want.keys() and np.allclose(got.topk.scores, want.topk.scores, rtol=1e-12)
     assert got.keys() != plain.keys()  # stemming changes these rankings, so the check above can fail
     # BM25 search keeps the workspace's own index, untouched; hybrid's sits in its own folder
     assert current_generation(Workspace.open(root)) == gen
     assert BM25Searcher.open(root).rank_many(STEM_QUERIES, 5).keys() == plain.keys()
     assert (root / "content" / "index" / "hybrid-stem-english" / "doc" / "CURRENT").is_file()
-    notes = " ".join(n.text for n in h.search("running models", k=3).notes)
-    assert "BM25 stemmer english (hybrid's own index, content/index/hybrid-stem-english)" in notes
-    assert got.tag == "chitragupta-hybrid-bm25-english"
-    assert h.search("running models", k=3).hits[0].snippet  # the hit's snippet comes from the stemmed side
+    assert side.search("running models", k=3).hits[0].snippet
 
     # refreshed as the plain one is: a source imported later is in hybrid's index at the next open
-    import_more = STEM_RECORDS + [{"_id": "late", "title": "Runners", "text": "runner running runs"}]
-    from conftest import write_jsonl as _w
     from chitragupta.engine.corpus.sync import import_jsonl
 
-    import_jsonl(Workspace.open(root), _w(tmp_path / "more.jsonl", import_more))
-    assert h.changed()
-    again = HybridSearcher.open(root).rank_many(["runs"], 10).keys()[0]
+    more = STEM_RECORDS + [{"_id": "late", "title": "Runners", "text": "runner running runs"}]
+    import_jsonl(Workspace.open(root), write_jsonl(tmp_path / "more.jsonl", more))
+    assert side.changed()
+    again = open_bm25(Workspace.open(root)).rank_many(["runs"], 10).keys()[0]
     assert "late" in again and "s00" in again  # "runs" finds "running" and "runner" only when stemmed
+
+
+def test_hybrid_without_an_embedding_index_is_bm25_search_and_builds_no_second_index(tmp_path):
+    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    root = _stem_ws(tmp_path, "a", '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
+    h = HybridSearcher.open(root)
+    assert h.rank_many(STEM_QUERIES, 5).keys() == BM25Searcher.open(root).rank_many(STEM_QUERIES, 5).keys()
+    assert not (root / "content" / "index" / "hybrid-stem-english").exists()
+    notes = " ".join(n.text for n in h.search("running models", k=3).notes)
+    assert "hybrid search is BM25 alone" in notes and "BM25 stemmer none (the workspace's index)" in notes
+    assert h.rank_many(["nodes"], 3).tag == "chitragupta-hybrid-bm25-none"
+
+
+@pytest.mark.enrich
+def test_hybrid_fuses_its_own_stemmed_bm25_and_says_so(tmp_path, encoder):
+    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    recs = corpus_records() + STEM_RECORDS
+    root = _import(tmp_path / "ws", recs, '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
+    ref = _import(tmp_path / "ref", recs, '[retrieval]\nstemmer = "english"\n')
+    assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
+    h = HybridSearcher.open(root, device="cpu")
+    assert h.dense is not None
+    assert h.retriever.rank_many(STEM_QUERIES, 5).keys() == BM25Searcher.open(ref).rank_many(STEM_QUERIES, 5).keys()
+    resp = h.search("running models", k=3)
+    notes = " ".join(n.text for n in resp.notes)
+    assert "BM25 stemmer english (hybrid's own index, content/index/hybrid-stem-english)" in notes
+    assert h.rank_many(STEM_QUERIES, 3).tag == "chitragupta-hybrid-bm25-english"
+    p = run_main("search", "-w", root, "--engine", "hybrid", "running models", "-k", "3")
+    assert p.returncode == 0 and "BM25 stemmer english (hybrid's own index" in p.stderr, p.stderr
 
 
 def test_bm25_stemmer_same_or_equal_fuses_the_workspace_index(tmp_path):

@@ -26,7 +26,8 @@ an embedding store exists, else the first hybrid search) and refreshes it when t
 changes, under the same workspace lock, and its settings are recorded in its manifest like the plain one's. BM25 search itself keeps ``[retrieval].stemmer``. The notes name the
 BM25 fused, and so does a run file's tag (``chitragupta-hybrid-bm25-<stemmer>``).
 
-When the embedding index is missing or not usable, hybrid search is BM25 alone, and says so in a note.
+When the embedding index is missing or not usable, hybrid search is BM25 alone -- BM25 search itself,
+on the workspace's index, whatever ``bm25_stemmer`` says -- and says so in a note.
 """
 
 from __future__ import annotations
@@ -96,12 +97,14 @@ def own_index_to_build(ws: Workspace) -> Workspace | None:
     return own if own is not ws and store_signature(ws) is not None else None
 
 
-def open_bm25(ws: Workspace, plain=None, *, update: bool = True, backend: str | None = None,
+def open_bm25(ws: Workspace, plain=None, *, fused: bool = True, update: bool = True, backend: str | None = None,
               progress=None) -> BM25Searcher:
     """Hybrid's BM25 side: the workspace's own BM25 searcher (``plain()``, a callable giving one already
-    open, or a new one) when hybrid fuses the plain index; else a searcher over hybrid's own index, built
-    or brought up to date as the plain one is (unless ``update`` is False)."""
-    own = bm25_workspace(ws)
+    open, or a new one) when hybrid fuses the plain index, or fuses nothing (``fused`` False: no usable
+    embedding index, so hybrid search is BM25 search, and no second index is built for it); else a
+    searcher over hybrid's own index, built or brought up to date as the plain one is (unless ``update``
+    is False)."""
+    own = bm25_workspace(ws) if fused else ws
     if own is ws and plain is not None:
         return plain()
     return BM25Searcher.open(own, update=update, backend=backend, progress=progress)
@@ -257,8 +260,10 @@ class HybridSearcher(Searcher):
 
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
         cls.check_unit(cls, unit)
-        retriever = open_bm25(ws, update=update, backend=backend, progress=progress)
         dense, notes = open_dense(ws, device)
+        if dense is not None and (partial := coverage_note(ws, dense)) is not None:
+            dense, notes = None, notes + [partial]
+        retriever = open_bm25(ws, fused=dense is not None, update=update, backend=backend, progress=progress)
         return cls(retriever, dense, unit, notes, None if dense is not None else store_signature(ws))
 
     def changed(self) -> bool:
