@@ -183,16 +183,29 @@ def hybrid_ws(tmp_path_factory, encoder) -> Path:
     return root
 
 
+def _bm25_as_configured(root: Path):
+    """BM25 over ``root`` with ``[retrieval].stemmer`` set to ``[hybrid].bm25_stemmer`` (unless "same"): the
+    ranking hybrid should fuse, from the workspace's own index (rebuilt for that stemmer if it differs)."""
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.workspace import Workspace
+
+    own = root / "config.toml"
+    want = load_config(own if own.exists() else None).hybrid.bm25_stemmer
+    stem = {"retrieval": {"stemmer": want}} if want != "same" else None
+    return Retriever.open(Workspace.open(root, load_config(own if own.exists() else None, overrides=stem)))
+
+
 def _by_hand(root: Path, queries, k):
     """The shipped ``[hybrid]`` fusion (its method, rrf_k, weights, each list's top max(depth, k)) of BM25's
-    ranking and the embedding index's ranking collapsed to sources (best chunk's score), in plain Python."""
-    from chitragupta.engine.search import Retriever
+    ranking (stemmed as ``bm25_stemmer`` says) and the embedding index's ranking collapsed to sources (best
+    chunk's score), in plain Python."""
     from chitragupta.engine.workspace import Workspace
     from chitragupta.enrich.search import EmbedSearcher
 
     cfg = Workspace.open(root).config.hybrid
     depth = max(cfg.depth, k)
-    r = Retriever.open(root)
+    r = _bm25_as_configured(root)
     e = EmbedSearcher.open(root, device="cpu")
     bm_ranked = r.rank_many(queries, depth)
     bm = bm_ranked.keys()
@@ -242,13 +255,12 @@ def test_hybrid_equals_the_shipped_fusion_of_the_two_rankings_by_hand(hybrid_ws)
 
 @pytest.mark.enrich
 def test_hybrid_hits_are_citable_with_the_bm25_snippet(hybrid_ws):
-    from chitragupta.engine.search import Retriever
     from chitragupta.enrich.hybrid import HybridSearcher
 
     h = HybridSearcher.open(hybrid_ws, device="cpu")
     resp = h.search("digital twin of a bridge", k=3, snippet_chars=120)
     assert resp.hits[0].citekey == "bridge" and resp.hits[0].title == "A study of bridge"
-    bm = Retriever.open(hybrid_ws).search("digital twin of a bridge", k=7, snippet_chars=120)
+    bm = _bm25_as_configured(hybrid_ws).search("digital twin of a bridge", k=7, snippet_chars=120)
     snippet = {x.citekey: x.snippet for x in bm.hits}
     for hit in resp.hits:
         if hit.citekey in snippet:  # BM25 retrieved it: BM25's window
@@ -310,6 +322,13 @@ def h_method() -> str:
     return load_config(None).hybrid.method
 
 
+def h_stemmer() -> str:
+    from chitragupta.engine.config import load_config
+    from chitragupta.enrich.hybrid import bm25_stemmer
+
+    return bm25_stemmer(load_config(None))
+
+
 @pytest.mark.enrich
 def test_hybrid_cli_single_and_batch(hybrid_ws, tmp_path):
     p = run_main("search", "-w", hybrid_ws, "--engine", "hybrid", "digital twin of a bridge", "-k", "3", "--json")
@@ -324,7 +343,9 @@ def test_hybrid_cli_single_and_batch(hybrid_ws, tmp_path):
     lines = [x.split() for x in run.read_text().splitlines()]
     want = _by_hand(hybrid_ws, QUERIES, 4)
     assert [(x[0], x[2]) for x in lines] == [(f"q{i}", c) for i, w in enumerate(want) for c, _ in w]
-    assert all(x[5] == "chitragupta-hybrid" for x in lines)
+    stem = h_stemmer()
+    assert all(x[5] == f"chitragupta-hybrid-bm25-{stem}" for x in lines)
+    assert f"BM25 stemmer {stem}" in p.stderr
 
 
 @pytest.mark.enrich
@@ -390,3 +411,137 @@ def test_hybrid_passage_unit_carries_the_best_bm25_passage(tmp_path, encoder):
         if hit.citekey in best:
             b = best[hit.citekey]
             assert (hit.snippet, hit.page, hit.passage) == (b.snippet, b.page, b.passage)
+
+
+# -- hybrid's BM25 side with a stemmer of its own ([hybrid].bm25_stemmer) ---------------------------
+
+STEM_RECORDS = [{"_id": f"s{i:02d}", "title": t, "text": x} for i, (t, x) in enumerate([
+    ("Running models", "runner runs running models of river flows and modelled floods"),
+    ("A run of the model", "we run the model once and model the river"),
+    ("Connected graphs", "connections connecting connected nodes in graphs"),
+    ("Graph connection", "a graph with one connection and a node"),
+    ("Flooding rivers", "floods flooded the rivers after rains raining"),
+    ("River flood", "the river flood and the rain"),
+    ("Nodes", "node nodes noded"),
+    ("Unrelated", "coral reef ocean heat"),
+])]
+STEM_QUERIES = ["running models", "connected graphs", "flooded rivers raining", "nodes"]
+
+
+def _stem_ws(tmp: Path, name: str, config: str, records=STEM_RECORDS) -> Path:
+    root = make_workspace(tmp / name, records)
+    (root / "config.toml").write_text(config)
+    return root
+
+
+def test_bm25_stemmer_gives_hybrid_its_own_index_beside_the_plain_one(tmp_path):
+    from chitragupta.engine.index.manage import current_generation
+    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.hybrid import open_bm25
+
+    root = _stem_ws(tmp_path, "a", '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
+    ref = _stem_ws(tmp_path, "b", '[retrieval]\nstemmer = "english"\n')  # the same texts, stemmed as its own
+    plain = BM25Searcher.open(root).rank_many(STEM_QUERIES, 5)
+    gen = current_generation(Workspace.open(root))
+    side = open_bm25(Workspace.open(root))  # what hybrid search fuses when it has an embedding side
+    got = side.rank_many(STEM_QUERIES, 5)
+    want = BM25Searcher.open(ref).rank_many(STEM_QUERIES, 5)
+    assert got.keys() == want.keys() and np.allclose(got.topk.scores, want.topk.scores, rtol=1e-12)
+    assert got.keys() != plain.keys()  # stemming changes these rankings, so the check above can fail
+    # BM25 search keeps the workspace's own index, untouched; hybrid's sits in its own folder
+    assert current_generation(Workspace.open(root)) == gen
+    assert BM25Searcher.open(root).rank_many(STEM_QUERIES, 5).keys() == plain.keys()
+    assert (root / "content" / "index" / "hybrid-stem-english" / "doc" / "CURRENT").is_file()
+    assert side.search("running models", k=3).hits[0].snippet
+
+    # refreshed as the plain one is: a source imported later is in hybrid's index at the next open
+    from chitragupta.engine.corpus.sync import import_jsonl
+
+    more = STEM_RECORDS + [{"_id": "late", "title": "Runners", "text": "runner running runs"}]
+    import_jsonl(Workspace.open(root), write_jsonl(tmp_path / "more.jsonl", more))
+    assert side.changed()
+    again = open_bm25(Workspace.open(root)).rank_many(["runs"], 10).keys()[0]
+    assert "late" in again and "s00" in again  # "runs" finds "running" and "runner" only when stemmed
+
+
+def test_hybrid_without_an_embedding_index_is_bm25_search_and_builds_no_second_index(tmp_path):
+    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    root = _stem_ws(tmp_path, "a", '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
+    h = HybridSearcher.open(root)
+    assert h.rank_many(STEM_QUERIES, 5).keys() == BM25Searcher.open(root).rank_many(STEM_QUERIES, 5).keys()
+    assert not (root / "content" / "index" / "hybrid-stem-english").exists()
+    notes = " ".join(n.text for n in h.search("running models", k=3).notes)
+    assert "hybrid search is BM25 alone" in notes and "BM25 stemmer none (the workspace's index)" in notes
+    assert h.rank_many(["nodes"], 3).tag == "chitragupta-hybrid-bm25-none"
+
+
+@pytest.mark.enrich
+def test_hybrid_fuses_its_own_stemmed_bm25_and_says_so(tmp_path, encoder):
+    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.enrich.hybrid import HybridSearcher
+
+    recs = corpus_records() + STEM_RECORDS
+    root = _import(tmp_path / "ws", recs, '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
+    ref = _import(tmp_path / "ref", recs, '[retrieval]\nstemmer = "english"\n')
+    assert _cli("enrich", "-w", root, "--stages", "embed", "--device", "cpu") == 0
+    h = HybridSearcher.open(root, device="cpu")
+    assert h.dense is not None
+    assert h.retriever.rank_many(STEM_QUERIES, 5).keys() == BM25Searcher.open(ref).rank_many(STEM_QUERIES, 5).keys()
+    resp = h.search("running models", k=3)
+    notes = " ".join(n.text for n in resp.notes)
+    assert "BM25 stemmer english (hybrid's own index, content/index/hybrid-stem-english)" in notes
+    assert h.rank_many(STEM_QUERIES, 3).tag == "chitragupta-hybrid-bm25-english"
+    p = run_main("search", "-w", root, "--engine", "hybrid", "running models", "-k", "3")
+    assert p.returncode == 0 and "BM25 stemmer english (hybrid's own index" in p.stderr, p.stderr
+
+
+def test_bm25_stemmer_same_or_equal_fuses_the_workspace_index(tmp_path):
+    from chitragupta.engine.config import load_config
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.hybrid import HybridSearcher, bm25_stemmer, bm25_workspace
+
+    root = _stem_ws(tmp_path, "a", "")
+    for retrieval, hybrid, stem in (("none", "same", "none"), ("english", "same", "english"),
+                                    ("english", "english", "english")):
+        cfg = load_config(overrides={"retrieval": {"stemmer": retrieval}, "hybrid": {"bm25_stemmer": hybrid}})
+        ws = Workspace.open(root, cfg)
+        assert bm25_stemmer(cfg) == stem and bm25_workspace(ws) is ws
+        h = HybridSearcher.open(ws)
+        assert f"BM25 stemmer {stem} (the workspace's index)" in " ".join(n.text for n in h.index_notes())
+    assert [p.name for p in (root / "content" / "index").iterdir() if p.name.startswith("hybrid-")] == []
+    cfg = load_config(overrides={"retrieval": {"stemmer": "english"}, "hybrid": {"bm25_stemmer": "none"}})
+    own = bm25_workspace(Workspace.open(root, cfg))
+    assert own.config.retrieval.stemmer == "none" and own.index_dir == root.resolve() / "content/index/hybrid-stem-none"
+
+
+def test_bm25_stemmer_refuses_an_unknown_stemmer():
+    from chitragupta.engine.config import load_config
+    from chitragupta.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r'\[hybrid\] bm25_stemmer = .klingon. is not allowed; allowed: "same"'):
+        load_config(overrides={"hybrid": {"bm25_stemmer": "klingon"}})
+    assert load_config(overrides={"hybrid": {"bm25_stemmer": "porter"}}).hybrid.bm25_stemmer == "porter"
+
+
+def test_index_builds_hybrids_own_index_once_an_embedding_store_exists(tmp_path):
+    from chitragupta.engine.workspace import Workspace
+    from chitragupta.enrich.embed import model_slug
+    from chitragupta.enrich.store import store_folder
+
+    root = _stem_ws(tmp_path, "a", '[retrieval]\nstemmer = "none"\n[hybrid]\nbm25_stemmer = "english"\n')
+    own = root / "content" / "index" / "hybrid-stem-english" / "doc"
+    p = run_main("index", "-w", root)
+    assert p.returncode == 0, p.stderr
+    assert "hybrid's BM25 index" not in p.stdout and not own.exists()  # no embedding store: BM25 users pay nothing
+    ws = Workspace.open(root)
+    folder = store_folder(ws.content, model_slug(ws.config.enrich.embed_model))
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")  # only its presence is read here
+    p = run_main("index", "-w", root)
+    assert p.returncode == 0, p.stderr
+    assert "index: hybrid's BM25 index (stemmer english) built in" in p.stdout and (own / "CURRENT").is_file()
+    p = run_main("index", "-w", root)
+    assert "index: hybrid's BM25 index (stemmer english) up to date" in p.stdout

@@ -89,6 +89,14 @@ def run(args) -> int:
                     f"{len(idx.vocab)} terms")
             print(f"passages: up to date ({size})" if r is None else
                   f"passages: {size}; {r.retokenized} documents read, {r.reused} reused, in {r.seconds:.2f} s")
+    from chitragupta.enrich.hybrid import own_index_to_build
+
+    own = own_index_to_build(ws) if args.unit in ("all", "document") else None
+    if own is not None:  # [hybrid].bm25_stemmer: hybrid search fuses a document index of its own
+        with progress_bar("hybrid's BM25 index") as cb:
+            r = refresh(own, unit="document", force=args.force, progress=cb, jobs=jobs).report
+        print(f"index: hybrid's BM25 index (stemmer {own.config.retrieval.stemmer}) "
+              + ("up to date" if r is None else f"built in {r.seconds:.2f} s"))
     from chitragupta.engine.citations.store import build_references, summary_line
 
     with progress_bar("references") as cb:

@@ -140,6 +140,9 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "weight_bm25": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
         "weight_dense": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
         "depth": Setting(int, "an integer in [1, 100000]", lambda v: 1 <= v <= 100_000),
+        "bm25_stemmer": Setting(str, lambda: '"same" (the index [retrieval].stemmer builds), or ' + _stemmer_allowed(),
+                                # "english" (a core dependency's) without importing the Snowball package at load
+                                lambda v: v in ("same", "english") or _stemmer_check(v)),
     },
     "workspace": {
         "lock_timeout": Setting(float, "a finite number of seconds >= 0", _nonneg),

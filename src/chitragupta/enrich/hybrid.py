@@ -18,11 +18,21 @@ are equal). ``zscore``: score = sum of weight x (s - mean) / (standard deviation
 rank, then dense rank, then index order -- so the order is the same on every device. The shipped fusion
 (``[hybrid]`` in defaults.toml) was chosen on training queries by ``python -m bench fusion``.
 
-When the embedding index is missing or not usable, hybrid search is BM25 alone, and says so in a note.
+BM25's side, ``[hybrid].bm25_stemmer``: "same" fuses the workspace's document (or passage) index; a
+stemmer other than ``[retrieval].stemmer`` (the shipped "english", chosen by ``python -m bench fusion`` as
+the rest) fuses hybrid's own BM25 index, built with that stemmer in ``content/index/hybrid-stem-<name>/``
+beside the plain one (``bm25_workspace``): the same index machinery builds it (``chitragupta index`` once
+an embedding store exists, else the first hybrid search) and refreshes it when the ledger or a parsed file
+changes, under the same workspace lock, and its settings are recorded in its manifest like the plain one's. BM25 search itself keeps ``[retrieval].stemmer``. The notes name the
+BM25 fused, and so does a run file's tag (``chitragupta-hybrid-bm25-<stemmer>``).
+
+When the embedding index is missing or not usable, hybrid search is BM25 alone -- BM25 search itself,
+on the workspace's index, whatever ``bm25_stemmer`` says -- and says so in a note.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -39,11 +49,70 @@ from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import ConfigError, UsageError
 from chitragupta.kernels.types import TopK
 
-__all__ = ["HybridSearcher", "Fused", "fuse", "open_dense"]
+__all__ = ["HybridSearcher", "Fused", "fuse", "open_dense", "bm25_workspace", "open_bm25", "bm25_stemmer",
+           "own_index_to_build", "run_tag"]
 
 log = logging.getLogger(__name__)
 
 RUN_TAG = "chitragupta-hybrid"
+OWN_INDEX_PREFIX = "hybrid-stem-"  # content/index/<this><stemmer>/: hybrid's own BM25 index
+
+
+def bm25_stemmer(config: Config) -> str:
+    """The stemmer of hybrid's BM25 side: ``[hybrid].bm25_stemmer``, "same" read as ``[retrieval].stemmer``."""
+    want = config.hybrid.bm25_stemmer
+    return config.retrieval.stemmer if want == "same" else want
+
+
+@dataclass
+class _OwnIndexWorkspace(Workspace):
+    """The workspace seen by hybrid's BM25 side when it has its own index: the same folder, ledger, lock
+    and parsed files, the configuration with ``[retrieval].stemmer`` set to hybrid's, and the index
+    folders under ``content/index/<index_name>/`` (so it never replaces the plain index, nor is replaced)."""
+
+    index_name: str = ""
+
+    @property
+    def index_dir(self) -> Path:
+        return self.content / "index" / self.index_name
+
+
+def bm25_workspace(ws: Workspace) -> Workspace:
+    """The workspace whose BM25 index hybrid fuses: ``ws`` itself when ``[hybrid].bm25_stemmer`` is "same"
+    or ``[retrieval].stemmer`` already, else a view of it with hybrid's stemmer and its own index folder."""
+    stem = bm25_stemmer(ws.config)
+    if stem == ws.config.retrieval.stemmer:
+        return ws
+    cfg = dataclasses.replace(ws.config, retrieval=dataclasses.replace(ws.config.retrieval, stemmer=stem))
+    return _OwnIndexWorkspace(root=ws.root, config=cfg, index_name=OWN_INDEX_PREFIX + stem)
+
+
+def own_index_to_build(ws: Workspace) -> Workspace | None:
+    """What ``chitragupta index`` builds beside the document index for hybrid search: hybrid's own BM25
+    workspace (``bm25_workspace``) when it differs from ``ws`` and the embedding store hybrid fuses exists;
+    else None (BM25-only users pay for no second index; a hybrid search builds it on first use anyway)."""
+    from chitragupta.enrich.search import store_signature
+
+    own = bm25_workspace(ws)
+    return own if own is not ws and store_signature(ws) is not None else None
+
+
+def open_bm25(ws: Workspace, plain=None, *, fused: bool = True, update: bool = True, backend: str | None = None,
+              progress=None) -> BM25Searcher:
+    """Hybrid's BM25 side: the workspace's own BM25 searcher (``plain()``, a callable giving one already
+    open, or a new one) when hybrid fuses the plain index, or fuses nothing (``fused`` False: no usable
+    embedding index, so hybrid search is BM25 search, and no second index is built for it); else a
+    searcher over hybrid's own index, built or brought up to date as the plain one is (unless ``update``
+    is False)."""
+    own = bm25_workspace(ws) if fused else ws
+    if own is ws and plain is not None:
+        return plain()
+    return BM25Searcher.open(own, update=update, backend=backend, progress=progress)
+
+
+def run_tag(retriever: BM25Searcher) -> str:
+    """A run file's tag for hybrid: which BM25 it fused (``chitragupta-hybrid-bm25-english``)."""
+    return f"{RUN_TAG}-bm25-{retriever.workspace.config.retrieval.stemmer}"
 
 
 @dataclass
@@ -151,7 +220,8 @@ def fuse(bm25_ids: np.ndarray, bm25_scores: np.ndarray, dense_ids: np.ndarray, d
 
 class HybridSearcher(Searcher):
     """BM25 (``unit`` "document" or "passage") fused with the embedding index. Create with :meth:`open`,
-    or from an open ``BM25Searcher`` and ``EmbedSearcher`` (None: BM25 alone, ``dense_notes`` saying why).
+    or from an open ``BM25Searcher`` (``open_bm25``: the one ``[hybrid].bm25_stemmer`` names) and
+    ``EmbedSearcher`` (None: BM25 alone, ``dense_notes`` saying why).
     ``unit`` is the default of calls that give none; every call may name the other."""
 
     NAME = "hybrid"
@@ -181,7 +251,8 @@ class HybridSearcher(Searcher):
     def open(cls, workspace: str | Path | Workspace = ".", config: str | Path | Config | None = None, *,
              unit: str = "document", update: bool = True, backend: str | None = None,
              device: str | None = None, progress=None) -> "HybridSearcher":
-        """Open BM25 (brought up to date unless ``update`` is False) and the embedding index for
+        """Open hybrid's BM25 side (``open_bm25``: the workspace's index, or hybrid's own for a
+        ``[hybrid].bm25_stemmer`` of its own; brought up to date unless ``update`` is False) and the embedding index for
         ``[enrich].embed_model``. A missing or unusable embedding index is not an error: the searcher
         then ranks by BM25 alone, with a note naming the command that builds it. ``device`` is the
         embedding side's (``[enrich].device``); ``backend`` BM25's."""
@@ -189,8 +260,10 @@ class HybridSearcher(Searcher):
 
         ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
         cls.check_unit(cls, unit)
-        retriever = BM25Searcher.open(ws, update=update, backend=backend, progress=progress)
         dense, notes = open_dense(ws, device)
+        if dense is not None and (partial := coverage_note(ws, dense)) is not None:
+            dense, notes = None, notes + [partial]
+        retriever = open_bm25(ws, fused=dense is not None, update=update, backend=backend, progress=progress)
         return cls(retriever, dense, unit, notes, None if dense is not None else store_signature(ws))
 
     def changed(self) -> bool:
@@ -222,8 +295,16 @@ class HybridSearcher(Searcher):
         cfg = self.workspace.config.hybrid
         notes.append(Note("hybrid", f"fusion {cfg.method}" + (f" (k={cfg.rrf_k:g})" if cfg.method == "rrf" else "")
                           + f", weights bm25 {cfg.weight_bm25:g} / dense {cfg.weight_dense:g}, depth {cfg.depth}, "
-                            f"BM25 unit {unit}"))
+                            f"BM25 unit {unit}, {self.bm25_label()}"))
         return notes
+
+    def bm25_label(self) -> str:
+        """Which BM25 is fused: its stemmer, and whether it is hybrid's own index or the workspace's."""
+        ws = self.retriever.workspace
+        stem = ws.config.retrieval.stemmer
+        where = (f"hybrid's own index, content/index/{ws.index_name}" if isinstance(ws, _OwnIndexWorkspace)
+                 else "the workspace's index")
+        return f"BM25 stemmer {stem} ({where})"
 
     def _stale_sources(self) -> int:
         s2d = self._store_map()
@@ -310,7 +391,7 @@ class HybridSearcher(Searcher):
         fused = fuse(bm25[0], bm25[1], dense[0], dense[1], k, method=cfg.method, rrf_k=cfg.rrf_k,
                      weight_bm25=weight_bm25, weight_dense=weight_dense, bm25_aux=bm25[2], dense_aux=dense[2])
         return Ranked(TopK(fused.ids, fused.scores), queries, unit=unit, engine=self.NAME,
-                      table=self.retriever.index.citekeys, plan=plan, tag=RUN_TAG,
+                      table=self.retriever.index.citekeys, plan=plan, tag=run_tag(self.retriever),
                       columns={"bm25_rank": fused.bm25_rank, "dense_rank": fused.dense_rank,
                                "passage": fused.passage, "chunk": fused.chunk})
 

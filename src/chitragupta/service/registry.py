@@ -63,15 +63,18 @@ def _open_embed(ws, opts: OpenOptions):
 
 
 def _open_hybrid(ws, opts: OpenOptions):
-    from chitragupta.enrich.hybrid import HybridSearcher, open_dense
+    from chitragupta.enrich.hybrid import HybridSearcher, coverage_note, open_bm25, open_dense
     from chitragupta.enrich.search import store_signature
 
     if opts.warm is None:
         return HybridSearcher.open(ws, update=opts.update, backend=opts.backend, device=opts.device,
                                    progress=opts.progress)
-    # kept warm: the BM25 and embedding engines the warm cache already holds are the two sides
-    bm25 = opts.warm.searcher("bm25")
+    # kept warm: the BM25 and embedding engines the warm cache already holds are the two sides (BM25's
+    # own searcher unless [hybrid].bm25_stemmer gives hybrid an index of its own)
     dense, notes = opts.warm.optional("embed", fallback=lambda: open_dense(ws, opts.device))
+    fused = dense is not None and coverage_note(ws, dense) is None
+    bm25 = open_bm25(ws, lambda: opts.warm.searcher("bm25"), fused=fused, update=opts.update,
+                     backend=opts.backend, progress=opts.progress)
     return HybridSearcher(bm25, dense, "document", notes, None if dense is not None else store_signature(ws))
 
 
