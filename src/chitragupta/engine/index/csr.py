@@ -477,8 +477,8 @@ class Sequences:
         from array import array
 
         self.buf = array("i")
-        self.units: list[int] = []
-        self.starts: list[int] = []
+        self.units = array("q")  # (8 bytes a unit: a list of ints would take 36)
+        self.starts = array("q")
         self.file = None  # once ``spill`` is called: the ids go to this file instead of ``buf``
         self.spilled = 0  # ids in the file
 
@@ -505,8 +505,8 @@ class Sequences:
         """Append a tokenized block's sequences: ``units`` (ascending, after every unit already here),
         each starting at ``starts`` in ``ids`` (int32, already provisional ids of this build)."""
         base = self._size()
-        self.units.extend(units.tolist())
-        self.starts.extend((np.asarray(starts, dtype=np.int64) + base).tolist())
+        self.units.frombytes(np.ascontiguousarray(units, dtype=np.int64).tobytes())
+        self.starts.frombytes((np.asarray(starts, dtype=np.int64) + base).tobytes())
         raw = np.ascontiguousarray(ids, dtype=np.int32).tobytes()
         if self.file is not None:
             self.file.write(raw)
@@ -541,8 +541,9 @@ class Sequences:
             buf = np.frombuffer(self.buf, dtype=np.int32) if len(self.buf) else np.zeros(0, dtype=np.int32)
             read = lambda a, b: buf[a:b]  # noqa: E731
         table = np.concatenate((np.arange(n_dropped, dtype=np.int64) + n_terms, rank[n_dropped:])).astype(np.int32)
-        units = np.asarray(self.units, dtype=np.int64)
-        starts = np.asarray(self.starts + [buf.shape[0]], dtype=np.int64)
+        units = np.frombuffer(self.units, dtype=np.int64) if len(self.units) else np.zeros(0, dtype=np.int64)
+        starts = np.append(np.frombuffer(self.starts, dtype=np.int64) if len(self.starts) else [], buf.shape[0]
+                           ).astype(np.int64)
         self.units = self.starts = None
         lens = np.zeros(n_units, dtype=np.int64)
         lens[units] = np.diff(starts)
