@@ -3,7 +3,8 @@
     content/index/<kind>/CURRENT          the live generation's folder name (replaced atomically)
     content/index/<kind>/g<time>-<pid>/   manifest.json + one .npy per array
 
-A writer fills a new generation folder (each file fsynced), then replaces ``CURRENT``; readers resolve
+A writer fills a new generation folder (each file fsynced; ``save`` from arrays in memory, or a
+``NewGeneration`` filled an array or a piece of one at a time), then replaces ``CURRENT``; readers resolve
 ``CURRENT`` once and memory-map that generation's files, so a search running while an index is rebuilt
 sees the old index or the new one, never a mix. The manifest records each array's dtype, shape, byte
 size and CRC-32; sizes and shapes are checked on every load, checksums when the arrays total less than
