@@ -1,7 +1,7 @@
 """Seeded synthetic corpora drawn from a real collection's statistics, written as normal workspaces.
 
     python -m bench synth --docs 100000 --out /work/scale-ws/synth-100k [--seed 0] [--from ../shared/data/scifact]
-                          [--writer fast|import]
+                          [--writer fast|import] [--mean-length RUNS]
 
 The model, fitted to the source collection's ``corpus.jsonl`` (every statistic is over the tokenizer's raw
 ``[a-z0-9]+`` runs of the lowercased text, stopwords included):
@@ -12,6 +12,9 @@ The model, fitted to the source collection's ``corpus.jsonl`` (every statistic i
   that with probability ``p_new`` -- the Good-Turing estimate of an unseen word, hapax tokens / tokens --
   it is a word of an open Zipf tail (rank ``r ~ Zipf(ZIPF_A)``, spelled ``zz`` + ``r`` in base 26), so
   the vocabulary keeps growing with the corpus, as real vocabularies do (Heaps' law);
+- ``--mean-length RUNS``: the source's body lengths scaled to that mean (each at least 1), the rest of
+  the fit kept -- a short-document corpus such as NPL (11,429 abstracts, ~20-25 terms each) from a source
+  with the same kind of vocabulary but longer documents (cisi, cranfield);
 - burstiness: a body token repeats an earlier token of its own document with probability ``repeat``,
   fitted so the mean distinct-terms / length ratio of a document matches the source's (independent draws
   would spread every word over too many documents and make the postings unrealistically long).
@@ -79,8 +82,9 @@ def _mean_distinct_ratio(token_ids: np.ndarray, lengths: np.ndarray) -> float:
     return float(np.mean(ratios)) if ratios else 1.0
 
 
-def fit(collection: Path, *, calibrate_docs: int = 1500, seed: int = 0) -> Stats:
-    """Fit the model to ``collection/corpus.jsonl``."""
+def fit(collection: Path, *, calibrate_docs: int = 1500, seed: int = 0, mean_length: float | None = None) -> Stats:
+    """Fit the model to ``collection/corpus.jsonl``; ``mean_length``: body lengths scaled to that mean
+    afterwards (the burstiness fitted on the source's own lengths)."""
     body, title = Counter(), Counter()
     lengths, title_lengths, ratios = [], [], []
     with open(Path(collection) / "corpus.jsonl", encoding="utf-8") as f:
@@ -116,7 +120,13 @@ def fit(collection: Path, *, calibrate_docs: int = 1500, seed: int = 0) -> Stats
         mid = (lo + hi) / 2
         got = _mean_distinct_ratio(_bursty(draws, lens, mid, np.random.default_rng([seed, 1 << 31])), lens)
         lo, hi = (mid, hi) if got > target else (lo, mid)
-    return Stats(**{**stats.__dict__, "repeat": round((lo + hi) / 2, 4)})
+    fitted = Stats(**{**stats.__dict__, "repeat": round((lo + hi) / 2, 4)})
+    if mean_length is None:
+        return fitted
+    if not mean_length > 0:
+        raise SystemExit("--mean-length must be > 0")
+    scaled = np.maximum(1, np.rint(fitted.lengths * (mean_length / max(1e-9, fitted.lengths.mean())))).astype(np.int64)
+    return Stats(**{**fitted.__dict__, "lengths": scaled})
 
 
 def _bursty(draws: np.ndarray, lengths: np.ndarray, repeat: float, rng) -> np.ndarray:
@@ -280,6 +290,7 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: s
             _fast_import(tmp, corpus, progress=(lambda k: log(f"  {k:,} rows")) if log and n >= 200_000 else None)
         t2 = wall_clock()
         meta = {"docs": n, "seed": seed, "source": stats.source, "writer": writer, "zipf_a": ZIPF_A,
+                "mean_length": round(float(stats.lengths.mean()), 2),
                 "p_new": stats.p_new, "repeat": stats.repeat, "distinct_ratio": stats.distinct_ratio,
                 "generate_s": round(t1 - t0, 2), "write_s": round(t2 - t1, 2)}
         (tmp / "synth.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
@@ -303,12 +314,14 @@ def main(argv=None) -> int:
                     help="a BEIR collection folder whose corpus.jsonl gives the statistics")
     ap.add_argument("--writer", choices=["fast", "import"], default="fast",
                     help="fast: bulk ledger + parsed files; import: the product's `import` path")
+    ap.add_argument("--mean-length", type=float, default=None,
+                    help="scale the source's body lengths to this mean (in runs): short documents, as NPL's")
     args = ap.parse_args(argv)
     if args.docs < 1:
         ap.error("--docs must be >= 1")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     t = wall_clock()
-    stats = fit(Path(args.source), seed=args.seed)
+    stats = fit(Path(args.source), seed=args.seed, mean_length=args.mean_length)
     log(f"fitted {Path(args.source).name}: {len(stats.words):,} body words, p_new {stats.p_new:.4f}, "
         f"repeat {stats.repeat:.3f} (distinct/length {stats.distinct_ratio:.3f}) in {wall_clock() - t:.1f} s")
     meta = write_workspace(stats, args.docs, Path(args.out), seed=args.seed, writer=args.writer, log=log)

@@ -148,6 +148,77 @@ def test_a_build_past_the_spill_budget_writes_the_same_arrays(tmp_path, monkeypa
     assert_same_bytes(updated, npy_bytes(ws))
 
 
+@pytest.mark.parametrize("config", ["", '[retrieval]\nstemmer = "english"\n'])
+def test_a_tiny_output_budget_writes_the_same_arrays(tmp_path, monkeypatch, config):
+    """The output arrays written a few terms (and a few ids) at a time, through scratch buckets, are the
+    default build's to the byte: fresh, updated, with stemming (pairs summed within a range)."""
+    from chitragupta.engine.index import csr, store
+
+    docs = random_docs(27, 500, vocab=220)
+    root = make_workspace(tmp_path / "a", docs)
+    if config:
+        (root / "config.toml").write_text(config)
+    ws = Workspace.open(root)
+    refresh(ws, jobs=1)
+    default = npy_bytes(ws)
+    ranges, scratch = [], []
+    real_ranges, real_scratch = csr._term_ranges, store.NewGeneration.scratch
+
+    def term_ranges(per_term, budget):
+        got = real_ranges(per_term, budget)
+        ranges.append(got.shape[0] - 1)
+        return got
+
+    def note_scratch(self, name):
+        scratch.append(real_scratch(self, name))
+        return scratch[-1]
+
+    monkeypatch.setattr(csr, "_term_ranges", term_ranges)
+    monkeypatch.setattr(store.NewGeneration, "scratch", note_scratch)
+    monkeypatch.setattr(csr, "RANGE_POSTINGS", 97)
+    monkeypatch.setattr(csr, "POSITIONS_PER_RANGE", 301)
+    monkeypatch.setattr(csr, "_POS_BLOCK", 250)  # a pass over seq in blocks of a few documents
+    monkeypatch.setattr(segments, "SPILL_BYTES", 4096)
+    monkeypatch.setattr(segments, "_MAX_BLOCK", 64)
+    for jobs in (1, 2):
+        refresh(ws, jobs=jobs, force=True)
+        assert_same_bytes(default, npy_bytes(ws))
+    assert min(ranges) > 20  # (many ranges: the CSR's and the positions')
+    assert scratch and not any(p.exists() for p in scratch)
+    gen = doc_folder(ws) / (doc_folder(ws) / "CURRENT").read_text().strip()
+    assert sorted(p.name for p in gen.iterdir() if not p.name.endswith(".npy")) == ["manifest.json"]
+    # an update from the ranged generation equals a fresh build with the default budget
+    changed = [dict(d, text=d["text"] + " novelword") if i % 5 == 0 else d for i, d in enumerate(docs)]
+    from chitragupta.engine.corpus.sync import import_jsonl
+
+    import_jsonl(ws, write_jsonl(tmp_path / "a" / "corpus.jsonl", changed))
+    assert refresh(ws, jobs=2).report.reused == 400
+    updated = npy_bytes(ws)
+    monkeypatch.undo()
+    refresh(ws, jobs=1, force=True)
+    assert_same_bytes(updated, npy_bytes(ws))
+
+
+def test_a_failed_build_leaves_no_generation_behind(tmp_path, monkeypatch):
+    from chitragupta.engine.index import csr
+    from chitragupta.errors import WorkspaceError
+
+    root = make_workspace(tmp_path, random_docs(28, 120, vocab=80))
+    ws = Workspace.open(root)
+    refresh(ws, jobs=1)
+    before = npy_bytes(ws)
+    monkeypatch.setattr(csr, "RANGE_POSTINGS", 50)
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(csr, "_place", full)
+    with pytest.raises(WorkspaceError, match="No space left on device; the previous index is unchanged"):
+        refresh(ws, jobs=1, force=True)
+    assert [p.name for p in doc_folder(ws).iterdir() if p.name.startswith(".")] == []
+    assert_same_bytes(before, npy_bytes(ws))
+
+
 def test_workers_die_with_a_killed_command():
     """A SIGKILLed ``sync`` / ``index`` leaves no worker behind holding its output open (a caller waiting
     for the output would wait forever): the pool's workers die with their parent."""

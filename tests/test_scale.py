@@ -45,6 +45,16 @@ def test_fit_is_deterministic_and_matches_the_source(stats, tmp_path):
     assert stats.p_new > 0
 
 
+def test_mean_length_scales_the_bodies_and_keeps_the_rest(stats):
+    short = synth.fit(stats.source, calibrate_docs=200, mean_length=6)
+    assert abs(short.lengths.mean() - 6) < 1 and short.lengths.min() >= 1
+    assert short.words == stats.words and short.repeat == stats.repeat and short.p_new == stats.p_new
+    lengths = [len(text.split()) for _k, _t, text in synth.documents(short, 500, seed=0)]
+    assert 4 < np.mean(lengths) < 8 < np.mean([len(t.split()) for _k, _t, t in synth.documents(stats, 500, seed=0)])
+    with pytest.raises(SystemExit):
+        synth.fit(stats.source, calibrate_docs=200, mean_length=0)
+
+
 def test_generator_is_seeded_reproducible_and_prefix_stable(stats):
     a = list(synth.documents(stats, 3000, seed=0))
     assert a == list(synth.documents(stats, 3000, seed=0))

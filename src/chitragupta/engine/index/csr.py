@@ -7,6 +7,7 @@ out canonical: sorted vocabulary, ascending unit ids per term, and an update equ
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from itertools import count
 
@@ -100,39 +101,6 @@ class _Stream:
         self.chunks.append(_chunk(keys >> 32, keys & 0xFFFFFFFF, counts))
         self.pend_units, self.pend_terms = [], []
 
-    def term_major(self, rank: np.ndarray, n_terms: int, n_units: int,
-                   doc_len: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The stream as a canonical term-major CSR: (indptr int64, indices int32, counts int32), units
-        ascending per term, pairs that meet twice (a unit split across flushes, tokens sharing a stem)
-        summed. The chunks are released as they are placed, so the peak is about the triples plus the
-        output, never a second copy of either. ``doc_len`` (float64, per unit) is incremented by counts."""
-        self.flush()
-        chunks, self.chunks = self.chunks, []
-        per_term = np.zeros(n_terms, dtype=np.int64)
-        for ch in chunks:
-            per_term += np.bincount(rank[_arrays(ch)[1]], minlength=n_terms)
-        indptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(per_term, out=indptr[1:])
-        total = int(indptr[-1])
-        indices = np.empty(total, dtype=np.int32)
-        counts = np.empty(total, dtype=np.int32)
-        nxt = indptr[:-1].copy()
-        chunks.reverse()
-        while chunks:
-            u, t, c = _arrays(chunks.pop())
-            if doc_len is not None:
-                doc_len += np.bincount(u, weights=c, minlength=n_units)
-            r = rank[t]
-            # a stable sort by term keeps the chunk's unit order inside each term
-            order = np.argsort(r, kind="stable")
-            rs = r[order]
-            dest = nxt[rs] + (np.arange(rs.size, dtype=np.int64) - np.searchsorted(rs, rs, side="left"))
-            indices[dest] = u[order]
-            counts[dest] = c[order]
-            nxt += np.bincount(r, minlength=n_terms)
-            del u, t, c, r, order, rs, dest
-        return _canonical(indptr, indices, counts, n_terms, n_units)
-
 
 class ChunkFile:
     """A chunk of counted triples written to disk (a segmented build's spill), read back when placed:
@@ -147,6 +115,13 @@ class ChunkFile:
     def load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raw = np.fromfile(self.path, dtype=np.int32, count=3 * self.n)
         return raw[:self.n], raw[self.n:2 * self.n], raw[2 * self.n:]
+
+    def discard(self) -> None:
+        """Remove the file (its triples are placed: what the build holds on disk shrinks as it goes)."""
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
 
 
 def _arrays(ch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -261,22 +236,207 @@ class Accumulator:
         rank[d:] = np.fromiter((pos[t] for t in terms), dtype=np.int64, count=len(terms))
         return vocab, rank
 
-    def finish(self, n_units: int) -> tuple[list[str], dict[str, np.ndarray]]:
+    def finish(self, n_units: int, sink=None, on_range=None) -> tuple[list[str], dict[str, np.ndarray]]:
         """Sorted vocabulary and the canonical term-major CSR arrays (plus ``tf_<field>`` aligned with
-        ``tf`` for every field stream)."""
+        ``tf`` for every field stream).
+
+        ``sink``: where the arrays go (``put`` / ``column``): None keeps them in memory and returns them
+        all; a ``store.NewGeneration`` gets them written a term range at a time (``_term_ranges``: about
+        ``RANGE_POSTINGS`` postings each, every stream's triples first split into one scratch file per
+        range) and only ``indptr`` and ``doc_len`` come back. ``on_range(indices, tf, fields)``: called with
+        each range's main postings and aligned field counts. The arrays are the same either way."""
+        out = sink if sink is not None else MemoryArrays()
         vocab, rank = self._ranks()
         self.rank = rank  # (what ``Sequences.finish`` maps provisional ids with)
         n_terms = len(vocab)
+        for st in self.streams.values():
+            st.flush()
         doc_len = np.zeros(n_units, dtype=np.float64)
-        indptr, indices, tf = self.streams[""].term_major(rank, n_terms, n_units, doc_len)
+        per_term = np.zeros(n_terms, dtype=np.int64)
+        for ch in self.streams[""].chunks:
+            u, t, c = _arrays(ch)
+            per_term += np.bincount(rank[t], minlength=n_terms)
+            doc_len += np.bincount(u, weights=c, minlength=n_units)
+            del u, t, c
         if doc_len.size and doc_len.max() > _I32:
             raise OverflowError("a document exceeds 2**31 - 1 tokens")
-        arrays = {"indptr": indptr, "indices": indices, "tf": tf, "doc_len": doc_len.astype(np.int32)}
-        for name, st in self.streams.items():
-            if name:
-                f_indptr, f_indices, f_counts = st.term_major(rank, n_terms, n_units)
-                arrays[f"tf_{name}"] = _align(indptr, indices, f_indptr, f_indices, f_counts, name)
-        return vocab, arrays
+        edges = _term_ranges(per_term, RANGE_POSTINGS) if hasattr(out, "scratch") else np.array([0, n_terms])
+        fields = [name for name in self.streams if name]
+        if edges.shape[0] > 2:
+            buckets = {name: _bucket(st, rank, edges, out.scratch, f"csr{j}_")
+                       for j, (name, st) in enumerate(self.streams.items())}
+            items = lambda name, k: [buckets[name].take(k)]  # noqa: E731
+        else:
+            def items(name, k):
+                chunks, self.streams[name].chunks = self.streams[name].chunks, []
+                return chunks
+        upper = int(per_term.sum())
+        cols = [out.column(name, np.int32, upper) for name in ("indices", "tf", *(f"tf_{f}" for f in fields))]
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        nnz = 0
+        for k in range(edges.shape[0] - 1):
+            t0, t1 = int(edges[k]), int(edges[k + 1])
+            l_indptr, l_indices, l_tf = _place(items("", k), rank, t0, t1, n_units, per_term[t0:t1])
+            indptr[t0 + 1:t1 + 1] = nnz + l_indptr[1:]
+            nnz += l_indices.shape[0]
+            cols[0].write(l_indices)
+            cols[1].write(l_tf)
+            aligned = {}
+            for j, name in enumerate(fields):
+                f_indptr, f_indices, f_counts = _place(items(name, k), rank, t0, t1, n_units)
+                aligned[name] = _align(l_indptr, l_indices, f_indptr, f_indices, f_counts, name)
+                del f_indptr, f_indices, f_counts
+                cols[2 + j].write(aligned[name])
+            if on_range is not None:
+                on_range(l_indices, l_tf, aligned)
+            del l_indptr, l_indices, l_tf, aligned
+        for col in cols:
+            col.close()
+        small = {"indptr": indptr, "doc_len": doc_len.astype(np.int32)}
+        for name, arr in small.items():
+            out.put(name, arr)
+        return vocab, (out.arrays if sink is None else small)
+
+
+RANGE_POSTINGS = 1 << 22  # postings per term range when the CSR is written to disk (``Accumulator.finish``)
+
+
+def _term_ranges(per_term: np.ndarray, budget: int) -> np.ndarray:
+    """Term boundaries ``[0, t1, ..., n_terms]`` cutting ``per_term`` counts into ranges of at most
+    ``budget`` in all (a single term above it is a range of its own)."""
+    n = per_term.shape[0]
+    if n == 0:
+        return np.zeros(2, dtype=np.int64)
+    cum = np.cumsum(per_term)
+    edges = [0]
+    while edges[-1] < n:
+        t0 = edges[-1]
+        base = int(cum[t0 - 1]) if t0 else 0
+        t1 = int(np.searchsorted(cum, base + budget, side="right"))
+        edges.append(min(n, max(t0 + 1, t1)))
+    return np.asarray(edges, dtype=np.int64)
+
+
+class MemoryArrays:
+    """What ``Accumulator.finish`` and ``Sequences.finish`` write into when the arrays stay in memory
+    (the passage index): ``put`` and ``column`` like ``store.NewGeneration``, without scratch files, so
+    everything is one term range."""
+
+    def __init__(self):
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def put(self, name: str, arr: np.ndarray) -> None:
+        self.arrays[name] = arr
+
+    def column(self, name: str, dtype, length: int) -> "_Column":
+        return _Column(self.arrays, name, np.dtype(dtype))
+
+
+class _Column:
+    def __init__(self, arrays: dict, name: str, dtype: np.dtype):
+        self.arrays, self.name, self.dtype, self.parts = arrays, name, dtype, []
+
+    def write(self, piece: np.ndarray) -> None:
+        self.parts.append(np.asarray(piece, dtype=self.dtype))
+
+    def close(self) -> None:
+        parts = self.parts
+        self.arrays[self.name] = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
+                                  else np.zeros(0, dtype=self.dtype))
+        self.parts = []
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        return self.arrays[self.name][a:b]
+
+
+_RECORD = np.dtype([("u", "<i4"), ("r", "<i4"), ("c", "<i4")])  # a triple with its term's final id
+
+
+class _Buckets:
+    """Records split by term range (``edges``), appended to one scratch file per range in the order they
+    arrive, so a range read back holds its records in stream order."""
+
+    def __init__(self, edges: np.ndarray, dtype: np.dtype, scratch, tag: str):
+        self.edges, self.dtype = edges, dtype
+        self.paths = [scratch(f"{tag}{k}") for k in range(edges.shape[0] - 1)]
+
+    def add(self, terms: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+        if not terms.size:
+            return
+        which = np.searchsorted(self.edges, terms, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        cuts = np.searchsorted(which[order], np.arange(len(self.paths) + 1))
+        rec = np.empty(terms.shape[0], dtype=self.dtype)
+        for name, arr in columns.items():
+            rec[name] = arr[order]
+        del which, order
+        for k in np.flatnonzero(np.diff(cuts)):
+            with open(self.paths[k], "ab") as f:
+                f.write(rec[cuts[k]:cuts[k + 1]].tobytes())
+
+    def take(self, k: int) -> np.ndarray:
+        """Range ``k``'s records (its file removed)."""
+        p = self.paths[k]
+        if not os.path.exists(p):
+            return np.zeros(0, dtype=self.dtype)
+        got = np.fromfile(p, dtype=self.dtype)
+        os.unlink(p)
+        return got
+
+
+def _bucket(st: _Stream, rank: np.ndarray, edges: np.ndarray, scratch, tag: str) -> _Buckets:
+    """``st``'s triples, their terms ranked, split into ``edges``' ranges (chunks consumed, in order)."""
+    out = _Buckets(edges, _RECORD, scratch, tag)
+    chunks, st.chunks = st.chunks, []
+    chunks.reverse()
+    while chunks:
+        ch = chunks.pop()
+        u, t, c = _arrays(ch)
+        r = rank[t]
+        out.add(r, {"u": u, "r": r, "c": c})
+        if isinstance(ch, ChunkFile):
+            ch.discard()
+        del ch, u, t, c, r
+    return out
+
+
+def _ranked(item, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(units, final term ids, counts) of a chunk (provisional ids) or of a range's records."""
+    if isinstance(item, np.ndarray):
+        return item["u"], item["r"], item["c"]
+    u, t, c = _arrays(item)
+    return u, rank[t], c
+
+
+def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
+           counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Terms ``t0..t1``'s canonical CSR (indptr from 0, indices int32, counts int32) from ``items`` (every
+    triple in them has its term in the range), placed in their order; ``items`` is emptied as they are
+    placed, so the peak is about the triples plus the output. ``counts``: the triples per term if known."""
+    n = t1 - t0
+    if counts is None:
+        counts = np.zeros(n, dtype=np.int64)
+        for it in items:
+            counts += np.bincount(_ranked(it, rank)[1] - t0, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    total = int(indptr[-1])
+    indices = np.empty(total, dtype=np.int32)
+    out = np.empty(total, dtype=np.int32)
+    nxt = indptr[:-1].copy()
+    items.reverse()
+    while items:
+        u, r, c = _ranked(items.pop(), rank)
+        r = r - t0
+        # a stable sort by term keeps the chunk's unit order inside each term
+        order = np.argsort(r, kind="stable")
+        rs = r[order]
+        dest = nxt[rs] + (np.arange(rs.size, dtype=np.int64) - np.searchsorted(rs, rs, side="left"))
+        indices[dest] = u[order]
+        out[dest] = c[order]
+        nxt += np.bincount(r, minlength=n)
+        del u, r, c, order, rs, dest
+    return _canonical(indptr, indices, out, n, n_units)
 
 
 _ALIGN_BLOCK = 1 << 23  # main postings per block while placing field counts
@@ -323,8 +483,8 @@ class Sequences:
         from array import array
 
         self.buf = array("i")
-        self.units: list[int] = []
-        self.starts: list[int] = []
+        self.units = array("q")  # (8 bytes a unit: a list of ints would take 36)
+        self.starts = array("q")
         self.file = None  # once ``spill`` is called: the ids go to this file instead of ``buf``
         self.spilled = 0  # ids in the file
 
@@ -351,8 +511,8 @@ class Sequences:
         """Append a tokenized block's sequences: ``units`` (ascending, after every unit already here),
         each starting at ``starts`` in ``ids`` (int32, already provisional ids of this build)."""
         base = self._size()
-        self.units.extend(units.tolist())
-        self.starts.extend((np.asarray(starts, dtype=np.int64) + base).tolist())
+        self.units.frombytes(np.ascontiguousarray(units, dtype=np.int64).tobytes())
+        self.starts.frombytes((np.asarray(starts, dtype=np.int64) + base).tobytes())
         raw = np.ascontiguousarray(ids, dtype=np.int32).tobytes()
         if self.file is not None:
             self.file.write(raw)
@@ -365,12 +525,17 @@ class Sequences:
         self.extend(unit, [SEQ_BREAK])
 
     def finish(self, rank: np.ndarray, n_terms: int, n_dropped: int, n_units: int,
-               reused: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """``(seq int32, seq_ptr int64)``: unit u's ids are ``seq[seq_ptr[u]:seq_ptr[u + 1]]``.
+               reused: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+               sink=None) -> dict[str, np.ndarray]:
+        """The positions arrays, written into ``sink`` (see ``Accumulator.finish``; None: returned in
+        memory): ``seq`` int32 and ``seq_ptr`` int64 (unit u's ids are ``seq[seq_ptr[u]:seq_ptr[u + 1]]``),
+        ``tpos`` int32 and ``tpos_ptr`` int64 (``kernels.phrase.by_term``). ``seq`` is written a block of
+        ids at a time; ``tpos`` a term range at a time (``POSITIONS_PER_RANGE`` offsets), each range one
+        pass over ``seq`` as written. Returns ``seq_ptr`` and ``tpos_ptr`` (and, without a sink, all four).
 
         ``reused``: ``(new_units, old_units, old_seq, old_ptr, old_to_new)`` -- units copied from an older
         index, their ids mapped by ``old_to_new`` (an old id -> the new one; ``SEQ_BREAK`` stays)."""
+        out = sink if sink is not None else MemoryArrays()
         if self.file is not None:
             self.file.close()
             self.file = None
@@ -382,8 +547,10 @@ class Sequences:
             buf = np.frombuffer(self.buf, dtype=np.int32) if len(self.buf) else np.zeros(0, dtype=np.int32)
             read = lambda a, b: buf[a:b]  # noqa: E731
         table = np.concatenate((np.arange(n_dropped, dtype=np.int64) + n_terms, rank[n_dropped:])).astype(np.int32)
-        units = np.asarray(self.units, dtype=np.int64)
-        starts = np.asarray(self.starts + [buf.shape[0]], dtype=np.int64)
+        units = np.frombuffer(self.units, dtype=np.int64) if len(self.units) else np.zeros(0, dtype=np.int64)
+        starts = np.append(np.frombuffer(self.starts, dtype=np.int64) if len(self.starts) else [], buf.shape[0]
+                           ).astype(np.int64)
+        self.units = self.starts = None
         lens = np.zeros(n_units, dtype=np.int64)
         lens[units] = np.diff(starts)
         src_start = np.zeros(n_units, dtype=np.int64)
@@ -397,7 +564,12 @@ class Sequences:
             from_old[new_u] = True
         ptr = np.zeros(n_units + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
-        seq = np.empty(int(ptr[-1]), dtype=np.int32)
+        col = out.column("seq", np.int32, int(ptr[-1]))
+        per_term = np.zeros(n_terms, dtype=np.int64)  # occurrences of each term: tpos's row lengths
+
+        def emit(ids: np.ndarray) -> None:
+            col.write(ids)
+            per_term[:] += np.bincount(ids[(ids >= 0) & (ids < n_terms)], minlength=n_terms)
 
         def mapped(ids: np.ndarray, to: np.ndarray) -> np.ndarray:
             out = ids.copy()
@@ -408,13 +580,15 @@ class Sequences:
         if not from_old.any() and (units.size < 2 or bool((np.diff(units) > 0).all())):
             # a fresh build: the buffer is already in unit order
             for a in range(0, buf.shape[0], _SEQ_BLOCK):
-                seq[a:a + _SEQ_BLOCK] = mapped(read(a, min(a + _SEQ_BLOCK, buf.shape[0])), table)
+                emit(mapped(read(a, min(a + _SEQ_BLOCK, buf.shape[0])), table))
         else:
             order = np.flatnonzero(lens > 0)
             u0 = 0
             while u0 < order.size:  # units in blocks of about _SEQ_BLOCK ids: bounded temporaries
                 u1 = max(u0 + 1, int(np.searchsorted(ptr[order + 1], ptr[order[u0]] + _SEQ_BLOCK, side="right")))
                 pick = order[u0:u1]
+                base = int(ptr[pick[0]])  # (units ascending: the block's ids are contiguous in seq)
+                piece = np.empty(int(ptr[pick[-1] + 1]) - base, dtype=np.int32)
                 for old_side in (False, True):
                     sel = pick[from_old[pick] == old_side]
                     if not sel.size:
@@ -422,10 +596,59 @@ class Sequences:
                     ln = lens[sel]
                     within = np.arange(int(ln.sum()), dtype=np.int64) - np.repeat(np.cumsum(ln) - ln, ln)
                     src = np.repeat(src_start[sel], ln) + within
-                    dest = np.repeat(ptr[sel], ln) + within
-                    seq[dest] = (mapped(np.asarray(reused[2])[src], reused[4]) if old_side
-                                 else mapped(buf[src], table))
+                    dest = np.repeat(ptr[sel] - base, ln) + within
+                    piece[dest] = (mapped(np.asarray(reused[2])[src], reused[4]) if old_side
+                                   else mapped(buf[src], table))
+                emit(piece)
                 u0 = u1
         self.buf = None
         del buf
-        return seq, ptr
+        col.close()
+        out.put("seq_ptr", ptr)
+        tpos_ptr = _term_positions(col, ptr, per_term, out)
+        return out.arrays if sink is None else {"seq_ptr": ptr, "tpos_ptr": tpos_ptr}
+
+
+POSITIONS_PER_RANGE = 1 << 25  # tpos offsets per term range when written to disk (one pass over seq each)
+_POS_BLOCK = 1 << 22  # ids of seq read per step of such a pass
+
+
+def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out) -> np.ndarray:
+    """Write ``tpos`` (``kernels.phrase.by_term`` of the ``seq`` column just written, ``per_term`` its
+    occurrences per term) and ``tpos_ptr`` into ``out``; returns ``tpos_ptr``. In memory, or when it is
+    small, in one go; else a term range at a time, each a pass over ``seq`` read back a block of
+    documents at a time, the range's terms shifted to 0.. so that the numba fill skips the others."""
+    from chitragupta.kernels.phrase import NUMBA_FROM, by_term
+
+    n_terms = per_term.shape[0]
+    n_units = ptr.shape[0] - 1
+    total_ids = int(ptr[-1])
+    pos_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(per_term, out=pos_ptr[1:])
+    col = out.column("tpos", np.int32, int(pos_ptr[-1]))
+    edges = (_term_ranges(per_term, POSITIONS_PER_RANGE) if hasattr(out, "scratch")
+             else np.array([0, n_terms], dtype=np.int64))
+    if edges.shape[0] <= 2 and total_ids < max(NUMBA_FROM, _POS_BLOCK):
+        col.write(by_term(seq.read(0, total_ids), ptr, n_terms)[0])
+    else:
+        from chitragupta.kernels._phrase_numba import by_term as fill
+
+        for k in range(edges.shape[0] - 1):
+            t0, t1 = int(edges[k]), int(edges[k + 1])
+            n = t1 - t0
+            got = np.empty(int(pos_ptr[t1] - pos_ptr[t0]), dtype=np.int32)
+            cur = pos_ptr[t0:t1 + 1] - pos_ptr[t0]
+            d0 = 0
+            while d0 < n_units:
+                d1 = min(n_units, max(d0 + 1, int(np.searchsorted(ptr, ptr[d0] + _POS_BLOCK, side="right")) - 1))
+                ids = seq.read(int(ptr[d0]), int(ptr[d1]))
+                if t0:
+                    ids = ids - np.int32(t0)  # (SEQ_BREAK and earlier terms go negative: skipped)
+                fill(ids, ptr[d0:d1 + 1] - ptr[d0], n, cur, got)
+                cur[:-1] += np.bincount(ids[(ids >= 0) & (ids < n)], minlength=n)
+                d0 = d1
+            col.write(got)
+            del got
+    col.close()
+    out.put("tpos_ptr", pos_ptr)
+    return pos_ptr

@@ -282,7 +282,16 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
         progress(0, len(todo))
     from chitragupta.engine.index.segments import Spill, merge_block, tokenize_blocks
 
+    from chitragupta.kernels.integrity import scan_field
+
     spill = Spill(folder)
+    sums = {f: [0, 0] for f in FIELDS}
+
+    def add_sums(indices, tf, fields) -> None:  # the manifest's field sums, a term range at a time
+        for f in FIELDS:
+            _bad, s0, s1 = scan_field(indices, tf, fields[f])
+            sums[f] = [(sums[f][0] + s0) % 2**64, (sums[f][1] + s1) % 2**64]
+
     try:
         for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None, max(1, int(jobs)), progress):
             merge_block(acc, block, spill)
@@ -292,35 +301,34 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
             del block
         report.retokenized = len(todo)
 
-        vocab, arrays = acc.finish(n)
-        if seqs is not None:
-            arrays["seq"], arrays["seq_ptr"] = seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
-                                                           _reused_positions(old, vocab, reuse_new, reuse_old,
-                                                                             acc.n_dropped))
+        # the arrays go straight into the new generation's files, a term range or a block of ids at a
+        # time: what the build holds does not grow with the postings (see ``segments``)
+        with store.writing(folder) as gen:
+            vocab, small = acc.finish(n, gen, on_range=add_sums)
+            if seqs is not None:
+                seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
+                            _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped), sink=gen)
+            spill.close()
+            for name, arr in dict(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps,
+                                  flags=flags).items():
+                gen.put(name, arr)
+            report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(small["indptr"][-1])
+            report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
+            report.with_abstract = int(np.count_nonzero(flags & FLAG_HAS_ABSTRACT))
+            report.not_parsed = int(np.count_nonzero(flags & FLAG_NOT_PARSED))
+            manifest = dict(
+                expected_manifest(settings),
+                citekeys_digest=citekeys_digest(rows),
+                field_sums=sums,
+                stats={"n_docs": n, "n_terms": len(vocab), "nnz": report.nnz,
+                       "avgdl": float(small["doc_len"].mean()) if n else 0.0,
+                       "text_missing": report.text_missing, "not_parsed": report.not_parsed,
+                       "with_abstract": report.with_abstract},
+            )
+            path = gen.commit(manifest)
+            arrays = gen.mapped(gen.files)
     finally:
         spill.close()
-    if seqs is not None:
-        from chitragupta.kernels.phrase import by_term
-
-        arrays["tpos"], arrays["tpos_ptr"] = by_term(arrays["seq"], arrays["seq_ptr"], len(vocab))
-    arrays.update(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps, flags=flags)
-    report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(arrays["indices"].shape[0])
-    report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
-    report.with_abstract = int(np.count_nonzero(flags & FLAG_HAS_ABSTRACT))
-    report.not_parsed = int(np.count_nonzero(flags & FLAG_NOT_PARSED))
-    from chitragupta.kernels.types import Postings
-
-    written = Postings(arrays["indptr"], arrays["indices"], arrays["tf"], arrays["doc_len"])
-    manifest = dict(
-        expected_manifest(settings),
-        citekeys_digest=citekeys_digest(rows),
-        field_sums={f: list(_field_sums(written, f, arrays[f"tf_{f}"])[1:]) for f in FIELDS},
-        stats={"n_docs": n, "n_terms": len(vocab), "nnz": report.nnz,
-               "avgdl": float(arrays["doc_len"].mean()) if n else 0.0,
-               "text_missing": report.text_missing, "not_parsed": report.not_parsed,
-               "with_abstract": report.with_abstract},
-    )
-    gen = store.save(folder, manifest, arrays)
     report.seconds = time.perf_counter() - t0
-    index = DocIndex(arrays, dict(manifest), gen)
+    index = DocIndex(arrays, dict(manifest), path)
     return index, report

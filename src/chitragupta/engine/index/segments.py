@@ -13,8 +13,12 @@ byte for any ``jobs``.
 Memory: a worker holds one block (its triples, 12 bytes per distinct (unit, run) pair, and its ids, 4
 bytes per run); at most ``2 * jobs`` finished blocks wait to be merged. Once the merged blocks hold more
 than ``SPILL_BYTES`` (``Spill``), each further block's triples and ids are written to a temporary folder
-beside the index's generations and read back a chunk at a time while the CSR and the positions are
-finished, so what the build holds besides its output arrays does not grow with the corpus.
+beside the index's generations. The output arrays are never held whole either: ``Accumulator.finish``
+splits every stream's triples by term range into scratch files of the new generation (one pass) and
+writes the CSR a range of about ``csr.RANGE_POSTINGS`` postings at a time; ``Sequences.finish`` writes
+``seq`` a block of ids at a time and ``tpos`` a range of ``csr.POSITIONS_PER_RANGE`` offsets at a time
+(``store.NewGeneration``). What a build holds is then the blocks in flight, ``SPILL_BYTES``, one range,
+the vocabulary and a few arrays per document -- not the postings.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
     content/index/<kind>/CURRENT          the live generation's folder name (replaced atomically)
     content/index/<kind>/g<time>-<pid>/   manifest.json + one .npy per array
 
-A writer fills a new generation folder (each file fsynced), then replaces ``CURRENT``; readers resolve
+A writer fills a new generation folder (each file fsynced; ``save`` from arrays in memory, or a
+``NewGeneration`` filled an array or a piece of one at a time), then replaces ``CURRENT``; readers resolve
 ``CURRENT`` once and memory-map that generation's files, so a search running while an index is rebuilt
 sees the old index or the new one, never a mix. The manifest records each array's dtype, shape, byte
 size and CRC-32; sizes and shapes are checked on every load, checksums when the arrays total less than
@@ -30,6 +31,7 @@ generation stays current and whole.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -37,8 +39,10 @@ import shutil
 import stat
 import time
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -46,7 +50,7 @@ from chitragupta.engine.files import atomic_write_text, fsync_dir, replacing
 from chitragupta.engine.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
 from chitragupta.errors import WorkspaceError
 
-__all__ = ["IndexCorrupt", "StoredIndex", "save", "load", "check_manifest", "read_small", "CHECKSUM_LIMIT"]
+__all__ = ["IndexCorrupt", "StoredIndex", "save", "writing", "NewGeneration", "ArrayFile", "load", "check_manifest", "read_small", "CHECKSUM_LIMIT"]
 
 CHECKSUM_LIMIT = 256 * 1024 * 1024
 RACY_NS = 2_000_000_000
@@ -149,37 +153,152 @@ def save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
 
 
 def _save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
-    _folder_ready(folder)
-    gen = folder / f"g{time.time_ns():x}-{os.getpid()}"
-    tmp = folder / f".{gen.name}.tmp"
-    tmp.mkdir()
+    gen = NewGeneration(folder)
     try:
-        files = {}
         for name, arr in arrays.items():
-            arr = np.ascontiguousarray(arr)
-            p = tmp / f"{name}.npy"
-            with replacing(p, mode=0o666) as f:  # fsynced; never written through a symlink
-                np.save(f, arr, allow_pickle=False)
-            files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "bytes": p.stat().st_size, "crc32": _crc(p)}
-        full = dict(manifest, files=files, written=time.time())
-        atomic_write_text(tmp / "manifest.json", json.dumps(full, indent=1, sort_keys=True), mode=0o666)
-        fsync_dir(tmp)
-        os.replace(tmp, gen)
-        fsync_dir(folder)
+            gen.put(name, arr)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        gen.abort()
         raise
+    return gen.commit(manifest)
+
+
+@contextmanager
+def writing(folder: Path) -> Iterator["NewGeneration"]:
+    """A ``NewGeneration`` under ``folder`` to fill and ``commit``; removed if the block raises or
+    never commits. An OS error is one ``WorkspaceError`` line, as in ``save``."""
     try:
-        _clear(folder / "CURRENT")  # a folder there would refuse the rename
-        atomic_write_text(folder / "CURRENT", gen.name + "\n")
-    except OSError:
-        shutil.rmtree(gen, ignore_errors=True)  # never current: leave no newer generation for _prune to keep
-        raise
-    try:
-        _prune(folder, keep=gen.name)
-    except OSError:
-        pass  # old generations are removed by the next save
-    return gen
+        gen = NewGeneration(folder)
+        try:
+            yield gen
+        finally:
+            gen.abort()  # (nothing left to remove once committed)
+    except _NotAFolder as err:
+        raise WorkspaceError(f"cannot write the index in {folder}: {err}") from None
+    except OSError as err:
+        what = err.strerror or str(err)
+        raise WorkspaceError(f"cannot write the index in {folder}: {what}; the previous index is unchanged") \
+            from None
+
+
+class NewGeneration:
+    """A generation being written an array at a time: ``put`` (an array whole) or ``column`` (a 1-d
+    array appended a piece at a time, never held whole), then ``commit`` (the manifest, fsync, rename,
+    ``CURRENT``). ``scratch`` names a temporary file inside it (a build's buckets), removed by ``commit``.
+    Each array file is byte for byte what ``np.save`` writes."""
+
+    def __init__(self, folder: Path):
+        _folder_ready(folder)
+        self.folder = Path(folder)
+        self.gen = self.folder / f"g{time.time_ns():x}-{os.getpid()}"
+        self.tmp = self.folder / f".{self.gen.name}.tmp"
+        self.tmp.mkdir()
+        self.files: dict[str, dict] = {}
+        self.committed = False
+        self._scratch: list[Path] = []
+
+    def _path(self, name: str) -> Path:
+        if not _ARRAY_NAME.fullmatch(name) or name in self.files:
+            raise ValueError(f"array name {name!r} is not allowed or written twice")
+        return self.tmp / f"{name}.npy"
+
+    def _done(self, name: str, p: Path, dtype: np.dtype, shape: tuple) -> None:
+        self.files[name] = {"dtype": dtype.str, "shape": list(shape), "bytes": p.stat().st_size, "crc32": _crc(p)}
+
+    def put(self, name: str, arr: np.ndarray) -> None:
+        arr = np.ascontiguousarray(arr)
+        p = self._path(name)
+        with replacing(p, mode=0o666) as f:  # fsynced; never written through a symlink
+            np.save(f, arr, allow_pickle=False)
+        self._done(name, p, arr.dtype, arr.shape)
+
+    def column(self, name: str, dtype, length: int) -> "ArrayFile":
+        """A 1-d array file of ``dtype`` to ``write`` pieces to; ``length``: how many elements at most
+        (the header says the number written once ``close`` d)."""
+        p = self._path(name)
+        return ArrayFile(p, np.dtype(dtype), int(length), lambda n: self._done(name, p, np.dtype(dtype), (n,)))
+
+    def scratch(self, name: str) -> Path:
+        p = self.tmp / f"{name}.scratch"
+        self._scratch.append(p)
+        return p
+
+    def commit(self, manifest: dict) -> Path:
+        """Make the generation current (see ``save``); returns its path."""
+        folder, gen, tmp = self.folder, self.gen, self.tmp
+        try:
+            for p in self._scratch:
+                p.unlink(missing_ok=True)
+            full = dict(manifest, files=self.files, written=time.time())
+            atomic_write_text(tmp / "manifest.json", json.dumps(full, indent=1, sort_keys=True), mode=0o666)
+            fsync_dir(tmp)
+            os.replace(tmp, gen)
+            self.committed = True
+            fsync_dir(folder)
+        except BaseException:
+            self.abort()
+            raise
+        try:
+            _clear(folder / "CURRENT")  # a folder there would refuse the rename
+            atomic_write_text(folder / "CURRENT", gen.name + "\n")
+        except OSError:
+            shutil.rmtree(gen, ignore_errors=True)  # never current: leave no newer generation for _prune to keep
+            raise
+        try:
+            _prune(folder, keep=gen.name)
+        except OSError:
+            pass  # old generations are removed by the next save
+        return gen
+
+    def abort(self) -> None:
+        if not self.committed:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def mapped(self, names) -> dict[str, np.ndarray]:
+        """The committed arrays ``names``, memory-mapped read-only."""
+        return {n: np.load(self.gen / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in names}
+
+
+class ArrayFile:
+    """A ``.npy`` file written a piece at a time: the header for ``length`` elements first, rewritten in
+    place by ``close`` when fewer were written (numpy pads a 1-d header to the same size for any length)."""
+
+    def __init__(self, path: Path, dtype: np.dtype, length: int, done):
+        self.path, self.dtype, self.length, self._done = path, dtype, length, done
+        self.n = 0
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        self.f = os.fdopen(fd, "wb")
+        self.header = self._header(length)
+        self.f.write(self.header)
+
+    def _header(self, n: int) -> bytes:
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, {"descr": np.lib.format.dtype_to_descr(self.dtype),
+                                                   "fortran_order": False, "shape": (n,)})
+        return buf.getvalue()
+
+    def write(self, piece: np.ndarray) -> None:
+        piece = np.ascontiguousarray(piece, dtype=self.dtype)
+        if self.n + piece.shape[0] > self.length:
+            raise ValueError(f"{self.path.name}: more than the {self.length} elements announced")
+        self.f.write(memoryview(piece).cast("B"))
+        self.n += piece.shape[0]
+
+    def close(self) -> None:
+        if self.n != self.length:
+            header = self._header(self.n)
+            if len(header) != len(self.header):
+                raise AssertionError("a .npy header changed size")  # (numpy pads it for any length)
+            self.f.seek(0)
+            self.f.write(header)
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        self._done(self.n)
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        """Elements ``a..b`` as written (after ``close``), read into memory (not mapped)."""
+        return np.fromfile(self.path, dtype=self.dtype, count=b - a, offset=len(self.header) + self.dtype.itemsize * a)
 
 
 def _prune(folder: Path, keep: str) -> None:
