@@ -13,7 +13,8 @@ the 1-minute load average is printed beside each figure.
                      timed too (wrapping the functions the build calls): tokenize (the time the build
                      waits for blocks: all of it with one job), merge (local ids -> the build's), csr
                      (``Accumulator.finish``: vocabulary sort, term-major placement), positions
-                     (``Sequences.finish`` + ``by_term``), save.
+                     (``Sequences.finish`` + ``by_term``; both write their arrays into the new generation as they go),
+                     save (``store.NewGeneration.commit``: fsync, manifest, rename).
                      ``cpu``: the CPU seconds of the same stages in this process, the scan's and the
                      build's, and ``workers``: the worker processes' (all of it, user + system): figures
                      that a loaded host changes less than the wall times.
@@ -83,7 +84,8 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     csr.Accumulator.finish = timed("csr", csr.Accumulator.finish)
     csr.Sequences.finish = timed("positions", csr.Sequences.finish)
     phrase.by_term = timed("positions", phrase.by_term)
-    store.save = timed("save", store.save)
+    store.NewGeneration.commit = timed("save", store.NewGeneration.commit)  # fsync, manifest, rename: the
+    # arrays themselves are written inside the csr and positions stages (a term range at a time)
 
     ws = Workspace.open(ws_root)
     settings = dict(ws.config.index_settings(), **{"retrieval.positions": positions})
