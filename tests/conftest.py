@@ -284,3 +284,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "shared" in item.keywords:
             item.add_marker(skip)
+
+
+def local_ray(*needs: str):
+    """A local two-CPU Ray for a module's tests (a generator for a module-scoped fixture to ``yield from``);
+    ``needs``: further modules the tests import, each skipped when absent."""
+    import logging
+
+    ray = pytest.importorskip("ray")
+    for name in needs:
+        pytest.importorskip(name)
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level=logging.WARNING,
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()

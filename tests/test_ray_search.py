@@ -8,11 +8,11 @@ extra). The quick-tier tests of the split and the merge without Ray are in ``tes
 from __future__ import annotations
 
 import json
-import logging
 
 import numpy as np
 import pytest
 
+import conftest
 from conftest import WORDS, indexed_workspace, make_stale, run_main
 
 pytestmark = pytest.mark.slow
@@ -20,13 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level=logging.WARNING,
-             log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    yield from conftest.local_ray()
 
 
 def _query_file(path, n: int = 400, seed: int = 5):

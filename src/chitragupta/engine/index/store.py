@@ -142,25 +142,10 @@ def _folder_ready(folder: Path) -> None:
 def save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
     """Write a new generation under ``folder`` and make it current. Returns the generation's path.
     WorkspaceError (one line) when the disk or the folder refuses; the previous generation stays."""
-    try:
-        return _save(folder, manifest, arrays)
-    except _NotAFolder as err:
-        raise WorkspaceError(f"cannot write the index in {folder}: {err}") from None
-    except OSError as err:
-        what = err.strerror or str(err)
-        raise WorkspaceError(f"cannot write the index in {folder}: {what}; the previous index is unchanged") \
-            from None
-
-
-def _save(folder: Path, manifest: dict, arrays: dict[str, np.ndarray]) -> Path:
-    gen = NewGeneration(folder)
-    try:
+    with writing(folder) as gen:
         for name, arr in arrays.items():
             gen.put(name, arr)
-    except BaseException:
-        gen.abort()
-        raise
-    return gen.commit(manifest)
+        return gen.commit(manifest)
 
 
 @contextmanager
