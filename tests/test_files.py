@@ -201,3 +201,36 @@ def test_the_workspace_lock_is_never_taken_through_a_symlink(outside, tmp_path):
         with ws.lock("test"):
             pass
     assert out.read_bytes() == b"not yours\n"
+
+
+def test_npy_files_are_opened_under_the_one_lock(tmp_path, monkeypatch):
+    """``files.load_npy`` holds the process-wide lock while numpy parses the header (CPython 3.11 before 3.11.8
+    can raise SystemError when two threads build ASTs at once, gh-106905; numpy's header parse is one), and the
+    index and embedding stores open their arrays through it."""
+    import threading
+
+    arr = np.arange(12, dtype=np.int32)
+    np.save(tmp_path / "a.npy", arr)
+    real, held = np.load, []
+    monkeypatch.setattr(np, "load", lambda *a, **k: (held.append(files._NPY_LOCK.locked()), real(*a, **k))[1])
+    assert np.array_equal(files.load_npy(tmp_path / "a.npy", mmap_mode="r"), arr) and held == [True]
+    assert not files._NPY_LOCK.locked()
+
+    out, errors = [], []
+
+    def opener():
+        try:
+            for _ in range(50):
+                out.append(int(files.load_npy(tmp_path / "a.npy", mmap_mode="r")[-1]))
+        except Exception as err:  # noqa: BLE001 -- a SystemError from a racing header parse
+            errors.append(err)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and out == [11] * 200 and all(held)
+    for mod in ("engine/index/store.py", "enrich/store.py", "enrich/embed.py", "enrich/topics.py"):
+        src = (Path(files.__file__).parents[1] / mod).read_text(encoding="utf-8")
+        assert "np.load(" not in src, mod

@@ -25,12 +25,13 @@ import os
 import secrets
 import stat
 import sys
+import threading
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-__all__ = ["FileRefused", "kind_of", "FOLDER", "FIFO", "read_small", "read_limited", "open_lines", "iter_lines", "LineTooLong",
+__all__ = ["load_npy", "FileRefused", "kind_of", "FOLDER", "FIFO", "read_small", "read_limited", "open_lines", "iter_lines", "LineTooLong",
            "SMALL_FILE", "read_head", "atomic_write_bytes", "atomic_write_text", "replacing", "temp_beside",
            "put_in_place", "replace_in_folder", "fsync_dir", "discard"]
 
@@ -310,3 +311,18 @@ def replace_in_folder(folder: str, name: str, data: bytes, tag: str) -> None:
     if not name or "/" in name or "\x00" in name or name in (".", ".."):
         raise ValueError(f"not a plain file name: {name!r}")
     _replace_bytes(f"{folder}/{name}", data, False, 0o600, tag)
+
+
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(src, *, mmap_mode: str | None = None):
+    """``np.load(src, mmap_mode=..., allow_pickle=False)`` under one process-wide lock. numpy parses a ``.npy``
+    header with ``ast.literal_eval``, and CPython 3.11 before 3.11.8 (gh-106905) can raise ``SystemError: AST
+    constructor recursion depth mismatch`` when two threads build ASTs at once: the MCP server's worker threads
+    open an index while a rebuild maps its new generation. Opening is a header and a map (or, without
+    ``mmap_mode``, one read), so the lock costs little."""
+    import numpy as np
+
+    with _NPY_LOCK:
+        return np.load(src, mmap_mode=mmap_mode, allow_pickle=False)

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from chitragupta.engine.files import load_npy
 from chitragupta.enrich.encoders import (DEFAULT_MODEL, Encoder, ModelSpec, QueryEncoder, load_encoder,  # noqa: F401
                                          load_query_encoder, model_slug, model_spec, offline_env,
                                          resolve_model_source)
@@ -393,7 +394,7 @@ class Encoding:
             npy, row = self._where[j]
             vecs = self._maps.get(npy)
             if vecs is None:
-                vecs = self._maps[npy] = np.load(npy, mmap_mode="r", allow_pickle=False)
+                vecs = self._maps[npy] = load_npy(npy, mmap_mode="r")
             return Chunks.of_spans(vecs[row:row + hi - lo], d.spans)
         return Chunks.of_spans(self.take(lo, hi), d.spans)
 

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from chitragupta.errors import ChitraguptaError
-from chitragupta.engine.files import FileRefused, atomic_write_bytes, fsync_dir, read_limited, read_small
+from chitragupta.engine.files import FileRefused, atomic_write_bytes, fsync_dir, load_npy, read_limited, read_small
 from chitragupta.extras import require
 
 __all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build_index", "store_folder", "recover",
@@ -272,7 +272,7 @@ def load_store(folder: Path, *, model: str | None = None, dim: int | None = None
     arrays = {}
     for name, dtype in _ARRAYS.items():
         try:
-            arr = np.load(io.BytesIO(_read_checked(folder, name, files)), allow_pickle=False)
+            arr = load_npy(io.BytesIO(_read_checked(folder, name, files)))
         except (ValueError, EOFError, OSError, TypeError, SyntaxError, OverflowError, MemoryError) as err:
             raise StoreCorrupt(f"{name} is not a plain .npy array ({str(err)[:200]})") from None
         if arr.dtype != dtype:
@@ -427,7 +427,7 @@ def _read_segment(seg_folder: Path, number: int, *, base: str, model: str, dim: 
         raise ValueError(f"{stem}.json names no vectors file")
     try:
         raw = _read_checked(seg_folder, f"{stem}.npy", {f"{stem}.npy": meta})
-        vectors = np.load(io.BytesIO(raw), allow_pickle=False)
+        vectors = load_npy(io.BytesIO(raw))
     except (StoreCorrupt, ValueError, EOFError, OSError) as err:
         raise ValueError(f"{stem}.npy: {err}") from None
     n = sum(len(x["starts"]) for x in body["docs"])

@@ -89,6 +89,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from chitragupta.engine.files import load_npy
 from chitragupta.errors import CorpusError, UsageError
 from chitragupta.engine.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
 from chitragupta.extras import require
@@ -340,7 +341,7 @@ class EmbedCache:
             vec_name = meta.get("vectors")
             if not isinstance(keys, list) or not isinstance(vec_name, str) or "/" in vec_name:
                 raise ValueError("keys.json lacks its keys or vectors file")
-            vectors = np.load(self.folder / vec_name, allow_pickle=False)
+            vectors = load_npy(self.folder / vec_name)
             if vectors.dtype != np.float32 or vectors.shape != (len(keys), self.dim):
                 raise ValueError(f"vectors are {vectors.dtype} {vectors.shape}, keys say ({len(keys)}, {self.dim})")
             if not np.isfinite(vectors).all():

@@ -46,7 +46,7 @@ from typing import Iterator
 
 import numpy as np
 
-from chitragupta.engine.files import atomic_write_text, fsync_dir, replacing
+from chitragupta.engine.files import atomic_write_text, fsync_dir, load_npy, replacing
 from chitragupta.engine.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
 from chitragupta.errors import WorkspaceError
 
@@ -241,7 +241,7 @@ class NewGeneration:
 
     def mapped(self, names) -> dict[str, np.ndarray]:
         """The committed arrays ``names``, memory-mapped read-only."""
-        return {n: np.load(self.gen / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in names}
+        return {n: load_npy(self.gen / f"{n}.npy", mmap_mode="r") for n in names}
 
 
 class ArrayFile:
@@ -376,7 +376,7 @@ def load(folder: Path, *, expect: dict, mmap: bool = True, verify: bool = False,
             if crc != meta["crc32"]:
                 raise IndexCorrupt(f"array {arr_name} fails its checksum")
         try:
-            arr = np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+            arr = load_npy(p, mmap_mode="r" if mmap else None)
         except (ValueError, OSError, EOFError, TypeError, SyntaxError, OverflowError, MemoryError) as err:
             raise IndexCorrupt(f"array {arr_name} is unreadable ({str(err)[:200]})") from None
         if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:
