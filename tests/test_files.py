@@ -204,7 +204,7 @@ def test_the_workspace_lock_is_never_taken_through_a_symlink(outside, tmp_path):
 
 
 def test_npy_files_are_opened_under_the_one_lock(tmp_path, monkeypatch):
-    """``files.load_npy`` holds the process-wide lock while numpy parses the header (CPython 3.11 before 3.11.8
+    """``files.load_npy`` holds the process-wide lock while numpy parses the header (CPython 3.11, seen on 3.11.7,
     can raise SystemError when two threads build ASTs at once, gh-106905; numpy's header parse is one), and the
     index and embedding stores open their arrays through it."""
     import threading

@@ -318,7 +318,7 @@ _NPY_LOCK = threading.Lock()
 
 def load_npy(src, *, mmap_mode: str | None = None):
     """``np.load(src, mmap_mode=..., allow_pickle=False)`` under one process-wide lock. numpy parses a ``.npy``
-    header with ``ast.literal_eval``, and CPython 3.11 before 3.11.8 (gh-106905) can raise ``SystemError: AST
+    header with ``ast.literal_eval``, and CPython 3.11 (seen on 3.11.7; gh-106905) can raise ``SystemError: AST
     constructor recursion depth mismatch`` when two threads build ASTs at once: the MCP server's worker threads
     open an index while a rebuild maps its new generation. Opening is a header and a map (or, without
     ``mmap_mode``, one read), so the lock costs little."""
