@@ -447,16 +447,14 @@ def _save_resolution(path, key: str, res: Resolution, refs: dict[str, list]) -> 
 def _load_resolution(path, key: str, refs: dict[str, list], notes: list[str]) -> Resolution | None:
     """The resolution kept at ``path`` when it was made for ``key``; None when there is none or it is of
     other sources or rules (rebuilt then), with a note when the file is damaged."""
-    import json
-
-    from chitragupta.engine.files import FileRefused, read_limited
+    from chitragupta.engine.citations.store import _NO_FILE, read_json
 
     try:
-        data = json.loads(read_limited(path, 1 << 30))
-    except FileNotFoundError:
-        return None
-    except (OSError, FileRefused, ValueError, UnicodeDecodeError, RecursionError):
+        data = read_json(path)
+    except ValueError:
         notes.append(f"content/{GRAPH_FILE} is not a readable JSON file: the citation graph was rebuilt")
+        return None
+    if data is _NO_FILE:
         return None
     if not isinstance(data, dict) or data.get("rules") != GRAPH_RULES or data.get("key") != key:
         return None  # another library, other entries or other rules: rebuilt, as a matter of course

@@ -247,6 +247,8 @@ class Resolution:
 
 
 def _entry_ids(e) -> tuple[str | None, str | None]:
+    if getattr(e, "doi", None) is None and getattr(e, "arxiv", None) is None and getattr(e, "url", None) is None:
+        return None, None  # most entries print none of them
     doi = norm_doi(e.doi) if getattr(e, "doi", None) else None
     arxiv = _norm_arxiv(getattr(e, "arxiv", None)) or arxiv_of(getattr(e, "url", None), doi=doi)
     return _plain_doi(doi), arxiv

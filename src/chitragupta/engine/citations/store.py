@@ -170,16 +170,28 @@ def _fingerprint(text: str | None) -> str:
     return h.hexdigest()
 
 
-def _read(path: Path) -> dict | None:
-    """The artifact at ``path`` as a dict of the documented shape, or None (missing, corrupt, foreign)."""
+_NO_FILE = object()  # what ``read_json`` answers for a file that is not there (a file may hold ``null``)
+
+
+def read_json(path: Path, limit: int = 1 << 30):
+    """The JSON value of the file at ``path``; ``_NO_FILE`` when there is no file; ValueError("not a
+    readable JSON file") when it cannot be read (an OS error, over ``limit`` bytes, not a regular file), is
+    not UTF-8 or is not JSON. The one reader of the files kept here and of the graph's kept resolution."""
     from chitragupta.engine.files import FileRefused, read_limited
 
     try:
-        data = json.loads(read_limited(path, 1 << 30))
+        return json.loads(read_limited(path, limit))
     except FileNotFoundError:
-        return None
+        return _NO_FILE
     except (OSError, FileRefused, ValueError, UnicodeDecodeError, RecursionError):
         raise ValueError("not a readable JSON file") from None
+
+
+def _read(path: Path) -> dict | None:
+    """The artifact at ``path`` as a dict of the documented shape, or None (missing, corrupt, foreign)."""
+    data = read_json(path)
+    if data is _NO_FILE:
+        return None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or "fingerprint" not in data:
         raise ValueError("not a reference-entries file")
     return data
@@ -188,14 +200,9 @@ def _read(path: Path) -> dict | None:
 def _read_unlocated(folder: Path) -> dict[str, list]:
     """name -> [citekey, stamp, fingerprint] of the sources stored without a list; {} when the file is
     missing or of other rules; ValueError when it is unreadable or not of that shape."""
-    from chitragupta.engine.files import FileRefused, read_limited
-
-    try:
-        data = json.loads(read_limited(folder / UNLOCATED, 1 << 34))
-    except FileNotFoundError:
+    data = read_json(folder / UNLOCATED, 1 << 34)
+    if data is _NO_FILE:
         return {}
-    except (OSError, FileRefused, ValueError, UnicodeDecodeError, RecursionError):
-        raise ValueError("not a readable JSON file") from None
     if not isinstance(data, dict) or not isinstance(data.get("sources"), dict):
         raise ValueError("not a list of sources without a reference list")
     if data.get("rules") != RULES:
