@@ -194,14 +194,15 @@ def _drop_furniture(lines: list[tuple[str, bool]], text: str, running: frozenset
     "Com- \u00b4") dropped."""
     kept, note = [], False
     for ln, first in lines:
-        if _FOOTNOTE.match(ln) or (note and _FOOTNOTE_MORE.match(ln)):
+        c = ln[:1]  # a footnote's line opens with its number (after spaces): the pattern is tried only then
+        if ((c.isdigit() or c.isspace()) and _FOOTNOTE.match(ln)) or (note and _FOOTNOTE_MORE.match(ln)):
             note = True
             continue
         note = False
         kept.append((_STRAY_ACCENT.sub("", ln) if ln[-1:] in _STRAY_ACCENT_LAST else ln, first))
     lines = kept
     if "\f" not in text:
-        return [ln for ln, _f in lines if not _PAGE_NUMBER.match(ln) or not ln.strip()]
+        return [ln for ln, _f in lines if not _page_number(ln.strip())]
     running = running | running_lines(text)
     pages: list[list[str]] = [[]]
     for ln, first in lines:
@@ -210,14 +211,24 @@ def _drop_furniture(lines: list[tuple[str, bool]], text: str, running: frozenset
         pages[-1].append(ln)
     out = []
     for pg in pages:
-        body = [ln.strip() for ln in pg if ln.strip()]
+        stripped = [ln.strip() for ln in pg]
+        body = [s for s in stripped if s]
         edge = {*body[:2], *body[-2:]}
-        for ln in pg:
-            s = ln.strip()
-            if s and (_PAGE_NUMBER.match(s) or (s in edge and _furniture_key(s) in running)):
+        for ln, s in zip(pg, stripped):
+            if s and (_page_number(s) or (s in edge and _furniture_key(s) in running)):
                 continue
             out.append(ln)
     return out
+
+
+_PAGE_FIRST = frozenset("-\u2013\u2014pP")  # what a page number's line may open with, besides a digit
+
+
+def _page_number(s: str) -> bool:
+    """``s`` (a line, stripped) is only a page number: ``_PAGE_NUMBER``, tried only on a line that opens
+    as one can."""
+    c = s[:1]
+    return bool(c) and (c in _PAGE_FIRST or c.isdigit()) and _PAGE_NUMBER.match(s) is not None
 
 
 _STOPWORDS = frozenset("""a an the of for in on at to with from by into via using is are as its this that
@@ -433,8 +444,11 @@ def _join(chunk: list[str], words) -> str:
         if not out:
             out = s
             continue
+        end = out[-1]
+        if end not in _URLISH_LAST and end != "\u2013":
+            out += " " + s  # no URL, hyphen or dash at the line's end: the common case
+            continue
         last = out[out.rfind(" ") + 1:]
-        end = last[-1]
         if end in _URLISH_LAST and _URLISH_END.search(last):
             out += s
             continue
@@ -573,10 +587,12 @@ class _SentenceEnd:
     def search(s: str, pos: int = 0):
         for m in _STOP.finditer(s, pos):
             i = m.start()
-            if i > 0 and s[i - 1].isupper() and s[i - 1].isascii():
+            if i > 0 and "A" <= s[i - 1] <= "Z":
                 continue
-            j = i
-            while j > 0 and (s[j - 1].isalnum() or s[j - 1] == "_"):
+            # the word before the mark matters only when it is one of _NOT_ENDS or two letters long: at
+            # most four characters are stepped back over (a fourth one makes it none of those)
+            j, first = i, max(0, i - 4)
+            while j > first and (s[j - 1].isalnum() or s[j - 1] == "_"):
                 j -= 1
             word = s[j:i]
             if word in _NOT_ENDS or (len(word) == 2 and word[0].isupper() and word[1].islower() and word.isascii()):
@@ -658,7 +674,23 @@ def _arxiv(s: str) -> tuple[str | None, tuple[int, int] | None]:
     return m.group(1).lower() if "/" in m.group(1) else m.group(1), m.span()
 
 
+_FAMILIES: dict[str, str | None] = {}  # an author's name as printed -> ``_family_of`` it, the last few kept
+_FAMILIES_KEPT = 1 << 16
+_UNSEEN = object()
+
+
 def _family(part: str) -> str | None:
+    """``_family_of(part)``, kept for the names met last: a library's reference lists name the same authors
+    again and again (a pure function of the string: kept or not, the same answer)."""
+    got = _FAMILIES.get(part, _UNSEEN)
+    if got is _UNSEEN:
+        if len(_FAMILIES) >= _FAMILIES_KEPT:
+            _FAMILIES.clear()
+        got = _FAMILIES[part] = _family_of(part)
+    return got
+
+
+def _family_of(part: str) -> str | None:
     """The family name in one author's name as printed: "Family, Given", "Given Family", "Family IJ",
     "I. J. Family", "Given van der Family"."""
     part = part.strip(" .,;")
