@@ -401,3 +401,21 @@ def test_a_capitalised_particle_after_a_given_name_belongs_to_the_family_name():
     ]}
     assert list(got.values()) == [("Ben Abacha", "Demner-Fushman"), ("Van Rijsbergen",), ("De Choudhury", "White"),
                                   ("Nguyen", "Tran", "Jin")]
+
+
+def test_an_ieee_author_list_a_comma_ends_stops_before_the_title():
+    e = parse_entry("[1] I. Ashlagi, D. Monderer and M. Tenneholtz, On the Value of Correlation. Journal of "
+                    "Artificial Intelligence Research, 33:575-613, 2008.", 1)
+    assert (e.authors, e.year, e.title, e.venue) == (("Ashlagi", "Monderer", "Tenneholtz"), 2008,
+                                                     "On the Value of Correlation",
+                                                     "Journal of Artificial Intelligence Research")
+    e = parse_entry("[6] K. Czajkowski, S. Fitzgerald, I. Foster, and C. Kesselman, Grid Information Services for "
+                    "Distributed Resource Sharing, Proc. of the Tenth IEEE Symposium on HPDC, 181-194, August 2001.", 6)
+    assert e.authors == ("Czajkowski", "Fitzgerald", "Foster", "Kesselman")
+    assert e.title == "Grid Information Services for Distributed Resource Sharing"
+    assert e.venue == "Proc. of the Tenth IEEE Symposium on HPDC"
+    # names that go on after the comma are no title ("Dan Frankowski"), nor is an initial ("W. G.")
+    assert parse_entry("[3] J. Smith, Dan Frankowski, and K. Lee. A study of it. Venue, 2007.", 3).authors == \
+        ("Smith", "Frankowski", "Lee")
+    assert not (parse_entry("[4] C. Zou, L. Gao, W. G., and Towsley, D. Monitoring worms. In Proc. of X, 2003.", 4)
+                .title or "").startswith("W. G.")

@@ -827,6 +827,15 @@ def parse_entry(raw: str, n: int) -> Entry:
             if m is not None and m.start() < MAX_ENTRY_CHARS:
                 block = s[:m.start()]
                 rest = s[m.end():]
+                cut = _initials_list_end(block)
+                if cut is not None:  # "I. Ashlagi, D. Monderer and M. Tenneholtz, On the Value of ..."
+                    v = _COMMA_VENUE.search(block, cut + 1)  # "..., Proc. of SC 2002": a venue after a comma
+                    if v is not None:
+                        title, rest = block[cut:v.start()], s[v.start() + 1:]
+                    else:
+                        title = block[cut:]
+                    title = title.strip(" ,.;:")[:500] or None
+                    block = block[:cut]
     if block is not None:
         authors = _authors(block.strip(" ,.;:("))
         if len(authors) > 200:
@@ -846,6 +855,39 @@ def parse_entry(raw: str, n: int) -> Entry:
     venue = _venue(rest)
     return Entry(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
                  arxiv=arxiv, url=url)
+
+
+# one author, initials first ("D. Monderer", "J.-C. Bolot", "A. van Dam"), or two joined by "and"; a part of
+# a comma-separated list, "and" before it allowed
+_INITIALS_NAME = r"(?:[A-Z]\.(?:\s?-?[A-Z]\.)*\s?)(?:[a-z]{1,3}\s){0,2}[A-Z][^\s,.;:()]{1,40}"
+_INITIALS_PART = re.compile(rf"(?:and\s+)?{_INITIALS_NAME}(?:\s+and\s+{_INITIALS_NAME})?")
+
+
+_COMMA_VENUE = re.compile(r",\s(?=(?:[Ii]n|Proc|Journal|Trans|IEEE|ACM|Intl|International|Advances|arXiv|CoRR)\b)")
+
+
+def _initials_list_end(block: str) -> int | None:
+    """Where an IEEE-style author list that a comma ends, not a period, stops in ``block`` (the text up to
+    the entry's first sentence end): "I. Ashlagi, D. Monderer and M. Tenneholtz, On the Value of Correlation"
+    -> the comma before "On". None unless ``block`` opens with initials-first names, each a comma-separated
+    part, followed by a part that is none (the title: a capital or a quote, then two words at least, and
+    not names only from there on)."""
+    if not _INITIALS_FIRST.match(block + " "):
+        return None
+    pos = 0
+    while True:
+        comma = block.find(",", pos)
+        if comma < 0:
+            return None
+        if not _INITIALS_PART.fullmatch(block[pos:comma].strip()):
+            return None
+        nxt = block[comma + 1:].lstrip()
+        if (nxt[:1].isupper() and nxt[1:2] != ".") or nxt[:1] in "\"\u201c":  # not an initial ("W. G.")
+            following = block[comma + 1:block.find(",", comma + 1) if "," in block[comma + 1:] else len(block)]
+            if not _INITIALS_PART.fullmatch(following.strip()) and len(following.split()) >= 2 \
+                    and not _names_only(block[comma + 1:]):  # "J. Smith, Dan Frankowski, and K. Lee": names
+                return comma
+        pos = comma + 1
 
 
 _QUESTION_END = re.compile(r"[?!]\s+(?=In\b|Proc|arXiv|ArXiv|CoRR|Journal|Advances|Trans|IEEE|ACM|Findings)")

@@ -36,7 +36,7 @@ from chitragupta.engine.citations.entries import Entry, parse_reference_list
 __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
            "refs_folder", "summary_line"]
 
-RULES = 3  # bumped whenever splitting or field rules change: every artifact is rebuilt
+RULES = 4  # bumped whenever splitting or field rules change: every artifact is rebuilt
 REFS_DIR = "refs"
 UNLOCATED = "unlocated.idx"  # the sources whose text holds no reference list (not a .json: never a source's name)
 
