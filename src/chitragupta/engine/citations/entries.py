@@ -40,7 +40,10 @@ allowed, the one after the author block when names come first, else the first ou
 URL), the authors' family names as printed (LaTeX accents decoded, pdfium's detached accents rejoined,
 particles kept: "van der Maaten", a group's name whole: "OGC of Harvard"), the title (the quoted one, else
 the sentence after the authors and year; a question mark ends it only before a venue) and the venue (the
-part after the title, "In" dropped, up to its volume, pages or year). Only the first ``MAX_ENTRY_CHARS``
+part after the title, "In" dropped, up to its volume, pages or year). An IEEE-style list of initials-first
+names that a comma ends, not a period ("I. Ashlagi, D. Monderer and M. Tenneholtz, On the Value of
+Correlation. J. ..."), stops at that comma, the title after it, and a venue after a later comma ("...,
+Proc. of ...", "..., in IEEE ...") is split from the title. Only the first ``MAX_ENTRY_CHARS``
 characters of an entry are read for fields; its text is always kept whole.
 """
 
@@ -73,8 +76,11 @@ class Entry:
     url: str | None = None
 
     def to_json(self) -> dict:
-        return {"n": self.n, "text": self.text, "authors": list(self.authors), "year": self.year,
-                "title": self.title, "venue": self.venue, "doi": self.doi, "arxiv": self.arxiv, "url": self.url}
+        """``{"n", "text", "authors" (a list), "year", "title", "venue", "doi", "arxiv", "url"}``, in that order
+        (the fields' own: a copy of the instance's dict, the authors made a list)."""
+        out = dict(self.__dict__)
+        out["authors"] = list(out["authors"])
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Entry":
@@ -87,13 +93,20 @@ class Entry:
         year = d.get("year")
         if year is not None and (isinstance(year, bool) or not isinstance(year, int)):
             raise ValueError("an entry's 'year' is an integer or null")
-        strs = {}
-        for k in ("title", "venue", "doi", "arxiv", "url"):
-            v = d.get(k)
+        get = d.get
+        strs = (get("title"), get("venue"), get("doi"), get("arxiv"), get("url"))
+        for k, v in zip(_STR_FIELDS, strs):
             if v is not None and not isinstance(v, str):
                 raise ValueError(f"an entry's {k!r} is a string or null")
-            strs[k] = v
-        return cls(n=d["n"], text=d["text"], authors=tuple(authors), year=year, **strs)
+        # the fields set as the dataclass's own __init__ sets them (object.__setattr__, each), in one update:
+        # the graph makes one Entry per stored entry, tens of thousands
+        e = object.__new__(cls)
+        e.__dict__.update(n=d["n"], text=d["text"], authors=tuple(authors), year=year, title=strs[0], venue=strs[1],
+                          doi=strs[2], arxiv=strs[3], url=strs[4])
+        return e
+
+
+_STR_FIELDS = ("title", "venue", "doi", "arxiv", "url")
 
 
 # -- splitting ------------------------------------------------------------------------------------
