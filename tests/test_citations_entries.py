@@ -419,3 +419,10 @@ def test_an_ieee_author_list_a_comma_ends_stops_before_the_title():
         ("Smith", "Frankowski", "Lee")
     assert not (parse_entry("[4] C. Zou, L. Gao, W. G., and Towsley, D. Monitoring worms. In Proc. of X, 2003.", 4)
                 .title or "").startswith("W. G.")
+
+
+def test_ben_after_initials_only_is_a_given_name():
+    assert parse_entry("[2] J. Ben Schafer, J. Konstan, and J. Riedl. Recommender systems in e-commerce. In Proc. "
+                       "ACM EC, pages 158-166, 1999.", 2).authors == ("Schafer", "Konstan", "Riedl")
+    assert parse_entry("[7] Amir Pouran Ben Veyseh and Franck Dernoncourt. 2020. A title.", 7).authors == \
+        ("Ben Veyseh", "Dernoncourt")

@@ -726,14 +726,16 @@ def _family_of(part: str) -> str | None:
     while i > 0 and words[i - 1].lower() in _PARTICLES and words[i - 1][:1].islower():
         i -= 1
     if i == len(words) - 1 and i >= 2 and words[i - 1] in _CAP_PARTICLES \
-            and words[i].strip(" .") not in _VIETNAMESE_FAMILIES:
-        i -= 1
+            and words[i].strip(" .") not in _VIETNAMESE_FAMILIES \
+            and not (words[i - 1] == "Ben" and all(_INITIAL_WORD.fullmatch(w) for w in words[:i - 1])):
+        i -= 1  # not "Ben" after initials only: a given name then ("J. Ben Schafer"), as against "Asma Ben Abacha"
     fam = " ".join(words[i:]).strip(" .")
     if len(fam.rstrip(".")) <= 1 and len(words) > 1:
         return None  # only initials
     return fam or None
 
 
+_INITIAL_WORD = re.compile(r"[A-Z]\.(?:-?[A-Z]\.)*")  # "J.", "J.-C."
 _GROUP_WORD = re.compile(r"\s(?:of|for|at|on|the|in)\s")
 _SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV"})
 _CAP_PARTICLES = frozenset("Ben Bin Ibn Abu Al El De Del Della Dos Da Das Van Von Le La Di Du Der Den Ter Ten".split())
