@@ -695,6 +695,8 @@ _UNSEEN = object()
 def _family(part: str) -> str | None:
     """``_family_of(part)``, kept for the names met last: a library's reference lists name the same authors
     again and again (a pure function of the string: kept or not, the same answer)."""
+    if len(part) > 80:
+        return _family_of(part)  # no name: not kept (the memory kept stays small)
     got = _FAMILIES.get(part, _UNSEEN)
     if got is _UNSEEN:
         if len(_FAMILIES) >= _FAMILIES_KEPT:
