@@ -283,20 +283,25 @@ class _Vocab:
     def __init__(self):
         self.ids: dict[str, int] = {}
 
-    def matrix(self, token_lists, grow: bool):
+    def matrix(self, token_lists, grow: bool, more=None):
+        """One row per token list, a 1 for each of its words (``grow``: new words get ids; else unknown
+        words are left out); ``more``: a second list of words per row, joined to the first (not grown)."""
         from scipy import sparse
 
         indptr, indices = [0], []
         ids = self.ids
         get = ids.get
-        for toks in token_lists:
+        for k, toks in enumerate(token_lists):
             if grow:
                 for t in toks:
                     if t not in ids:
                         ids[t] = len(ids)
                 row = {ids[t] for t in toks}
-            else:
-                row = {j for j in map(get, toks) if j is not None}
+            else:  # the ids of the known words, as a set built in C (an unknown word gives None, dropped)
+                row = set(map(get, toks))
+                if more is not None:
+                    row.update(map(get, more[k]))
+                row.discard(None)
             indices.extend(row)
             indptr.append(len(indices))
         data = np.ones(len(indices), dtype=np.float32)
@@ -366,7 +371,7 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
     if n and len(library):
         vocab = _Vocab()
         lib_m = vocab.matrix([t.split() for t in library.norm], grow=True)
-        ent_m = _pad(vocab.matrix([words[j] + titles[j].split() for j in range(n)], grow=False), lib_m.shape[1])
+        ent_m = _pad(vocab.matrix(words, grow=False, more=[t.split() for t in titles]), lib_m.shape[1])
         rows, cols = _blocking(ent_m, lib_m, BLOCK_SHARE)
         for r, c in zip(rows.tolist(), cols.tolist()):
             cand[r].append(c)
