@@ -117,6 +117,7 @@ _BRACKET = re.compile(r"^\s*\[(?P<label>[^\]\s]{1,24})\]\s*")
 _BRACKET_NUM = re.compile(r"^\s*\[(?P<num>\d{1,4})\]")
 _DOTTED = re.compile(r"^\s*(?P<num>\d{1,4})[.)]\s+(?=\S)")
 _MARKDOWN = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
+_MARKDOWN_FIRST = frozenset("-*+\u2022")
 _YEAR = re.compile(r"(?=[12])(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
 # a name-ish token: a capitalised word (any script's capital), an initial, a particle, a joiner
 _NAME_TOKEN = re.compile(
@@ -352,13 +353,14 @@ def _ends_entry(line: str) -> bool:
     return not (c == "." and len(s) > 1 and "A" <= s[-2] <= "Z" and (len(s) == 2 or s[-3] in " \t.,-"))
 
 
-def _numbered(lines: list[str], pattern: re.Pattern) -> list[int]:
+def _numbered(lines: list[str], pattern: re.Pattern, only: list[int] | None = None) -> list[int]:
     """Lines opening entries numbered 1, 2, 3 ...: a number one to three past the last one taken (an entry
     lost to the text layer leaves a gap), starting at 0 or 1; a wrapped line that starts with another
-    number ("117." of a page range, "[cs]" of an arXiv id) is no entry."""
+    number ("117." of a page range, "[cs]" of an arXiv id) is no entry. ``only``: the lines (in order)
+    that can match ``pattern`` at all, the others not tried."""
     starts, last = [], None
-    for i, ln in enumerate(lines):
-        m = pattern.match(ln)
+    for i in range(len(lines)) if only is None else only:
+        m = pattern.match(lines[i])
         if m is None or not m.group("num").isdigit():
             continue
         num = int(m.group("num"))
@@ -371,15 +373,16 @@ def _numbered(lines: list[str], pattern: re.Pattern) -> list[int]:
 _ALPHA_LABEL = re.compile(r"^\s*\[(?=[^\]\s]*\d)(?=[^\]\s]*[A-Za-z])[^\]\s]{2,24}\]\s*")
 
 
-def _bracket_starts(lines: list[str]) -> list[int]:
-    """Lines opening ``[n]`` entries in sequence, or ``[Smi19]``-style labels (letters and digits)."""
-    numeric = _numbered(lines, _BRACKET_NUM)
-    alpha = [i for i, ln in enumerate(lines) if _ALPHA_LABEL.match(ln)]
+def _bracket_starts(lines: list[str], only: list[int] | None = None) -> list[int]:
+    """Lines opening ``[n]`` entries in sequence, or ``[Smi19]``-style labels (letters and digits);
+    ``only``: the lines that open with "[" (after spaces), the others not tried."""
+    numeric = _numbered(lines, _BRACKET_NUM, only)
+    alpha = [i for i in (range(len(lines)) if only is None else only) if _ALPHA_LABEL.match(lines[i])]
     return numeric if len(numeric) >= len(alpha) else alpha
 
 
-def _dotted_starts(lines: list[str]) -> list[int]:
-    return _numbered(lines, _DOTTED)
+def _dotted_starts(lines: list[str], only: list[int] | None = None) -> list[int]:
+    return _numbered(lines, _DOTTED, only)
 
 
 _SPLIT_WORD = re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")
@@ -536,9 +539,11 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
     if words is None:
         words = LazyWords(text)
     style, starts = "", []
-    brackets = _bracket_starts(lines)
-    dotted = _dotted_starts(lines)
-    markdown = [i for i, ln in enumerate(lines) if _MARKDOWN.match(ln)]
+    # each style's pattern tried only on the lines whose first character (after spaces) it can open with
+    firsts = [ln.lstrip()[:1] for ln in lines]
+    brackets = _bracket_starts(lines, [i for i, c in enumerate(firsts) if c == "["])
+    dotted = _dotted_starts(lines, [i for i, c in enumerate(firsts) if c.isdigit()])
+    markdown = [i for i, c in enumerate(firsts) if c in _MARKDOWN_FIRST and _MARKDOWN.match(lines[i])]
     if len(brackets) >= 2 and len(brackets) >= len(dotted):
         style, starts = "bracket", brackets
     elif len(dotted) >= 2:
