@@ -885,7 +885,7 @@ _INITIALS_NAME = r"(?:[A-Z]\.(?:\s?-?[A-Z]\.)*\s?)(?:[a-z]{1,3}\s){0,2}[A-Z][^\s
 _INITIALS_PART = re.compile(rf"(?:and\s+)?{_INITIALS_NAME}(?:\s+and\s+{_INITIALS_NAME})?")
 
 
-_COMMA_VENUE = re.compile(r",\s(?=(?:[Ii]n|Proc|Journal|Trans|IEEE|ACM|Intl|International|Advances|arXiv|CoRR)\b)")
+_COMMA_VENUE = re.compile(r",\s(?=(?:[Ii]n|Proc|Proceedings|Journal|Trans|IEEE|ACM|Intl|International|Advances|arXiv|CoRR)\b)")
 
 
 def _initials_list_end(block: str) -> int | None:
