@@ -267,6 +267,9 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     n = len(rows)
     seqs = Sequences() if settings.get("retrieval.positions", False) else None
     acc = Accumulator(fields=FIELDS, stem=get_stemmer(settings.get("retrieval.stemmer", NONE)), sequences=seqs)
+    acc.threads = max(1, int(jobs))  # the term ranges written at once (same arrays for any number)
+    if seqs is not None:
+        seqs.threads = acc.threads
 
     reuse_new, reuse_old, report.removed = matching_documents(old, sources, fps)
     reused = np.zeros(n, dtype=bool)

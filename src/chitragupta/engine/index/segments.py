@@ -180,19 +180,26 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
     remap[:d] = np.arange(d)
     if keys:
         remap[d:] = np.fromiter(map(acc.vocab.__getitem__, keys), dtype=np.int64, count=len(keys))
+    from chitragupta.kernels.build import map_ids
+
+    narrow = not remap.size or int(remap.max()) <= np.iinfo(np.int32).max
     for name, (u, t, c) in block.streams.items():
         if not u.size:
             continue
         st = acc.streams[name]
         st.flush()
-        ch = _chunk(u, remap[t], c)
+        if narrow and u.dtype == np.int32 and c.dtype == np.int32 and t.dtype == np.int32:
+            # (a block's arrays are already int32, counts capped: only the ids change, in one pass)
+            ch = (u, map_ids(t, remap, SEQ_BREAK), c)
+        else:
+            ch = _chunk(u, remap[t], c)
         st.chunks.append(spill.chunk(*ch) if to_disk else ch)
     if acc.sequences is not None and block.seq is not None:
-        ids = block.seq
-        out = ids.copy()
-        keep = ids != SEQ_BREAK
-        out[keep] = remap[ids[keep]]
-        acc.sequences.extend_block(block.seq_units, block.seq_starts, out)
+        from chitragupta.kernels.build import remap as remap_ids
+
+        ids = block.seq if block.seq.flags.writeable else block.seq.copy()  # (the block's own: mapped in place)
+        remap_ids(ids, remap, SEQ_BREAK)
+        acc.sequences.extend_block(block.seq_units, block.seq_starts, ids)
 
 
 def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], positions: bool, jobs: int,
