@@ -181,6 +181,7 @@ class Accumulator:
         self.streams = {"": _Stream(self.n_dropped), **{f: _Stream(self.n_dropped) for f in fields}}
         self.sequences = sequences  # the main stream's runs in order, per unit (the positions array)
         self.threads = 1  # term ranges ``finish`` computes at once (threads; the output is the same)
+        self._ranked = None  # (``ranks()`` once asked)
 
     def add_runs(self, unit: int, runs: list[bytes], field: str = "") -> None:
         """Count ``runs`` for ``unit`` in the main stream, or only in ``field``'s stream."""
@@ -216,8 +217,11 @@ class Accumulator:
         return np.fromiter((get(_PRESTEMMED + t.encode("ascii")) for t in terms), dtype=np.int64, count=len(terms))
 
     def ranks(self) -> tuple[list[str], np.ndarray]:
-        """The sorted vocabulary and, per provisional id, its term's position in it (-1: a dropped run)."""
-        return self._ranks()
+        """The sorted vocabulary and, per provisional id, its term's position in it (-1: a dropped run).
+        Once asked, fixed: ``finish`` uses the same (no term may be added after)."""
+        if self._ranked is None:
+            self._ranked = self._ranks()
+        return self._ranked
 
     def _ranks(self) -> tuple[list[str], np.ndarray]:
         keys = list(self.vocab)
@@ -245,7 +249,7 @@ class Accumulator:
         range) and only ``indptr`` and ``doc_len`` come back. ``on_range(indices, tf, fields)``: called with
         each range's main postings and aligned field counts. The arrays are the same either way."""
         out = sink if sink is not None else MemoryArrays()
-        vocab, rank = self._ranks()
+        vocab, rank = self.ranks()
         self.rank = rank  # (what ``Sequences.finish`` maps provisional ids with)
         n_terms = len(vocab)
         for st in self.streams.values():
@@ -259,7 +263,9 @@ class Accumulator:
             del u, t, c
         if doc_len.size and doc_len.max() > _I32:
             raise OverflowError("a document exceeds 2**31 - 1 tokens")
-        edges = _term_ranges(per_term, RANGE_POSTINGS) if hasattr(out, "scratch") else np.array([0, n_terms])
+        # (with threads, each range gets its share of the budget: what is held at once stays the same)
+        edges = (_term_ranges(per_term, max(1, RANGE_POSTINGS // max(1, self.threads))) if hasattr(out, "scratch")
+                 else np.array([0, n_terms]))
         fields = [name for name in self.streams if name]
         if edges.shape[0] > 2:
             buckets = {name: _bucket(st, rank, edges, out.scratch, f"csr{j}_", self.threads)
@@ -306,9 +312,9 @@ RANGE_POSTINGS = 1 << 22  # postings per term range when the CSR is written to d
 
 
 def in_order(fn, n: int, threads: int = 1):
-    """``fn(0), fn(1), ..., fn(n - 1)`` in that order; with ``threads`` > 1, up to ``threads`` of them
-    computed ahead in a thread pool while the caller consumes the one before (so at most ``threads + 1``
-    results are held). ``fn`` must not depend on the others (each range of a build does not)."""
+    """``fn(0), fn(1), ..., fn(n - 1)`` in that order; with ``threads`` > 1, in a thread pool, the next
+    ``threads - 1`` computed while the caller consumes one (so at most ``threads`` results are held, the
+    one consumed included). ``fn`` must not depend on the others (each range of a build does not)."""
     if threads <= 1 or n <= 1:
         for k in range(n):
             yield fn(k)
@@ -511,7 +517,6 @@ class Sequences:
         self.starts = array("q")
         self.file = None  # once ``spill`` is called: the ids go to this file instead of ``buf``
         self.spilled = 0  # ids in the file
-        self.threads = 1  # term ranges of ``tpos`` computed at once (threads; the output is the same)
 
     def _size(self) -> int:
         return self.spilled + len(self.buf)
@@ -630,7 +635,7 @@ class Sequences:
         del buf
         col.close()
         out.put("seq_ptr", ptr)
-        tpos_ptr = _term_positions(col, ptr, per_term, out, self.threads)
+        tpos_ptr = _term_positions(col, ptr, per_term, out)
         return out.arrays if sink is None else {"seq_ptr": ptr, "tpos_ptr": tpos_ptr}
 
 
