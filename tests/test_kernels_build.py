@@ -170,3 +170,41 @@ def test_in_order_yields_in_order_and_holds_few(threads):
     assert got == list(range(9))
     assert most[0] <= threads
     assert list(csr.in_order(fn, 0, threads)) == []
+
+
+def test_tally_and_spread_count_what_bincount_counts():
+    rng = np.random.default_rng(11)
+    u, t, c = _triples(rng, 3000, 70, 40)
+    t = np.maximum(t, 4).astype(np.int32)  # ids 0..3: never-indexed runs, never in a triple
+    per_id, per_unit = np.zeros(40, dtype=np.int64), np.zeros(70, dtype=np.int64)
+    kb.tally(u, t, c, per_id, per_unit)
+    assert np.array_equal(per_id, np.bincount(t, minlength=40))
+    assert np.array_equal(per_unit, np.bincount(u, weights=c, minlength=70).astype(np.int64))
+    rank = np.concatenate(([-1] * 4, rng.integers(0, 25, 36))).astype(np.int64)  # (stemming: ids share a term)
+    per_term = np.zeros(25, dtype=np.int64)
+    assert kb.spread(rank, per_id, per_term) == -1
+    assert np.array_equal(per_term, np.bincount(rank[t], minlength=25))
+    per_id[2] = 1  # a never-indexed run counted: said, not placed
+    assert kb.spread(rank, per_id, np.zeros(25, dtype=np.int64)) == 2
+
+
+def test_the_accumulators_tally_is_every_chunk_it_holds():
+    """Chunks from flushes, reused counts and merged blocks: the tally equals a count of them all."""
+    acc = csr.Accumulator(fields=("title",))
+    for unit, words in enumerate(["alpha beta beta gamma", "beta delta", "", "gamma gamma alpha zeta"]):
+        acc.add_runs(unit, [w.encode() for w in words.split()])
+        acc.streams[""].flush()  # (a chunk per unit)
+    ids = acc.provisional_ids(["alpha", "omega"])
+    acc.add_counts(np.array([5, 5]), ids, np.array([2, 7]))
+    acc.add_runs(6, [b"beta", b"beta"])
+    st = acc.streams[""]
+    st.flush()
+    u = np.concatenate([ch[0] for ch in st.chunks])
+    t = np.concatenate([ch[1] for ch in st.chunks])
+    c = np.concatenate([ch[2] for ch in st.chunks])
+    assert np.array_equal(st.tally.per_id[:len(acc.vocab)], np.bincount(t, minlength=len(acc.vocab)))
+    assert np.array_equal(st.tally.per_unit[:7], np.bincount(u, weights=c, minlength=7))
+    vocab, arrays = acc.finish(7)
+    assert arrays["doc_len"].tolist() == [4, 2, 0, 4, 0, 9, 2]
+    assert np.diff(arrays["indptr"]).tolist() == [3, 3, 1, 2, 1, 1]  # alpha (two provisional ids) beta delta ...
+    assert vocab == ["alpha", "beta", "delta", "gamma", "omega", "zeta"]

@@ -13,8 +13,31 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["split_by_range", "place", "place_ranked", "count_terms", "count_terms_ranked", "rows_sorted", "align", "map_count", "map_ids", "count_ids", "fill_positions",
+__all__ = ["tally", "spread", "split_by_range", "place", "place_ranked", "count_terms", "count_terms_ranked", "rows_sorted", "align", "map_count", "map_ids", "count_ids", "fill_positions",
            "remap"]
+
+
+@njit(cache=True, nogil=True)
+def tally(u, t, c, per_id, per_unit):  # pragma: no cover (compiled)
+    """per_id[t] += 1 and per_unit[u] += c for each triple (a stream's postings per provisional id and
+    tokens per unit, counted as its chunks arrive)."""
+    for i in range(u.shape[0]):
+        per_id[t[i]] += 1
+        per_unit[u[i]] += c[i]
+
+
+@njit(cache=True, nogil=True)
+def spread(rank, per_id, per_term):  # pragma: no cover (compiled)
+    """per_term[rank[p]] += per_id[p] for every provisional id p; returns -1, or a p with postings and no
+    term (a dropped run: never counted)."""
+    for p in range(per_id.shape[0]):
+        k = per_id[p]
+        if k:
+            r = rank[p]
+            if r < 0:
+                return p
+            per_term[r] += k
+    return -1
 
 
 @njit(cache=True, nogil=True)

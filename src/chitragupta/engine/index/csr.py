@@ -85,11 +85,19 @@ class _Stream:
     per distinct pair, the only per-token state kept between flushes.
     """
 
-    def __init__(self, n_dropped: int):
+    def __init__(self, n_dropped: int, tally: bool = False):
         self.n_dropped = n_dropped
         self.pend_units: list[np.ndarray] = []
         self.pend_terms: list[int] = []
         self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.tally = _Tally() if tally else None
+
+    def append(self, chunk, arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+        """Add a chunk (``arrays``: its triples, when ``chunk`` is a ``ChunkFile``), counted as it comes
+        when the stream keeps a tally (the main stream: what ``finish`` needs before it places)."""
+        if self.tally is not None:
+            self.tally.add(*(arrays if arrays is not None else chunk))
+        self.chunks.append(chunk)
 
     def flush(self) -> None:
         if not self.pend_terms:
@@ -98,8 +106,34 @@ class _Stream:
         terms = np.asarray(self.pend_terms, dtype=np.int64)
         keep = terms >= self.n_dropped
         keys, counts = _count_keys((units[keep] << 32) | terms[keep])
-        self.chunks.append(_chunk(keys >> 32, keys & 0xFFFFFFFF, counts))
+        self.append(_chunk(keys >> 32, keys & 0xFFFFFFFF, counts))
         self.pend_units, self.pend_terms = [], []
+
+
+class _Tally:
+    """A stream's triples per provisional id and tokens per unit, kept as its chunks arrive (so that
+    ``Accumulator.finish`` need not read every chunk once more before it places them)."""
+
+    def __init__(self):
+        self.per_id = np.zeros(0, dtype=np.int64)
+        self.per_unit = np.zeros(0, dtype=np.int64)
+
+    @staticmethod
+    def _fit(arr: np.ndarray, n: int) -> np.ndarray:
+        if n <= arr.shape[0]:
+            return arr
+        out = np.zeros(max(n, 2 * arr.shape[0]), dtype=arr.dtype)
+        out[:arr.shape[0]] = arr
+        return out
+
+    def add(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
+        if not units.shape[0]:
+            return
+        from chitragupta.kernels.build import tally
+
+        self.per_id = self._fit(self.per_id, int(terms.max()) + 1)
+        self.per_unit = self._fit(self.per_unit, int(units.max()) + 1)
+        tally(units, terms, counts, self.per_id, self.per_unit)
 
 
 class ChunkFile:
@@ -178,7 +212,7 @@ class Accumulator:
             self.vocab[run]
         self.n_dropped = len(self.vocab)
         self.stem = stem
-        self.streams = {"": _Stream(self.n_dropped), **{f: _Stream(self.n_dropped) for f in fields}}
+        self.streams = {"": _Stream(self.n_dropped, tally=True), **{f: _Stream(self.n_dropped) for f in fields}}
         self.sequences = sequences  # the main stream's runs in order, per unit (the positions array)
         self.threads = 1  # term ranges ``finish`` computes at once (threads; the output is the same)
         self._ranked = None  # (``ranks()`` once asked)
@@ -208,8 +242,8 @@ class Accumulator:
         """Already-counted triples (reused units); ``terms`` are provisional ids."""
         st = self.streams[field]
         st.flush()
-        st.chunks.append(_chunk(np.asarray(units, dtype=np.int64), np.asarray(terms, dtype=np.int64),
-                                np.asarray(counts, dtype=np.int64)))
+        st.append(_chunk(np.asarray(units, dtype=np.int64), np.asarray(terms, dtype=np.int64),
+                         np.asarray(counts, dtype=np.int64)))
 
     def provisional_ids(self, terms: list[str]) -> np.ndarray:
         """Provisional ids for terms that are already indexed terms (stemmed, if stemming)."""
@@ -254,13 +288,18 @@ class Accumulator:
         n_terms = len(vocab)
         for st in self.streams.values():
             st.flush()
-        doc_len = np.zeros(n_units, dtype=np.float64)
+        # postings per term and tokens per unit, from the main stream's tally (counted as chunks came)
+        from chitragupta.kernels.build import spread
+
+        tal = self.streams[""].tally
         per_term = np.zeros(n_terms, dtype=np.int64)
-        for ch in self.streams[""].chunks:
-            u, t, c = _arrays(ch)
-            per_term += np.bincount(rank[t], minlength=n_terms)
-            doc_len += np.bincount(u, weights=c, minlength=n_units)
-            del u, t, c
+        if spread(rank, tal.per_id, per_term) >= 0:
+            raise AssertionError("a never-indexed run was counted")
+        if int(np.count_nonzero(tal.per_unit[n_units:])):
+            raise ValueError(f"a posting points past the {n_units} units")
+        doc_len = np.zeros(n_units, dtype=np.int64)
+        got = min(n_units, tal.per_unit.shape[0])
+        doc_len[:got] = tal.per_unit[:got]
         if doc_len.size and doc_len.max() > _I32:
             raise OverflowError("a document exceeds 2**31 - 1 tokens")
         # (with threads, each range gets its share of the budget: what is held at once stays the same)
@@ -462,6 +501,9 @@ def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
     indices = np.empty(total, dtype=np.int32)
     out = np.empty(total, dtype=np.int32)
     nxt = indptr[:-1].copy()
+    if sum(int(it.shape[0] if isinstance(it, np.ndarray) else it.n if isinstance(it, ChunkFile) else it[0].shape[0])
+           for it in items) != total:  # (the kernels write where the counts say: they must agree)
+        raise AssertionError("a term range's triples do not match its counts")
     items.reverse()
     while items:
         it = items.pop()

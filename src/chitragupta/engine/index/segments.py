@@ -193,7 +193,7 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
             ch = (u, map_ids(t, remap, SEQ_BREAK), c)
         else:
             ch = _chunk(u, remap[t], c)
-        st.chunks.append(spill.chunk(*ch) if to_disk else ch)
+        st.append(spill.chunk(*ch) if to_disk else ch, ch)
     if acc.sequences is not None and block.seq is not None:
         from chitragupta.kernels.build import remap as remap_ids
 
