@@ -24,7 +24,8 @@ the 1-minute load average is printed beside each figure.
                      start to exit (this writes the workspace's index: use it on a workspace of your own).
   bm25s, in process  ``bm25s`` tokenize + index of the same titles and texts, read from ``corpus.jsonl``
                      beforehand (not timed); whole: the child from start to exit, reading included.
-Peak RSS: the child's own (``wait4``); ``workers`` is the largest of its worker processes.
+Peak RSS: the child's own (``wait4``); ``workers`` is the largest of its worker processes;
+``peak_mib_after_tokenize`` the child's peak when the last block was merged (the finish's share is the rest).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
         return real_commit(self, manifest)
 
     real_blocks = segments.tokenize_blocks
+    peak = {"tokenize": None}
 
     def blocks(*a, **k):
         it = real_blocks(*a, **k)
@@ -98,6 +100,8 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
                 b = next(it)
             except StopIteration:
                 add("tokenize", t, c)
+                # the peak so far: what tokenizing and merging held (the finish's share is the rest)
+                peak["tokenize"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 return
             add("tokenize", t, c)
             yield b
@@ -126,7 +130,8 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
             "stages": {k: round(v, 3) for k, v in stages.items()},
             "cpu": {"scan": round(scan_cpu, 3), "build": round(build_cpu, 3), **{k: round(v, 3) for k, v in cpu.items()},
                     "workers": round(kids.ru_utime + kids.ru_stime, 3)},
-            "workers_peak_mib": kids.ru_maxrss / 1024}
+            "workers_peak_mib": kids.ru_maxrss / 1024, "peak_mib_after_tokenize": peak["tokenize"],
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def child_bm25s(ws_root: Path) -> dict:
