@@ -19,6 +19,13 @@ writes the CSR a range of about ``csr.RANGE_POSTINGS`` postings at a time; ``Seq
 ``seq`` a block of ids at a time and ``tpos`` a range of ``csr.POSITIONS_PER_RANGE`` offsets at a time
 (``store.NewGeneration``). What a build holds is then the blocks in flight, ``SPILL_BYTES``, one range,
 the vocabulary and a few arrays per document -- not the postings.
+
+Time: the passes of the finish are numba counting sorts (``kernels.build``), and the postings per term
+and tokens per document they start from are tallied as blocks are merged (no pass over the spilled
+triples before placing them). With ``jobs`` > 1, once the workers are done, the positions are written in a
+thread beside the CSR (``doc.build``), or without positions the CSR's term ranges are computed in
+threads, each with its share of ``csr.RANGE_POSTINGS``: the cores the workers had are used, and what
+is held at once stays about one range per thread.
 """
 
 from __future__ import annotations
