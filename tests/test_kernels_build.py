@@ -208,3 +208,22 @@ def test_the_accumulators_tally_is_every_chunk_it_holds():
     assert arrays["doc_len"].tolist() == [4, 2, 0, 4, 0, 9, 2]
     assert np.diff(arrays["indptr"]).tolist() == [3, 3, 1, 2, 1, 1]  # alpha (two provisional ids) beta delta ...
     assert vocab == ["alpha", "beta", "delta", "gamma", "omega", "zeta"]
+
+
+@pytest.mark.parametrize("case", ["ascending", "unsorted", "wide counts", "empty"])
+def test_a_spilled_chunk_reads_back_as_written(tmp_path, case):
+    rng = np.random.default_rng(13)
+    n = 0 if case == "empty" else 5000
+    u, t, c = _triples(rng, n, 300, 9000)
+    if case == "unsorted":
+        u = rng.permutation(u).astype(np.int32)
+    if case == "wide counts":
+        c[::7] = 70000
+    ch = csr.ChunkFile(tmp_path / "c.i32", u, t, c)
+    got = ch.load()
+    for a, b in zip(got, (u, t, c)):
+        assert a.dtype == np.int32 and np.array_equal(a, b)
+    if case == "ascending":  # (stored compactly: the units as runs, the counts as bytes)
+        assert (tmp_path / "c.i32").stat().st_size < 6 * n
+    ch.discard()
+    assert not (tmp_path / "c.i32").exists()

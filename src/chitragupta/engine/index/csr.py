@@ -138,17 +138,42 @@ class _Tally:
 
 class ChunkFile:
     """A chunk of counted triples written to disk (a segmented build's spill), read back when placed:
-    ``load()`` -> (units, terms, counts) int32, read whole into memory (not mapped) and dropped after."""
+    ``load()`` -> (units, terms, counts) int32, read whole into memory (not mapped) and dropped after.
+
+    Stored compactly (a build's spill is written once and read once, and its bytes are what it costs):
+    units that ascend (a block's always do) as each unit and how many triples it has, and counts below
+    256 as one byte each; ``load`` gives back the same arrays."""
 
     def __init__(self, path, units: np.ndarray, terms: np.ndarray, counts: np.ndarray):
         self.path, self.n = path, int(units.shape[0])
+        u = np.ascontiguousarray(units, dtype=np.int32)
+        c = np.ascontiguousarray(counts, dtype=np.int32)
+        self.runs = -1  # units stored as (unit, triples) runs: how many; -1: stored whole
+        parts = [u]
+        if self.n and bool((u[1:] >= u[:-1]).all()):
+            cut = np.flatnonzero(u[1:] != u[:-1]) + 1
+            first = np.concatenate(([0], cut))
+            parts = [u[first], np.diff(np.append(first, self.n)).astype(np.int32)]
+            self.runs = int(first.shape[0])
+        self.narrow = bool(self.n and 0 <= int(c.min()) and int(c.max()) < 256)
+        parts += [np.ascontiguousarray(terms, dtype=np.int32), c.astype(np.uint8) if self.narrow else c]
         with open(path, "wb") as f:
-            for a in (units, terms, counts):
-                f.write(np.ascontiguousarray(a, dtype=np.int32).tobytes())
+            for a in parts:
+                f.write(memoryview(a).cast("B"))
 
     def load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        raw = np.fromfile(self.path, dtype=np.int32, count=3 * self.n)
-        return raw[:self.n], raw[self.n:2 * self.n], raw[2 * self.n:]
+        n = self.n
+        with open(self.path, "rb") as f:
+            if self.runs >= 0:
+                head = np.fromfile(f, dtype=np.int32, count=2 * self.runs)
+                units = np.repeat(head[:self.runs], head[self.runs:])
+            else:
+                units = np.fromfile(f, dtype=np.int32, count=n)
+            terms = np.fromfile(f, dtype=np.int32, count=n)
+            counts = np.fromfile(f, dtype=np.uint8 if self.narrow else np.int32, count=n).astype(np.int32, copy=False)
+        if units.shape[0] != n or terms.shape[0] != n or counts.shape[0] != n:
+            raise OSError(f"the build's scratch file {self.path} is shorter than written")
+        return units, terms, counts
 
     def discard(self) -> None:
         """Remove the file (its triples are placed: what the build holds on disk shrinks as it goes)."""
