@@ -14,15 +14,18 @@ the 1-minute load average is printed beside each figure.
                      waits for blocks: all of it with one job), merge (local ids -> the build's), csr
                      (``Accumulator.finish``: vocabulary sort, term-major placement), positions
                      (``Sequences.finish`` + ``by_term``; both write their arrays into the new generation as they go),
-                     save (``store.NewGeneration.commit``: fsync, manifest, rename).
-                     ``cpu``: the CPU seconds of the same stages in this process, the scan's and the
+                     finish (csr and positions together: with ``--jobs`` > 1 they run at once, positions in a
+                     thread), save (``store.NewGeneration.commit``: fsync, manifest, rename).
+                     ``cpu``: the CPU seconds of the same stages in this process (csr and positions: of
+                     the thread that ran each), the scan's and the
                      build's, and ``workers``: the worker processes' (all of it, user + system): figures
                      that a loaded host changes less than the wall times.
   ours, whole        ``--whole``: ``chitragupta index --force --unit document --jobs N`` on the workspace,
                      start to exit (this writes the workspace's index: use it on a workspace of your own).
   bm25s, in process  ``bm25s`` tokenize + index of the same titles and texts, read from ``corpus.jsonl``
                      beforehand (not timed); whole: the child from start to exit, reading included.
-Peak RSS: the child's own (``wait4``); ``workers`` is the largest of its worker processes.
+Peak RSS: the child's own (``wait4``); ``workers`` is the largest of its worker processes;
+``peak_mib_after_tokenize`` the child's peak when the last block was merged (the finish's share is the rest).
 """
 
 from __future__ import annotations
@@ -49,23 +52,45 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     from chitragupta.engine.workspace import Workspace
     from chitragupta.kernels import phrase
 
-    stages = {"tokenize": 0.0, "merge": 0.0, "csr": 0.0, "positions": 0.0, "save": 0.0}
+    stages = {"tokenize": 0.0, "merge": 0.0, "csr": 0.0, "positions": 0.0, "finish": 0.0, "save": 0.0}
     cpu = dict.fromkeys(stages, 0.0)  # this process's CPU seconds in each (the workers' are not in it)
+    # csr and positions may run at once (positions in a thread beside the CSR with --jobs > 1): their
+    # CPU is the calling thread's (``thread_time``; the CSR's own range threads, without positions, are
+    # not in it), and ``finish`` is the two together, from the vocabulary sort to the save, wall and
+    # the whole process's CPU.
+    by_thread = {"csr", "positions"}
+    clock = {"finish": None}
 
     def add(name, t, c):
         stages[name] += time.perf_counter() - t
-        cpu[name] += time.process_time() - c
+        cpu[name] += (time.thread_time() if name in by_thread else time.process_time()) - c
 
     def timed(name, fn):
         def wrapper(*a, **k):
-            t, c = time.perf_counter(), time.process_time()
+            t, c = time.perf_counter(), (time.thread_time() if name in by_thread else time.process_time())
             try:
                 return fn(*a, **k)
             finally:
                 add(name, t, c)
         return wrapper
 
+    real_ranks = csr.Accumulator.ranks
+
+    def ranks(self):
+        if clock["finish"] is None:
+            clock["finish"] = (time.perf_counter(), time.process_time())
+        return real_ranks(self)
+
+    real_commit = store.NewGeneration.commit
+
+    def commit(self, manifest):
+        if clock["finish"] is not None:
+            add("finish", *clock["finish"])
+            clock["finish"] = None
+        return real_commit(self, manifest)
+
     real_blocks = segments.tokenize_blocks
+    peak = {"tokenize": None}
 
     def blocks(*a, **k):
         it = real_blocks(*a, **k)
@@ -75,6 +100,8 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
                 b = next(it)
             except StopIteration:
                 add("tokenize", t, c)
+                # the peak so far: what tokenizing and merging held (the finish's share is the rest)
+                peak["tokenize"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 return
             add("tokenize", t, c)
             yield b
@@ -84,7 +111,8 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     csr.Accumulator.finish = timed("csr", csr.Accumulator.finish)
     csr.Sequences.finish = timed("positions", csr.Sequences.finish)
     phrase.by_term = timed("positions", phrase.by_term)
-    store.NewGeneration.commit = timed("save", store.NewGeneration.commit)  # fsync, manifest, rename: the
+    csr.Accumulator.ranks = ranks
+    store.NewGeneration.commit = timed("save", commit)  # fsync, manifest, rename: the
     # arrays themselves are written inside the csr and positions stages (a term range at a time)
 
     ws = Workspace.open(ws_root)
@@ -102,7 +130,8 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
             "stages": {k: round(v, 3) for k, v in stages.items()},
             "cpu": {"scan": round(scan_cpu, 3), "build": round(build_cpu, 3), **{k: round(v, 3) for k, v in cpu.items()},
                     "workers": round(kids.ru_utime + kids.ru_stime, 3)},
-            "workers_peak_mib": kids.ru_maxrss / 1024}
+            "workers_peak_mib": kids.ru_maxrss / 1024, "peak_mib_after_tokenize": peak["tokenize"],
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def child_bm25s(ws_root: Path) -> dict:

@@ -148,7 +148,7 @@ def test_a_build_past_the_spill_budget_writes_the_same_arrays(tmp_path, monkeypa
     assert_same_bytes(updated, npy_bytes(ws))
 
 
-@pytest.mark.parametrize("config", ["", '[retrieval]\nstemmer = "english"\n'])
+@pytest.mark.parametrize("config", ["", '[retrieval]\nstemmer = "english"\n', "[retrieval]\npositions = false\n"])
 def test_a_tiny_output_budget_writes_the_same_arrays(tmp_path, monkeypatch, config):
     """The output arrays written a few terms (and a few ids) at a time, through scratch buckets, are the
     default build's to the byte: fresh, updated, with stemming (pairs summed within a range)."""
@@ -199,7 +199,10 @@ def test_a_tiny_output_budget_writes_the_same_arrays(tmp_path, monkeypatch, conf
     assert_same_bytes(updated, npy_bytes(ws))
 
 
-def test_a_failed_build_leaves_no_generation_behind(tmp_path, monkeypatch):
+@pytest.mark.parametrize("jobs, where", [(1, "_place"), (2, "_place"), (2, "_term_positions")])
+def test_a_failed_build_leaves_no_generation_behind(tmp_path, monkeypatch, jobs, where):
+    """A disk that fills while the CSR or (with two jobs, in its thread beside the CSR) the positions
+    are written: one line, no generation left, the previous index unchanged."""
     from chitragupta.engine.index import csr
     from chitragupta.errors import WorkspaceError
 
@@ -212,9 +215,9 @@ def test_a_failed_build_leaves_no_generation_behind(tmp_path, monkeypatch):
     def full(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(csr, "_place", full)
+    monkeypatch.setattr(csr, where, full)
     with pytest.raises(WorkspaceError, match="No space left on device; the previous index is unchanged"):
-        refresh(ws, jobs=1, force=True)
+        refresh(ws, jobs=jobs, force=True)
     assert [p.name for p in doc_folder(ws).iterdir() if p.name.startswith(".")] == []
     assert_same_bytes(before, npy_bytes(ws))
 

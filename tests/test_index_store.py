@@ -465,3 +465,24 @@ def test_the_chunked_scan_finds_what_one_pass_finds(monkeypatch, damage):
         assert whole[1][0] == indptr[t] and whole[0][0] == -1
     else:
         assert whole[0][0] == t
+
+
+@pytest.mark.parametrize("announced", [10, 14])
+def test_a_column_keeps_the_checksum_of_what_it_wrote(tmp_path, announced):
+    """A column's CRC is kept as its pieces are written (the file is not read back), and is the file's,
+    also when fewer elements than announced were written (the header rewritten: then it is read)."""
+    import zlib
+
+    from chitragupta.engine.index import store as st
+
+    with st.writing(tmp_path / "idx") as gen:
+        col = gen.column("tf", np.int32, announced)
+        for piece in (np.arange(3), np.arange(3, 7), np.zeros(0, dtype=np.int32), np.arange(7, 10)):
+            col.write(piece)
+        col.close()
+        gen.put("doc_len", np.arange(4, dtype=np.int32))
+        path = gen.commit({"kind": "test"})
+    data = (path / "tf.npy").read_bytes()
+    assert gen.files["tf"]["crc32"] == zlib.crc32(data)
+    assert np.array_equal(np.load(path / "tf.npy"), np.arange(10, dtype=np.int32))
+    assert gen.files["doc_len"]["crc32"] == zlib.crc32((path / "doc_len.npy").read_bytes())

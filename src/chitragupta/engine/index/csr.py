@@ -85,11 +85,19 @@ class _Stream:
     per distinct pair, the only per-token state kept between flushes.
     """
 
-    def __init__(self, n_dropped: int):
+    def __init__(self, n_dropped: int, tally: bool = False):
         self.n_dropped = n_dropped
         self.pend_units: list[np.ndarray] = []
         self.pend_terms: list[int] = []
         self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.tally = _Tally() if tally else None
+
+    def append(self, chunk, arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+        """Add a chunk (``arrays``: its triples, when ``chunk`` is a ``ChunkFile``), counted as it comes
+        when the stream keeps a tally (the main stream: what ``finish`` needs before it places)."""
+        if self.tally is not None:
+            self.tally.add(*(arrays if arrays is not None else chunk))
+        self.chunks.append(chunk)
 
     def flush(self) -> None:
         if not self.pend_terms:
@@ -98,23 +106,74 @@ class _Stream:
         terms = np.asarray(self.pend_terms, dtype=np.int64)
         keep = terms >= self.n_dropped
         keys, counts = _count_keys((units[keep] << 32) | terms[keep])
-        self.chunks.append(_chunk(keys >> 32, keys & 0xFFFFFFFF, counts))
+        self.append(_chunk(keys >> 32, keys & 0xFFFFFFFF, counts))
         self.pend_units, self.pend_terms = [], []
+
+
+class _Tally:
+    """A stream's triples per provisional id and tokens per unit, kept as its chunks arrive (so that
+    ``Accumulator.finish`` need not read every chunk once more before it places them)."""
+
+    def __init__(self):
+        self.per_id = np.zeros(0, dtype=np.int64)
+        self.per_unit = np.zeros(0, dtype=np.int64)
+
+    @staticmethod
+    def _fit(arr: np.ndarray, n: int) -> np.ndarray:
+        if n <= arr.shape[0]:
+            return arr
+        out = np.zeros(max(n, 2 * arr.shape[0]), dtype=arr.dtype)
+        out[:arr.shape[0]] = arr
+        return out
+
+    def add(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
+        if not units.shape[0]:
+            return
+        from chitragupta.kernels.build import tally
+
+        self.per_id = self._fit(self.per_id, int(terms.max()) + 1)
+        self.per_unit = self._fit(self.per_unit, int(units.max()) + 1)
+        tally(units, terms, counts, self.per_id, self.per_unit)
 
 
 class ChunkFile:
     """A chunk of counted triples written to disk (a segmented build's spill), read back when placed:
-    ``load()`` -> (units, terms, counts) int32, read whole into memory (not mapped) and dropped after."""
+    ``load()`` -> (units, terms, counts) int32, read whole into memory (not mapped) and dropped after.
+
+    Stored compactly (a build's spill is written once and read once, and its bytes are what it costs):
+    units that ascend (a block's always do) as each unit and how many triples it has, and counts below
+    256 as one byte each; ``load`` gives back the same arrays."""
 
     def __init__(self, path, units: np.ndarray, terms: np.ndarray, counts: np.ndarray):
         self.path, self.n = path, int(units.shape[0])
+        u = np.ascontiguousarray(units, dtype=np.int32)
+        c = np.ascontiguousarray(counts, dtype=np.int32)
+        self.runs = -1  # units stored as (unit, triples) runs: how many; -1: stored whole
+        parts = [u]
+        if self.n and bool((u[1:] >= u[:-1]).all()):
+            cut = np.flatnonzero(u[1:] != u[:-1]) + 1
+            first = np.concatenate(([0], cut))
+            parts = [u[first], np.diff(np.append(first, self.n)).astype(np.int32)]
+            self.runs = int(first.shape[0])
+        self.narrow = bool(self.n and 0 <= int(c.min()) and int(c.max()) < 256)
+        parts += [np.ascontiguousarray(terms, dtype=np.int32), c.astype(np.uint8) if self.narrow else c]
         with open(path, "wb") as f:
-            for a in (units, terms, counts):
-                f.write(np.ascontiguousarray(a, dtype=np.int32).tobytes())
+            for a in parts:
+                f.write(memoryview(a).cast("B"))
 
     def load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        raw = np.fromfile(self.path, dtype=np.int32, count=3 * self.n)
-        return raw[:self.n], raw[self.n:2 * self.n], raw[2 * self.n:]
+        n = self.n
+        with open(self.path, "rb") as f:
+            if self.runs >= 0:
+                head = np.fromfile(f, dtype=np.int32, count=2 * self.runs)
+                units = np.repeat(head[:self.runs], head[self.runs:])
+            else:
+                units = np.fromfile(f, dtype=np.int32, count=n)
+            terms = np.fromfile(f, dtype=np.int32, count=n)
+            counts = np.fromfile(f, dtype=np.uint8 if self.narrow else np.int32, count=n).astype(np.int32, copy=False)
+        if units.shape[0] != n or terms.shape[0] != n or counts.shape[0] != n:
+            raise OSError(f"the build's scratch file {self.path} is shorter than written")
+        return units, terms, counts
 
     def discard(self) -> None:
         """Remove the file (its triples are placed: what the build holds on disk shrinks as it goes)."""
@@ -139,12 +198,10 @@ _I32 = np.iinfo(np.int32).max
 
 def _canonical(indptr, indices, counts, n_terms: int, n_units: int):
     """Sort each row's units and sum repeated (term, unit) pairs, in place where it can."""
-    starts = np.zeros(indices.size, dtype=bool)
-    starts[indptr[:-1][indptr[:-1] < indices.size]] = True
-    descending = (indices[1:] <= indices[:-1]) & ~starts[1:]  # an unsorted or repeated pair in a row
-    if not descending.any():
+    from chitragupta.kernels.build import rows_sorted
+
+    if rows_sorted(indptr, indices):  # (no unsorted or repeated pair in a row)
         return indptr, indices, counts
-    del starts, descending
     from scipy import sparse
 
     m = sparse.csr_matrix((counts, indices, indptr), shape=(n_terms, n_units), copy=False)
@@ -180,8 +237,10 @@ class Accumulator:
             self.vocab[run]
         self.n_dropped = len(self.vocab)
         self.stem = stem
-        self.streams = {"": _Stream(self.n_dropped), **{f: _Stream(self.n_dropped) for f in fields}}
+        self.streams = {"": _Stream(self.n_dropped, tally=True), **{f: _Stream(self.n_dropped) for f in fields}}
         self.sequences = sequences  # the main stream's runs in order, per unit (the positions array)
+        self.threads = 1  # term ranges ``finish`` computes at once (threads; the output is the same)
+        self._ranked = None  # (``ranks()`` once asked)
 
     def add_runs(self, unit: int, runs: list[bytes], field: str = "") -> None:
         """Count ``runs`` for ``unit`` in the main stream, or only in ``field``'s stream."""
@@ -208,8 +267,8 @@ class Accumulator:
         """Already-counted triples (reused units); ``terms`` are provisional ids."""
         st = self.streams[field]
         st.flush()
-        st.chunks.append(_chunk(np.asarray(units, dtype=np.int64), np.asarray(terms, dtype=np.int64),
-                                np.asarray(counts, dtype=np.int64)))
+        st.append(_chunk(np.asarray(units, dtype=np.int64), np.asarray(terms, dtype=np.int64),
+                         np.asarray(counts, dtype=np.int64)))
 
     def provisional_ids(self, terms: list[str]) -> np.ndarray:
         """Provisional ids for terms that are already indexed terms (stemmed, if stemming)."""
@@ -217,8 +276,11 @@ class Accumulator:
         return np.fromiter((get(_PRESTEMMED + t.encode("ascii")) for t in terms), dtype=np.int64, count=len(terms))
 
     def ranks(self) -> tuple[list[str], np.ndarray]:
-        """The sorted vocabulary and, per provisional id, its term's position in it (-1: a dropped run)."""
-        return self._ranks()
+        """The sorted vocabulary and, per provisional id, its term's position in it (-1: a dropped run).
+        Once asked, fixed: ``finish`` uses the same (no term may be added after)."""
+        if self._ranked is None:
+            self._ranked = self._ranks()
+        return self._ranked
 
     def _ranks(self) -> tuple[list[str], np.ndarray]:
         keys = list(self.vocab)
@@ -246,24 +308,31 @@ class Accumulator:
         range) and only ``indptr`` and ``doc_len`` come back. ``on_range(indices, tf, fields)``: called with
         each range's main postings and aligned field counts. The arrays are the same either way."""
         out = sink if sink is not None else MemoryArrays()
-        vocab, rank = self._ranks()
+        vocab, rank = self.ranks()
         self.rank = rank  # (what ``Sequences.finish`` maps provisional ids with)
         n_terms = len(vocab)
         for st in self.streams.values():
             st.flush()
-        doc_len = np.zeros(n_units, dtype=np.float64)
+        # postings per term and tokens per unit, from the main stream's tally (counted as chunks came)
+        from chitragupta.kernels.build import spread
+
+        tal = self.streams[""].tally
         per_term = np.zeros(n_terms, dtype=np.int64)
-        for ch in self.streams[""].chunks:
-            u, t, c = _arrays(ch)
-            per_term += np.bincount(rank[t], minlength=n_terms)
-            doc_len += np.bincount(u, weights=c, minlength=n_units)
-            del u, t, c
+        if spread(rank, tal.per_id, per_term) >= 0:
+            raise AssertionError("a never-indexed run was counted")
+        if int(np.count_nonzero(tal.per_unit[n_units:])):
+            raise ValueError(f"a posting points past the {n_units} units")
+        doc_len = np.zeros(n_units, dtype=np.int64)
+        got = min(n_units, tal.per_unit.shape[0])
+        doc_len[:got] = tal.per_unit[:got]
         if doc_len.size and doc_len.max() > _I32:
             raise OverflowError("a document exceeds 2**31 - 1 tokens")
-        edges = _term_ranges(per_term, RANGE_POSTINGS) if hasattr(out, "scratch") else np.array([0, n_terms])
+        # (with threads, each range gets its share of the budget: what is held at once stays the same)
+        edges = (_term_ranges(per_term, max(1, RANGE_POSTINGS // max(1, self.threads))) if hasattr(out, "scratch")
+                 else np.array([0, n_terms]))
         fields = [name for name in self.streams if name]
         if edges.shape[0] > 2:
-            buckets = {name: _bucket(st, rank, edges, out.scratch, f"csr{j}_")
+            buckets = {name: _bucket(st, rank, edges, out.scratch, f"csr{j}_", self.threads)
                        for j, (name, st) in enumerate(self.streams.items())}
             items = lambda name, k: [buckets[name].take(k)]  # noqa: E731
         else:
@@ -274,18 +343,23 @@ class Accumulator:
         cols = [out.column(name, np.int32, upper) for name in ("indices", "tf", *(f"tf_{f}" for f in fields))]
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         nnz = 0
-        for k in range(edges.shape[0] - 1):
+
+        def one_range(k: int):  # (in a thread when ``threads`` > 1: the kernels release the GIL)
             t0, t1 = int(edges[k]), int(edges[k + 1])
-            l_indptr, l_indices, l_tf = _place(items("", k), rank, t0, t1, n_units, per_term[t0:t1])
+            main = _place(items("", k), rank, t0, t1, n_units, per_term[t0:t1])
+            aligned = {}
+            for name in fields:
+                f_indptr, f_indices, f_counts = _place(items(name, k), rank, t0, t1, n_units)
+                aligned[name] = _align(main[0], main[1], f_indptr, f_indices, f_counts, name)
+                del f_indptr, f_indices, f_counts
+            return t0, t1, main, aligned
+
+        for t0, t1, (l_indptr, l_indices, l_tf), aligned in in_order(one_range, edges.shape[0] - 1, self.threads):
             indptr[t0 + 1:t1 + 1] = nnz + l_indptr[1:]
             nnz += l_indices.shape[0]
             cols[0].write(l_indices)
             cols[1].write(l_tf)
-            aligned = {}
             for j, name in enumerate(fields):
-                f_indptr, f_indices, f_counts = _place(items(name, k), rank, t0, t1, n_units)
-                aligned[name] = _align(l_indptr, l_indices, f_indptr, f_indices, f_counts, name)
-                del f_indptr, f_indices, f_counts
                 cols[2 + j].write(aligned[name])
             if on_range is not None:
                 on_range(l_indices, l_tf, aligned)
@@ -299,6 +373,33 @@ class Accumulator:
 
 
 RANGE_POSTINGS = 1 << 22  # postings per term range when the CSR is written to disk (``Accumulator.finish``)
+
+
+def in_order(fn, n: int, threads: int = 1):
+    """``fn(0), fn(1), ..., fn(n - 1)`` in that order; with ``threads`` > 1, in a thread pool, the next
+    ``threads - 1`` computed while the caller consumes one (so at most ``threads`` results are held, the
+    one consumed included). ``fn`` must not depend on the others (each range of a build does not)."""
+    if threads <= 1 or n <= 1:
+        for k in range(n):
+            yield fn(k)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="chitragupta-build") as ex:
+        pending: deque = deque()
+        nxt = 0
+        try:
+            while nxt < n or pending:
+                while nxt < n and len(pending) < threads:
+                    pending.append(ex.submit(fn, nxt))
+                    nxt += 1
+                got = pending.popleft().result()
+                yield got
+                del got
+        finally:
+            for fut in pending:
+                fut.cancel()
 
 
 def _term_ranges(per_term: np.ndarray, budget: int) -> np.ndarray:
@@ -359,20 +460,21 @@ class _Buckets:
     def __init__(self, edges: np.ndarray, dtype: np.dtype, scratch, tag: str):
         self.edges, self.dtype = edges, dtype
         self.paths = [scratch(f"{tag}{k}") for k in range(edges.shape[0] - 1)]
+        # each term's range (a lookup per triple instead of a search)
+        self.range_of = np.repeat(np.arange(edges.shape[0] - 1, dtype=np.int32), np.diff(edges))
 
-    def add(self, terms: np.ndarray, columns: dict[str, np.ndarray]) -> None:
-        if not terms.size:
-            return
-        which = np.searchsorted(self.edges, terms, side="right") - 1
-        order = np.argsort(which, kind="stable")
-        cuts = np.searchsorted(which[order], np.arange(len(self.paths) + 1))
-        rec = np.empty(terms.shape[0], dtype=self.dtype)
-        for name, arr in columns.items():
-            rec[name] = arr[order]
-        del which, order
+    def split(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray, rank: np.ndarray):
+        """The triples (``terms`` provisional ids, ranked by ``rank``) as records grouped by range, and
+        where each range's group starts (``kernels.build.split_by_range``; for ``write``)."""
+        from chitragupta.kernels.build import split_by_range
+
+        return split_by_range(units, terms, counts, rank, self.range_of, len(self.paths))
+
+    def write(self, rec: np.ndarray, cuts: np.ndarray) -> None:
+        """Append ``split``'s groups to their ranges' files."""
         for k in np.flatnonzero(np.diff(cuts)):
             with open(self.paths[k], "ab") as f:
-                f.write(rec[cuts[k]:cuts[k + 1]].tobytes())
+                f.write(memoryview(rec[cuts[k]:cuts[k + 1]]).cast("B"))
 
     def take(self, k: int) -> np.ndarray:
         """Range ``k``'s records (its file removed)."""
@@ -384,28 +486,23 @@ class _Buckets:
         return got
 
 
-def _bucket(st: _Stream, rank: np.ndarray, edges: np.ndarray, scratch, tag: str) -> _Buckets:
-    """``st``'s triples, their terms ranked, split into ``edges``' ranges (chunks consumed, in order)."""
+def _bucket(st: _Stream, rank: np.ndarray, edges: np.ndarray, scratch, tag: str, threads: int = 1) -> _Buckets:
+    """``st``'s triples, their terms ranked, split into ``edges``' ranges (chunks consumed, in order;
+    with ``threads`` > 1 the next chunks are split while one is written)."""
     out = _Buckets(edges, _RECORD, scratch, tag)
     chunks, st.chunks = st.chunks, []
-    chunks.reverse()
-    while chunks:
-        ch = chunks.pop()
-        u, t, c = _arrays(ch)
-        r = rank[t]
-        out.add(r, {"u": u, "r": r, "c": c})
+
+    def split(k: int):
+        u, t, c = _arrays(chunks[k])
+        return k, out.split(u, t, c, rank)
+
+    for k, (rec, cuts) in in_order(split, len(chunks), threads):
+        out.write(rec, cuts)
+        ch, chunks[k] = chunks[k], None
         if isinstance(ch, ChunkFile):
             ch.discard()
-        del ch, u, t, c, r
+        del ch, rec, cuts
     return out
-
-
-def _ranked(item, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(units, final term ids, counts) of a chunk (provisional ids) or of a range's records."""
-    if isinstance(item, np.ndarray):
-        return item["u"], item["r"], item["c"]
-    u, t, c = _arrays(item)
-    return u, rank[t], c
 
 
 def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
@@ -414,55 +511,55 @@ def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
     triple in them has its term in the range), placed in their order; ``items`` is emptied as they are
     placed, so the peak is about the triples plus the output. ``counts``: the triples per term if known."""
     n = t1 - t0
+    from chitragupta.kernels.build import count_terms, count_terms_ranked, place, place_ranked
+
     if counts is None:
         counts = np.zeros(n, dtype=np.int64)
         for it in items:
-            counts += np.bincount(_ranked(it, rank)[1] - t0, minlength=n)
+            if isinstance(it, np.ndarray):
+                count_terms(it["r"], t0, counts)
+            else:
+                count_terms_ranked(_arrays(it)[1], rank, t0, counts)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     total = int(indptr[-1])
     indices = np.empty(total, dtype=np.int32)
     out = np.empty(total, dtype=np.int32)
     nxt = indptr[:-1].copy()
+    if sum(int(it.shape[0] if isinstance(it, np.ndarray) else it.n if isinstance(it, ChunkFile) else it[0].shape[0])
+           for it in items) != total:  # (the kernels write where the counts say: they must agree)
+        raise AssertionError("a term range's triples do not match its counts")
     items.reverse()
     while items:
-        u, r, c = _ranked(items.pop(), rank)
-        r = r - t0
-        # a stable sort by term keeps the chunk's unit order inside each term
-        order = np.argsort(r, kind="stable")
-        rs = r[order]
-        dest = nxt[rs] + (np.arange(rs.size, dtype=np.int64) - np.searchsorted(rs, rs, side="left"))
-        indices[dest] = u[order]
-        out[dest] = c[order]
-        nxt += np.bincount(r, minlength=n)
-        del u, r, c, order, rs, dest
+        it = items.pop()
+        # placed in the order they come, each term's triples after the ones before (a stable counting
+        # sort by term: the chunks' unit order is kept inside each term)
+        if isinstance(it, np.ndarray):
+            place(it["u"], it["r"], it["c"], t0, nxt, indices, out)
+        else:
+            u, t, c = _arrays(it)
+            place_ranked(u, t, c, rank, t0, nxt, indices, out)
+            del u, t, c
+        del it
     return _canonical(indptr, indices, out, n, n_units)
 
 
-_ALIGN_BLOCK = 1 << 23  # main postings per block while placing field counts
+_ALIGN_BLOCK = 1 << 23  # main postings per call of the field-count walk
 
 
 def _align(indptr, indices, f_indptr, f_indices, f_counts, name: str) -> np.ndarray:
-    """A field's counts at the positions of the same (term, unit) pairs in the main postings, a block of
-    terms at a time (two int64 keys per posting for the whole index would double the build's peak)."""
+    """A field's counts at the positions of the same (term, unit) pairs in the main postings (each row
+    of both ascending: one walk of the two, ``kernels.build.align``, a block of terms at a time)."""
+    from chitragupta.kernels.build import align
+
     out = np.zeros(indices.shape[0], dtype=np.int32)
     n_terms = indptr.shape[0] - 1
-    width = np.int64(max(int(indices.max()) + 1 if indices.size else 1, int(f_indices.max()) + 1 if f_indices.size else 1))
     t0 = 0
     while t0 < n_terms:
         t1 = max(t0 + 1, int(np.searchsorted(indptr, indptr[t0] + _ALIGN_BLOCK, side="right")) - 1)
         t1 = min(t1, n_terms)
-        flo, fhi = int(f_indptr[t0]), int(f_indptr[t1])
-        if fhi > flo:
-            lo, hi = int(indptr[t0]), int(indptr[t1])
-            rows = np.repeat(np.arange(t0, t1, dtype=np.int64), np.diff(indptr[t0:t1 + 1]))
-            keys = rows * width + indices[lo:hi]
-            f_rows = np.repeat(np.arange(t0, t1, dtype=np.int64), np.diff(f_indptr[t0:t1 + 1]))
-            f_keys = f_rows * width + f_indices[flo:fhi]
-            where = np.searchsorted(keys, f_keys)
-            if (where >= keys.size).any() or (keys[np.minimum(where, keys.size - 1)] != f_keys).any():
-                raise AssertionError(f"field {name!r} counts a token its unit does not have")
-            out[lo + where] = f_counts[flo:fhi]
+        if align(indptr, indices, f_indptr, f_indices, f_counts, t0, t1, out) >= 0:
+            raise AssertionError(f"field {name!r} counts a token its unit does not have")
         t0 = t1
     return out
 
@@ -567,20 +664,20 @@ class Sequences:
         col = out.column("seq", np.int32, int(ptr[-1]))
         per_term = np.zeros(n_terms, dtype=np.int64)  # occurrences of each term: tpos's row lengths
 
+        from chitragupta.kernels.build import count_ids, map_count, map_ids
+
         def emit(ids: np.ndarray) -> None:
             col.write(ids)
-            per_term[:] += np.bincount(ids[(ids >= 0) & (ids < n_terms)], minlength=n_terms)
+            count_ids(ids, per_term)
 
         def mapped(ids: np.ndarray, to: np.ndarray) -> np.ndarray:
-            out = ids.copy()
-            keep = ids != SEQ_BREAK
-            out[keep] = to[ids[keep]]
-            return out
+            return map_ids(np.ascontiguousarray(ids), to, SEQ_BREAK)
 
         if not from_old.any() and (units.size < 2 or bool((np.diff(units) > 0).all())):
-            # a fresh build: the buffer is already in unit order
+            # a fresh build: the buffer is already in unit order (mapped and counted in one pass)
             for a in range(0, buf.shape[0], _SEQ_BLOCK):
-                emit(mapped(read(a, min(a + _SEQ_BLOCK, buf.shape[0])), table))
+                col.write(map_count(np.ascontiguousarray(read(a, min(a + _SEQ_BLOCK, buf.shape[0]))), table,
+                                    SEQ_BREAK, per_term))
         else:
             order = np.flatnonzero(lens > 0)
             u0 = 0
@@ -613,7 +710,7 @@ POSITIONS_PER_RANGE = 1 << 25  # tpos offsets per term range when written to dis
 _POS_BLOCK = 1 << 22  # ids of seq read per step of such a pass
 
 
-def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out) -> np.ndarray:
+def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out, threads: int = 1) -> np.ndarray:
     """Write ``tpos`` (``kernels.phrase.by_term`` of the ``seq`` column just written, ``per_term`` its
     occurrences per term) and ``tpos_ptr`` into ``out``; returns ``tpos_ptr``. In memory, or when it is
     small, in one go; else a term range at a time, each a pass over ``seq`` read back a block of
@@ -631,22 +728,21 @@ def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out) -> np.ndarr
     if edges.shape[0] <= 2 and total_ids < max(NUMBA_FROM, _POS_BLOCK):
         col.write(by_term(seq.read(0, total_ids), ptr, n_terms)[0])
     else:
-        from chitragupta.kernels._phrase_numba import by_term as fill
+        from chitragupta.kernels.build import fill_positions
 
-        for k in range(edges.shape[0] - 1):
+        def one_range(k: int) -> np.ndarray:  # (in a thread when ``threads`` > 1)
             t0, t1 = int(edges[k]), int(edges[k + 1])
-            n = t1 - t0
             got = np.empty(int(pos_ptr[t1] - pos_ptr[t0]), dtype=np.int32)
-            cur = pos_ptr[t0:t1 + 1] - pos_ptr[t0]
+            cur = pos_ptr[t0:t1] - pos_ptr[t0]  # (advanced by the fill as it places)
             d0 = 0
             while d0 < n_units:
                 d1 = min(n_units, max(d0 + 1, int(np.searchsorted(ptr, ptr[d0] + _POS_BLOCK, side="right")) - 1))
                 ids = seq.read(int(ptr[d0]), int(ptr[d1]))
-                if t0:
-                    ids = ids - np.int32(t0)  # (SEQ_BREAK and earlier terms go negative: skipped)
-                fill(ids, ptr[d0:d1 + 1] - ptr[d0], n, cur, got)
-                cur[:-1] += np.bincount(ids[(ids >= 0) & (ids < n)], minlength=n)
+                fill_positions(np.ascontiguousarray(ids), ptr[d0:d1 + 1] - ptr[d0], t0, t1, cur, got)
                 d0 = d1
+            return got
+
+        for got in in_order(one_range, edges.shape[0] - 1, threads):
             col.write(got)
             del got
     col.close()

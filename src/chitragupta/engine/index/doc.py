@@ -303,11 +303,32 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
 
         # the arrays go straight into the new generation's files, a term range or a block of ids at a
         # time: what the build holds does not grow with the postings (see ``segments``)
+        # With ``jobs`` > 1 the two use the cores the workers had: the positions in a thread beside the CSR,
+        # or (without positions) the CSR's term ranges in threads (the kernels release the GIL). The
+        # arrays are the same either way.
         with store.writing(folder) as gen:
-            vocab, small = acc.finish(n, gen, on_range=add_sums)
+            vocab, rank = acc.ranks()
+            beside = None
             if seqs is not None:
-                seqs.finish(acc.rank, len(vocab), acc.n_dropped, n,
-                            _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped), sink=gen)
+                args = (rank, len(vocab), acc.n_dropped, n,
+                        _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped))
+                if jobs > 1:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chitragupta-positions")
+                    beside = pool.submit(seqs.finish, *args, sink=gen)
+                    pool.shutdown(wait=False)
+            else:
+                acc.threads = max(1, int(jobs))
+            try:
+                vocab, small = acc.finish(n, gen, on_range=add_sums)
+            finally:
+                if beside is not None:
+                    beside.exception()  # (waits: never leave the thread writing into an aborted generation)
+            if beside is not None:
+                beside.result()
+            elif seqs is not None:
+                seqs.finish(*args, sink=gen)
             spill.close()
             for name, arr in dict(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps,
                                   flags=flags).items():

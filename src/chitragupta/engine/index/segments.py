@@ -19,6 +19,13 @@ writes the CSR a range of about ``csr.RANGE_POSTINGS`` postings at a time; ``Seq
 ``seq`` a block of ids at a time and ``tpos`` a range of ``csr.POSITIONS_PER_RANGE`` offsets at a time
 (``store.NewGeneration``). What a build holds is then the blocks in flight, ``SPILL_BYTES``, one range,
 the vocabulary and a few arrays per document -- not the postings.
+
+Time: the passes of the finish are numba counting sorts (``kernels.build``), and the postings per term
+and tokens per document they start from are tallied as blocks are merged (no pass over the spilled
+triples before placing them). With ``jobs`` > 1, once the workers are done, the positions are written in a
+thread beside the CSR (``doc.build``), or without positions the CSR's term ranges are computed in
+threads, each with its share of ``csr.RANGE_POSTINGS``: the cores the workers had are used, and what
+is held at once stays about one range per thread.
 """
 
 from __future__ import annotations
@@ -180,19 +187,26 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
     remap[:d] = np.arange(d)
     if keys:
         remap[d:] = np.fromiter(map(acc.vocab.__getitem__, keys), dtype=np.int64, count=len(keys))
+    from chitragupta.kernels.build import map_ids
+
+    narrow = not remap.size or int(remap.max()) <= np.iinfo(np.int32).max
     for name, (u, t, c) in block.streams.items():
         if not u.size:
             continue
         st = acc.streams[name]
         st.flush()
-        ch = _chunk(u, remap[t], c)
-        st.chunks.append(spill.chunk(*ch) if to_disk else ch)
+        if narrow and u.dtype == np.int32 and c.dtype == np.int32 and t.dtype == np.int32:
+            # (a block's arrays are already int32, counts capped: only the ids change, in one pass)
+            ch = (u, map_ids(t, remap, SEQ_BREAK), c)
+        else:
+            ch = _chunk(u, remap[t], c)
+        st.append(spill.chunk(*ch) if to_disk else ch, ch)
     if acc.sequences is not None and block.seq is not None:
-        ids = block.seq
-        out = ids.copy()
-        keep = ids != SEQ_BREAK
-        out[keep] = remap[ids[keep]]
-        acc.sequences.extend_block(block.seq_units, block.seq_starts, out)
+        from chitragupta.kernels.build import remap as remap_ids
+
+        ids = block.seq if block.seq.flags.writeable else block.seq.copy()  # (the block's own: mapped in place)
+        remap_ids(ids, remap, SEQ_BREAK)
+        acc.sequences.extend_block(block.seq_units, block.seq_starts, ids)
 
 
 def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], positions: bool, jobs: int,

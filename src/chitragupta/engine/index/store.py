@@ -187,8 +187,10 @@ class NewGeneration:
             raise ValueError(f"array name {name!r} is not allowed or written twice")
         return self.tmp / f"{name}.npy"
 
-    def _done(self, name: str, p: Path, dtype: np.dtype, shape: tuple) -> None:
-        self.files[name] = {"dtype": dtype.str, "shape": list(shape), "bytes": p.stat().st_size, "crc32": _crc(p)}
+    def _done(self, name: str, p: Path, dtype: np.dtype, shape: tuple, crc: int | None = None) -> None:
+        """Record a written array file; ``crc``: its CRC-32 if the writer kept it (else the file is read)."""
+        self.files[name] = {"dtype": dtype.str, "shape": list(shape), "bytes": p.stat().st_size,
+                            "crc32": _crc(p) if crc is None else crc}
 
     def put(self, name: str, arr: np.ndarray) -> None:
         arr = np.ascontiguousarray(arr)
@@ -201,7 +203,8 @@ class NewGeneration:
         """A 1-d array file of ``dtype`` to ``write`` pieces to; ``length``: how many elements at most
         (the header says the number written once ``close`` d)."""
         p = self._path(name)
-        return ArrayFile(p, np.dtype(dtype), int(length), lambda n: self._done(name, p, np.dtype(dtype), (n,)))
+        return ArrayFile(p, np.dtype(dtype), int(length),
+                         lambda n, crc=None: self._done(name, p, np.dtype(dtype), (n,), crc))
 
     def scratch(self, name: str) -> Path:
         p = self.tmp / f"{name}.scratch"
@@ -246,7 +249,9 @@ class NewGeneration:
 
 class ArrayFile:
     """A ``.npy`` file written a piece at a time: the header for ``length`` elements first, rewritten in
-    place by ``close`` when fewer were written (numpy pads a 1-d header to the same size for any length)."""
+    place by ``close`` when fewer were written (numpy pads a 1-d header to the same size for any length).
+    The file's CRC-32 is kept as it is written (the manifest's, without reading the file back), except
+    when the header is rewritten: then ``done`` reads it."""
 
     def __init__(self, path: Path, dtype: np.dtype, length: int, done):
         self.path, self.dtype, self.length, self._done = path, dtype, length, done
@@ -255,6 +260,7 @@ class ArrayFile:
         self.f = os.fdopen(fd, "wb")
         self.header = self._header(length)
         self.f.write(self.header)
+        self.crc = zlib.crc32(self.header)
 
     def _header(self, n: int) -> bytes:
         buf = io.BytesIO()
@@ -266,20 +272,24 @@ class ArrayFile:
         piece = np.ascontiguousarray(piece, dtype=self.dtype)
         if self.n + piece.shape[0] > self.length:
             raise ValueError(f"{self.path.name}: more than the {self.length} elements announced")
-        self.f.write(memoryview(piece).cast("B"))
+        raw = memoryview(piece).cast("B")
+        self.f.write(raw)
+        self.crc = zlib.crc32(raw, self.crc)
         self.n += piece.shape[0]
 
     def close(self) -> None:
+        crc = self.crc
         if self.n != self.length:
             header = self._header(self.n)
             if len(header) != len(self.header):
                 raise AssertionError("a .npy header changed size")  # (numpy pads it for any length)
             self.f.seek(0)
             self.f.write(header)
+            crc = None  # (read back by ``done``)
         self.f.flush()
         os.fsync(self.f.fileno())
         self.f.close()
-        self._done(self.n)
+        self._done(self.n, crc)
 
     def read(self, a: int, b: int) -> np.ndarray:
         """Elements ``a..b`` as written (after ``close``), read into memory (not mapped)."""
