@@ -30,6 +30,15 @@ text's hash). The protocol keeps that true:
   given back now, not at the next run; what it committed stays. Batches are small (a few hundred rows or
   ``BATCH_SECONDS``, whichever first), so a failure keeps nearly all the work done before it.
 
+- **Packed texts (``import``).** An import appends each text to a pack (``engine.corpus.texts``) and the
+  row points at ``<pack>#<offset>+<length>``; the pack is fsynced (and its folder, when the pack is new)
+  before the transaction that commits the rows pointing into it, so a committed row never points at
+  bytes that are not on disk. Packs are only appended to, never rewritten in place: a changed text is
+  appended anew and the bytes it replaces, like what a killed run appended, are garbage no row points
+  at and no reader reads. A run an error stops cuts the packs back to what its committed rows reach.
+  ``import`` reclaims the garbage once it is over half the packs: the live texts copied into a new
+  pack, their rows committed pointing there, then the old packs removed under ``meta.unlink_pending``.
+
 Readers therefore see, for every row, its file whole: the text the row stands for or, for a batch in
 flight, the source's new text. ``begin`` also removes the temp files killed writers left.
 """
@@ -111,6 +120,9 @@ class SyncReport:
             parts.append(f"{len(self.problems)} skipped or doubtful line(s)")
         if self.reclaimed:
             parts.append(f"{self.reclaimed / 2**20:.1f} MiB of replaced texts reclaimed from the packs")
+        elif self.garbage >= 1 << 20:
+            parts.append(f"{self.garbage / 2**20:.1f} MiB of the packs hold replaced texts (reclaimed by the "
+                         "import that finds them over half)")
         if self.orphans:
             parts.append(f"{self.orphans} parsed file(s) that no source listed removed (an earlier run stopped "
                          "before committing them)")

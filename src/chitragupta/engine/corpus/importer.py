@@ -1,6 +1,16 @@
 """``import``: a BEIR-style corpus (``{"_id", "title", "text"}`` per line) as the ledger's sources.
 
-One read of the file. Per record: its text goes to ``content/parsed/<name>.txt`` and its row joins a
+By default the texts go into a few large append-only packs (``engine.corpus.texts``; a row's
+``parsed_path`` is ``content/parsed/packs/<pack>#<offset>+<length>``): one read of the file, each text
+appended, each batch's pack bytes fsynced before its rows commit (``committer.py``). A record whose text,
+title or abstract changed (``text_hash``) has its text appended anew; the bytes it replaces become
+garbage, reclaimed (``_reclaim``) once they are over half the packs. A re-import of the same file is a
+no-op. Rows an earlier per-file import wrote keep their files while unchanged; a changed one moves into
+the packs (its file removed after the commit). Why a reference in ``parsed_path`` and not new columns:
+every reader already passes ``parsed_path`` from the ledger to the one text path
+(``engine.index.source``), old rows stay valid as they are, and no ledger migration is needed.
+
+``packed=False`` (the layout before packs, kept for the API and its tests): one read of the file. Per record: its text goes to ``content/parsed/<name>.txt`` and its row joins a
 batch committed every ``_BATCH_ROWS`` rows or two seconds, by the one ``Committer`` (``committer.py``
 has the protocol: new files written before their rows, a file a committed row vouches for rewritten
 only under ``meta.rewrite_pending``, files removed after the commit that stops them). A run an error
@@ -188,16 +198,8 @@ def _reclaim(ws, ledger: Ledger, report: SyncReport) -> None:
     if not stats:
         return
     prefix_len = len(PACKS_DIR) + 1
-    live = dict.fromkeys(stats, 0)
-    refs = []
-    for key, rel in ledger.packed_texts():
-        ref = split_ref(rel)
-        if ref is None:
-            continue
-        name = ref[0][prefix_len:]
-        if name in live:
-            live[name] += ref[2]
-            refs.append((name, ref[1], ref[2], key, rel))
+    counted = ledger.packed_bytes()
+    live = {name: min(counted.get(name, 0), size) for name, (size, _ino) in stats.items()}
     total = sum(size for size, _ino in stats.values())
     used = sum(live.values())
     report.garbage = total - used
@@ -206,6 +208,11 @@ def _reclaim(ws, ledger: Ledger, report: SyncReport) -> None:
             if n == 0:
                 discard(os.path.join(folder, name))
         return
+    refs = []
+    for key, rel in ledger.packed_texts():
+        ref = split_ref(rel)
+        if ref is not None and ref[0][prefix_len:] in stats:
+            refs.append((ref[0][prefix_len:], ref[1], ref[2], key, rel))
     refs.sort()
     writer = PackWriter(ws.root, fresh=True)
     fds: dict[str, int] = {}

@@ -592,6 +592,16 @@ class Ledger:
         where = "typeof(parsed_path) = 'text' AND substr(parsed_path, 1, 21) = 'content/parsed/packs/'"
         return self._db.execute("SELECT citekey, parsed_path FROM sources" + self._keyed(where)).fetchall()
 
+    @_checked
+    def packed_bytes(self) -> dict[str, int]:
+        """pack file name -> the bytes the rows' packed references (``packed_texts``) take in it, summed in
+        SQL (``<pack>#<offset>+<length>``: a pack's name is 20 characters, the length follows the '+')."""
+        where = ("typeof(parsed_path) = 'text' AND substr(parsed_path, 1, 21) = 'content/parsed/packs/' "
+                 "AND substr(parsed_path, 42, 1) = '#' AND instr(parsed_path, '+') > 0")
+        return dict(self._db.execute(
+            "SELECT substr(parsed_path, 22, 20), SUM(CAST(substr(parsed_path, instr(parsed_path, '+') + 1) AS INTEGER)) "
+            "FROM sources" + self._keyed(where) + " GROUP BY 1").fetchall())
+
     def _missing(self) -> set[str]:
         return {c for v, cols in _ADDED.items() if v > self._schema for c in cols}
 
