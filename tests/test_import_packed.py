@@ -309,3 +309,21 @@ def test_a_per_file_workspace_moves_into_packs_only_what_changes(tmp_path):
     assert {p.name for p in ws.parsed_dir.iterdir()} == (files - moved) | {"packs"}  # their files removed
     assert len(list(ws.parsed_dir.glob("*.txt"))) == len(docs) - 5
     _whole(ws, v1)
+
+
+@pytest.mark.slow
+def test_a_packed_import_killed_at_any_moment_then_rerun_equals_a_clean_run(tmp_path):
+    """The SIGKILL campaign (tools/reliability.py) at seeded moments of a packed import's wall time, not
+    only at its few counted writes (a pack's appends and fsyncs are none): kills land between batches,
+    inside an append, between a pack's fsync and its rows' commit."""
+    from tools.reliability import kill_campaign
+
+    outcomes = kill_campaign("import", tmp_path, 6, seed=13, n_docs=8000, mode="time")
+    assert len(outcomes) == 6
+    for o in outcomes:
+        where = f"import killed at {o.kill_at} ms of {o.writes}"
+        assert o.torn == [], f"{where}: a reader saw {o.torn}"
+        assert o.rerun_rc == 0, f"{where}: rerun failed: {o.rerun_err}"
+        assert o.differences == [], f"{where}: differs from a clean run: {o.differences}"
+        assert o.leftovers == [], where
+    assert sum(o.killed for o in outcomes) >= 3  # (a kill after the run ended kills nothing)

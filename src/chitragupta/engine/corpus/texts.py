@@ -53,6 +53,8 @@ def split_ref(path: "str | os.PathLike | None") -> tuple[str, int, int] | None:
     if path is None:
         return None
     s = os.fspath(path)
+    if not isinstance(s, str):
+        return None
     head, sep, tail = s.rpartition("#")
     if not sep:
         return None
