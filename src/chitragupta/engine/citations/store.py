@@ -12,12 +12,21 @@ appendix heading, without one the plain-text span; the heading itself left out.
 
 ``fingerprint`` is a hash of the source's parsed text (the ``.txt``, or the sidecar's items) and
 ``RULES``: a file is rewritten only when it changes. ``stamp`` (the parsed file's and its sidecar's size
-and mtime, and RULES) lets an unchanged source skip even the reading. A source whose text holds no
-reference list gets no file of its own: it is one line of ``content/refs/unlocated.idx`` (JSON,
-``{"rules": RULES, "sources": {name: [citekey, stamp, fingerprint]}}``, rewritten only when it changes), so a
-large corpus of texts without lists (1M synthetic abstracts) costs one file, not a million; ``references_of``
-answers None for such a source. A file that is corrupt, foreign or of other rules is rebuilt with a note
-(the list of unlocated sources too); files of sources no longer in the ledger are removed. Written with the one atomic writer (``chitragupta.engine.files``), under the
+and mtime, a packed text's length and its pack's inode, and RULES) lets an unchanged source skip even the
+reading; a pack is stat'ed and opened once per build, not once per row. A source whose text holds no
+reference list gets no file of its own: it is one 32-byte record of ``content/refs/unlocated.idx``, so a
+large corpus of texts without lists (10M synthetic abstracts) costs one file of 32 bytes a source, held in
+memory as one array. The file: the line ``chitragupta unlocated 2``, a JSON line ``{"rules": RULES,
+"count": n, "record": ...}``, then n records of little-endian unsigned integers -- key (64 bits: blake2b
+of ``name + "\0" + citekey``), stamp (64 bits: blake2b of the stamp), fingerprint (its 128 bits, high
+half first) -- in key order; rewritten (atomically) only when its bytes change. An older one (JSON,
+``{"rules", "sources": {name: [citekey, stamp, fingerprint]}}``) is read, and written anew in this form by
+the next build. ``references_of`` answers None for such a source. A file that is corrupt, foreign or of
+other rules is rebuilt with a note (the list of unlocated sources too: a wrong header, a count that is not
+the body's, keys out of order); files of sources no longer in the ledger are removed. A build reads the
+ledger a page of rows at a time (``Ledger.index_page``) and keeps per source only what it writes: the
+records above and the names of the files with entries; a text is read only when its stamp changed, and
+one without the words a reference heading is made of (``may_have_heading``) is not searched further. Written with the one atomic writer (``chitragupta.engine.files``), under the
 workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
 the whole document's pages (``entries.running_lines``).
 """
