@@ -366,3 +366,33 @@ def test_pack_facts_found_once_per_pack_are_those_of_each_row(tmp_path):
                 assert texts.has_sidecar(pp) == is_regular(sidecar_path(ws.root / pp)), pp
                 assert texts.read_text(pp) == read_text(ws.root / pp), pp
         texts.close()
+
+
+def test_a_build_read_a_few_rows_at_a_time_is_the_same(tmp_path, monkeypatch):
+    """The ledger read in pages of 7 rows (the workers kept from page to page) gives the report, the
+    notes and the files of a build that reads it in one page; a source gone from the ledger since has its
+    record dropped."""
+    from chitragupta.engine.citations import store
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    one, two = _imported(tmp_path / "one", 41), _imported(tmp_path / "two", 41)
+    rep1 = store.build_references(one)
+    monkeypatch.setattr(store, "_PAGE", 7)
+    rep2 = store.build_references(two, jobs=2)
+    assert rep1 == rep2 and rep1["built"] == 41 and rep1["none"] >= 1
+    names = sorted(p.name for p in store.refs_folder(one).iterdir())
+    assert names == sorted(p.name for p in store.refs_folder(two).iterdir())
+    for name in names:
+        if name != "unlocated.idx":
+            d1, d2 = (json.loads((store.refs_folder(w) / name).read_bytes()) for w in (one, two))
+            d1.pop("stamp"), d2.pop("stamp")
+            assert d1 == d2
+    assert store.build_references(two)["kept"] == 41
+    with Ledger(two.ledger_path) as ledger:
+        gone = [r.citekey for r in ledger.rows()][7]  # the source without a list (s007)
+        assert gone == "s007"
+        with ledger.transaction():
+            ledger.delete([gone])
+    rep = store.build_references(two)
+    assert (rep["kept"], rep["none"], rep["built"]) == (40, rep1["none"] - 1, 0)
+    assert len(store._read_unlocated(store.refs_folder(two))) == rep1["none"] - 1

@@ -497,11 +497,12 @@ def _entries(data: dict) -> list[Entry]:
 _PAGE = 1 << 16  # ledger rows read at a time
 
 
-def _row_pages(ws, size: int = _PAGE):
-    """The ledger's (citekey, status, parsed_path), in citekey order, a list of at most ``size`` at a
-    time (a build holds one page, never every row)."""
+def _row_pages(ws, size: int | None = None):
+    """The ledger's (citekey, status, parsed_path), in citekey order, a list of at most ``size``
+    (``_PAGE``) at a time (a build holds one page, never every row)."""
     from chitragupta.engine.corpus.ledger import Ledger
 
+    size = size or _PAGE
     with Ledger(ws.ledger_path, create=False) as ledger:
         after = None
         while True:
