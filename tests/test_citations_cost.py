@@ -137,28 +137,29 @@ def _imported(root, n: int):
     src = root / "corpus.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     ws = Workspace.open(root / "ws", create=True)
-    import_jsonl(ws, src)
+    import_jsonl(ws, src, packed=False)  # one file a text: a test below touches them
     return ws
 
 
 def test_entries_parsed_by_workers_are_the_same_files(tmp_path):
     """``build_references(jobs=2)``: lists parsed by two worker processes, more than one chunk each, give
     the same report and byte for byte the same files as a build here."""
-    from chitragupta.engine.citations.store import _CHUNK, build_references, refs_folder
+    from chitragupta.engine.citations.store import _read_unlocated, build_references, refs_folder
 
-    n = 2 * _CHUNK + 5
+    n = 69  # chunks of 8 sources (a quarter of each worker's share): 9 chunks
     one, two = _imported(tmp_path / "one", n), _imported(tmp_path / "two", n)
     rep1, rep2 = build_references(one), build_references(two, jobs=2)
     assert rep1 == rep2 and rep1["sources"] >= n - 2 and rep1["none"] >= 1 and rep1["built"] == n
-    files1 = {p.name: json.loads(p.read_bytes()) for p in refs_folder(one).iterdir()}
-    files2 = {p.name: json.loads(p.read_bytes()) for p in refs_folder(two).iterdir()}
-    # a file per source with a list, and one line of unlocated.idx per source without
+    files1 = {p.name: p.read_bytes() for p in refs_folder(one).iterdir()}
+    files2 = {p.name: p.read_bytes() for p in refs_folder(two).iterdir()}
+    # a file per source with a list, and one record of unlocated.idx per source without
     assert files1.keys() == files2.keys() and len(files1) == n - rep1["none"] + 1
-    u1, u2 = files1.pop("unlocated.idx"), files2.pop("unlocated.idx")
-    assert len(u1["sources"]) == rep1["none"]
-    assert {k: [r[0], r[2]] for k, r in u1["sources"].items()} == {k: [r[0], r[2]] for k, r in u2["sources"].items()}
-    for name, d1 in files1.items():  # the same but the stamp (another workspace's files, other mtimes)
-        d2 = files2[name]
+    files1.pop("unlocated.idx"), files2.pop("unlocated.idx")
+    u1, u2 = _read_unlocated(refs_folder(one)).recs, _read_unlocated(refs_folder(two)).recs
+    assert len(u1) == rep1["none"]
+    assert u1["key"].tolist() == u2["key"].tolist() and u1["fp"].tolist() == u2["fp"].tolist()
+    for name, b1 in files1.items():  # the same but the stamp (another workspace's files, other mtimes)
+        d1, d2 = json.loads(b1), json.loads(files2[name])
         d1.pop("stamp"), d2.pop("stamp")
         assert d1 == d2
     again = build_references(two, jobs=2)  # nothing changed: nothing parsed
@@ -170,29 +171,35 @@ def test_entries_rebuilt_by_workers_keep_a_file_whose_text_is_the_same(tmp_path)
     parses nothing; the file is restamped, its entries kept."""
     import os
 
-    from chitragupta.engine.citations.store import _CHUNK, build_references, refs_folder
+    from chitragupta.engine.citations.store import build_references, refs_folder
 
-    ws = _imported(tmp_path, 2 * _CHUNK + 1)
+    n = 65
+    ws = _imported(tmp_path, n)
     build_references(ws, jobs=2)
     for p in sorted((ws.content).rglob("*.txt"))[:40]:
         os.utime(p, ns=(1, 1))  # the stamp changes, the text does not
     before = _stored(refs_folder(ws))
     rep = build_references(ws, jobs=2)
-    assert rep["built"] == 0 and rep["kept"] == 2 * _CHUNK + 1
+    assert rep["built"] == 0 and rep["kept"] == n
     after = _stored(refs_folder(ws))
-    assert before.keys() == after.keys() and len(after) == 2 * _CHUNK + 1
+    assert before.keys() == after.keys() and len(after) == n
     assert sum(before[k]["stamp"] != after[k]["stamp"] for k in after) == 40  # restamped
     assert all(before[k]["entries"] == after[k]["entries"] for k in after)
 
 
 def _stored(folder) -> dict:
-    """name -> {"stamp", "entries"} of every source, from its file or its line of unlocated.idx."""
+    """name -> {"stamp", "entries"} of every source, from its file or its record of unlocated.idx (named
+    by its key's hash there, its stamp a hash too)."""
+    from chitragupta.engine.citations.store import _read_unlocated
+
     out = {}
     for p in folder.iterdir():
-        data = json.loads(p.read_bytes())
         if p.name == "unlocated.idx":
-            out.update({name: {"stamp": rec[1], "entries": []} for name, rec in data["sources"].items()})
+            recs = _read_unlocated(folder).recs
+            out.update({f"#{k}": {"stamp": s, "entries": []} for k, s in zip(recs["key"].tolist(),
+                                                                            recs["stamp"].tolist())})
         else:
+            data = json.loads(p.read_bytes())
             out[p.name[:-len(".json")]] = {"stamp": data["stamp"], "entries": data["entries"]}
     return out
 
@@ -291,3 +298,101 @@ def test_a_damaged_kept_resolution_is_rebuilt_with_a_note_or_quietly_when_stale(
     else:
         assert g.notes() == []  # another library's or rules' file: redone as a matter of course
     assert G.CitationGraph.open(ws).notes() == [] and _answers(G.CitationGraph.open(ws)) == good  # rewritten
+
+
+def test_heading_words_check_is_the_reference_spans_first_test():
+    """``store.may_have_heading`` (what the build asks before reading a text for its list) is False only
+    where ``plain_reference_span`` is None: on random texts made of heading words, their fragments and
+    look-alikes, and on the texts of these tests."""
+    from chitragupta.engine.citations.store import may_have_heading
+
+    rng = random.Random(5)
+    pieces = ["References", "REFERENCES", "Bibliography", "BIBLIOGRAPHY", "Works Cited", "LITERATURE CITED",
+              "references", "Refer", "ences", "Biblio", "graphy", "Cit", "ed", "\n", "\n\n", " ", "1. ", "[3] ",
+              "A. Author. 2019. Title. In Proc. ACL.", "Body text about retrieval. ", "é", "\u00ad", "eferences",
+              "ited", "Reference\n", "2020", "\f"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
+    texts += ["Intro.\n" * 40 + "References\n" + "[1] A. B. 2010. T. In Proc. X.\n" * 20,
+              "A text without any list at all. " * 50, ""]
+    lacking = 0
+    for t in texts:
+        if not may_have_heading(t):
+            lacking += 1
+            assert refcut.plain_reference_span(t) is None, t
+    assert 0 < lacking < len(texts) and any(refcut.plain_reference_span(t) is not None for t in texts)
+
+
+def test_pack_facts_found_once_per_pack_are_those_of_each_row(tmp_path):
+    """``store._Texts`` (a pack stat'ed once a build) gives each row the stamp, "has a text" and "has a
+    sidecar" the per-row functions give: packed rows, a file row, a reference past its pack's end, a
+    missing pack."""
+    import json as json_
+
+    from chitragupta.engine.citations.store import RULES, _Texts
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.index.source import has_text, is_regular, read_text, sidecar_path, text_stamp
+    from chitragupta.engine.workspace import Workspace
+
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json_.dumps({"_id": f"d{i}", "title": f"T {i}", "text": f"text {i} " * (i + 1)}) + "\n"
+                           for i in range(20)), encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws", create=True)
+    import_jsonl(ws, src)
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        paths = [r[3] for r in ledger.index_view()]
+    assert any("#" in p for p in paths)
+    pack = paths[0].rpartition("#")[0]
+    paths += [f"{pack}#0+999999999", "content/parsed/packs/000099-0000abcd.pack#0+3", None]
+    (tmp_path / "ws" / "content" / "parsed" / "own.txt").write_text("own text")
+    assert any(read_text(ws.root / p) for p in paths[:20])
+    paths.append("content/parsed/own.txt")
+
+    def old_stamp(pp):
+        parts = [str(RULES), pp or ""]
+        if pp:
+            p = ws.root / pp
+            parts += [text_stamp(p), text_stamp(sidecar_path(p))]
+        return "|".join(parts)
+
+    for with_side in (False, True):
+        if with_side:  # a sidecar beside the pack (no writer makes one: a hand edit)
+            sidecar_path(ws.root / paths[0]).write_text("[]")
+        texts = _Texts(ws.root)
+        for pp in paths:
+            assert texts.stamp(pp) == old_stamp(pp), pp
+            if pp:
+                assert texts.has_text(pp) == has_text(ws.root / pp), pp
+                assert texts.has_sidecar(pp) == is_regular(sidecar_path(ws.root / pp)), pp
+                assert texts.read_text(pp) == read_text(ws.root / pp), pp
+        texts.close()
+
+
+def test_a_build_read_a_few_rows_at_a_time_is_the_same(tmp_path, monkeypatch):
+    """The ledger read in pages of 7 rows (the workers kept from page to page) gives the report, the
+    notes and the files of a build that reads it in one page; a source gone from the ledger since has its
+    record dropped."""
+    from chitragupta.engine.citations import store
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    one, two = _imported(tmp_path / "one", 41), _imported(tmp_path / "two", 41)
+    rep1 = store.build_references(one)
+    monkeypatch.setattr(store, "_PAGE", 7)
+    rep2 = store.build_references(two, jobs=2)
+    assert rep1 == rep2 and rep1["built"] == 41 and rep1["none"] >= 1
+    names = sorted(p.name for p in store.refs_folder(one).iterdir())
+    assert names == sorted(p.name for p in store.refs_folder(two).iterdir())
+    for name in names:
+        if name != "unlocated.idx":
+            d1, d2 = (json.loads((store.refs_folder(w) / name).read_bytes()) for w in (one, two))
+            d1.pop("stamp"), d2.pop("stamp")
+            assert d1 == d2
+    assert store.build_references(two)["kept"] == 41
+    with Ledger(two.ledger_path) as ledger:
+        gone = [r.citekey for r in ledger.rows()][7]  # the source without a list (s007)
+        assert gone == "s007"
+        with ledger.transaction():
+            ledger.delete([gone])
+    rep = store.build_references(two)
+    assert (rep["kept"], rep["none"], rep["built"]) == (40, rep1["none"] - 1, 0)
+    assert len(store._read_unlocated(store.refs_folder(two))) == rep1["none"] - 1

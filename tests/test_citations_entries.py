@@ -240,6 +240,7 @@ def _pdf_workspace(tmp_path, extra: dict[str, list[list[str]]] | None = None):
 
 def test_store_builds_keeps_rebuilds_and_removes(tmp_path):
     from chitragupta.engine.citations import RULES, all_references, build_references, references_of
+    from chitragupta.engine.citations.store import _fp_text, _h64, _key_hash, _name, _read_unlocated, _stamp
 
     ws = _pdf_workspace(tmp_path)
     rep = build_references(ws)
@@ -255,8 +256,11 @@ def test_store_builds_keeps_rebuilds_and_removes(tmp_path):
     files = sorted(p.name for p in folder.iterdir())
     # the source with a list has its file; the one without is a line of unlocated.idx, not a file of its own
     assert len(files) == 2 and files[1] == "unlocated.idx" and files[0].endswith(".json") and "/" not in files[0]
-    unlocated = json.loads((folder / "unlocated.idx").read_text())
-    assert unlocated["rules"] == RULES and [rec[0] for rec in unlocated["sources"].values()] == ["plain"]
+    unlocated = (folder / "unlocated.idx").read_bytes()
+    plain_path = _parsed_path(ws, "plain")
+    recs = _read_unlocated(folder).recs
+    assert len(recs) == 1 and recs["key"][0] == _key_hash(_name("plain", plain_path), "plain")
+    assert recs["stamp"][0] == _h64(_stamp(ws.root, plain_path))
     data = json.loads((folder / [f for f in files if f.startswith("refs")][0]).read_text())
     assert data["rules"] == RULES and data["citekey"] == "refs/paper" and len(data["entries"]) == 5
     assert set(data) >= {"rules", "fingerprint", "entries", "notes"}
@@ -275,17 +279,36 @@ def test_store_builds_keeps_rebuilds_and_removes(tmp_path):
     (folder / "unlocated.idx").write_text("[1, 2")  # damaged: the source without a list is looked at again
     rep = build_references(ws)
     assert (rep["built"], rep["none"]) == (1, 1) and any("unlocated.idx" in n and "rebuilt" in n for n in rep["notes"])
-    assert json.loads((folder / "unlocated.idx").read_text()) == unlocated and references_of(ws, "plain") is None
+    assert (folder / "unlocated.idx").read_bytes() == unlocated and references_of(ws, "plain") is None
 
     # a per-source file of an older build (``"located": false``) is kept as a line and removed
     (folder / "unlocated.idx").unlink()
-    name = next(iter(unlocated["sources"]))
-    key, stamp, fp = unlocated["sources"][name]
+    name, key, stamp, fp = _name("plain", plain_path), "plain", _stamp(ws.root, plain_path), _fp_text(recs["fp"][0])
     (folder / f"{name}.json").write_text(json.dumps({"rules": RULES, "citekey": key, "stamp": stamp,
                                                      "fingerprint": fp, "located": False, "entries": [], "notes": []}))
     rep = build_references(ws)
     assert (rep["kept"], rep["built"], rep["removed"]) == (2, 0, 1) and not (folder / f"{name}.json").exists()
-    assert json.loads((folder / "unlocated.idx").read_text()) == unlocated
+    assert (folder / "unlocated.idx").read_bytes() == unlocated
+
+    # the older list of sources without one (JSON, a [citekey, stamp, fingerprint] per file name) is taken
+    # in once: nothing parsed again, the file rewritten in today's form
+    (folder / "unlocated.idx").write_text(json.dumps({"rules": RULES, "sources": {name: [key, stamp, fp]}}))
+    rep = build_references(ws)
+    assert (rep["kept"], rep["built"], rep["none"]) == (2, 0, 1) and not rep["notes"]
+    assert (folder / "unlocated.idx").read_bytes() == unlocated and references_of(ws, "plain") is None
+    # a record cut short, or a header that lies about the count: rebuilt with a note
+    for bad in (unlocated[:-3], unlocated.replace(b'"count": 1', b'"count": 2')):
+        (folder / "unlocated.idx").write_bytes(bad)
+        rep = build_references(ws)
+        assert (rep["built"], rep["none"]) == (1, 1) and any("unlocated.idx" in n for n in rep["notes"])
+        assert (folder / "unlocated.idx").read_bytes() == unlocated
+
+
+def _parsed_path(ws, citekey):
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        return ledger.get(citekey).parsed_path
 
 
 def test_references_of_reads_the_text_when_no_artifact_is_there(tmp_path):

@@ -12,12 +12,21 @@ appendix heading, without one the plain-text span; the heading itself left out.
 
 ``fingerprint`` is a hash of the source's parsed text (the ``.txt``, or the sidecar's items) and
 ``RULES``: a file is rewritten only when it changes. ``stamp`` (the parsed file's and its sidecar's size
-and mtime, and RULES) lets an unchanged source skip even the reading. A source whose text holds no
-reference list gets no file of its own: it is one line of ``content/refs/unlocated.idx`` (JSON,
-``{"rules": RULES, "sources": {name: [citekey, stamp, fingerprint]}}``, rewritten only when it changes), so a
-large corpus of texts without lists (1M synthetic abstracts) costs one file, not a million; ``references_of``
-answers None for such a source. A file that is corrupt, foreign or of other rules is rebuilt with a note
-(the list of unlocated sources too); files of sources no longer in the ledger are removed. Written with the one atomic writer (``chitragupta.engine.files``), under the
+and mtime, a packed text's length and its pack's inode, and RULES) lets an unchanged source skip even the
+reading; a pack is stat'ed and opened once per build, not once per row. A source whose text holds no
+reference list gets no file of its own: it is one 32-byte record of ``content/refs/unlocated.idx``, so a
+large corpus of texts without lists (10M synthetic abstracts) costs one file of 32 bytes a source, held in
+memory as one array. The file: the line ``chitragupta unlocated 2``, a JSON line ``{"rules": RULES,
+"count": n, "record": ...}``, then n records of little-endian unsigned integers -- key (64 bits: blake2b
+of ``name + "\0" + citekey``), stamp (64 bits: blake2b of the stamp), fingerprint (its 128 bits, high
+half first) -- in key order; rewritten (atomically) only when its bytes change. An older one (JSON,
+``{"rules", "sources": {name: [citekey, stamp, fingerprint]}}``) is read, and written anew in this form by
+the next build. ``references_of`` answers None for such a source. A file that is corrupt, foreign or of
+other rules is rebuilt with a note (the list of unlocated sources too: a wrong header, a count that is not
+the body's, keys out of order); files of sources no longer in the ledger are removed. A build reads the
+ledger a page of rows at a time (``Ledger.index_page``) and keeps per source only what it writes: the
+records above and the names of the files with entries; a text is read only when its stamp changed, and
+one without the words a reference heading is made of (``may_have_heading``) is not searched further. Written with the one atomic writer (``chitragupta.engine.files``), under the
 workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
 the whole document's pages (``entries.running_lines``).
 """
@@ -82,17 +91,23 @@ def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
     return _input(Path(root), parsed_path).text
 
 
-def _input(root: Path, parsed_path: str | None) -> _Input:
+def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -> _Input:
     from chitragupta.engine.citations.entries import LazyWords
-    from chitragupta.engine.index.source import _inside_content, is_regular, read_text, sidecar_path
+    from chitragupta.engine.index.source import _inside_content, sidecar_path
 
     if not parsed_path or not _inside_content(parsed_path):
         return _Input(None, None, frozenset(), _fingerprint(None))
+    if texts is None:
+        texts = _Texts(root)
+        try:
+            return _input(root, parsed_path, texts)
+        finally:
+            texts.close()
     path = root / parsed_path
-    if not is_regular(path):
+    if not texts.has_text(parsed_path):  # a regular file, or a packed text's whole bytes
         return _Input(None, None, frozenset(), _fingerprint(None))
-    side = sidecar_path(path)
-    if is_regular(side):
+    if texts.has_sidecar(parsed_path):
+        side = sidecar_path(path)
         from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
         from chitragupta.engine.text.refcut import reference_span
 
@@ -116,8 +131,10 @@ def _input(root: Path, parsed_path: str | None) -> _Input:
     from chitragupta.engine.citations.entries import running_lines
     from chitragupta.engine.text.refcut import plain_reference_span
 
-    whole = read_text(path)
+    whole = texts.read_text(parsed_path)
     fp = _fingerprint(whole)
+    if not may_have_heading(whole):  # refcut's own first test, without its digest of the text
+        return _Input(None, None, frozenset(), fp)
     span = plain_reference_span(whole)
     if span is None:
         return _Input(None, None, frozenset(), fp)
@@ -149,18 +166,146 @@ def _parse(inp: _Input) -> tuple[list[Entry], list[str]]:
 
 def _stamp(root: Path, parsed_path: str | None) -> str:
     """What changes when a source's parsed text may have: its files' size and mtime, and RULES."""
-    from chitragupta.engine.index.source import sidecar_path
+    return _Texts(root).stamp(parsed_path)  # opens nothing: nothing to close
 
-    parts = [str(RULES), parsed_path or ""]
-    if parsed_path:
-        p = root / parsed_path
-        for f in (p, sidecar_path(p)):
+
+_HEADING_WORDS = None
+
+
+def may_have_heading(text: str) -> bool:
+    """False when ``text`` holds none of the words a plain reference heading is made of, so that
+    ``refcut.plain_reference_span(text)`` is None (it is that function's own first test, done before it
+    hashes the text to look up its kept spans): a text without a list costs one scan per word."""
+    global _HEADING_WORDS
+    if _HEADING_WORDS is None:
+        from chitragupta.engine.text.refcut import _WORDS
+
+        _HEADING_WORDS = tuple(_WORDS)
+    return any(w in text for w in _HEADING_WORDS)
+
+
+class _Texts:
+    """The file facts of one build's texts, found once per pack: a packed text's stamp, whether it is
+    whole and whether a sidecar stands beside it come from its pack's one ``stat`` (packs are never
+    rewritten in place: ``engine.corpus.texts``), and its bytes from the pack's one open file, where the
+    same functions per row (``engine.index.source.text_stamp``, ``has_text``, ``is_regular``,
+    ``read_text``) would stat and open the pack each time; a file of its own is stat'ed and read as
+    before. Held for one build (or one worker's chunk), then ``close``d: the workspace lock keeps the
+    files as they are meanwhile."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._packs: dict[str, tuple] = {}  # pack path (relative) -> (size or -1, inode, sidecar stamp)
+        self._fds: dict[str, tuple] = {}  # pack path -> (its open file, its size); (-1, -1): unreadable
+        self._last: tuple = (None, None)  # the last parsed path asked about, and its split_ref
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, {}
+        for fd, _size in fds.values():
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def _ref(self, parsed_path: str):
+        if self._last[0] != parsed_path:
+            from chitragupta.engine.corpus.texts import split_ref
+
+            self._last = (parsed_path, split_ref(parsed_path))
+        return self._last[1]
+
+    def _pack(self, pack: str) -> tuple:
+        got = self._packs.get(pack)
+        if got is None:
+            import stat as st_
+
+            from chitragupta.engine.index.source import sidecar_path, text_stamp
+
             try:
-                st = os.stat(f)
-                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+                st = os.stat(self.root / pack)
+                size, ino = (st.st_size, st.st_ino) if st_.S_ISREG(st.st_mode) else (-1, 0)
+            except (OSError, ValueError):
+                size, ino = -1, 0
+            # every text of a pack has the same sidecar path (its suffix replaced): one stamp per pack
+            got = self._packs[pack] = (size, ino, text_stamp(sidecar_path(self.root / (pack + "#0+0"))))
+        return got
+
+    def stamp(self, parsed_path: str | None) -> str:
+        parts = [str(RULES), parsed_path or ""]
+        if parsed_path:
+            ref = self._ref(parsed_path)
+            if ref is None:
+                from chitragupta.engine.index.source import sidecar_path, text_stamp
+
+                p = self.root / parsed_path
+                for f in (p, sidecar_path(p)):
+                    parts.append(text_stamp(f))  # size:mtime, "-" if none
+            else:
+                size, ino, side = self._pack(ref[0])
+                parts.append(f"{ref[2]}:pack:{ino}" if size >= ref[1] + ref[2] else "-")
+                parts.append(side)
+        return "|".join(parts)
+
+    def has_text(self, parsed_path: str) -> bool:
+        ref = self._ref(parsed_path)
+        if ref is None:
+            from chitragupta.engine.index.source import has_text
+
+            return has_text(self.root / parsed_path)
+        return self._pack(ref[0])[0] >= ref[1] + ref[2]
+
+    def has_sidecar(self, parsed_path: str) -> bool:
+        from chitragupta.engine.index.source import is_regular, sidecar_path
+
+        ref = self._ref(parsed_path)
+        if ref is not None and self._pack(ref[0])[2] == "-":
+            return False
+        return is_regular(sidecar_path(self.root / parsed_path))
+
+    def read_text(self, parsed_path: str) -> str:
+        """``engine.index.source.read_text`` of the text (decoded with errors="replace"; "" when it
+        cannot be read)."""
+        ref = self._ref(parsed_path)
+        if ref is None:
+            from chitragupta.engine.index.source import read_text
+
+            return read_text(self.root / parsed_path)
+        pack, offset, length = ref
+        got = self._fds.get(pack)
+        if got is None:
+            import stat as st_
+
+            fd, size = -1, -1
+            try:
+                fd = os.open(self.root / pack, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+                st = os.fstat(fd)
+                if not st_.S_ISREG(st.st_mode):  # a FIFO is never waited on
+                    os.close(fd)
+                    fd = -1
+                else:
+                    os.set_blocking(fd, True)
+                    size = st.st_size
             except OSError:
-                parts.append("-")
-    return "|".join(parts)
+                if fd >= 0:
+                    os.close(fd)
+                fd = -1
+            got = self._fds[pack] = (fd, size)
+        fd, size = got
+        if fd < 0 or size < offset + length:
+            return ""
+        try:
+            parts, pos, left = [], offset, length
+            while left:
+                b = os.pread(fd, left, pos)
+                if not b:
+                    return ""
+                parts.append(b)
+                pos += len(b)
+                left -= len(b)
+        except OSError:
+            return ""
+        return (parts[0] if len(parts) == 1 else b"".join(parts)).decode("utf-8", errors="replace")
 
 
 def _fingerprint(text: str | None) -> str:
@@ -197,29 +342,144 @@ def _read(path: Path) -> dict | None:
     return data
 
 
-def _read_unlocated(folder: Path) -> dict[str, list]:
-    """name -> [citekey, stamp, fingerprint] of the sources stored without a list; {} when the file is
-    missing or of other rules; ValueError when it is unreadable or not of that shape."""
-    data = read_json(folder / UNLOCATED, 1 << 34)
-    if data is _NO_FILE:
-        return {}
-    if not isinstance(data, dict) or not isinstance(data.get("sources"), dict):
-        raise ValueError("not a list of sources without a reference list")
-    if data.get("rules") != RULES:
-        return {}
-    out = {}
-    for name, rec in data["sources"].items():
-        if not (isinstance(rec, list) and len(rec) == 3 and all(isinstance(x, str) for x in rec)):
-            raise ValueError("not a list of sources without a reference list")
-        out[name] = rec
-    return out
+_MAGIC = b"chitragupta unlocated 2\n"
+_REC = None  # the record's numpy dtype, made when first needed (numpy is not imported with the package)
 
 
-def _unlocated_or_empty(folder: Path) -> dict[str, list]:
+def _rec_dtype():
+    global _REC
+    if _REC is None:
+        import numpy as np
+
+        _REC = np.dtype([("key", "<u8"), ("stamp", "<u8"), ("fp", "<u8", (2,))])
+    return _REC
+
+
+def _h64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def _key_hash(name: str, citekey: str) -> int:
+    return _h64(f"{name}\x00{citekey}")
+
+
+def _fp_pair(fp: str) -> tuple[int, int]:
     try:
-        return _read_unlocated(folder)
+        if len(fp) == 32:
+            return int(fp[:16], 16), int(fp[16:], 16)
     except ValueError:
-        return {}
+        pass
+    return 0, 0  # not a fingerprint this code writes: never equal to one (the text is read again)
+
+
+def _fp_text(pair) -> str:
+    return f"{int(pair[0]):016x}{int(pair[1]):016x}"
+
+
+class _Unlocated:
+    """The sources stored without a reference list, as the file ``unlocated.idx`` holds them (the module
+    docstring): records (key, stamp, fp), sorted by key, where key is a 64-bit hash of the source's file
+    name and citekey, stamp one of its stamp, fp its fingerprint's 128 bits."""
+
+    def __init__(self, recs=None):
+        import numpy as np
+
+        self.recs = np.zeros(0, _rec_dtype()) if recs is None else recs
+
+    def __len__(self) -> int:
+        return len(self.recs)
+
+    def find(self, keys):
+        """Each key's record number, or -1."""
+        import numpy as np
+
+        keys = np.asarray(keys, dtype=np.uint64)
+        if not len(self.recs):
+            return np.full(len(keys), -1, dtype=np.int64)
+        at = np.searchsorted(self.recs["key"], keys)
+        at[at >= len(self.recs)] = 0
+        return np.where(self.recs["key"][at] == keys, at, -1)
+
+    def get(self, name: str, citekey: str) -> tuple[int, str] | None:
+        """(stamp hash, fingerprint) of one source, or None."""
+        j = int(self.find([_key_hash(name, citekey)])[0])
+        if j < 0:
+            return None
+        return int(self.recs["stamp"][j]), _fp_text(self.recs["fp"][j])
+
+    def to_bytes(self) -> bytes:
+        head = json.dumps({"rules": RULES, "count": len(self.recs), "record": "key:u64le stamp:u64le fp:u128"})
+        return _MAGIC + head.encode() + b"\n" + self.recs.tobytes()
+
+
+def _read_unlocated(folder: Path, check: bool = True) -> "_Unlocated | None":
+    """The sources stored without a list; None when the file is missing or of other rules; ValueError
+    when it is unreadable or not of the shape. An older file (JSON, ``{"rules", "sources": {name:
+    [citekey, stamp, fingerprint]}}``) is read too (``_Unlocated.legacy`` set: the build writes it anew).
+    ``check``: make sure the records are in key order (a reader of one record skips it)."""
+    import numpy as np
+
+    from chitragupta.engine.files import FileRefused, read_limited
+
+    path = folder / UNLOCATED
+    try:
+        raw = read_limited(path, 1 << 38)
+    except FileNotFoundError:
+        return None
+    except (OSError, FileRefused):
+        raise ValueError("not a readable file") from None
+    if raw[:1] == b"{":
+        return _legacy_unlocated(raw)
+    bad = ValueError("not a list of sources without a reference list")
+    if not raw.startswith(_MAGIC):
+        raise bad
+    nl = raw.find(b"\n", len(_MAGIC))
+    try:
+        head = json.loads(raw[len(_MAGIC):nl]) if nl > 0 else None
+    except (ValueError, UnicodeDecodeError):
+        head = None
+    if not isinstance(head, dict) or not isinstance(head.get("count"), int) or head["count"] < 0:
+        raise bad
+    dt = _rec_dtype()
+    body = memoryview(raw)[nl + 1:]
+    if len(body) != head["count"] * dt.itemsize:
+        raise bad
+    if head.get("rules") != RULES:
+        return None
+    recs = np.frombuffer(body, dtype=dt)
+    if check and len(recs) > 1 and not bool(np.all(recs["key"][1:] >= recs["key"][:-1])):
+        raise bad
+    return _Unlocated(recs)
+
+
+def _legacy_unlocated(raw: bytes) -> "_Unlocated | None":
+    import numpy as np
+
+    bad = ValueError("not a list of sources without a reference list")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ValueError("not a readable JSON file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("sources"), dict):
+        raise bad
+    if data.get("rules") != RULES:
+        return None
+    recs = np.zeros(len(data["sources"]), _rec_dtype())
+    for j, (name, rec) in enumerate(data["sources"].items()):
+        if not (isinstance(rec, list) and len(rec) == 3 and all(isinstance(x, str) for x in rec)):
+            raise bad
+        recs[j] = (_key_hash(name, rec[0]), _h64(rec[1]), _fp_pair(rec[2]))
+    recs.sort(order="key", kind="stable")
+    got = _Unlocated(recs)
+    got.legacy = True
+    return got
+
+
+def _unlocated_or_empty(folder: Path) -> "_Unlocated":
+    try:
+        return _read_unlocated(folder, check=False) or _Unlocated()
+    except ValueError:
+        return _Unlocated()
 
 
 def _present(folder: Path) -> set[str]:
@@ -234,11 +494,30 @@ def _entries(data: dict) -> list[Entry]:
     return [Entry.from_json(d) for d in data["entries"]]
 
 
-def _rows(ws) -> list:
+_PAGE = 1 << 16  # ledger rows read at a time
+
+
+def _row_pages(ws, size: int | None = None):
+    """The ledger's (citekey, status, parsed_path), in citekey order, a list of at most ``size``
+    (``_PAGE``) at a time (a build holds one page, never every row)."""
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    size = size or _PAGE
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        after = None
+        while True:
+            page = ledger.index_page(after, size)
+            if not page:
+                return
+            yield page
+            after = page[-1][0]
+
+
+def _row_count(ws) -> int:
     from chitragupta.engine.corpus.ledger import Ledger
 
     with Ledger(ws.ledger_path, create=False) as ledger:
-        return ledger.index_view()
+        return ledger.count()
 
 
 def references_of(workspace, citekey: str) -> list[Entry] | None:
@@ -259,8 +538,8 @@ def references_of(workspace, citekey: str) -> list[Entry] | None:
     except ValueError:
         data = None
     if data is None:
-        rec = _unlocated_or_empty(folder).get(name)
-        if rec is not None and rec[0] == citekey and rec[1] == _stamp(workspace.root, parsed_path):
+        rec = _unlocated_or_empty(folder).get(name, citekey)
+        if rec is not None and rec[0] == _h64(_stamp(workspace.root, parsed_path)):
             return None
     if (data is not None and data.get("citekey") == citekey and data.get("rules") == RULES
             and data.get("stamp") == _stamp(workspace.root, parsed_path)):
@@ -281,7 +560,9 @@ def all_references(workspace, fingerprints: dict | None = None) -> dict[str, lis
     folder = refs_folder(workspace)
     out: dict[str, list[Entry]] = {}
     present = _present(folder)
-    for key, _title, status, parsed_path in _rows(workspace):
+    if not present:  # no source has a list: the ledger is not read
+        return out
+    for key, status, parsed_path in (r for page in _row_pages(workspace) for r in page):
         if status != "parsed":
             continue
         file = f"{_name(key, parsed_path)}.json"
@@ -316,50 +597,61 @@ def build_references(workspace, progress: Progress | None = None, *, lock: bool 
         return _build(workspace, progress, jobs)
 
 
-_CHUNK = 32  # sources a worker parses per task
+_CHUNK = 1024  # sources a worker parses per task, at most (fewer when there are few: see ``_parse_all``)
 
 
-def _parsed(root: Path, parsed_path: str | None, old_fp: str | None) -> tuple:
+def _parsed(root: Path, parsed_path: str | None, old_fp: str | None, texts: "_Texts | None" = None) -> tuple:
     """(fingerprint, located, entries as JSON, notes) of one source's list; (fingerprint, None, None, None)
-    when its text's fingerprint is ``old_fp`` (the stored file is current: nothing parsed)."""
-    inp = _input(root, parsed_path)
+    when its text's fingerprint is ``old_fp`` (the stored file is current: nothing parsed);
+    (fingerprint, False, None, None) when it has no list."""
+    inp = _input(root, parsed_path, texts)
     if old_fp is not None and inp.fingerprint == old_fp:
         return inp.fingerprint, None, None, None
     if inp.text is None:
-        return inp.fingerprint, False, [], []
+        return inp.fingerprint, False, None, None
     entries, notes = _parse(inp)
     return inp.fingerprint, True, [e.to_json() for e in entries], notes
 
 
 def _parse_chunk(root: Path, items: list) -> list:
-    return [_parsed(root, pp, fp) for pp, fp in items]
+    texts = _Texts(root)
+    try:
+        return [_parsed(root, pp, fp, texts) for pp, fp in items]
+    finally:
+        texts.close()
 
 
-def _parse_all(root: Path, items: list, jobs: int):
+def _parse_all(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
     """``_parsed`` of each (parsed path, old fingerprint) of ``items``, in order: here, or by ``jobs``
-    worker processes (``engine.workers.process_pool``) a chunk at a time, at most ``2 * jobs`` chunks
-    waiting."""
-    chunks = [items[a:a + _CHUNK] for a in range(0, len(items), _CHUNK)]
+    worker processes (``engine.workers.process_pool``, started on the first call that has work for two
+    chunks and kept in ``pool`` for the build's later calls) a chunk at a time, at most ``2 * jobs``
+    chunks waiting. A chunk is ``_CHUNK`` sources, or fewer so that each worker has 4 at least."""
+    size = max(1, min(_CHUNK, len(items) // (4 * max(jobs, 1))))
+    chunks = [items[a:a + size] for a in range(0, len(items), size)]
     if jobs <= 1 or len(chunks) <= 1:
         for pp, fp in items:
-            yield _parsed(root, pp, fp)
+            yield _parsed(root, pp, fp, texts)
         return
-    from chitragupta.engine.workers import process_pool
+    if "ex" not in pool:
+        from chitragupta.engine.workers import process_pool
 
-    with process_pool(min(jobs, len(chunks))) as ex:
-        pending, nxt = [], 0
-        for _ in chunks:
-            while nxt < len(chunks) and len(pending) < 2 * jobs:
-                pending.append(ex.submit(_parse_chunk, root, chunks[nxt]))
-                nxt += 1
-            yield from pending.pop(0).result()
+        pool["cm"] = process_pool(jobs)
+        pool["ex"] = pool["cm"].__enter__()
+    ex = pool["ex"]
+    pending, nxt = [], 0
+    for _ in chunks:
+        while nxt < len(chunks) and len(pending) < 2 * jobs:
+            pending.append(ex.submit(_parse_chunk, root, chunks[nxt]))
+            nxt += 1
+        yield from pending.pop(0).result()
 
 
 def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
+    import numpy as np
+
     from chitragupta.engine.files import fsync_dir, replace_in_folder
 
     built = kept = none = total = removed = 0
-    rows = _rows(workspace)
     folder = refs_folder(workspace)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -368,79 +660,116 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
 
         raise WorkspaceError(f"{folder}: cannot keep the reference entries there ({err.strerror or err}); "
                              "move what stands there away") from None
+    root = workspace.root
+    texts = _Texts(root)
     wanted: set[str] = set()
-    n = len(rows)
-    row_notes: list[list[str]] = [[] for _ in range(n)]
+    n = _row_count(workspace)
+    notes: list[str] = []  # in ledger order: a row's notes are added when it is done
+    tail_notes: list[str] = []
     present = _present(folder)
     try:
         unlocated_old = _read_unlocated(folder)
     except ValueError as err:
-        row_notes.append([f"{REFS_DIR}/{UNLOCATED} {err}; rebuilt"])
-        unlocated_old = {}
-    unlocated: dict[str, list] = {}
-    todo: list[tuple[int, str, str, str, dict | None]] = []  # (row, citekey, file name, stamp, old file)
-    for i, (key, _title, status, parsed_path) in enumerate(rows):
-        if status != "parsed" or not parsed_path:
-            continue
-        name = _name(key, parsed_path)
-        path = folder / f"{name}.json"
-        stamp = _stamp(workspace.root, parsed_path)
-        old = None
-        if path.name in present:
-            try:
-                old = _read(path)
-            except ValueError as err:
-                row_notes[i].append(f"{key}: {REFS_DIR}/{path.name} {err}; rebuilt")
-        if old is not None and (old.get("citekey") != key or old.get("rules") != RULES):
-            old = None
-        if old is None:
-            rec = unlocated_old.get(name)
-            if rec is not None and rec[0] == key:
-                old = {"citekey": key, "stamp": rec[1], "fingerprint": rec[2], "located": False, "entries": [],
-                       "notes": []}
-        if old is not None and old.get("stamp") == stamp:
-            kept += 1
-            if old.get("located", True):
-                total += len(old["entries"])
-                wanted.add(path.name)
-            else:
-                none += 1
-                unlocated[name] = [key, stamp, str(old["fingerprint"])]
-            continue
-        todo.append((i, key, name, stamp, old))
-    items = [(rows[i][3], None if old is None else old.get("fingerprint")) for i, _k, _n, _s, old in todo]
-    done = 0
-    for (i, key, name, stamp, old), (fp, located, entries_json, list_notes) in zip(
-            todo, _parse_all(workspace.root, items, jobs)):
-        if progress is not None and done % 200 == 0:
-            progress(i, n)
-        done += 1
-        if located is None:  # the text is as it was: the stored entries kept, the file restamped
-            entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
-            kept += 1
-        else:
-            row_notes[i].extend(f"{key}: {note}" for note in list_notes)
-            built += 1
-        if not located:
-            none += 1
-            unlocated[name] = [key, stamp, fp]
-            continue
-        total += len(entries_json)
-        wanted.add(f"{name}.json")
-        data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
-                "entries": entries_json, "notes": list_notes}
-        replace_in_folder(str(folder), f"{name}.json",
-                          json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), "refs")
-    if unlocated != unlocated_old or (not unlocated and (folder / UNLOCATED).exists()):
-        if unlocated:
-            replace_in_folder(str(folder), UNLOCATED, json.dumps(
-                {"rules": RULES, "sources": unlocated}, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
-                "refs")
-        else:
-            try:
-                os.unlink(folder / UNLOCATED)
-            except OSError:
-                pass
+        tail_notes.append(f"{REFS_DIR}/{UNLOCATED} {err}; rebuilt")
+        unlocated_old = None
+    rewrite = unlocated_old is not None and getattr(unlocated_old, "legacy", False)
+    if unlocated_old is None:
+        unlocated_old = _Unlocated()
+    dt = _rec_dtype()
+    new_parts: list = []  # arrays of the records of the sources without a list, a page at a time
+    pool: dict = {}
+    base = 0
+    try:
+        for page in _row_pages(workspace):
+            if progress is not None:
+                progress(base, n)
+            # the rows to look at, and their hashes looked up in the old list of sources without one
+            rows = []
+            for i, (key, status, parsed_path) in enumerate(page, start=base):
+                if status != "parsed" or not parsed_path:
+                    continue
+                name = _name(key, parsed_path)
+                rows.append((i, key, parsed_path, name, texts.stamp(parsed_path)))
+            base += len(page)
+            hkeys = np.fromiter((_key_hash(r[3], r[1]) for r in rows), dtype=np.uint64, count=len(rows))
+            found = unlocated_old.find(hkeys)
+            recs = np.zeros(len(rows), dt)  # this page's records of sources without a list
+            nrec = 0
+            todo: list[tuple] = []  # (row, citekey, name, stamp, old file, key hash, parsed path)
+            for (i, key, parsed_path, name, stamp), hk, j in zip(rows, hkeys.tolist(), found.tolist()):
+                file = f"{name}.json"
+                old = None
+                if file in present:
+                    try:
+                        old = _read(folder / file)
+                    except ValueError as err:
+                        notes.append(f"{key}: {REFS_DIR}/{file} {err}; rebuilt")
+                    if old is not None and (old.get("citekey") != key or old.get("rules") != RULES):
+                        old = None
+                if old is not None and old.get("stamp") == stamp:
+                    kept += 1
+                    if old.get("located", True):
+                        total += len(old["entries"])
+                        wanted.add(file)
+                    else:  # a file of an older build that wrote one per source without a list
+                        none += 1
+                        recs[nrec] = (hk, _h64(stamp), _fp_pair(str(old["fingerprint"])))
+                        nrec += 1
+                    continue
+                if old is None and j >= 0:
+                    r = unlocated_old.recs[j]
+                    if int(r["stamp"]) == _h64(stamp):
+                        kept += 1
+                        none += 1
+                        recs[nrec] = r
+                        nrec += 1
+                        continue
+                    old = {"fingerprint": _fp_text(r["fp"]), "located": False, "entries": [], "notes": []}
+                todo.append((i, key, name, stamp, old, hk, parsed_path))
+            items = [(t[6], None if t[4] is None else t[4].get("fingerprint")) for t in todo]
+            done = 0
+            for (i, key, name, stamp, old, hk, _pp), (fp, located, entries_json, list_notes) in zip(
+                    todo, _parse_all(root, items, jobs, pool, texts)):
+                if progress is not None and done % 2000 == 0 and done:
+                    progress(i, n)
+                done += 1
+                if located is None:  # the text is as it was: the stored entries kept, the file restamped
+                    entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
+                    kept += 1
+                else:
+                    notes.extend(f"{key}: {note}" for note in list_notes or ())
+                    built += 1
+                if not located:
+                    none += 1
+                    recs[nrec] = (hk, _h64(stamp), _fp_pair(fp))
+                    nrec += 1
+                    continue
+                total += len(entries_json)
+                wanted.add(f"{name}.json")
+                data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
+                        "entries": entries_json, "notes": list_notes}
+                replace_in_folder(str(folder), f"{name}.json",
+                                  json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+                                  "refs")
+            if nrec:
+                new_parts.append(recs[:nrec].copy())
+    finally:
+        texts.close()
+        if "cm" in pool:
+            pool["cm"].__exit__(None, None, None)
+    recs = np.concatenate(new_parts) if new_parts else np.zeros(0, dt)
+    del new_parts
+    if len(recs):
+        recs = recs[np.argsort(recs["key"], kind="stable")]
+    unlocated = _Unlocated(recs)
+    if len(unlocated):
+        if rewrite or len(unlocated_old) != len(unlocated) or unlocated_old.recs.tobytes() != recs.tobytes():
+            replace_in_folder(str(folder), UNLOCATED, unlocated.to_bytes(), "refs")
+    elif (folder / UNLOCATED).exists():
+        try:
+            os.unlink(folder / UNLOCATED)
+        except OSError:
+            pass
     for entry in os.scandir(folder):
         if entry.name.endswith(".json") and entry.name not in wanted:
             try:
@@ -452,7 +781,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
     if progress is not None:
         progress(n, n)
     return {"built": built, "kept": kept, "none": none, "sources": built + kept - none, "entries": total,
-            "removed": removed, "notes": [note for notes in row_notes for note in notes]}
+            "removed": removed, "notes": notes + tail_notes}
 
 
 def summary_line(report: dict) -> str:
