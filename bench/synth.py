@@ -1,7 +1,7 @@
 """Seeded synthetic corpora drawn from a real collection's statistics, written as normal workspaces.
 
     python -m bench synth --docs 100000 --out /work/scale-ws/synth-100k [--seed 0] [--from ../shared/data/scifact]
-                          [--writer fast|import] [--mean-length RUNS]
+                          [--mean-length RUNS]
 
 The model, fitted to the source collection's ``corpus.jsonl`` (every statistic is over the tokenizer's raw
 ``[a-z0-9]+`` runs of the lowercased text, stopwords included):
@@ -23,10 +23,10 @@ Documents are generated in blocks of ``BLOCK`` with a generator seeded by ``(see
 ``i`` is the same whatever ``--docs`` is: a 100k corpus is the first 100k documents of the 1M one.
 
 The output folder is a normal workspace: ``corpus.jsonl`` at its root (BEIR layout, ``_id`` = ``syn0000042``),
-and ``content/`` as ``chitragupta import -w DIR DIR/corpus.jsonl`` leaves it. ``--writer import`` runs the
-product's own import; ``--writer fast`` (the default) writes the same ledger rows and parsed files in
-large transactions without import's per-file temp + rename (test_scale checks both give the same
-workspace). Either way the workspace is assembled in ``DIR.tmp-<pid>`` and renamed into place at the end.
+and ``content/`` as ``chitragupta import -w DIR DIR/corpus.jsonl`` leaves it: the product's own import
+writes it (its texts in a few packs, ``chitragupta.engine.corpus.texts``; the bulk writer that once
+wrote one file a document faster than import did is gone). The workspace is assembled in
+``DIR.tmp-<pid>`` and renamed into place at the end.
 """
 
 from __future__ import annotations
@@ -219,51 +219,7 @@ def _write_jsonl(path: Path, docs) -> int:
     return n
 
 
-def _fast_import(root: Path, corpus: Path, progress=None) -> int:
-    """What ``import_jsonl`` leaves in a fresh workspace, written in bulk: same rows, same files."""
-    from chitragupta.engine.corpus.jsonl import iter_jsonl
-    from chitragupta.engine.corpus.ledger import Ledger, LedgerRow
-    from chitragupta.engine.corpus.sync import text_hash
-    from chitragupta.engine.workspace import Workspace, safe_name
-
-    ws = Workspace.open(root)
-    ws.parsed_dir.mkdir(parents=True, exist_ok=True)
-    origin = corpus.resolve().relative_to(ws.root).as_posix()
-    problems: list[str] = []
-    n = 0
-    with Ledger(ws.ledger_path) as ledger:
-        batch: list[LedgerRow] = []
-
-        def flush():
-            with ledger.transaction():
-                ledger.upsert(batch)
-            batch.clear()
-
-        for rec in iter_jsonl(corpus, problems):
-            name = safe_name(rec.citekey)
-            if name != rec.citekey:  # synthetic keys are plain; a foreign corpus goes through import
-                raise SystemExit(f"{rec.citekey!r} is not a plain citekey; use --writer import")
-            path = ws.parsed_path(name)
-            with open(path, "wb") as f:  # the whole workspace is renamed into place at the end
-                f.write(rec.text.encode("utf-8"))
-            batch.append(LedgerRow(citekey=rec.citekey, title=rec.title, abstract=rec.abstract, keywords=rec.keywords,
-                                   status="parsed", origin=origin, parsed_path=ws.relative(path),
-                                   source_hash=text_hash(rec.title, rec.text, rec.abstract), backend="jsonl"))
-            n += 1
-            if len(batch) >= 20_000:
-                flush()
-                if progress:
-                    progress(n)
-        flush()
-        with ledger.transaction():
-            ledger.set_meta("last_source", origin)
-    if problems:
-        raise SystemExit("\n".join(problems[:5]))
-    return n
-
-
-def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: str = "fast",
-                    log=None) -> dict:
+def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, log=None) -> dict:
     """Generate ``n`` documents into a new workspace at ``out`` (which must not exist). Returns timings."""
     out = Path(out)
     if out.exists():
@@ -277,19 +233,16 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: s
         t1 = wall_clock()
         if log:
             log(f"generated {n:,} documents into {corpus.name} in {t1 - t0:.1f} s")
-        if writer == "import":
-            from chitragupta.engine.corpus.sync import import_jsonl
-            from chitragupta.engine.workspace import Workspace
+        from chitragupta.engine.corpus.sync import import_jsonl
+        from chitragupta.engine.workspace import Workspace
 
-            ws = Workspace.open(tmp)
-            with ws.lock("synth import"):
-                report = import_jsonl(ws, corpus)
-            if report.problems:
-                raise SystemExit("\n".join(report.problems[:5]))
-        else:
-            _fast_import(tmp, corpus, progress=(lambda k: log(f"  {k:,} rows")) if log and n >= 200_000 else None)
+        ws = Workspace.open(tmp)
+        with ws.lock("synth import"):
+            report = import_jsonl(ws, corpus)
+        if report.problems:
+            raise SystemExit("\n".join(report.problems[:5]))
         t2 = wall_clock()
-        meta = {"docs": n, "seed": seed, "source": stats.source, "writer": writer, "zipf_a": ZIPF_A,
+        meta = {"docs": n, "seed": seed, "source": stats.source, "writer": "import", "zipf_a": ZIPF_A,
                 "mean_length": round(float(stats.lengths.mean()), 2),
                 "p_new": stats.p_new, "repeat": stats.repeat, "distinct_ratio": stats.distinct_ratio,
                 "generate_s": round(t1 - t0, 2), "write_s": round(t2 - t1, 2)}
@@ -299,7 +252,7 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, writer: s
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if log:
-        log(f"workspace {out}: {writer} writer, {t2 - t1:.1f} s")
+        log(f"workspace {out}: imported in {t2 - t1:.1f} s")
     return meta
 
 
@@ -312,8 +265,6 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--from", dest="source", default=str(DEFAULT_DATA / "scifact"),
                     help="a BEIR collection folder whose corpus.jsonl gives the statistics")
-    ap.add_argument("--writer", choices=["fast", "import"], default="fast",
-                    help="fast: bulk ledger + parsed files; import: the product's `import` path")
     ap.add_argument("--mean-length", type=float, default=None,
                     help="scale the source's body lengths to this mean (in runs): short documents, as NPL's")
     args = ap.parse_args(argv)
@@ -324,7 +275,7 @@ def main(argv=None) -> int:
     stats = fit(Path(args.source), seed=args.seed, mean_length=args.mean_length)
     log(f"fitted {Path(args.source).name}: {len(stats.words):,} body words, p_new {stats.p_new:.4f}, "
         f"repeat {stats.repeat:.3f} (distinct/length {stats.distinct_ratio:.3f}) in {wall_clock() - t:.1f} s")
-    meta = write_workspace(stats, args.docs, Path(args.out), seed=args.seed, writer=args.writer, log=log)
+    meta = write_workspace(stats, args.docs, Path(args.out), seed=args.seed, log=log)
     print(json.dumps(meta))
     return 0
 

@@ -45,15 +45,16 @@ def write_jsonl(path: Path, records) -> Path:
     return path
 
 
-def make_workspace(tmp: Path, records) -> Path:
-    """A workspace imported from ``records`` (not yet indexed)."""
+def make_workspace(tmp: Path, records, *, packed: bool = False) -> Path:
+    """A workspace imported from ``records`` (not yet indexed); one parsed file a record unless ``packed``
+    (tests here reach the files; test_import_packed checks that packs give the same outputs)."""
     from chitragupta.engine.corpus.sync import import_jsonl
     from chitragupta.engine.workspace import Workspace
 
     ws_dir = tmp / "ws"
     ws_dir.mkdir(parents=True, exist_ok=True)
     src = write_jsonl(tmp / "corpus.jsonl", records)
-    import_jsonl(Workspace.open(ws_dir), src)
+    import_jsonl(Workspace.open(ws_dir), src, packed=packed)
     return ws_dir
 
 

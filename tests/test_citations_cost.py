@@ -137,7 +137,7 @@ def _imported(root, n: int):
     src = root / "corpus.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     ws = Workspace.open(root / "ws", create=True)
-    import_jsonl(ws, src)
+    import_jsonl(ws, src, packed=False)  # one file a text: a test below touches them
     return ws
 
 

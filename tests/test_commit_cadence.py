@@ -18,7 +18,8 @@ import chitragupta.engine.corpus.committer as committer_mod
 import chitragupta.engine.corpus.importer as importer_mod
 from chitragupta.engine.corpus.committer import SIDECAR_SUFFIX, TXT
 from chitragupta.engine.corpus.ledger import Ledger
-from chitragupta.engine.corpus.sync import import_jsonl, sync
+from chitragupta.engine.corpus.sync import sync
+from test_import import import_jsonl  # one file a record, the layout these tests pin (packs: test_import_packed)
 from chitragupta.engine.demo.tinypdf import write_pdf
 from chitragupta.engine.workspace import Workspace
 from chitragupta.enrich.embed import COMMIT_ENV, COMMIT_EVERY_SECONDS, commit_due, commit_every
@@ -161,6 +162,7 @@ def test_the_cli_says_what_a_full_disk_import_removed(tmp_path, monkeypatch):
     src = write_jsonl(tmp_path / "c.jsonl", _records(30))
     monkeypatch.setattr(importer_mod, "_BATCH_ROWS", 10)
     _full_disk_at(monkeypatch, 26)
+    monkeypatch.setattr("chitragupta.engine.corpus.sync.import_jsonl", import_jsonl)  # the CLI, per file
     p = run_main("import", "-w", tmp_path / "ws", src)
     one_error_line_after_progress(p, "import stopped", "No space left on device", "20 source(s) committed",
                                   "the 5 parsed file(s) it wrote for sources not yet committed were removed",

@@ -200,8 +200,11 @@ def test_embed_stage_builds_a_checked_store(built, encoder):
     ws = Workspace.open(built)
     chunker = chunker_for(encoder)
     assert chunker is not None and store.recipe["chunks"] == chunker.rule
+    from chitragupta.engine.corpus.ledger import Ledger
+
     for key in ("oceanlong", "vaccine"):
-        text = document_text(ws, key, f"content/parsed/{key}.txt")
+        with Ledger(ws.ledger_path) as led:  # (the import packed its texts: the row says where)
+            text = document_text(ws, key, led.get(key).parsed_path)
         title = store.titles[store.citekeys.index(key)]
         spans = chunker.spans(text, title)
         r = rows[key]

@@ -19,13 +19,21 @@ import chitragupta.engine.corpus.importer as importer_mod
 from chitragupta.engine.corpus.committer import ParsedFolder
 from chitragupta.engine.corpus.jsonl import iter_jsonl
 from chitragupta.engine.corpus.ledger import Ledger
-from chitragupta.engine.corpus.sync import assign_names, import_jsonl, text_hash
+from chitragupta.engine.corpus.sync import assign_names, text_hash
+from chitragupta.engine.corpus.sync import import_jsonl as _import_jsonl
 from chitragupta.engine.workspace import Workspace, hashed_name, replace_in_folder, safe_name
 from conftest import one_error_line_after_progress, random_docs, run_main, write_jsonl, write_lines
 
 
 class Boom(Exception):
     pass
+
+
+def import_jsonl(ws, path, progress=None):
+    """The per-file layout (one ``.txt`` a record), which every test here pins: what an import wrote before
+    packs, and still writes when asked (``packed=False``). The packed layout, the default, is pinned by
+    ``tests/test_import_packed.py``."""
+    return _import_jsonl(ws, path, progress, packed=False)
 
 
 def _ws(tmp_path: Path) -> Workspace:
@@ -561,6 +569,8 @@ def test_a_full_disk_during_import_is_one_line_and_leaves_nothing_half_written(t
         return real(folder, name, data, tag)
 
     monkeypatch.setattr(committer_mod, "replace_in_folder", full)
+    import chitragupta.engine.corpus.sync as sync_mod
+    monkeypatch.setattr(sync_mod, "import_jsonl", import_jsonl)  # the CLI's import, per file
     p = run_main("import", "-w", tmp_path / "ws", src)  # was: an OSError traceback
     one_error_line_after_progress(p, "No space left on device", "import stopped", "run the import again")
     _rows_and_files_whole(tmp_path / "ws")

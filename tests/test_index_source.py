@@ -44,10 +44,23 @@ def _finishes(fn, fifos: list[Path], seconds: float = 20.0):
     return out.get("value")
 
 
+def _per_file_workspace(tmp_path: Path, n: int = 6) -> Path:
+    """``imported_workspace`` with one parsed file a record (``import_jsonl(packed=False)``, the layout
+    before packs, which workspaces imported then keep)."""
+    from chitragupta.engine.corpus.importer import import_jsonl
+
+    src = write_lines(tmp_path / "c.jsonl", *(json.dumps({"_id": f"d{i}", "title": f"title {i}",
+                                                     "text": f"twin model number {i} sensor"}) for i in range(n)))
+    ws_dir = tmp_path / "ws"
+    import_jsonl(Workspace.open(ws_dir, create=True), src, packed=False)
+    assert run_main("index", "-w", ws_dir).returncode == 0
+    return ws_dir
+
+
 def test_a_fifo_for_a_parsed_text_is_missing_text_not_a_hang(tmp_path):
     from chitragupta.engine.index.manage import refresh
 
-    ws_dir = imported_workspace(tmp_path)
+    ws_dir = _per_file_workspace(tmp_path)
     ws = Workspace.open(ws_dir)
     txt = ws.parsed_dir / "d2.txt"
     txt.unlink()

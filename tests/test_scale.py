@@ -4,6 +4,7 @@ import json
 import os
 import sqlite3
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,23 +71,26 @@ def test_generator_is_seeded_reproducible_and_prefix_stable(stats):
     assert new and all(w.startswith("zz") for w in new)  # the open tail adds words the source never had
 
 
-def test_fast_writer_equals_the_import_path_and_the_cli_searches_it(stats, tmp_path):
-    fast = tmp_path / "fast"
-    imp = tmp_path / "imp"
-    synth.write_workspace(stats, 60, fast, seed=3, writer="fast")
-    synth.write_workspace(stats, 60, imp, seed=3, writer="import")
-    q = ("SELECT citekey, title, abstract, keywords, status, reason, parsed_path, origin, source_hash, backend "
-         "FROM sources ORDER BY citekey")
-    with sqlite3.connect(fast / "content" / "ledger.sqlite") as a, sqlite3.connect(imp / "content" / "ledger.sqlite") as b:
+def test_the_synthetic_workspace_is_what_import_leaves_and_the_cli_searches_it(stats, tmp_path):
+    from chitragupta.engine.corpus.texts import is_ref
+    from chitragupta.engine.index.source import read_text
+
+    out = tmp_path / "synth"
+    meta = synth.write_workspace(stats, 60, out, seed=3)
+    assert meta["writer"] == "import" and meta["docs"] == 60
+    q = "SELECT citekey, title, parsed_path, origin, backend FROM sources ORDER BY citekey"
+    with sqlite3.connect(out / "content" / "ledger.sqlite") as a:
         rows = a.execute(q).fetchall()
-        assert len(rows) == 60 and rows == b.execute(q).fetchall()
-    for key, *_ in rows:
-        assert (fast / f"content/parsed/{key}.txt").read_bytes() == (imp / f"content/parsed/{key}.txt").read_bytes()
+    docs = list(synth.documents(stats, 60, seed=3))
+    assert [(k, t) for k, t, *_ in rows] == [(k, t) for k, t, _text in docs]
+    assert all(is_ref(p) and origin == "corpus.jsonl" and backend == "jsonl" for _k, _t, p, origin, backend in rows)
+    assert [read_text(out / p) for _k, _t, p, *_ in rows] == [text for _k, _t, text in docs]  # packed, read back
+    assert [p.name for p in (out / "content" / "parsed").iterdir()] == ["packs"]  # no file a document
     assert not list(tmp_path.glob("*.tmp-*"))  # assembled aside, renamed into place
     with pytest.raises(SystemExit):
-        synth.write_workspace(stats, 5, fast)  # never over an existing folder
+        synth.write_workspace(stats, 5, out)  # never over an existing folder
     word = next(t for _k, t, *_ in rows if t).split()[0]
-    p = run_cli("search", "-w", fast, word, "--json", "-k", "3", check=True)
+    p = run_cli("search", "-w", out, word, "--json", "-k", "3", check=True)
     assert json.loads(p.stdout)
 
 
@@ -111,11 +115,20 @@ def spied(monkeypatch):
     return calls
 
 
-def _settled(tmp_path, n=40):
+def _age_texts(ws, seconds=30.0):
+    """``_age`` of the folders the stamp reads: content/parsed/ and its packs/ (when there)."""
+    _age(ws.parsed_dir, seconds)
+    if (ws.parsed_dir / "packs").is_dir():
+        _age(ws.parsed_dir / "packs", seconds)
+
+
+def _settled(tmp_path, n=40, *, packed=True):
+    """An indexed workspace whose up-to-date stamp is recorded: its texts in packs, or one file a record."""
     docs = random_docs(31, n)
-    ws = Workspace.open(make_workspace(tmp_path, docs))
+    ws = Workspace.open(tmp_path / "ws", create=True)
+    import_jsonl(ws, write_jsonl(tmp_path / "corpus.jsonl", docs), packed=packed)
     refresh(ws)
-    _age(ws.parsed_dir)
+    _age_texts(ws)
     assert open_current(ws).check == "scan"  # verified once, stamp recorded
     return ws, docs
 
@@ -176,22 +189,45 @@ def _deleted_file(ws, docs):
     return None
 
 
+def _deleted_pack(ws, docs):
+    for p in (ws.parsed_dir / "packs").iterdir():
+        p.unlink()
+    return None
+
+
+def _pack_replaced(ws, docs):
+    """The pack replaced whole (a new file under its name) with d0003's text changed in place."""
+    from chitragupta.engine.corpus.texts import split_ref
+
+    with Ledger(ws.ledger_path) as led:
+        pack, offset, length = split_ref(ws.root / led.get("d0003").parsed_path)
+    data = bytearray(Path(pack).read_bytes())
+    data[offset:offset + length] = b"quasarword".ljust(length)
+    tmp = pack + ".new"
+    Path(tmp).write_bytes(bytes(data))
+    os.replace(tmp, pack)
+    return "quasarword"
+
+
 def _reimported(ws, docs):
     docs[3]["text"] = "quasarword"
     import_jsonl(ws, write_jsonl(ws.root.parent / "corpus.jsonl", docs))
     return "quasarword"
 
 
-@pytest.mark.parametrize("change", [_ledger_upsert, _ledger_hand_update, _ledger_delete, _reparsed, _deleted_file,
-                                    _reimported])
+_COMMON = [_ledger_upsert, _ledger_hand_update, _ledger_delete, _reimported]
+
+
+@pytest.mark.parametrize("packed,change", [(False, c) for c in _COMMON + [_reparsed, _deleted_file]]
+                         + [(True, c) for c in _COMMON + [_deleted_pack, _pack_replaced]])
 @pytest.mark.parametrize("folder_time", ["natural", "aged"])
-def test_changes_are_still_detected(tmp_path, spied, change, folder_time):
-    ws, docs = _settled(tmp_path)
+def test_changes_are_still_detected(tmp_path, spied, packed, change, folder_time):
+    ws, docs = _settled(tmp_path, packed=packed)
     before = open_current(ws)
     assert before.check == "stamp"
     word = change(ws, docs)
     if folder_time == "aged":  # outside the racy window, but not the mtime that was recorded
-        _age(ws.parsed_dir, 20.0)
+        _age_texts(ws, 20.0)
     spied.clear()
     opened = open_current(ws)
     assert opened.check == "built" and spied, "the change went unnoticed"
@@ -200,13 +236,15 @@ def test_changes_are_still_detected(tmp_path, spied, change, folder_time):
         assert word in got["vocab"]
     if change is _deleted_file:
         assert opened.index.flags[opened.index.doc_id("d0003")] & FLAG_TEXT_MISSING
+    if change is _deleted_pack:
+        assert len(opened.index.keys_with_flag(FLAG_TEXT_MISSING)) == len(docs)
     if change is _ledger_delete:
         assert "d0004" not in got["citekeys"]
     assert_identical(got, arrays_of(refresh(ws, force=True).index))  # what was opened == a fresh build
 
 
 def test_a_parsed_path_outside_content_parsed_disables_the_stamp(tmp_path, spied):
-    ws, _docs = _settled(tmp_path, 10)
+    ws, _docs = _settled(tmp_path, 10, packed=False)
     with Ledger(ws.ledger_path) as led:
         row = led.get("d0002")
         (ws.content / "elsewhere").mkdir()

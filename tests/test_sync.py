@@ -10,7 +10,8 @@ import pytest
 
 from chitragupta.engine.corpus.committer import REWRITE_PENDING, UNLINK_PENDING, ParsedFolder
 from chitragupta.engine.corpus.ledger import Ledger
-from chitragupta.engine.corpus.sync import import_jsonl, sync
+from chitragupta.engine.corpus.sync import sync
+from test_import import import_jsonl  # one file a record, the layout these tests pin (packs: test_import_packed)
 from chitragupta.engine.demo.tinypdf import write_pdf
 from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import CorpusError

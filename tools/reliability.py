@@ -306,10 +306,15 @@ def snapshot(ws_dir: Path, units=("document", "passage")) -> dict:
     from chitragupta.engine.index.manage import index_folder
     from chitragupta.engine.workspace import Workspace
 
+    from chitragupta.engine.corpus.texts import is_ref, read_ref
+
     ws = Workspace.open(ws_dir)
     prefix = str(ws.root.parent)
 
     def norm(v):
+        if isinstance(v, str) and is_ref(v):  # a packed text: where it lies differs between runs (garbage, pack names), its bytes not
+            data = read_ref(ws.root / v)
+            return "packed:" + ("missing" if data is None else _h(data))
         return v.replace(prefix, "<T>") if isinstance(v, str) else v
 
     with Ledger(ws.ledger_path, create=False) as led:
@@ -433,6 +438,25 @@ def allowed_files(before: dict, after: dict) -> dict[str, set]:
     return allowed
 
 
+def _packed_check(ws_dir: Path) -> list[str]:
+    """Every row whose text is packed (``import``'s packs) points at bytes that are there, whole: the text
+    its ``source_hash`` stands for."""
+    from chitragupta.engine.corpus.importer import text_hash
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.corpus.texts import is_ref, read_ref
+
+    out = []
+    with Ledger(ws_dir / "content" / "ledger.sqlite", create=False) as led:
+        for r in led.rows():
+            if r.status == "parsed" and is_ref(r.parsed_path):
+                data = read_ref(ws_dir / r.parsed_path)
+                if data is None:
+                    out.append(f"{r.citekey}: its row points at packed bytes that are not there ({r.parsed_path})")
+                elif text_hash(r.title, data.decode("utf-8", errors="replace"), r.abstract) != r.source_hash:
+                    out.append(f"{r.citekey}: its packed text is not the row's ({r.parsed_path})")
+    return out
+
+
 def reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) -> list[str]:
     """What a reader would see right after a kill: each problem found (empty when all is whole)."""
     from chitragupta.engine.corpus.sidecar import SidecarError, read_sidecar
@@ -450,6 +474,7 @@ def reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) -> 
                 read_sidecar(p)
             except SidecarError as err:
                 problems.append(f"{p.name}: {err}")
+    problems += _packed_check(ws_dir)
     faiss_dir = ws_dir / "content" / "faiss"
     if faiss_dir.is_dir():
         from chitragupta.enrich.store import StoreCorrupt, load_store

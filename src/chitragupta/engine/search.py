@@ -273,9 +273,12 @@ class BM25Searcher(Searcher):
         return self.scorer.rows["document"][self.doc_id(citekey)][1]
 
     def parsed_path(self, citekey: str) -> Path | None:
-        """The parsed text file of ``citekey`` (``content/parsed/<name>.txt``), or None when it has none."""
+        """The parsed text file of ``citekey`` (``content/parsed/<name>.txt``), or None when it has none of
+        its own (no text, or a text in ``import``'s packs: ``body`` reads either)."""
+        from chitragupta.engine.corpus.texts import is_ref
+
         rel = self.scorer.rows["document"][self.doc_id(citekey)][3]
-        return self.workspace.root / rel if rel else None
+        return self.workspace.root / rel if rel and not is_ref(rel) else None
 
     def source(self, citekey: str):
         """``citekey``'s ledger row (``chitragupta.engine.corpus.ledger.Row``: title, authors, year, status,

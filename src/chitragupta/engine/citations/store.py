@@ -84,12 +84,12 @@ def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
 
 def _input(root: Path, parsed_path: str | None) -> _Input:
     from chitragupta.engine.citations.entries import LazyWords
-    from chitragupta.engine.index.source import _inside_content, is_regular, read_text, sidecar_path
+    from chitragupta.engine.index.source import _inside_content, has_text, is_regular, read_text, sidecar_path
 
     if not parsed_path or not _inside_content(parsed_path):
         return _Input(None, None, frozenset(), _fingerprint(None))
     path = root / parsed_path
-    if not is_regular(path):
+    if not has_text(path):  # a regular file, or a packed text's whole bytes
         return _Input(None, None, frozenset(), _fingerprint(None))
     side = sidecar_path(path)
     if is_regular(side):
@@ -149,17 +149,13 @@ def _parse(inp: _Input) -> tuple[list[Entry], list[str]]:
 
 def _stamp(root: Path, parsed_path: str | None) -> str:
     """What changes when a source's parsed text may have: its files' size and mtime, and RULES."""
-    from chitragupta.engine.index.source import sidecar_path
+    from chitragupta.engine.index.source import sidecar_path, text_stamp
 
     parts = [str(RULES), parsed_path or ""]
     if parsed_path:
         p = root / parsed_path
         for f in (p, sidecar_path(p)):
-            try:
-                st = os.stat(f)
-                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
-            except OSError:
-                parts.append("-")
+            parts.append(text_stamp(f))  # size:mtime, a packed text's length and pack inode, "-" if none
     return "|".join(parts)
 
 

@@ -30,6 +30,15 @@ text's hash). The protocol keeps that true:
   given back now, not at the next run; what it committed stays. Batches are small (a few hundred rows or
   ``BATCH_SECONDS``, whichever first), so a failure keeps nearly all the work done before it.
 
+- **Packed texts (``import``).** An import appends each text to a pack (``engine.corpus.texts``) and the
+  row points at ``<pack>#<offset>+<length>``; the pack is fsynced (and its folder, when the pack is new)
+  before the transaction that commits the rows pointing into it, so a committed row never points at
+  bytes that are not on disk. Packs are only appended to, never rewritten in place: a changed text is
+  appended anew and the bytes it replaces, like what a killed run appended, are garbage no row points
+  at and no reader reads. A run an error stops cuts the packs back to what its committed rows reach.
+  ``import`` reclaims the garbage once it is over half the packs: the live texts copied into a new
+  pack, their rows committed pointing there, then the old packs removed under ``meta.unlink_pending``.
+
 Readers therefore see, for every row, its file whole: the text the row stands for or, for a batch in
 flight, the source's new text. ``begin`` also removes the temp files killed writers left.
 """
@@ -45,6 +54,7 @@ from pathlib import Path
 from typing import Collection, Iterable
 
 from chitragupta.engine.corpus.ledger import COLUMNS, Ledger
+from chitragupta.engine.corpus.texts import PackWriter, is_ref
 from chitragupta.engine.files import discard, put_in_place, replace_in_folder
 from chitragupta.engine.workspace import Workspace
 from chitragupta.errors import ChitraguptaError, WorkspaceError
@@ -79,6 +89,8 @@ class SyncReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     kept: int = 0  # of the failed, those that keep the text of an earlier parse
     removed: int = 0
+    garbage: int = 0  # bytes of the packs no row points at, after the run (import's packed texts)
+    reclaimed: int = 0  # bytes of garbage this run reclaimed (the live texts rewritten into a new pack)
     orphans: int = 0  # parsed files no row pointed at, removed at the start (an earlier run stopped)
     problems: list[str] = field(default_factory=list)
 
@@ -106,6 +118,11 @@ class SyncReport:
             parts.append(f"{self.removed} removed (no longer in the source)")
         if self.problems:
             parts.append(f"{len(self.problems)} skipped or doubtful line(s)")
+        if self.reclaimed:
+            parts.append(f"{self.reclaimed / 2**20:.1f} MiB of replaced texts reclaimed from the packs")
+        elif self.garbage >= 1 << 20:
+            parts.append(f"{self.garbage / 2**20:.1f} MiB of the packs hold replaced texts (reclaimed by the "
+                         "import that finds them over half)")
         if self.orphans:
             parts.append(f"{self.orphans} parsed file(s) that no source listed removed (an earlier run stopped "
                          "before committing them)")
@@ -175,7 +192,7 @@ class ParsedFolder:
         if orphans:  # unless a row names one by a path not in the plain form (a hand edit)
             odd = set()
             for rel in used:
-                if self.plain(rel) is None:
+                if self.plain(rel) is None and not is_ref(rel):
                     p = self.path(rel)
                     if p is not None and str(p.parent) == self.folder:
                         odd.add(p.name)
@@ -347,8 +364,9 @@ class Committer:
     one; ``import``, whose paths are its keys' own names, does not pay for a million of them)."""
 
     def __init__(self, ledger: Ledger, folder: ParsedFolder, *, rows_per_batch: int,
-                 untrusted: set[str] = frozenset(), live: set[str] | None = None):
+                 untrusted: set[str] = frozenset(), live: set[str] | None = None, packs: PackWriter | None = None):
         self.ledger, self.folder = ledger, folder
+        self.packs = packs  # import's packed texts: appended, then synced before the rows pointing there commit
         self.rows_per_batch = rows_per_batch
         self.rows: list[tuple] = []
         self.unlinks: list[str] = []
@@ -387,8 +405,9 @@ class Committer:
         self.folder.write(name, text)
 
     def unlink(self, rel: str | None) -> None:
-        """Remove a row's file (and its sidecar) once the rows of this batch are committed."""
-        if rel:
+        """Remove a row's file (and its sidecar) once the rows of this batch are committed. A packed
+        text is never removed: its bytes become garbage, for ``import`` to reclaim."""
+        if rel and not is_ref(rel):
             self.unlinks.append(rel)
 
     def flush(self, deletes: Iterable[str] = ()) -> None:
@@ -406,6 +425,8 @@ class Committer:
                 self._write(name, text, sidecar)
         settled = self.intents - {r[_PATH] for r in self.rows} - set(unlinks) if self.intents else self.intents
         if self.rows or deletes or unlinks or settled != self.intents:
+            if self.packs is not None:
+                self.packs.sync()  # the packed texts these rows point at, on disk before the rows commit
             with self.ledger.transaction():
                 self.ledger.upsert_values(self.rows)
                 self.ledger.delete(deletes)
@@ -418,6 +439,8 @@ class Committer:
                     self.ledger.set_meta(UNLINK_PENDING, json.dumps(unlinks))
             self.intents = settled
             self.committed += len(self.rows)
+            if self.packs is not None:
+                self.packs.committed()
             if unlinks:
                 for rel in unlinks:
                     self.folder.remove(rel)

@@ -1,6 +1,16 @@
 """``import``: a BEIR-style corpus (``{"_id", "title", "text"}`` per line) as the ledger's sources.
 
-One read of the file. Per record: its text goes to ``content/parsed/<name>.txt`` and its row joins a
+By default the texts go into a few large append-only packs (``engine.corpus.texts``; a row's
+``parsed_path`` is ``content/parsed/packs/<pack>#<offset>+<length>``): one read of the file, each text
+appended, each batch's pack bytes fsynced before its rows commit (``committer.py``). A record whose text,
+title or abstract changed (``text_hash``) has its text appended anew; the bytes it replaces become
+garbage, reclaimed (``_reclaim``) once they are over half the packs. A re-import of the same file is a
+no-op. Rows an earlier per-file import wrote keep their files while unchanged; a changed one moves into
+the packs (its file removed after the commit). Why a reference in ``parsed_path`` and not new columns:
+every reader already passes ``parsed_path`` from the ledger to the one text path
+(``engine.index.source``), old rows stay valid as they are, and no ledger migration is needed.
+
+``packed=False`` (the layout before packs, kept for the API and its tests): one read of the file. Per record: its text goes to ``content/parsed/<name>.txt`` and its row joins a
 batch committed every ``_BATCH_ROWS`` rows or two seconds, by the one ``Committer`` (``committer.py``
 has the protocol: new files written before their rows, a file a committed row vouches for rewritten
 only under ``meta.rewrite_pending``, files removed after the commit that stops them). A run an error
@@ -16,12 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Callable
 
-from chitragupta.engine.corpus.committer import (STOPS, Committer, ParsedFolder, SyncReport, begin, gone_keys,
-                                                 origin_of, stopped, TXT)
+from chitragupta.engine.corpus.committer import (STOPS, UNLINK_PENDING, Committer, ParsedFolder, SyncReport, begin,
+                                                 gone_keys, origin_of, stopped, TXT)
+from chitragupta.engine.corpus.texts import PACKS_DIR, PackWriter, pack_stats, split_ref
+from chitragupta.engine.files import discard
 from chitragupta.engine.corpus.jsonl import NOT_JSON, iter_records, open_input
 from chitragupta.engine.corpus.ledger import Ledger, authors_json, names_json, year_text
 from chitragupta.engine.corpus.names import Names
@@ -31,6 +44,7 @@ __all__ = ["import_jsonl", "text_hash"]
 Progress = Callable[[int, int | None], None]  # (done, total) -> None
 
 _BATCH_ROWS = 500  # rows a batch commits (or BATCH_SECONDS): a run stopped by a full disk keeps all but the last
+_PACKED_BATCH_ROWS = 5000  # (or BATCH_SECONDS) packed: one fsync of the pack and one commit per batch
 _NO_META = (None,) * 6  # authors, year, venue, type, doi, author_names of a record without them
 
 
@@ -56,8 +70,9 @@ def _keywords_json(kws: tuple[str, ...]) -> str | None:
     return json.dumps(list(kws), ensure_ascii=False) if kws else None  # as LedgerRow._values stores them
 
 
-def import_jsonl(ws, path: Path, progress: Progress | None = None) -> SyncReport:
-    """Import a BEIR-style corpus: ``_id`` becomes the citekey, ``text`` the parsed text."""
+def import_jsonl(ws, path: Path, progress: Progress | None = None, *, packed: bool = True) -> SyncReport:
+    """Import a BEIR-style corpus: ``_id`` becomes the citekey, ``text`` the parsed text -- appended to the
+    workspace's packs (``packed``, the default), or one file per record (``packed=False``)."""
     path = Path(path)
     open_input(path, "corpus").close()  # a folder, device, FIFO or socket is named as such, never read
     origin = origin_of(ws, path)
@@ -72,12 +87,163 @@ def import_jsonl(ws, path: Path, progress: Progress | None = None) -> SyncReport
         existing = ledger.import_state()
         untrusted = begin(ledger, folder, {t[2] for t in existing.values() if t[2]}, report,
                           list_files=bool(existing))
-        batch = Committer(ledger, folder, rows_per_batch=_BATCH_ROWS, untrusted=untrusted)
+        if not packed:
+            batch = Committer(ledger, folder, rows_per_batch=_BATCH_ROWS, untrusted=untrusted)
+            try:
+                _import(path, origin, existing, untrusted, folder, batch, ledger, report, progress)
+            except STOPS as err:
+                raise stopped("import", ws, ledger, folder, batch.committed, err) from None
+            return report
+        writer = PackWriter(ws.root)
+        batch = Committer(ledger, folder, rows_per_batch=_PACKED_BATCH_ROWS, untrusted=untrusted, packs=writer)
         try:
-            _import(path, origin, existing, untrusted, folder, batch, ledger, report, progress)
+            _import_packed(path, origin, existing, untrusted, folder, batch, ledger, report, progress)
+            writer.close()
+            _reclaim(ws, ledger, report)
         except STOPS as err:
+            writer.rollback()  # the bytes appended for rows not committed given back now
             raise stopped("import", ws, ledger, folder, batch.committed, err) from None
+        finally:
+            writer.close()
     return report
+
+
+def _import_packed(path: Path, origin: str, existing: dict[str, tuple], untrusted: set[str], folder: ParsedFolder,
+                   batch: Committer, ledger: Ledger, report: SyncReport, progress: Progress | None) -> None:
+    """``import_jsonl`` into packs, once the run has begun: one read of the records, then the removals.
+    A packed text has no name, so there are no renames; a record whose text changed gets its new text
+    appended (the old bytes become garbage); a row of an earlier per-file import keeps its file while
+    its text is unchanged, and moves into the packs when it changes (its file removed after the commit)."""
+    tick = None
+    if progress:
+        total = _count_lines(path)
+        progress(0, total)
+        tick = lambda done, _total: progress(done, total)  # noqa: E731
+    packs = pack_stats(str(ws_packs(folder)))
+    files, plain, prefix_len = folder.files, folder.plain, len(PACKS_DIR) + 1
+    put, append = batch.put, batch.packs.append
+    now = time.time
+    blake2b = hashlib.blake2b
+    seen: set[str] = set()
+    problems = report.problems
+    for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_records(path, problems):
+        n = report.entries
+        if tick and not n & 4095:
+            tick(n, None)
+        report.entries = n + 1
+        old = existing.get(key)
+        if old is not None and old[0] != origin:
+            problems.append(f"{path}:{line}: _id {key!r} is already in the ledger from {old[0]}; line skipped")
+            continue
+        if key in seen:  # a duplicate is reported and skipped by the reader; this cannot happen
+            continue
+        seen.add(key)
+        data = text.encode("utf-8")
+        tb = title.encode("utf-8")
+        ab = abstract.encode("utf-8") if abstract else b""
+        digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
+                                   len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # text_hash
+        kw = _keywords_json(kws)
+        meta = (authors_json(authors), year_text(year), venue, kind, doi, names_json(pairs)) \
+            if authors or year is not None or venue or kind or doi else _NO_META  # import_state's order
+        if old is not None and old[1] == "parsed" and old[3] == digest and old[2]:
+            rel = old[2]
+            ref = split_ref(rel)
+            if ref is not None:
+                got = packs.get(ref[0][prefix_len:])
+                ok = got is not None and got[0] >= ref[1] + ref[2]
+            else:
+                ok = plain(rel) in files and rel not in untrusted
+            if ok:
+                report.unchanged += 1
+                if (old[4] != kw and (tuple(json.loads(old[4])) if old[4] else ()) != kws) or old[5:] != meta:
+                    put((key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl",
+                         now(), *meta))  # what the record says about itself changed, not its text
+                continue
+        rel = append(data)
+        if old is not None and old[2]:
+            batch.unlink(old[2])  # an earlier per-file text, removed once this row is committed
+        report.parsed += 1
+        put((key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now(), *meta))
+    damage = ("it yields no records" if not report.entries else
+              "it has lines that are not JSON (a truncated file?)" if any(NOT_JSON in p for p in report.problems)
+              else None)
+    gone = gone_keys((k for k, t in existing.items() if t[0] == origin and k not in seen), damage, str(path),
+                     report)
+    for k in gone:
+        batch.unlink(existing[k][2])
+    batch.flush(gone)
+    report.removed = len(gone)
+    with ledger.transaction():
+        ledger.set_meta("last_source", origin)
+    if progress:
+        progress(report.entries, report.entries)
+
+
+def ws_packs(folder: ParsedFolder) -> Path:
+    return Path(folder.folder, "packs")
+
+
+_MOVE_ROWS = 20_000  # rows a reclaim commits at once (their texts synced first)
+
+
+def _reclaim(ws, ledger: Ledger, report: SyncReport) -> None:
+    """Garbage in the packs -- bytes no row points at: replaced texts, removed records, what a killed run
+    appended -- counted into ``report.garbage``; once it is more than half the packs' bytes, the live
+    texts are rewritten into a new pack (in the order they lie), their new references committed, then
+    the old packs removed (listed under ``meta.unlink_pending`` first, so a run killed in between has the
+    next run's ``begin`` finish the removal). A pack no row points at is removed at once."""
+    folder = os.path.join(ws.root, PACKS_DIR)
+    stats = pack_stats(folder)
+    if not stats:
+        return
+    prefix_len = len(PACKS_DIR) + 1
+    counted = ledger.packed_bytes()
+    live = {name: min(counted.get(name, 0), size) for name, (size, _ino) in stats.items()}
+    total = sum(size for size, _ino in stats.values())
+    used = sum(live.values())
+    report.garbage = total - used
+    if 2 * (total - used) <= total:
+        for name, n in live.items():
+            if n == 0:
+                discard(os.path.join(folder, name))
+        return
+    refs = []
+    for key, rel in ledger.packed_texts():
+        ref = split_ref(rel)
+        if ref is not None and ref[0][prefix_len:] in stats:
+            refs.append((ref[0][prefix_len:], ref[1], ref[2], key, rel))
+    refs.sort()
+    writer = PackWriter(ws.root, fresh=True)
+    fds: dict[str, int] = {}
+    moves: list[tuple[str, str, str]] = []
+    try:
+        for name, offset, length, key, rel in refs:
+            fd = fds.get(name)
+            if fd is None:
+                fd = fds[name] = os.open(os.path.join(folder, name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            data = os.pread(fd, length, offset)
+            if len(data) != length:  # cut short since the count: left as it is (it reads as missing)
+                continue
+            moves.append((key, rel, writer.append(data)))
+            if len(moves) >= _MOVE_ROWS:
+                writer.sync()
+                with ledger.transaction():
+                    ledger.move_texts(moves)
+                moves = []
+        writer.sync()
+        with ledger.transaction():
+            ledger.move_texts(moves)
+            ledger.set_meta(UNLINK_PENDING, json.dumps([f"{PACKS_DIR}/{name}" for name in sorted(stats)]))
+    finally:
+        writer.close()
+        for fd in fds.values():
+            os.close(fd)
+    for name in stats:
+        discard(os.path.join(folder, name))
+    with ledger.transaction():
+        ledger.delete_meta(UNLINK_PENDING)
+    report.reclaimed, report.garbage = total - used, 0
 
 
 def _import(path: Path, origin: str, existing: dict[str, tuple], untrusted: set[str], folder: ParsedFolder,

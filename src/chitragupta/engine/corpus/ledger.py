@@ -585,6 +585,23 @@ class Ledger:
             out[key] = (shared.setdefault(origin, origin), shared.setdefault(status, status), *rest)
         return out
 
+    @_checked
+    def packed_texts(self) -> list[tuple[str, str]]:
+        """(citekey, parsed_path) of every row whose parsed path is a packed text's reference
+        (``chitragupta.engine.corpus.texts``): what reclaiming the packs' garbage reads."""
+        where = "typeof(parsed_path) = 'text' AND substr(parsed_path, 1, 21) = 'content/parsed/packs/'"
+        return self._db.execute("SELECT citekey, parsed_path FROM sources" + self._keyed(where)).fetchall()
+
+    @_checked
+    def packed_bytes(self) -> dict[str, int]:
+        """pack file name -> the bytes the rows' packed references (``packed_texts``) take in it, summed in
+        SQL (``<pack>#<offset>+<length>``: a pack's name is 20 characters, the length follows the '+')."""
+        where = ("typeof(parsed_path) = 'text' AND substr(parsed_path, 1, 21) = 'content/parsed/packs/' "
+                 "AND substr(parsed_path, 42, 1) = '#' AND instr(parsed_path, '+') > 0")
+        return dict(self._db.execute(
+            "SELECT substr(parsed_path, 22, 20), SUM(CAST(substr(parsed_path, instr(parsed_path, '+') + 1) AS INTEGER)) "
+            "FROM sources" + self._keyed(where) + " GROUP BY 1").fetchall())
+
     def _missing(self) -> set[str]:
         return {c for v, cols in _ADDED.items() if v > self._schema for c in cols}
 
@@ -628,6 +645,15 @@ class Ledger:
         marks = ", ".join("?" for _ in _COLUMNS)
         self._db.executemany(f"INSERT OR REPLACE INTO sources ({', '.join(_COLUMNS)}) VALUES ({marks})", values)
         self._db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'")
+
+    @_checked
+    def move_texts(self, moves: list[tuple[str, str, str]]) -> None:
+        """(citekey, old parsed path, new parsed path): each row still at the old path pointed at the new
+        one (its text moved, unchanged); nothing else of the row changes."""
+        if not moves:
+            return
+        self._db.executemany("UPDATE sources SET parsed_path = ? WHERE citekey = ? AND parsed_path = ?",
+                             [(new, key, old) for key, old, new in moves])
 
     @_checked
     def delete(self, citekeys: Iterable[str]) -> None:

@@ -197,6 +197,15 @@ def stamp(ws: Workspace, ledger: Ledger | None = None) -> dict | None:
         if now - st.st_mtime_ns < RACY_NS:
             return None
         parsed = [st.st_mtime_ns, st.st_ino, st.st_dev]
+        try:  # import's packs: one gone or made (a new name) changes their folder's mtime
+            pk = os.stat(ws.parsed_dir / "packs")
+            if now - pk.st_mtime_ns < RACY_NS:
+                return None
+            parsed += [pk.st_mtime_ns, pk.st_ino]
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return None
     return {"ledger": ledger_stamp, "parsed": parsed}
 
 
@@ -223,11 +232,14 @@ def _stamp_matches(ws: Workspace, unit: str, index, current: dict | None) -> boo
     return isinstance(got, dict) and got.get("generation") == index.path.name and got.get("stamp") == current
 
 
+_STAMPED = ("content/parsed", "content/parsed/packs")  # folders whose mtime ``stamp`` reads (packed texts' too)
+
+
 def _record(ws: Workspace, unit: str, index, current: dict | None, rows) -> None:
     """Record that ``index`` is current at stamp ``current`` (nothing when the stamp cannot be trusted)."""
     if current is None or getattr(index, "path", None) is None:
         return
-    if any(status == "parsed" and rel and rel.rpartition("/")[0] != "content/parsed" for _k, _t, status, rel in rows):
+    if any(status == "parsed" and rel and rel.rpartition("/")[0] not in _STAMPED for _k, _t, status, rel in rows):
         return  # a file outside content/parsed/ would change without the folder's mtime noticing
     try:
         atomic_write_text(verified_path(ws, unit), json.dumps({"generation": index.path.name, "stamp": current}),

@@ -6,7 +6,13 @@ reported even when a search is served wholly from the cache. Rows that are not p
 ``failed``) are citable sources too and contribute their title.
 
 The fingerprint is cheap by design -- title, parsed_path, ledger status, the parsed file's size and
-mtime, and its sidecar's when there is one -- not the content.
+mtime, and its sidecar's when there is one -- not the content. A packed text (``import``'s packs,
+``chitragupta.engine.corpus.texts``: ``parsed_path`` is ``content/parsed/packs/<pack>#<offset>+<length>``)
+is fingerprinted by that reference and its pack's inode, one ``stat`` per pack and none per row (packs
+are append-only and never rewritten in place); a pack gone or shorter than the reference reads as
+missing text (``FLAG_TEXT_MISSING``). A packed text has no sidecar; every reader here (``read_text``,
+``plain_body``, ``load_body``, ``row_body``, ``has_text``, ``text_stamp``) takes the reference, relative
+or made absolute, where it takes a file's path.
 
 Only regular files are read: a FIFO, a device or a folder where a parsed ``.txt`` (or its sidecar) is
 expected is treated as missing (the ``.txt``: ``FLAG_TEXT_MISSING``) and never opened, so it cannot hang
@@ -32,15 +38,19 @@ from typing import NamedTuple
 
 import numpy as np
 
+from chitragupta.engine.corpus.texts import PACKS_DIR, pack_stats, read_ref, split_ref
+
 __all__ = ["RowView", "DocSource", "Body", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "FLAG_BAD_SIDECAR",
            "FLAG_NO_SIDECAR", "FLAG_HAS_ABSTRACT", "fingerprints", "read_text", "load_body", "plain_body",
-           "row_body", "sidecar_path", "is_regular"]
+           "row_body", "sidecar_path", "is_regular", "has_text", "text_stamp"]
 
 FLAG_TEXT_MISSING = 1  # ledger says parsed, the .txt is gone: indexed on its title alone
 FLAG_NOT_PARSED = 2  # no-file or failed: indexed on its title alone
 FLAG_BAD_SIDECAR = 4  # a sidecar that is not the documented shape: indexed from its .txt, uncut
 FLAG_NO_SIDECAR = 8  # parsed text without a sidecar (pdftotext): nothing cut, no passages
 FLAG_HAS_ABSTRACT = 16  # the sidecar gave an abstract field
+
+_PACKED = PACKS_DIR + "/"
 
 RowView = tuple[str, str, str, "str | None"]  # (citekey, title, status, parsed_path)
 
@@ -76,6 +86,36 @@ def is_regular(path: "Path | str") -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def has_text(path: "Path | str") -> bool:
+    """Whether ``path`` -- a parsed file, or a packed reference (``engine.corpus.texts``) -- has a text to
+    read: a regular file, or a pack that holds the whole reference."""
+    ref = split_ref(path)
+    if ref is None:
+        return is_regular(path)
+    try:
+        st = os.stat(ref[0])
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size >= ref[1] + ref[2]
+
+
+def text_stamp(path: "Path | str") -> str:
+    """What changes when the text at ``path`` may have, for a cache of what was made from it: a file's
+    size and mtime; a packed reference's length and its pack's inode (packs are never rewritten in place,
+    so the reference names one text for the life of the pack); "-" when there is no text there."""
+    ref = split_ref(path)
+    try:
+        if ref is None:
+            st = os.stat(path)
+            return f"{st.st_size}:{st.st_mtime_ns}"
+        st = os.stat(ref[0])
+    except (OSError, ValueError):
+        return "-"
+    if not stat.S_ISREG(st.st_mode) or st.st_size < ref[1] + ref[2]:
+        return "-"
+    return f"{ref[2]}:pack:{st.st_ino}"
 
 
 def _inside_content(rel: str) -> bool:
@@ -115,6 +155,7 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
     flags = bytearray(n)
     sources: list[DocSource] = []
     listing = _stat_folder(root / "content" / "parsed")
+    packs = None  # name -> (size, inode) of every pack, read at the first packed row
     base = str(root) + os.sep
     blake = hashlib.blake2b
     for i, (key, title, status, rel) in enumerate(rows):
@@ -124,7 +165,16 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
         if status == "parsed" and rel:
             # A ledger path is never followed outside content/ (a hand-edited ledger, say); checked on
             # the text of the path, since resolving every row would cost more than the stat itself.
-            if _inside_content(rel):
+            ref = split_ref(rel) if rel.startswith(_PACKED) else None
+            if ref is not None:
+                # A packed text (engine.corpus.texts): the reference and its pack's inode, no stat of its
+                # own; a pack gone, or shorter than the reference, reads as missing text.
+                if packs is None:
+                    packs = pack_stats(str(root / PACKS_DIR))
+                got = packs.get(ref[0][len(_PACKED):])
+                if got is not None and got[0] >= ref[1] + ref[2]:
+                    st = ("pack", got[1])
+            elif _inside_content(rel):
                 folder, _, name = rel.rpartition("/")
                 if folder == "content/parsed":
                     st = listing.get(name)
@@ -191,6 +241,8 @@ def load_body(text_path: Path | None) -> Body:
     """What a parsed document contributes after its title (see Body). Never raises for a bad sidecar."""
     if text_path is None:
         return Body("")
+    if split_ref(text_path) is not None:  # a packed text has no sidecar
+        return plain_body(text_path)
     side = sidecar_path(text_path)
     if is_regular(side):  # a FIFO or a device there is no sidecar, and is never opened
         from chitragupta.engine.corpus.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
@@ -231,7 +283,7 @@ def row_body(root: "Path | str", parsed_path: str | None) -> Body:
     if not parsed_path or not _inside_content(parsed_path):
         return Body("")
     path = Path(root) / parsed_path
-    return load_body(path) if is_regular(path) else Body("")
+    return load_body(path) if has_text(path) else Body("")
 
 
 def plain_body(text_path: "Path | str | None") -> Body:
@@ -272,7 +324,12 @@ def abstract_of(kept: list[tuple[int, dict]]) -> str:
 def read_text(path: "Path | str | None") -> str:
     """A parsed file's text, decoded with errors="replace" (the rule sync uses); "" for None, and for
     anything but a regular file (a FIFO is never opened: opening it would wait for a writer)."""
-    if path is None or not is_regular(path):
+    if path is None:
+        return ""
+    if split_ref(path) is not None:
+        data = read_ref(path)
+        return "" if data is None else data.decode("utf-8", errors="replace")
+    if not is_regular(path):
         return ""
     try:
         fd = os.open(path, _READ_FLAGS)
