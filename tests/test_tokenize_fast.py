@@ -167,6 +167,15 @@ def test_packed_texts_read_in_stretches_give_the_per_document_block(tmp_path, mo
     got = tokenize_fast.packed_texts(sources)
     assert sorted(got) == packed and len(reads) == 1  # one pack, its rows one stretch: one read
     assert all(got[k] == read_text(sources[k].text_file) for k in packed)
+    # what is read is what split_ref names, and nothing it refuses
+    pack = split_ref(sources[packed[0]].text_file)[0]
+    odd = [f"{pack}#1+2x", f"{pack}#+2", f"{pack}#1+", f"{pack}#\u0661+2", f"{pack}#1+2#3", f"{pack}x#1+2",
+           pack[:-4] + "txt#1+2", "/tmp/plain.txt", f"{pack}#0007+3"]
+    for path in odd:
+        src = [sources[packed[0]]._replace(text_file=path)]
+        assert (tokenize_fast.packed_texts(src) != {}) == (split_ref(path) is not None), path
+    with open(pack, "rb") as f:
+        assert tokenize_fast.packed_texts([sources[0]._replace(text_file=odd[-1])]) == {0: f.read()[7:10].decode("utf-8", "replace")}
     monkeypatch.setattr(tokenize_fast.os, "pread", real_pread)
     # whole, every other row (gaps read through), backwards (a stretch a row), stretches cut small
     picks = [list(range(len(sources))), list(range(0, len(sources), 2)), list(range(len(sources)))[::-1]]
