@@ -21,9 +21,15 @@ the 1-minute load average is printed beside each figure.
                      build's, and ``workers``: the worker processes' (all of it, user + system): figures
                      that a loaded host changes less than the wall times.
   ours, whole        ``--whole``: ``chitragupta index --force --unit document --jobs N`` on the workspace,
-                     start to exit (this writes the workspace's index: use it on a workspace of your own).
+                     start to exit (this writes the workspace's index: use it on a workspace of your own),
+                     run as the CLI's ``main`` in a child of this script (``--child whole``: the same
+                     command, its process also imports this small module) that times the step after the
+                     index, ``references`` (``build_references``: wall, and CPU of the process and of its
+                     workers), so ``index_step`` is the whole less that step.
   bm25s, in process  ``bm25s`` tokenize + index of the same titles and texts, read from ``corpus.jsonl``
                      beforehand (not timed); whole: the child from start to exit, reading included.
+``--drop-out``: remove ``--out`` after each in-process build (a 1M index with positions is ~6 GB; with
+``--whole`` the workspace holds another).
 Peak RSS: the child's own (``wait4``); ``workers`` is the largest of its worker processes;
 ``peak_mib_after_tokenize`` the child's peak when the last block was merged (the finish's share is the rest).
 """
@@ -34,6 +40,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -134,6 +141,30 @@ def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def child_whole(ws_root: Path, jobs: int) -> dict:
+    from chitragupta.cli import main as cli
+    from chitragupta.engine.citations import store as citations
+
+    real = citations.build_references
+    got = {}
+
+    def timed(*a, **k):
+        t, c = time.perf_counter(), time.process_time()
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            return real(*a, **k)
+        finally:
+            now = resource.getrusage(resource.RUSAGE_CHILDREN)
+            got.update(references_s=time.perf_counter() - t, references_cpu=time.process_time() - c,
+                       references_workers_cpu=now.ru_utime + now.ru_stime - kids.ru_utime - kids.ru_stime)
+
+    citations.build_references = timed
+    rc = cli.main(["index", "-w", str(ws_root), "--force", "--unit", "document", "--jobs", str(jobs)])
+    if rc:
+        raise SystemExit(rc)
+    return {k: round(v, 3) for k, v in got.items()}
+
+
 def child_bm25s(ws_root: Path) -> dict:
     from bench.data import read_jsonl
     from bench.peers import Bm25s
@@ -161,8 +192,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="where the in-process builds write (default: WS/../<name>-build-out)")
     ap.add_argument("--whole", action="store_true", help="also `chitragupta index --force` on WS (writes WS's index)")
     ap.add_argument("--no-bm25s", action="store_true")
+    ap.add_argument("--drop-out", action="store_true", help="remove --out after each in-process build")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--child", choices=["ours", "bm25s"], help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=["ours", "bm25s", "whole"], help=argparse.SUPPRESS)
     ap.add_argument("--child-jobs", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--child-positions", default="on", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -170,6 +202,9 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else ws.parent / f"{ws.name}-build-out"
     if args.child == "ours":
         print(json.dumps(child_ours(ws, out, args.child_jobs, args.child_positions == "on")))
+        return 0
+    if args.child == "whole":
+        print(json.dumps(child_whole(ws, args.child_jobs)))
         return 0
     if args.child == "bm25s":
         print(json.dumps(child_bm25s(ws)))
@@ -181,16 +216,17 @@ def main(argv=None) -> int:
         for _kind, j, p in arms:
             load = _load()
             res = _run(["--ws", ws, "--out", out, "--child", "ours", "--child-jobs", j, "--child-positions", p])
+            if args.drop_out:
+                shutil.rmtree(out, ignore_errors=True)
             rows.append(dict(res, arm=f"ours jobs={j} positions={p}", mode="in process", round=r, load=load))
             print(json.dumps(rows[-1]), flush=True)
             if args.whole:
                 (ws / "config.toml").write_text(f"[retrieval]\npositions = {'true' if p == 'on' else 'false'}\n")
                 load = _load()
-                got = timer.run_timed([sys.executable, "-m", "chitragupta.cli.main", "index", "-w", ws, "--force",
-                                       "--unit", "document", "--jobs", j])
+                got = _run(["--ws", ws, "--child", "whole", "--child-jobs", j])
+                got["index_step_s"] = round(got["wall_s"] - got["references_s"], 3)
                 rows.append({"arm": f"ours jobs={j} positions={p}", "mode": "whole process", "round": r,
-                             "load": load, "wall_s": got["wall_s"], "cpu_s": got["cpu_s"],
-                             "peak_rss_mib": got["peak_rss_mib"]})
+                             "load": load, **got})
                 print(json.dumps(rows[-1]), flush=True)
         if not args.no_bm25s:
             load = _load()

@@ -3,6 +3,7 @@
 
 import functools
 import json
+import os
 import random
 
 import numpy as np
@@ -150,3 +151,52 @@ def test_the_kernel_hands_out_first_seen_ids_as_a_dictionary_does(cap, pool_byte
     slots, pool, koff, n_keys, used = state
     assert n_keys == len(want) and pool[:used].tobytes() == b"".join(r + b" " for r in want)
     assert (slots >= 0).sum() == n_keys and 2 * n_keys <= slots.shape[0]
+
+
+def test_packed_texts_read_in_stretches_give_the_per_document_block(tmp_path, monkeypatch):
+    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.index.source import read_text
+
+    ws = Workspace.open(make_workspace(tmp_path, _docs(4, 150), packed=True))
+    sources = _sources(ws)
+    packed = [k for k, s in enumerate(sources) if s.text_file and split_ref(s.text_file)]
+    assert len(packed) > 100
+    reads = []
+    real_pread = os.pread
+    monkeypatch.setattr(tokenize_fast.os, "pread", lambda *a: reads.append(a[1]) or real_pread(*a))
+    got = tokenize_fast.packed_texts(sources)
+    assert sorted(got) == packed and len(reads) == 1  # one pack, its rows one stretch: one read
+    assert all(got[k] == read_text(sources[k].text_file) for k in packed)
+    # what is read is what split_ref names, and nothing it refuses
+    pack = split_ref(sources[packed[0]].text_file)[0]
+    odd = [f"{pack}#1+2x", f"{pack}#+2", f"{pack}#1+", f"{pack}#\u0661+2", f"{pack}#1+2#3", f"{pack}x#1+2",
+           pack[:-4] + "txt#1+2", "/tmp/plain.txt", f"{pack}#0007+3"]
+    for path in odd:
+        src = [sources[packed[0]]._replace(text_file=path)]
+        assert (tokenize_fast.packed_texts(src) != {}) == (split_ref(path) is not None), path
+    with open(pack, "rb") as f:
+        assert tokenize_fast.packed_texts([sources[0]._replace(text_file=odd[-1])]) == {0: f.read()[7:10].decode("utf-8", "replace")}
+    monkeypatch.setattr(tokenize_fast.os, "pread", real_pread)
+    # whole, every other row (gaps read through), backwards (a stretch a row), stretches cut small
+    picks = [list(range(len(sources))), list(range(0, len(sources), 2)), list(range(len(sources)))[::-1]]
+    for cap in (1 << 26, 300):
+        monkeypatch.setattr(tokenize_fast, "_STRETCH_BYTES", cap)
+        for pick in picks:
+            src = [sources[k] for k in pick]
+            units = np.arange(len(pick), dtype=np.int64)  # (ascending, as a block's are)
+            assert_same_block(segments.tokenize_block(units, src, tokenize_fast.FIELDS, True, fast=False),
+                              segments.tokenize_block(units, src, tokenize_fast.FIELDS, True))
+    # a pack cut short by hand: the rows past its end read as the per-document path reads them (empty)
+    pack = split_ref(sources[packed[0]].text_file)[0]
+    size = os.path.getsize(pack)
+    with open(pack, "r+b") as f:
+        f.truncate(size // 2)
+    units = np.arange(len(sources), dtype=np.int64)
+    monkeypatch.setattr(tokenize_fast, "_STRETCH_BYTES", 1 << 26)  # one stretch, past the end: none read here
+    assert len(tokenize_fast.packed_texts(sources)) == 0
+    monkeypatch.setattr(tokenize_fast, "_STRETCH_BYTES", 300)  # stretches before the cut are read whole
+    assert 0 < len(tokenize_fast.packed_texts(sources)) < len(packed)
+    for cap in (1 << 26, 300):
+        monkeypatch.setattr(tokenize_fast, "_STRETCH_BYTES", cap)
+        assert_same_block(segments.tokenize_block(units, sources, tokenize_fast.FIELDS, True, fast=False),
+                          segments.tokenize_block(units, sources, tokenize_fast.FIELDS, True))

@@ -286,15 +286,15 @@ def row_body(root: "Path | str", parsed_path: str | None) -> Body:
     return load_body(path) if has_text(path) else Body("")
 
 
-def plain_body(text_path: "Path | str | None") -> Body:
+def plain_body(text_path: "Path | str | None", text: str | None = None) -> Body:
     """A parsed ``.txt`` without a sidecar: its reference span blanked (the plain-text rule of
     ``chitragupta.engine.text.refcut``) and line-end hyphens joined, both keeping every offset of the
-    file. What the index reads for a ``FLAG_NO_SIDECAR`` document."""
+    file. What the index reads for a ``FLAG_NO_SIDECAR`` document. ``text``: the file's text, read already."""
     from chitragupta.engine.text.front import plain_front_end
     from chitragupta.engine.text.hyphens import join_hyphens
     from chitragupta.engine.text.refcut import blank, plain_reference_span
 
-    text = read_text(text_path)
+    text = read_text(text_path) if text is None else text
     span = plain_reference_span(text)
     ref_words = after_words = 0
     if span is not None:

@@ -15,10 +15,17 @@ cuts a stream into chunks of ``_FLUSH_TOKENS`` pending runs, so a document can a
 build sums such pairs when it finishes, and the arrays it writes are the same), and a body longer than
 ``iter_runs_bytes``'s piece is handed over in the same pieces.
 
+Packed texts (``engine.corpus.texts``) are read a stretch at a time: the rows of a block whose references
+follow one another in a pack (an import writes them so) are read with one ``pread`` of their byte range
+(``packed_texts``), not one open and read per document; each text is decoded as ``read_text`` decodes it,
+and a pack missing or shorter than a stretch leaves its rows to ``plain_body``'s own read.
+
 ``tests/test_tokenize_fast.py`` holds the two paths equal on random, Unicode, hyphenated and edge texts.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -26,12 +33,14 @@ from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT,
 from chitragupta.engine.tokenize import DROPPED_RUNS, iter_runs_bytes
 from chitragupta.kernels.charset import SEPARATE
 
-__all__ = ["block_parts", "warm", "FIELDS"]
+__all__ = ["block_parts", "packed_texts", "warm", "FIELDS"]
 
 FIELDS = ("title", "abstract")  # the field streams this path fills (the document index's)
 _PIECE_BYTES = 1 << 23  # text handed to the kernels at a time: bounded temporaries whatever the block
 _LONG = iter_runs_bytes.__defaults__[0]  # a body longer than this is cut where iter_runs_bytes cuts it
 _SEEDS = b" ".join(DROPPED_RUNS)
+_GAP_BYTES = 1 << 16  # unused bytes between two references read through in one stretch
+_STRETCH_BYTES = 1 << 26  # the most one stretch reads
 
 
 def _piece(text: str) -> bytes:
@@ -51,6 +60,83 @@ def warm(fields: tuple[str, ...]) -> None:
     ids, seg_n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *new_table())
     count_pieces(ids, seg_n, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int8), state[3], len(DROPPED_RUNS),
                  True, -1)
+
+
+def packed_texts(sources) -> dict[int, str]:
+    """k -> the text of ``sources[k]`` for the packed rows read as plain bodies (``FLAG_NO_SIDECAR``), read
+    a stretch of a pack at a time (see the module docstring); a row left out is read by ``plain_body``."""
+    import stat
+
+    from chitragupta.engine.corpus.texts import split_ref
+
+    refs = []  # (k, pack, offset, length), in block order
+    heads: dict[str, bool] = {}  # split_ref's verdict on the part before "#": one regex a pack, not a row
+    for k, src in enumerate(sources):
+        if src.text_file is not None and src.flags & FLAG_NO_SIDECAR:
+            # split_ref, its "<offset>+<length>" tail read without a regex ([0-9]+ both: ASCII digits)
+            head, sep, tail = src.text_file.rpartition("#")
+            a, plus, b = tail.partition("+")
+            if not (sep and plus and a.isascii() and a.isdigit() and b.isascii() and b.isdigit()):
+                continue
+            ok = heads.get(head)
+            if ok is None:
+                ok = heads[head] = split_ref(src.text_file) is not None
+            if ok:
+                refs.append((k, head, int(a), int(b)))
+    stretches, cur = [], []
+    for r in refs:
+        if cur:
+            c = cur[-1]
+            end = c[2] + c[3]
+            if r[1] != c[1] or r[2] < end or r[2] - end > _GAP_BYTES or r[2] + r[3] - cur[0][2] > _STRETCH_BYTES:
+                stretches.append(cur)
+                cur = []
+        cur.append(r)
+    if cur:
+        stretches.append(cur)
+    out: dict[int, str] = {}
+    fds: dict[str, int | None] = {}
+    try:
+        for run in stretches:
+            pack = run[0][1]
+            if pack not in fds:
+                try:
+                    fd = os.open(pack, _READ_FLAGS)
+                except OSError:
+                    fd = None
+                else:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):  # (a FIFO is never waited on)
+                        os.close(fd)
+                        fd = None
+                    else:
+                        os.set_blocking(fd, True)
+                fds[pack] = fd
+            fd = fds[pack]
+            start, end = run[0][2], run[-1][2] + run[-1][3]
+            if fd is None or os.fstat(fd).st_size < end:
+                continue  # (plain_body reads these rows one by one and finds what is wrong)
+            try:
+                data = os.pread(fd, end - start, start)
+                while len(data) < end - start:
+                    more = os.pread(fd, end - start - len(data), start + len(data))
+                    if not more:
+                        break
+                    data += more
+            except OSError:
+                continue
+            if len(data) < end - start:
+                continue
+            view = memoryview(data)
+            for k, _pack, off, length in run:
+                out[k] = str(view[off - start:off - start + length], "utf-8", "replace")
+    finally:
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
+    return out
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool) -> dict:
@@ -75,6 +161,7 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     seg_unit: list[int] = []
     seg_kind: list[int] = []
     size = 0
+    packed = packed_texts(sources)
 
     def run_pieces():
         nonlocal state
@@ -95,7 +182,10 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
         seg_kind.append(0)
         size += len(parts[-1])
         if src.text_file is not None:
-            body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
+            if k in packed:
+                body = plain_body(src.text_file, text=packed[k])
+            else:
+                body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
             if body.problem:
                 flags[k] |= FLAG_BAD_SIDECAR
                 notes.append(f"{body.problem}; indexed from its .txt without the reference cut")
