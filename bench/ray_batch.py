@@ -90,31 +90,35 @@ def whole_process(ws_root: Path, qfile: Path, k: int, actors: int, repeats: int,
     ray_exe = Path(sys.executable).with_name("ray")
     port = 6390
     tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    # Ray (2.60 here) turns token authentication on for a head started by `ray start`, and a client that finds no
+    # token is refused ("Authentication token is missing or incorrect"); the bench's own head on 127.0.0.1
+    # and its clients run without it.
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     subprocess.run([str(ray_exe), "start", "--head", f"--port={port}", f"--num-cpus={actors}",
                     "--include-dashboard=false", "--node-ip-address=127.0.0.1", f"--temp-dir={tmp}"],
-                   check=True, capture_output=True)
+                   check=True, capture_output=True, env=env)
     try:
         out = {}
         for mode in ("whole", "shards"):
             run_timed([exe, "index", "-w", ws_root, "--unit", "document", "--shards",
-                       str(actors if mode == "shards" else 0)])
+                       str(actors if mode == "shards" else 0)], env=env)
             one_out, ray_out = out_dir / "one.trec", out_dir / f"ray-{mode}.trec"
             base = [exe, "search", "-w", ws_root, "--queries", qfile, "-k", str(k)]
             cmds = {"one": base + ["--run", one_out], "ray": base + ["--run", ray_out, "--ray", f"127.0.0.1:{port}"]}
             for c in cmds.values():  # untimed
-                run_timed(c)
+                run_timed(c, env=env)
             got = {"one": [], "ray": []}
             for i in range(repeats):
                 for name in (("one", "ray") if i % 2 == 0 else ("ray", "one")):
-                    got[name].append(run_timed(cmds[name])["wall_s"])
+                    got[name].append(run_timed(cmds[name], env=env)["wall_s"])
             out[mode] = {"one_wall_s": statistics.median(got["one"]), "ray_wall_s": statistics.median(got["ray"]),
                          "rounds": [[round(a, 3), round(b, 3)] for a, b in zip(got["one"], got["ray"])],
                          "run_equal": one_out.read_bytes() == ray_out.read_bytes(), "load": _load()}
             print(json.dumps({"whole_process": {mode: out[mode]}}), flush=True)
-        run_timed([exe, "index", "-w", ws_root, "--unit", "document", "--shards", "0"])
+        run_timed([exe, "index", "-w", ws_root, "--unit", "document", "--shards", "0"], env=env)
         return out
     finally:
-        subprocess.run([str(ray_exe), "stop", "--force"], capture_output=True)
+        subprocess.run([str(ray_exe), "stop", "--force"], capture_output=True, env=env)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

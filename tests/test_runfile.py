@@ -83,6 +83,28 @@ def test_run_chunks_equal_the_per_line_reference(fmt, passages):
                 assert set(json.loads(line)) >= {"qid", "rank", "citekey", "score"}
 
 
+def test_a_large_run_in_small_chunks_is_the_per_line_reference():
+    """Thousands of queries (a batch's shape, not the few of the random runs above), passages among them,
+    in one chunk and in chunks of a few queries: the per-line reference's bytes."""
+    keys = PLAIN_KEYS
+    table = StringTable.from_sorted(keys)
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 30, 3000)
+    n = int(counts.sum())
+    docs, items = rng.integers(0, len(keys), n), rng.integers(-1, 50, n)
+    scores = np.where(rng.random(n) < 0.5, rng.random(n) * 40, np.exp(rng.uniform(-40, 80, n)))
+    qids = [f"query-{i}" for i in range(counts.size)]
+    per_query, h = [], 0
+    for c in counts:
+        per_query.append([(keys[d], int(i), float(x))
+                          for d, i, x in zip(docs[h:h + c], items[h:h + c], scores[h:h + c])])
+        h += c
+    want = _reference_run(qids, per_query, "trec")
+    for chunk_bytes in (1 << 23, 5000):
+        got = b"".join(bytes(c) for c in run_chunks(qids, counts, docs, scores, table, items, chunk_bytes=chunk_bytes))
+        assert got == want
+
+
 def test_score_text_is_pythons_g10_everywhere():
     from chitragupta.kernels.runfmt import score_lengths
 
