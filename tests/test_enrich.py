@@ -136,14 +136,16 @@ def encoder():
     return load_encoder(load_config().enrich, "cpu")
 
 
-def _import(root: Path, records, config: str = "") -> Path:
+def _import(root: Path, records, config: str = "", *, packed: bool = True) -> Path:
+    """``records`` imported into a workspace at ``root``: packed texts (import's default), or one parsed
+    file per record (``packed=False``, for a test that edits a parsed file on disk)."""
     from chitragupta.engine.corpus.sync import import_jsonl
     from chitragupta.engine.workspace import Workspace
 
     root.mkdir(parents=True, exist_ok=True)
     if config:
         (root / "config.toml").write_text(config, encoding="utf-8")
-    import_jsonl(Workspace.open(root), write_jsonl(root.parent / f"{root.name}.jsonl", records))
+    import_jsonl(Workspace.open(root), write_jsonl(root.parent / f"{root.name}.jsonl", records), packed=packed)
     return root
 
 

@@ -227,7 +227,7 @@ def test_a_parsed_file_changed_on_disk_is_read_again_and_encoded(tmp_path, encod
     encoded: a touched file is re-read and kept, an edited one encoded."""
     import os
 
-    root = _import(tmp_path / "ws", corpus_records())
+    root = _import(tmp_path / "ws", corpus_records(), packed=False)  # a file of its own, touched and edited
     assert _cli("enrich", "-w", root, "--stages", "embed") == 0
     parsed = root / "content" / "parsed" / "soil.txt"
     st = parsed.stat()

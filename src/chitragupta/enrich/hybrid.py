@@ -458,11 +458,21 @@ def coverage_note(ws: Workspace, dense) -> Note | None:
 
     Fusing a partial index ranks each source it lacks by BM25's side alone, below sources both sides
     found: with 25% of scifact encoded, hybrid nDCG@10 was .4012 against BM25's .6624 (RESULTS.md).
-    A parsed file that is empty is not counted (the embed stage skips it too)."""
+    A parsed text that is empty (a file, or a packed reference of length 0) is not counted (the embed stage
+    skips it too)."""
+    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.index.source import has_text
+
     lacking = 0
     for _key, rel in dense.missing:
+        if not rel:
+            continue
+        ref = split_ref(rel)
+        if ref is not None:  # a packed text (import's packs): its length is in the reference
+            lacking += ref[2] > 0 and has_text(ws.root / rel)
+            continue
         try:
-            lacking += bool(rel) and os.stat(ws.root / rel).st_size > 0
+            lacking += os.stat(ws.root / rel).st_size > 0
         except OSError:  # the parsed file is gone: the embed stage cannot encode it either
             continue
     if not lacking:
