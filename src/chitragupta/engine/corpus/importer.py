@@ -57,6 +57,19 @@ def text_hash(title: str, text: str, abstract: str | None) -> str:
         h.update(b)
     return h.hexdigest()
 
+def _record_state(title, text, abstract, kws, authors, year, pairs, venue, kind, doi) -> tuple:
+    """What a record gives its row, as both import loops compare and store it: (the text's UTF-8 bytes, its
+    ``text_hash``, the keywords as stored, the metadata in ``import_state``'s order)."""
+    data = text.encode("utf-8")
+    tb = title.encode("utf-8")
+    ab = abstract.encode("utf-8") if abstract else b""
+    digest = hashlib.blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
+                                       len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()
+    meta = (authors_json(authors), year_text(year), venue, kind, doi, names_json(pairs)) \
+        if authors or year is not None or venue or kind or doi else _NO_META
+    return data, digest, _keywords_json(kws), meta
+
+
 
 def _count_lines(path: Path) -> int | None:
     try:
@@ -123,7 +136,6 @@ def _import_packed(path: Path, origin: str, existing: dict[str, tuple], untruste
     files, plain, prefix_len = folder.files, folder.plain, len(PACKS_DIR) + 1
     put, append = batch.put, batch.packs.append
     now = time.time
-    blake2b = hashlib.blake2b
     seen: set[str] = set()
     problems = report.problems
     for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_records(path, problems):
@@ -138,14 +150,7 @@ def _import_packed(path: Path, origin: str, existing: dict[str, tuple], untruste
         if key in seen:  # a duplicate is reported and skipped by the reader; this cannot happen
             continue
         seen.add(key)
-        data = text.encode("utf-8")
-        tb = title.encode("utf-8")
-        ab = abstract.encode("utf-8") if abstract else b""
-        digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
-                                   len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # text_hash
-        kw = _keywords_json(kws)
-        meta = (authors_json(authors), year_text(year), venue, kind, doi, names_json(pairs)) \
-            if authors or year is not None or venue or kind or doi else _NO_META  # import_state's order
+        data, digest, kw, meta = _record_state(title, text, abstract, kws, authors, year, pairs, venue, kind, doi)
         if old is not None and old[1] == "parsed" and old[3] == digest and old[2]:
             rel = old[2]
             ref = split_ref(rel)
@@ -288,7 +293,6 @@ def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: 
     prefix, files = folder.prefix, folder.files
     put, write = batch.put, batch.write
     now = time.time
-    blake2b = hashlib.blake2b
     problems = report.problems if wanted is None else []
     for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_records(path, problems):
         if wanted is not None:
@@ -318,14 +322,7 @@ def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: 
             committed = old_rel
         fname = name + TXT
         rel = prefix + fname
-        data = text.encode("utf-8")
-        tb = title.encode("utf-8")
-        ab = abstract.encode("utf-8") if abstract else b""
-        digest = blake2b(b"".join((len(tb).to_bytes(8, "little"), tb, len(data).to_bytes(8, "little"), data,
-                                   len(ab).to_bytes(8, "little"), ab)), digest_size=16).hexdigest()  # text_hash
-        kw = _keywords_json(kws)
-        meta = (authors_json(authors), year_text(year), venue, kind, doi, names_json(pairs)) \
-            if authors or year is not None or venue or kind or doi else _NO_META  # import_state's order
+        data, digest, kw, meta = _record_state(title, text, abstract, kws, authors, year, pairs, venue, kind, doi)
         row = (key, title, abstract, kw, "parsed", None, rel, origin, None, None, None, digest, "jsonl", now(), *meta)
         if wanted is None and old is not None and old[1] == "parsed" and old[3] == digest and old[2] == rel \
                 and fname in files and (not untrusted or rel not in untrusted):
