@@ -52,9 +52,15 @@ def _pending(ws):
 
 def _state(ws) -> dict:
     """What a reader sees: rows (less updated_at) and every file under content/parsed/ with its bytes."""
-    rows = {k: (r.title, r.abstract, r.keywords, r.status, r.parsed_path, r.origin, r.source_hash, r.backend)
+    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.index.source import read_text
+
+    def where(rel):  # a packed text by its text (a pack's name is drawn at random), a file by its path
+        return ("packed", read_text(ws.root / rel)) if rel and split_ref(rel) else rel
+
+    rows = {k: (r.title, r.abstract, r.keywords, r.status, where(r.parsed_path), r.origin, r.source_hash, r.backend)
             for k, r in _rows(ws).items()}
-    files = {p.name: p.read_bytes() for p in sorted(ws.parsed_dir.iterdir())}
+    files = {p.name: p.read_bytes() for p in sorted(ws.parsed_dir.iterdir()) if p.is_file()}
     return {"rows": rows, "files": files}
 
 
@@ -400,13 +406,14 @@ def test_sigkill_at_seeded_writes_with_moves_and_late_collisions(tmp_path):
     only late in the file: a reader finds every row's file, and a rerun equals an uninterrupted run."""
     import numpy as np
 
+    from chitragupta.engine.index.source import has_text, read_text
     from tools.reliability import cli
 
     v0 = _docs(40, seed=8) + [{"_id": "Late", "text": "late upper"}]
     v1 = _changed(v0, seed=9) + [{"_id": "D0002", "text": "folds onto d0002"}, {"_id": "late", "text": "l"},
                                  {"_id": "NEWa", "text": "x"}, {"_id": "newA", "text": "y"}]
     new_text = {d["_id"]: d["text"] for d in v1}
-    start = tmp_path / "start"
+    start = tmp_path / "start"  # one file per record, then the CLI's import (packed) moves what changed
     import_jsonl(Workspace.open(start, create=True), write_jsonl(start / "c.jsonl", v0))
     write_jsonl(start / "c.jsonl", v1)
     argv = ["import", "-w", ".", "c.jsonl"]
@@ -426,8 +433,8 @@ def test_sigkill_at_seeded_writes_with_moves_and_late_collisions(tmp_path):
         ws = Workspace.open(trial)
         for key, row in _rows(ws).items():
             f = ws.root / row.parsed_path
-            assert f.is_file(), f"write {at}: {key} -> missing {row.parsed_path}"
-            text = f.read_text(encoding="utf-8")
+            assert has_text(f), f"write {at}: {key} -> missing {row.parsed_path}"
+            text = read_text(f)
             if text_hash(row.title, text, row.abstract) != row.source_hash:
                 assert text == new_text.get(key), f"write {at}: {key}: neither its row's text nor its new one"
         again = cli(argv, cwd=trial)

@@ -900,17 +900,33 @@ def _cfg(text: str):
     return setup
 
 
-def _indexed(extra=None, records=None):
+def _indexed(extra=None, records=None, *, packed: bool = True):
+    """A workspace of imported records. ``packed=False``: one parsed file per record, imported through the
+    API (the CLI's import packs its texts), for a case that puts a file beside a parsed ``.txt``."""
     def setup(d: Path):
         recs = records() if callable(records) else (_records(3, 30) if records is None else records)
         _jsonl("".join(json.dumps(r) + "\n" for r in recs).encode())(d)
-        _check(cli(["import", "-w", d / "ws", d / "c.jsonl"]), "import")
+        if packed:
+            _check(cli(["import", "-w", d / "ws", d / "c.jsonl"]), "import")
+        else:
+            from chitragupta.engine.corpus.sync import import_jsonl
+            from chitragupta.engine.workspace import Workspace
+
+            report = import_jsonl(Workspace.open(d / "ws", create=True), d / "c.jsonl", packed=False)
+            if report.problems:
+                raise RuntimeError(f"import: {report.problems[:3]}")
         if extra:
             extra(d)
     return setup
 
 
+def _indexed_files(extra=None):
+    """``_indexed`` with one parsed file per record."""
+    return _indexed(extra, packed=False)
+
+
 def _sidecar(content: bytes):
+    """A docling sidecar beside d00001's parsed file (a sync writes them; imported texts have none)."""
     def extra(d: Path):
         parsed = d / "ws" / "content" / "parsed"
         (parsed / "d00001.passages.json").write_bytes(content)
@@ -1043,16 +1059,16 @@ HOSTILE: list[Hostile] = [
     Hostile("config", "a table where a value goes", _cfg("[retrieval.k1]\nx = 1\n"),
             ("import", "-w", "{ws}", "{dir}/c.jsonl"), 1, "[retrieval] k1 = {'x': 1} is a dict"),
     # sidecars
-    Hostile("sidecar", "not JSON", _indexed(_sidecar(b"{not json")), ("search", "-w", "{ws}", "twin"), 0, "not valid JSON"),
-    Hostile("sidecar", "not a list", _indexed(_sidecar(b'{"text": "x"}')), ("search", "-w", "{ws}", "twin"), 0,
+    Hostile("sidecar", "not JSON", _indexed_files(_sidecar(b"{not json")), ("search", "-w", "{ws}", "twin"), 0, "not valid JSON"),
+    Hostile("sidecar", "not a list", _indexed_files(_sidecar(b'{"text": "x"}')), ("search", "-w", "{ws}", "twin"), 0,
             "expected a JSON list"),
-    Hostile("sidecar", "missing label", _indexed(_sidecar(b'[{"text": "x"}]')), ("search", "-w", "{ws}", "twin"), 0,
+    Hostile("sidecar", "missing label", _indexed_files(_sidecar(b'[{"text": "x"}]')), ("search", "-w", "{ws}", "twin"), 0,
             "has no 'label'"),
-    Hostile("sidecar", "negative page", _indexed(_sidecar(b'[{"text": "x", "label": "text", "page": -3}]')),
+    Hostile("sidecar", "negative page", _indexed_files(_sidecar(b'[{"text": "x", "label": "text", "page": -3}]')),
             ("search", "-w", "{ws}", "twin"), 0, "page -3"),
-    Hostile("sidecar", "nested 100,000 deep", _indexed(_sidecar(b"[" * 100_000 + b"]" * 100_000)),
+    Hostile("sidecar", "nested 100,000 deep", _indexed_files(_sidecar(b"[" * 100_000 + b"]" * 100_000)),
             ("search", "-w", "{ws}", "twin"), 0, "nested too deeply"),
-    Hostile("sidecar", "binary", _indexed(_sidecar(bytes(range(256)))), ("search", "-w", "{ws}", "twin"), 0,
+    Hostile("sidecar", "binary", _indexed_files(_sidecar(bytes(range(256)))), ("search", "-w", "{ws}", "twin"), 0,
             "passages.json"),
     # index cache
     Hostile("cache", "truncated array", _indexed(_cache("truncated")), ("search", "-w", "{ws}", "twin"), 0, "not usable"),
