@@ -22,6 +22,7 @@ them, so a committed row never points at bytes that are not on disk.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -34,7 +35,6 @@ PACKS_DIR = "content/parsed/packs"  # where packs live, relative to the workspac
 PACK_BYTES = 1 << 30  # a pack is closed once it holds this much; the next text starts a new one
 _BUFFER = 8 << 20  # appended bytes held before they are written
 _NAME = re.compile(r"[0-9]{6}-[0-9a-f]{8}\.pack")
-_TAIL = re.compile(r"([0-9]+)\+([0-9]+)")
 
 
 def pack_name_ok(name: str) -> bool:
@@ -58,13 +58,18 @@ def split_ref(path: "str | os.PathLike | None") -> tuple[str, int, int] | None:
     head, sep, tail = s.rpartition("#")
     if not sep:
         return None
-    m = _TAIL.fullmatch(tail)
-    if m is None:
+    a, plus, b = tail.partition("+")  # the tail is [0-9]+ "+" [0-9]+ (ASCII digits), read without a regex
+    if not (plus and a.isascii() and a.isdigit() and b.isascii() and b.isdigit()) or not _pack_head(head):
         return None
+    return head, int(a), int(b)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pack_head(head: str) -> bool:
+    """``head`` (the part before "#") names a pack in a ``packs`` folder: one regex a pack, not a row (a
+    build reads millions of references into a handful of packs)."""
     folder, _, name = head.rpartition("/")
-    if not _NAME.fullmatch(name) or not (folder == PACKS_DIR or folder.endswith("/" + PACKS_DIR)):
-        return None
-    return head, int(m.group(1)), int(m.group(2))
+    return _NAME.fullmatch(name) is not None and (folder == PACKS_DIR or folder.endswith("/" + PACKS_DIR))
 
 
 def is_ref(path: "str | os.PathLike | None") -> bool:

@@ -70,19 +70,11 @@ def packed_texts(sources) -> dict[int, str]:
     from chitragupta.engine.corpus.texts import split_ref
 
     refs = []  # (k, pack, offset, length), in block order
-    heads: dict[str, bool] = {}  # split_ref's verdict on the part before "#": one regex a pack, not a row
     for k, src in enumerate(sources):
         if src.text_file is not None and src.flags & FLAG_NO_SIDECAR:
-            # split_ref, its "<offset>+<length>" tail read without a regex ([0-9]+ both: ASCII digits)
-            head, sep, tail = src.text_file.rpartition("#")
-            a, plus, b = tail.partition("+")
-            if not (sep and plus and a.isascii() and a.isdigit() and b.isascii() and b.isdigit()):
-                continue
-            ok = heads.get(head)
-            if ok is None:
-                ok = heads[head] = split_ref(src.text_file) is not None
-            if ok:
-                refs.append((k, head, int(a), int(b)))
+            ref = split_ref(src.text_file)
+            if ref is not None:
+                refs.append((k, *ref))
     stretches, cur = [], []
     for r in refs:
         if cur:
