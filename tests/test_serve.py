@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_workspace, random_docs, run_cli, write_jsonl
+from helpers import age_texts
 
 mcp = pytest.importorskip("mcp")
 
@@ -153,8 +154,7 @@ def test_serve_without_the_sdk_names_the_extra(ws):
 def test_warm_engines_reopen_only_when_the_workspace_changed(ws):
     from chitragupta.service.warm import WarmEngines
 
-    old = os.stat(ws / "content" / "parsed").st_mtime - 60  # past the 2 s in which a stamp is not trusted
-    os.utime(ws / "content" / "parsed", (old, old))
+    age_texts(ws)  # past the 2 s in which a stamp is not trusted
     warm = WarmEngines(ws)
     warm.search("twin")
     first = warm.retriever()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_workspace, random_docs, run_cli
+from helpers import age_texts
 from test_serve_wire import RawServer, serve_argv
 
 pytest.importorskip("mcp")
@@ -70,8 +71,7 @@ registry.register(registry.EngineSpec("gated", lambda ws, o: Gated(BM25Searcher.
 def ws(tmp_path) -> Path:
     root = make_workspace(tmp_path, DOCS)
     run_cli("index", "-w", root, check=True)
-    old = time.time() - 60  # a stamp within the last 2 s is not trusted (every call would reopen)
-    os.utime(root / "content" / "parsed", (old, old))
+    age_texts(root)  # a stamp within the last 2 s is not trusted (every call would reopen)
     return root
 
 

@@ -7,12 +7,11 @@ hits, and current at some moment between the call's send and its reply."""
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 
 import pytest
 
 from conftest import random_docs
+from helpers import age_texts
 from test_enrich import encoder  # noqa: F401  (the session's MiniLM: skips cleanly without the extra)
 
 pytest.importorskip("mcp")
@@ -27,8 +26,7 @@ def test_four_clients_while_the_index_is_rebuilt_twice(tmp_path, encoder):  # no
     docs = random_docs(41, 80, vocab=60)
     extra = [dict(d, _id="x" + d["_id"], text=f"{d['text']} {NEW} twin") for d in random_docs(42, 12, vocab=60)]
     built = build(tmp_path, docs, extra, embed=True)
-    old = time.time() - 60  # a stamp within the last 2 s is not trusted (every call would reopen)
-    os.utime(built["ws"] / "content" / "parsed", (old, old))
+    age_texts(built["ws"])  # a stamp within the last 2 s is not trusted (every call would reopen)
     queries = ["twin model", f"{NEW} twin", "sensor fidelity heat", f"model {NEW}", "ocean soil", "digital twin"]
     keys = sorted(d["_id"] for d in docs)[::2] + sorted(d["_id"] for d in extra)[::2]
 

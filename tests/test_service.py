@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import make_workspace, random_docs
+from helpers import age_texts
 from chitragupta.engine.searcher import Searcher
 from chitragupta.errors import UsageError
 from chitragupta.service import registry
@@ -132,8 +131,7 @@ def test_a_registered_engine_reaches_the_api_the_warm_cache_the_cli_and_the_mcp_
     slow = open_searcher(ws, "slowbm25").search("twin digital model", k=5)
     assert [h.to_dict() for h in slow.hits] == [h.to_dict() for h in bm25.hits] and bm25.hits
 
-    old = time.time() - 60  # a stamp within the last 2 s is not trusted (every call would reopen)
-    os.utime(ws / "content" / "parsed", (old, old))
+    age_texts(ws)  # a stamp within the last 2 s is not trusted (every call would reopen)
     warm = WarmEngines(ws)
     got = warm.search("twin digital model", k=5, engine="slowbm25")
     assert got["hits"] == [h.to_dict() for h in bm25.hits]
@@ -232,10 +230,7 @@ def test_the_warm_cache_answers_as_a_fresh_searcher_on_every_engine(every_engine
     from chitragupta import open_searcher
     from chitragupta.service.warm import WarmEngines
 
-    old = time.time() - 60  # a stamp within the last 2 s is not trusted (every call would reopen)
-    for folder in ("parsed", "parsed/packs"):  # (an import's packs are part of the stamp too)
-        if (every_engine_ws / "content" / folder).is_dir():
-            os.utime(every_engine_ws / "content" / folder, (old, old))
+    age_texts(every_engine_ws)  # a stamp within the last 2 s is not trusted (every call would reopen)
     warm = WarmEngines(every_engine_ws, device="cpu")
     for name in registry.names():
         for unit in registry.engine(name).units:
