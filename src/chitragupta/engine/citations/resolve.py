@@ -332,6 +332,11 @@ def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
     if len(r) == 0:
         return r, c
     need = np.ceil(np.diff(cols.indptr) * share)
+    # a row holding fewer words than the share asks for cannot hold that many of the column's: such pairs
+    # (most, where the keys are common words or numbers) are dropped before the overlaps are counted
+    fits = np.diff(rows.indptr)[r] >= need[c]
+    if not fits.all():
+        r, c = r[fits], c[fits]
     overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
     ok = overlap >= need[c]
     return r[ok], c[ok]

@@ -553,21 +553,79 @@ def references_of(workspace, citekey: str) -> list[Entry] | None:
     return None if inp.text is None else _parse(inp)[0]
 
 
+class _Handover:
+    """The entries a build of this process wrote, handed to ``all_references`` (``CitationGraph.open`` in
+    the same process: a script, the API, a bench) instead of read back from their files: per file name,
+    the file's (inode, size, mtime in ns) right after it was written, its citekey, fingerprint and the
+    ``Entry`` list. A file whose stat is no longer that one (rewritten, removed) is read as before. At most
+    ``MAX`` entries are held (a larger build hands over the first ones); the next build starts afresh."""
+
+    MAX = 1 << 17
+    last: "_Handover | None" = None
+
+    def __init__(self, folder: Path):
+        self.folder = str(folder)
+        self.files: dict[str, tuple] = {}
+        self.held = 0
+
+    @classmethod
+    def start(cls, folder: Path) -> "_Handover":
+        _Handover.last = None  # what an earlier build held is let go before this one holds anything
+        got = _Handover.last = cls(folder)
+        return got
+
+    def keep(self, file: str, citekey: str, fp: str, entries: list) -> None:
+        if self.held + len(entries) > self.MAX:
+            return
+        try:
+            st = os.stat(f"{self.folder}/{file}")
+        except OSError:
+            return
+        self.files[file] = ((st.st_ino, st.st_size, st.st_mtime_ns), citekey, fp, entries)
+        self.held += len(entries)
+
+    @classmethod
+    def of(cls, folder: Path) -> dict[str, tuple]:
+        got = cls.last
+        return got.files if got is not None and got.folder == str(folder) else {}
+
+    @staticmethod
+    def take(folder: Path, file: str, held: tuple, citekey: str):
+        """The entries held for ``file`` when it is still the file written and of ``citekey``, else None."""
+        if held[1] != citekey:
+            return None
+        try:
+            st = os.stat(folder / file)
+        except OSError:
+            return None
+        return held[3] if (st.st_ino, st.st_size, st.st_mtime_ns) == held[0] else None
+
+
 def all_references(workspace, fingerprints: dict | None = None) -> dict[str, list[Entry]]:
     """citekey -> entries of every ledger source whose artifact holds a located list (as ``index`` last
     built them; a missing or unreadable artifact is left out). ``fingerprints``: a dict given is filled
-    with citekey -> the artifact's fingerprint, for each source returned."""
+    with citekey -> the artifact's fingerprint, for each source returned. The files this process's last
+    build wrote are not read back while they are as written (``_Handover``)."""
     folder = refs_folder(workspace)
     out: dict[str, list[Entry]] = {}
     present = _present(folder)
     if not present:  # no source has a list: the ledger is not read
         return out
+    handed = _Handover.of(folder)
     for key, status, parsed_path in (r for page in _row_pages(workspace) for r in page):
         if status != "parsed":
             continue
         file = f"{_name(key, parsed_path)}.json"
         if file not in present:
             continue
+        held = handed.get(file)
+        if held is not None:
+            got = _Handover.take(folder, file, held, key)
+            if got is not None:
+                out[key] = list(got)
+                if fingerprints is not None:
+                    fingerprints[key] = held[2]
+                continue
         try:
             data = _read(folder / file)
         except ValueError:
@@ -610,7 +668,7 @@ def _parsed(root: Path, parsed_path: str | None, old_fp: str | None, texts: "_Te
     if inp.text is None:
         return inp.fingerprint, False, None, None
     entries, notes = _parse(inp)
-    return inp.fingerprint, True, [e.to_json() for e in entries], notes
+    return inp.fingerprint, True, entries, notes
 
 
 def _parse_chunk(root: Path, items: list) -> list:
@@ -679,6 +737,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
     new_parts: list = []  # arrays of the records of the sources without a list, a page at a time
     pool: dict = {}
     base = 0
+    handover = _Handover.start(folder)
     try:
         for page in _row_pages(workspace):
             if progress is not None:
@@ -728,15 +787,17 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                 todo.append((i, key, name, stamp, old, hk, parsed_path))
             items = [(t[6], None if t[4] is None else t[4].get("fingerprint")) for t in todo]
             done = 0
-            for (i, key, name, stamp, old, hk, _pp), (fp, located, entries_json, list_notes) in zip(
+            for (i, key, name, stamp, old, hk, _pp), (fp, located, parsed, list_notes) in zip(
                     todo, _parse_all(root, items, jobs, pool, texts)):
                 if progress is not None and done % 2000 == 0 and done:
                     progress(i, n)
                 done += 1
                 if located is None:  # the text is as it was: the stored entries kept, the file restamped
                     entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
+                    parsed = None
                     kept += 1
                 else:
+                    entries_json = None if parsed is None else [e.to_json() for e in parsed]
                     notes.extend(f"{key}: {note}" for note in list_notes or ())
                     built += 1
                 if not located:
@@ -751,6 +812,8 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                 replace_in_folder(str(folder), f"{name}.json",
                                   json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
                                   "refs")
+                if parsed is not None:
+                    handover.keep(f"{name}.json", key, fp, parsed)
             if nrec:
                 new_parts.append(recs[:nrec].copy())
     finally:
