@@ -92,8 +92,7 @@ def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
 
 
 def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -> _Input:
-    from chitragupta.engine.citations.entries import LazyWords
-    from chitragupta.engine.index.source import _inside_content, sidecar_path
+    from chitragupta.engine.index.source import _inside_content
 
     if not parsed_path or not _inside_content(parsed_path):
         return _Input(None, None, frozenset(), _fingerprint(None))
@@ -103,12 +102,14 @@ def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -
             return _input(root, parsed_path, texts)
         finally:
             texts.close()
-    path = root / parsed_path
     if not texts.has_text(parsed_path):  # a regular file, or a packed text's whole bytes
         return _Input(None, None, frozenset(), _fingerprint(None))
     if texts.has_sidecar(parsed_path):
-        side = sidecar_path(path)
+        from chitragupta.engine.citations.entries import LazyWords
         from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
+        from chitragupta.engine.index.source import sidecar_path
+
+        side = sidecar_path(root / parsed_path)
         from chitragupta.engine.text.refcut import reference_span
 
         try:
@@ -128,13 +129,13 @@ def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -
                     kept.append(it)
             text = _sidecar_list(kept)
             return _Input(text, LazyWords(text), frozenset(), fp)
-    from chitragupta.engine.citations.entries import running_lines
-    from chitragupta.engine.text.refcut import plain_reference_span
-
     whole = texts.read_text(parsed_path)
     fp = _fingerprint(whole)
     if not may_have_heading(whole):  # refcut's own first test, without its digest of the text
         return _Input(None, None, frozenset(), fp)
+    from chitragupta.engine.citations.entries import LazyWords, running_lines
+    from chitragupta.engine.text.refcut import plain_reference_span
+
     span = plain_reference_span(whole)
     if span is None:
         return _Input(None, None, frozenset(), fp)
@@ -181,7 +182,10 @@ def may_have_heading(text: str) -> bool:
         from chitragupta.engine.text.refcut import _WORDS
 
         _HEADING_WORDS = tuple(_WORDS)
-    return any(w in text for w in _HEADING_WORDS)
+    for w in _HEADING_WORDS:  # a loop, not any() over a generator: 1M texts without a list ask this
+        if w in text:
+            return True
+    return False
 
 
 class _Texts:
@@ -197,7 +201,7 @@ class _Texts:
         self.root = root
         self._packs: dict[str, tuple] = {}  # pack path (relative) -> (size or -1, inode, sidecar stamp)
         self._fds: dict[str, tuple] = {}  # pack path -> (its open file, its size); (-1, -1): unreadable
-        self._last: tuple = (None, None)  # the last parsed path asked about, and its split_ref
+        self._refs: dict = {}  # parsed path -> its split_ref, for the paths of the page at hand
 
     def close(self) -> None:
         fds, self._fds = self._fds, {}
@@ -209,11 +213,17 @@ class _Texts:
                     pass
 
     def _ref(self, parsed_path: str):
-        if self._last[0] != parsed_path:
+        """``split_ref(parsed_path)``, found once per path for the last ``_PAGE`` or so paths asked about
+        (a build asks each row's stamp, then reads the same rows' texts)."""
+        refs = self._refs
+        got = refs.get(parsed_path, refs)
+        if got is refs:
             from chitragupta.engine.corpus.texts import split_ref
 
-            self._last = (parsed_path, split_ref(parsed_path))
-        return self._last[1]
+            if len(refs) > 2 * _PAGE:
+                refs.clear()
+            got = refs[parsed_path] = split_ref(parsed_path)
+        return got
 
     def _pack(self, pack: str) -> tuple:
         got = self._packs.get(pack)
