@@ -13,6 +13,7 @@ import pytest
 from chitragupta.engine.citations import resolve as R
 from chitragupta.engine.corpus.metadata import fold
 from chitragupta.engine.text import refcut
+from chitragupta.errors import UsageError
 
 
 _HYPHEN_AS_WRITTEN = re.compile(r"(?<=\w)[-\u2010\u2011]\s*(?=\w)")
@@ -463,3 +464,38 @@ def _blocking_every_overlap(rows, cols, share, keys=R.BLOCK_KEYS) -> set:
     overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
     ok = overlap >= need[c]
     return set(zip(r[ok].tolist(), c[ok].tolist()))
+
+
+def test_a_library_without_entries_opens_without_resolving(tmp_path, monkeypatch):
+    """No source with a reference list: the graph opens without reading the ledger's rows, normalising the
+    library's titles, keeping or reading a resolution; ``missing`` reads no row, the other questions read
+    them when asked; the answers are empty and a filter still works."""
+    from chitragupta.engine.citations import graph as G
+    from chitragupta.engine.citations import resolve as Rz
+    from chitragupta.engine.citations.store import build_references
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.workspace import Workspace
+
+    rows = [{"_id": f"a{i}", "title": f"Abstract {i}", "text": "Only an abstract, no list. " * 20,
+             "metadata": {"year": 2015 + i}} for i in range(6)]
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws", create=True)
+    import_jsonl(ws, src)
+    assert build_references(ws)["none"] == 6
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    monkeypatch.setattr(Rz.Library, "from_rows", classmethod(lambda cls, r: pytest.fail("library built")))
+    monkeypatch.setattr(Ledger, "rows", lambda self: pytest.fail("every row read"))
+    g = G.CitationGraph.open(ws)
+    assert not (ws.content / G.GRAPH_FILE).exists()
+    assert g.missing() == [] and g.notes() == []
+    monkeypatch.undo()
+    monkeypatch.setattr(Rz.Library, "from_rows", classmethod(lambda cls, r: pytest.fail("library built")))
+    assert g.cited_by("a1") == [] and g.refs("a2") == [] and g.cites("a3") == []
+    with pytest.raises(UsageError, match="unknown citekey"):
+        g.cited_by("nobody")
+    assert len(g.to_json()["nodes"]) == 6 and g.to_json()["edges"] == []
+    monkeypatch.undo()
+    assert g.cited_by("a1", filters={"year": "2018.."}) == []
+    assert g.filter_notes({"year": "2018.."}) == []
