@@ -499,3 +499,24 @@ def test_a_library_without_entries_opens_without_resolving(tmp_path, monkeypatch
     monkeypatch.undo()
     assert g.cited_by("a1", filters={"year": "2018.."}) == []
     assert g.filter_notes({"year": "2018.."}) == []
+
+
+def _sentence_break_by_marks(s: str) -> bool:
+    """``entries._sentence_break`` as written before its pattern looked behind: every mark then a space,
+    the two characters before it checked."""
+    for m in re.finditer(r"[.?!]\s", s):
+        i = m.start()
+        if i >= 2 and s[i - 1].isalpha() and s[i - 2].isalpha():
+            return True
+    return False
+
+
+def test_sentence_break_found_by_lookbehind_is_the_one_found_by_marks():
+    from chitragupta.engine.citations.entries import _sentence_break
+
+    rng = random.Random(11)
+    alphabet = "aZ. ?!_9\u00b2\u00bd\u0663\u00e9\u0301\u4e00\t\n,J"
+    cases = ["J. Smith. In Proc.", "Scientometrics. Zhihong", "ab.", "x\u00b2. y", "\u00bd\u00bd. a", "a_. b",
+             "\u0663\u0663. b", "\u4e00\u4e00. b", "e\u0301. x", "", ". ", "ab! ", "ab?\n"]
+    cases += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(20000)]
+    assert [_sentence_break(s) for s in cases] == [_sentence_break_by_marks(s) for s in cases]
