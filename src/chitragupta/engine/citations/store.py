@@ -102,9 +102,10 @@ def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -
             return _input(root, parsed_path, texts)
         finally:
             texts.close()
-    if not texts.has_text(parsed_path):  # a regular file, or a packed text's whole bytes
+    whole = texts.packed_alone(parsed_path)  # a packed text no sidecar can stand beside: its text at once
+    if whole is None and not texts.has_text(parsed_path):  # a regular file, or a packed text's whole bytes
         return _Input(None, None, frozenset(), _fingerprint(None))
-    if texts.has_sidecar(parsed_path):
+    if whole is None and texts.has_sidecar(parsed_path):
         from chitragupta.engine.citations.entries import LazyWords
         from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
         from chitragupta.engine.index.source import sidecar_path
@@ -129,7 +130,8 @@ def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -
                     kept.append(it)
             text = _sidecar_list(kept)
             return _Input(text, LazyWords(text), frozenset(), fp)
-    whole = texts.read_text(parsed_path)
+    if whole is None:
+        whole = texts.read_text(parsed_path)
     fp = _fingerprint(whole)
     if not may_have_heading(whole):  # refcut's own first test, without its digest of the text
         return _Input(None, None, frozenset(), fp)
@@ -201,7 +203,7 @@ class _Texts:
         self.root = root
         self._packs: dict[str, tuple] = {}  # pack path (relative) -> (size or -1, inode, sidecar stamp)
         self._fds: dict[str, tuple] = {}  # pack path -> (its open file, its size); (-1, -1): unreadable
-        self._refs: dict = {}  # parsed path -> its split_ref, for the paths of the page at hand
+        self._last: tuple = (None, None)  # the last parsed path asked about, and its split_ref
 
     def close(self) -> None:
         fds, self._fds = self._fds, {}
@@ -213,17 +215,11 @@ class _Texts:
                     pass
 
     def _ref(self, parsed_path: str):
-        """``split_ref(parsed_path)``, found once per path for the last ``_PAGE`` or so paths asked about
-        (a build asks each row's stamp, then reads the same rows' texts)."""
-        refs = self._refs
-        got = refs.get(parsed_path, refs)
-        if got is refs:
+        if self._last[0] != parsed_path:
             from chitragupta.engine.corpus.texts import split_ref
 
-            if len(refs) > 2 * _PAGE:
-                refs.clear()
-            got = refs[parsed_path] = split_ref(parsed_path)
-        return got
+            self._last = (parsed_path, split_ref(parsed_path))
+        return self._last[1]
 
     def _pack(self, pack: str) -> tuple:
         got = self._packs.get(pack)
@@ -273,6 +269,18 @@ class _Texts:
             return False
         return is_regular(sidecar_path(self.root / parsed_path))
 
+    def packed_alone(self, parsed_path: str) -> str | None:
+        """``read_text`` of a packed text that ``has_text`` and has no sidecar (its pack has none beside
+        it): what ``_input`` asks of nearly every row of an imported corpus, with the reference split and
+        the pack looked up once; None for any other text (asked about as before)."""
+        ref = self._ref(parsed_path)
+        if ref is None:
+            return None
+        size, _ino, side = self._pack(ref[0])
+        if side != "-" or size < ref[1] + ref[2]:
+            return None
+        return self._read_ref(ref)
+
     def read_text(self, parsed_path: str) -> str:
         """``engine.index.source.read_text`` of the text (decoded with errors="replace"; "" when it
         cannot be read)."""
@@ -281,6 +289,9 @@ class _Texts:
             from chitragupta.engine.index.source import read_text
 
             return read_text(self.root / parsed_path)
+        return self._read_ref(ref)
+
+    def _read_ref(self, ref: tuple) -> str:
         pack, offset, length = ref
         got = self._fds.get(pack)
         if got is None:
@@ -762,10 +773,16 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
             base += len(page)
             hkeys = np.fromiter((_key_hash(r[3], r[1]) for r in rows), dtype=np.uint64, count=len(rows))
             found = unlocated_old.find(hkeys)
-            recs = np.zeros(len(rows), dt)  # this page's records of sources without a list
-            nrec = 0
+            # this page's records of sources without a list: new ones as four columns, kept ones by their
+            # position in the old list (gathered at the page's end; the whole list is sorted by key)
+            new_k: list[int] = []
+            new_s: list[int] = []
+            new_f: list[tuple[int, int]] = []
+            old_js: list[int] = []
+            old_stamps = unlocated_old.recs["stamp"][found].tolist() if len(unlocated_old) else None
             todo: list[tuple] = []  # (row, citekey, name, stamp, old file, key hash, parsed path)
-            for (i, key, parsed_path, name, stamp), hk, j in zip(rows, hkeys.tolist(), found.tolist()):
+            for x, ((i, key, parsed_path, name, stamp), hk, j) in enumerate(zip(rows, hkeys.tolist(),
+                                                                                 found.tolist())):
                 file = f"{name}.json"
                 old = None
                 if file in present:
@@ -782,18 +799,16 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                         wanted.add(file)
                     else:  # a file of an older build that wrote one per source without a list
                         none += 1
-                        recs[nrec] = (hk, _h64(stamp), _fp_pair(str(old["fingerprint"])))
-                        nrec += 1
+                        new_k.append(hk), new_s.append(_h64(stamp)), new_f.append(_fp_pair(str(old["fingerprint"])))
                     continue
                 if old is None and j >= 0:
-                    r = unlocated_old.recs[j]
-                    if int(r["stamp"]) == _h64(stamp):
+                    if old_stamps[x] == _h64(stamp):
                         kept += 1
                         none += 1
-                        recs[nrec] = r
-                        nrec += 1
+                        old_js.append(j)
                         continue
-                    old = {"fingerprint": _fp_text(r["fp"]), "located": False, "entries": [], "notes": []}
+                    old = {"fingerprint": _fp_text(unlocated_old.recs[j]["fp"]), "located": False, "entries": [],
+                           "notes": []}
                 todo.append((i, key, name, stamp, old, hk, parsed_path))
             items = [(t[6], None if t[4] is None else t[4].get("fingerprint")) for t in todo]
             done = 0
@@ -812,8 +827,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                     built += 1
                 if not located:
                     none += 1
-                    recs[nrec] = (hk, _h64(stamp), _fp_pair(fp))
-                    nrec += 1
+                    new_k.append(hk), new_s.append(_h64(stamp)), new_f.append(_fp_pair(fp))
                     continue
                 total += len(entries_json)
                 wanted.add(f"{name}.json")
@@ -824,8 +838,15 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                                   "refs")
                 if parsed is not None:
                     handover.keep(f"{name}.json", key, fp, parsed)
-            if nrec:
-                new_parts.append(recs[:nrec].copy())
+            if new_k:
+                part = np.zeros(len(new_k), dt)
+                part["key"] = np.fromiter(new_k, dtype=np.uint64, count=len(new_k))
+                part["stamp"] = np.fromiter(new_s, dtype=np.uint64, count=len(new_s))
+                part["fp"] = np.fromiter((h for pair in new_f for h in pair), dtype=np.uint64,
+                                         count=2 * len(new_f)).reshape(-1, 2)
+                new_parts.append(part)
+            if old_js:
+                new_parts.append(unlocated_old.recs[np.asarray(old_js, dtype=np.int64)])
     finally:
         texts.close()
         if "cm" in pool:
