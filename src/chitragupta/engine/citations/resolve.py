@@ -28,7 +28,8 @@ The rules (issue 31, item 2):
 Speed: no pass over every (entry, source) pair in Python. Candidates come from a sparse product of
 token-incidence matrices (scipy): an entry is compared with a source only when its text holds one of
 the two rarest words of the source's title and most of the title's words (``_blocking``), so the work
-grows with how common the rarest words are, never with the square of the library. The bench
+grows with how common the rarest words are, never with the square of the library; a pair whose entry
+holds fewer of the library's words than that share asks is dropped before its overlap is counted. The bench
 (``python -m bench refs_graph``) times 1,000 sources x 40 entries beside indexing them.
 """
 

@@ -26,8 +26,12 @@ other rules is rebuilt with a note (the list of unlocated sources too: a wrong h
 the body's, keys out of order); files of sources no longer in the ledger are removed. A build reads the
 ledger a page of rows at a time (``Ledger.index_page``) and keeps per source only what it writes: the
 records above and the names of the files with entries; a text is read only when its stamp changed, and
-one without the words a reference heading is made of (``may_have_heading``) is not searched further. Written with the one atomic writer (``chitragupta.engine.files``), under the
-workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
+one without the words a reference heading is made of (``may_have_heading``) is not searched further. A
+packed text whose pack has no sidecar beside it (an import's) is read with its reference split and its
+pack looked up once. The entries a build writes are handed to ``all_references`` in the same process
+(``_Handover``: a script or the API that builds, then opens the graph) while their files are as written.
+Written with the one atomic writer (``chitragupta.engine.files``), under the workspace lock. Hyphens
+split at a line end are judged by the list's own words, and running titles by
 the whole document's pages (``entries.running_lines``).
 """
 
