@@ -253,8 +253,9 @@ _ANY_DIGIT = re.compile(r"\d")
 _NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
 _LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
 # a mark and a space after two word characters that are neither digits nor "_" (a superset of two letters:
-# ``str.isalpha`` is checked on what it finds)
-_MARK_SPACE = re.compile(r"(?<=[^\W\d_][^\W\d_])[.?!]\s")
+# ``str.isalpha`` is checked on what it finds); the mark written first, so that the pattern is tried only
+# where one stands (a look-behind first is tried at every position: four times slower)
+_MARK_SPACE = re.compile(r"[.?!](?<=[^\W\d_][^\W\d_][.?!])\s")
 
 
 def _sentence_break(s: str) -> bool:
