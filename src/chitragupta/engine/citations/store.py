@@ -697,11 +697,23 @@ def _parsed(root: Path, parsed_path: str | None, old_fp: str | None, texts: "_Te
 
 
 def _parse_chunk(root: Path, items: list) -> list:
+    """``_parsed`` of a worker's chunk, the entries as their JSON dicts (made here, in the worker: the
+    parent writes them as they are and hands nothing over)."""
     texts = _Texts(root)
     try:
-        return [_parsed(root, pp, fp, texts) for pp, fp in items]
+        out = []
+        for pp, fp in items:
+            got = _parsed(root, pp, fp, texts)
+            if got[2] is not None:
+                got = (got[0], got[1], _AsJson([e.to_json() for e in got[2]]), got[3])
+            out.append(got)
+        return out
     finally:
         texts.close()
+
+
+class _AsJson(list):
+    """A list of entries already as ``Entry.to_json`` dicts (a worker's)."""
 
 
 def _parse_all(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
@@ -825,6 +837,10 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                     entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
                     parsed = None
                     kept += 1
+                elif isinstance(parsed, _AsJson):  # a worker's: written as they are, not handed over
+                    entries_json, parsed = list(parsed), None
+                    notes.extend(f"{key}: {note}" for note in list_notes or ())
+                    built += 1
                 else:
                     entries_json = None if parsed is None else [e.to_json() for e in parsed]
                     notes.extend(f"{key}: {note}" for note in list_notes or ())
