@@ -13,6 +13,7 @@ import pytest
 from chitragupta.engine.citations import resolve as R
 from chitragupta.engine.corpus.metadata import fold
 from chitragupta.engine.text import refcut
+from chitragupta.errors import UsageError
 
 
 _HYPHEN_AS_WRITTEN = re.compile(r"(?<=\w)[-\u2010\u2011]\s*(?=\w)")
@@ -396,3 +397,126 @@ def test_a_build_read_a_few_rows_at_a_time_is_the_same(tmp_path, monkeypatch):
     rep = store.build_references(two)
     assert (rep["kept"], rep["none"], rep["built"]) == (40, rep1["none"] - 1, 0)
     assert len(store._read_unlocated(store.refs_folder(two))) == rep1["none"] - 1
+
+
+def test_entries_handed_to_the_graph_are_those_its_files_hold(tmp_path):
+    """``all_references`` right after a build of this process takes the entries the build wrote (no file
+    read back) and gives what reading the files gives; a file rewritten since is read again."""
+    from chitragupta.engine.citations import store as S
+    from chitragupta.engine.citations.entries import Entry
+
+    ws = _imported(tmp_path / "ws", 12)
+    S.build_references(ws)
+    fps: dict = {}
+    handed = S.all_references(ws, fingerprints=fps)
+    assert handed and S._Handover.of(S.refs_folder(ws))
+    key = sorted(handed)[0]
+    S._Handover.last = None  # what a new process has: every file read
+    fps_read: dict = {}
+    read = S.all_references(ws, fingerprints=fps_read)
+    assert read == handed and fps_read == fps
+    # a fresh build, then one file rewritten by hand: its entries are read from it, not handed over
+    for p in S.refs_folder(ws).iterdir():
+        p.unlink()
+    S.build_references(ws)
+    file = next(p for p in S.refs_folder(ws).iterdir() if p.suffix == ".json" and json.loads(p.read_bytes())["citekey"] == key)
+    data = json.loads(file.read_bytes())
+    data["entries"] = data["entries"][:1]
+    file.write_text(json.dumps(data), encoding="utf-8")
+    got = S.all_references(ws)
+    assert got[key] == [Entry.from_json(data["entries"][0])]
+    assert {k: v for k, v in got.items() if k != key} == {k: v for k, v in handed.items() if k != key}
+
+
+def test_blocking_drops_only_pairs_that_cannot_hold_the_share():
+    """``_blocking`` drops a pair whose row has fewer words than the share needs before counting overlaps:
+    the pairs it gives are those of every candidate's overlap counted."""
+    import numpy as np
+
+    rng = random.Random(3)
+    vocab = R._Vocab()
+    words = [f"w{i}" for i in range(60)]
+    cols = vocab.matrix([rng.sample(words, rng.randint(1, 9)) for _ in range(300)], grow=True)
+    rows = R._pad(vocab.matrix([rng.sample(words, rng.randint(0, 12)) for _ in range(2000)], grow=False),
+                  cols.shape[1])
+    r, c = R._blocking(rows, cols, R.BLOCK_SHARE)
+    got = set(zip(r.tolist(), c.tolist()))
+    assert got == _blocking_every_overlap(rows, cols, R.BLOCK_SHARE) and len(got) > 50
+
+
+def _blocking_every_overlap(rows, cols, share, keys=R.BLOCK_KEYS) -> set:
+    """``_blocking`` as it was before the row-size test: the overlap counted for every candidate pair."""
+    import numpy as np
+    from scipy import sparse
+
+    df = np.bincount(cols.indices, minlength=cols.shape[1])
+    coo = cols.tocoo()
+    order = np.lexsort((df[coo.col], coo.row))
+    r_sorted, c_sorted = coo.row[order], coo.col[order]
+    pos = np.arange(len(order))
+    start = np.maximum.accumulate(np.where(np.r_[True, r_sorted[1:] != r_sorted[:-1]], pos, 0))
+    keep = pos - start < keys
+    key_m = sparse.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (r_sorted[keep], c_sorted[keep])),
+                              shape=cols.shape)
+    cand = (rows @ key_m.T).tocoo()
+    r, c = cand.row.astype(np.int64), cand.col.astype(np.int64)
+    need = np.ceil(np.diff(cols.indptr) * share)
+    overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
+    ok = overlap >= need[c]
+    return set(zip(r[ok].tolist(), c[ok].tolist()))
+
+
+def test_a_library_without_entries_opens_without_resolving(tmp_path, monkeypatch):
+    """No source with a reference list: the graph opens without reading the ledger's rows, normalising the
+    library's titles, keeping or reading a resolution; ``missing`` reads no row, the other questions read
+    them when asked; the answers are empty and a filter still works."""
+    from chitragupta.engine.citations import graph as G
+    from chitragupta.engine.citations import resolve as Rz
+    from chitragupta.engine.citations.store import build_references
+    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.workspace import Workspace
+
+    rows = [{"_id": f"a{i}", "title": f"Abstract {i}", "text": "Only an abstract, no list. " * 20,
+             "metadata": {"year": 2015 + i}} for i in range(6)]
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws", create=True)
+    import_jsonl(ws, src)
+    assert build_references(ws)["none"] == 6
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    monkeypatch.setattr(Rz.Library, "from_rows", classmethod(lambda cls, r: pytest.fail("library built")))
+    monkeypatch.setattr(Ledger, "rows", lambda self: pytest.fail("every row read"))
+    g = G.CitationGraph.open(ws)
+    assert not (ws.content / G.GRAPH_FILE).exists()
+    assert g.missing() == [] and g.notes() == []
+    monkeypatch.undo()
+    monkeypatch.setattr(Rz.Library, "from_rows", classmethod(lambda cls, r: pytest.fail("library built")))
+    assert g.cited_by("a1") == [] and g.refs("a2") == [] and g.cites("a3") == []
+    with pytest.raises(UsageError, match="unknown citekey"):
+        g.cited_by("nobody")
+    assert len(g.to_json()["nodes"]) == 6 and g.to_json()["edges"] == []
+    monkeypatch.undo()
+    assert g.cited_by("a1", filters={"year": "2018.."}) == []
+    assert g.filter_notes({"year": "2018.."}) == []
+
+
+def _sentence_break_by_marks(s: str) -> bool:
+    """``entries._sentence_break`` as written before its pattern looked behind: every mark then a space,
+    the two characters before it checked."""
+    for m in re.finditer(r"[.?!]\s", s):
+        i = m.start()
+        if i >= 2 and s[i - 1].isalpha() and s[i - 2].isalpha():
+            return True
+    return False
+
+
+def test_sentence_break_found_by_lookbehind_is_the_one_found_by_marks():
+    from chitragupta.engine.citations.entries import _sentence_break
+
+    rng = random.Random(11)
+    alphabet = "aZ. ?!_9\u00b2\u00bd\u0663\u00e9\u0301\u4e00\t\n,J"
+    cases = ["J. Smith. In Proc.", "Scientometrics. Zhihong", "ab.", "x\u00b2. y", "\u00bd\u00bd. a", "a_. b",
+             "\u0663\u0663. b", "\u4e00\u4e00. b", "e\u0301. x", "", ". ", "ab! ", "ab?\n"]
+    cases += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(20000)]
+    assert [_sentence_break(s) for s in cases] == [_sentence_break_by_marks(s) for s in cases]

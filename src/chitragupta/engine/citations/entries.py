@@ -252,15 +252,19 @@ journal transactions workshop symposium press university arxiv preprint editor e
 _ANY_DIGIT = re.compile(r"\d")
 _NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
 _LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
-_MARK_SPACE = re.compile(r"[.?!]\s")
+# a mark and a space after two word characters that are neither digits nor "_" (a superset of two letters:
+# ``str.isalpha`` is checked on what it finds); the mark written first, so that the pattern is tried only
+# where one stands (a look-behind first is tried at every position: four times slower)
+_MARK_SPACE = re.compile(r"[.?!](?<=[^\W\d_][^\W\d_][.?!])\s")
 
 
 def _sentence_break(s: str) -> bool:
     """A full stop, question or exclamation mark after a word of two letters or more, then a space
-    ("Scientometrics. Zhihong ..."; not an initial's "J. "): found by the marks, then the letters before."""
+    ("Scientometrics. Zhihong ..."; not an initial's "J. "): found by the marks with two such characters
+    before them (an initial's mark is not even stopped at), then the letters checked."""
     for m in _MARK_SPACE.finditer(s):
         i = m.start()
-        if i >= 2 and s[i - 1].isalpha() and s[i - 2].isalpha():
+        if s[i - 1].isalpha() and s[i - 2].isalpha():
             return True
     return False
 

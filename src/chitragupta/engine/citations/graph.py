@@ -19,7 +19,11 @@ depends on -- ``GRAPH_RULES`` and the entry rules, every ledger row's citekey, t
 and each stored entries file's fingerprint -- so a new process (``cited-by``, ``missing``, ``graph``, the
 MCP server's first call) reads the entries and that file instead of resolving again. Written atomically
 (not fsynced: it is rebuilt when lost); one of another library or other rules is redone quietly, a
-damaged one is redone with a note (``notes``); a workspace that cannot be written keeps none.
+damaged one is redone with a note (``notes``); a workspace that cannot be written keeps none. A library
+whose stored lists hold no entry (abstracts only) keeps no resolution: ``open`` reads no ledger row until a
+question needs one (``missing`` needs none; ``cited_by`` reads them once), so at 1M sources it costs what
+``all_references`` costs, not a pass over every row. Entries written by a build of the same process are
+taken from it, not read back (``store._Handover``).
 """
 
 from __future__ import annotations
@@ -74,17 +78,23 @@ class _Keys:
 
 class CitationGraph:
     """Built from ledger rows and ``{citekey: [Entry]}`` (``open`` reads both from a workspace);
-    ``facets``: ``metadata.Facets`` for filters (None: filters refused); ``stored``: False when no entries
-    were ever stored (``notes`` then says to run ``index``)."""
+    ``facets``: ``metadata.Facets`` for filters (None: filters refused); ``rows`` and ``facets`` may be
+    callables giving them, called when first needed (``open`` of a library without entries); ``stored``:
+    False when no entries were ever stored (``notes`` then says to run ``index``)."""
 
     def __init__(self, rows, references: dict[str, list], facets=None, *, stored: bool = True,
                  resolution: Resolution | None = None):
-        rows = list(rows)
         self.stored = stored
-        self._rows = {r.citekey: r for r in rows}
-        self.library = Library.from_rows(rows)
+        self._row_source = rows if callable(rows) else list(rows)  # a callable: read when first asked
+        self._rows_d: dict | None = None
+        self._library: Library | None = None
         self.references = {k: list(v) for k, v in references.items() if v is not None}
-        self.resolution = resolution if resolution is not None else resolve(self.library, self.references)
+        if resolution is None:
+            # no entry at all (a library of abstracts): nothing to resolve, and the library's titles are
+            # not normalised until a filter asks for its citekeys
+            resolution = resolve(self.library, self.references) if any(self.references.values()) \
+                else Resolution({}, {}, [])
+        self.resolution = resolution
         self._notes: list[str] = []
         self._facets = facets
         self._facet_table = None
@@ -100,6 +110,26 @@ class CitationGraph:
                 self._out.setdefault(citing, []).append((t, e))
                 self._in.setdefault(t, []).append((citing, e))
 
+    @property
+    def _row_list(self) -> list:
+        src = self._row_source  # read once: another thread may set it meanwhile (the same rows)
+        if callable(src):
+            src = self._row_source = list(src())
+        return src
+
+    @property
+    def _rows(self) -> dict:
+        if self._rows_d is None:
+            self._rows_d = {r.citekey: r for r in self._row_list}
+        return self._rows_d
+
+    @property
+    def library(self) -> Library:
+        """The library's sources as resolution matches them (made when first needed)."""
+        if self._library is None:
+            self._library = Library.from_rows(self._row_list)
+        return self._library
+
     @classmethod
     def open(cls, ws) -> "CitationGraph":
         """The graph of a workspace (an open ``Workspace``): its ledger and its stored entries."""
@@ -109,15 +139,29 @@ class CitationGraph:
 
 
         with no_gc():
-            with Ledger(ws.ledger_path, create=False) as ledger:
-                rows = ledger.rows()
-                fac = facets(ledger)
             fps: dict[str, str] = {}
             refs = all_references(ws, fingerprints=fps)
             stored = refs_folder(ws).is_dir()
+            notes: list[str] = []
+            if not any(refs.values()):
+                # no entry to resolve: no resolution to key, keep or read back, and the ledger's rows and
+                # facets read only when a question needs them (``missing`` needs neither)
+                def rows_():
+                    with Ledger(ws.ledger_path, create=False) as ledger:
+                        return ledger.rows()
+
+                def facets_():
+                    with Ledger(ws.ledger_path, create=False) as ledger:
+                        return facets(ledger)
+
+                g = cls(rows_, refs, facets_, stored=stored)
+                g._notes = notes
+                return g
+            with Ledger(ws.ledger_path, create=False) as ledger:
+                rows = ledger.rows()
+                fac = facets(ledger)
             key = _graph_key(rows, refs, fps)
             path = ws.inside_content(ws.content / GRAPH_FILE)
-            notes: list[str] = []
             got = _load_resolution(path, key, refs, notes) if stored else None
             g = cls(rows, refs, fac, stored=stored, resolution=got)
             g._notes = notes
@@ -221,10 +265,13 @@ class CitationGraph:
     def _table(self):
         from chitragupta.engine.filters import FacetTable
 
-        if self._facets is None:
+        fac = self._facets
+        if callable(fac):
+            fac = self._facets = fac()
+        if fac is None:
             raise UsageError("filters need the ledger's metadata; open the graph with CitationGraph.open(ws)")
         if self._facet_table is None:
-            self._facet_table = FacetTable(self._facets, self.library.keys)
+            self._facet_table = FacetTable(fac, self.library.keys)
         return self._facet_table
 
     def _allowed(self, filters) -> set[str] | None:

@@ -28,7 +28,8 @@ The rules (issue 31, item 2):
 Speed: no pass over every (entry, source) pair in Python. Candidates come from a sparse product of
 token-incidence matrices (scipy): an entry is compared with a source only when its text holds one of
 the two rarest words of the source's title and most of the title's words (``_blocking``), so the work
-grows with how common the rarest words are, never with the square of the library. The bench
+grows with how common the rarest words are, never with the square of the library; a pair whose entry
+holds fewer of the library's words than that share asks is dropped before its overlap is counted. The bench
 (``python -m bench refs_graph``) times 1,000 sources x 40 entries beside indexing them.
 """
 
@@ -332,6 +333,11 @@ def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
     if len(r) == 0:
         return r, c
     need = np.ceil(np.diff(cols.indptr) * share)
+    # a row holding fewer words than the share asks for cannot hold that many of the column's: such pairs
+    # (most, where the keys are common words or numbers) are dropped before the overlaps are counted
+    fits = np.diff(rows.indptr)[r] >= need[c]
+    if not fits.all():
+        r, c = r[fits], c[fits]
     overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
     ok = overlap >= need[c]
     return r[ok], c[ok]

@@ -26,8 +26,12 @@ other rules is rebuilt with a note (the list of unlocated sources too: a wrong h
 the body's, keys out of order); files of sources no longer in the ledger are removed. A build reads the
 ledger a page of rows at a time (``Ledger.index_page``) and keeps per source only what it writes: the
 records above and the names of the files with entries; a text is read only when its stamp changed, and
-one without the words a reference heading is made of (``may_have_heading``) is not searched further. Written with the one atomic writer (``chitragupta.engine.files``), under the
-workspace lock. Hyphens split at a line end are judged by the list's own words, and running titles by
+one without the words a reference heading is made of (``may_have_heading``) is not searched further. A
+packed text whose pack has no sidecar beside it (an import's) is read with its reference split and its
+pack looked up once. The entries a build writes are handed to ``all_references`` in the same process
+(``_Handover``: a script or the API that builds, then opens the graph) while their files are as written.
+Written with the one atomic writer (``chitragupta.engine.files``), under the workspace lock. Hyphens
+split at a line end are judged by the list's own words, and running titles by
 the whole document's pages (``entries.running_lines``).
 """
 
@@ -92,8 +96,7 @@ def reference_text(root: "Path | str", parsed_path: str | None) -> str | None:
 
 
 def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -> _Input:
-    from chitragupta.engine.citations.entries import LazyWords
-    from chitragupta.engine.index.source import _inside_content, sidecar_path
+    from chitragupta.engine.index.source import _inside_content
 
     if not parsed_path or not _inside_content(parsed_path):
         return _Input(None, None, frozenset(), _fingerprint(None))
@@ -103,12 +106,15 @@ def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -
             return _input(root, parsed_path, texts)
         finally:
             texts.close()
-    path = root / parsed_path
-    if not texts.has_text(parsed_path):  # a regular file, or a packed text's whole bytes
+    whole = texts.packed_alone(parsed_path)  # a packed text no sidecar can stand beside: its text at once
+    if whole is None and not texts.has_text(parsed_path):  # a regular file, or a packed text's whole bytes
         return _Input(None, None, frozenset(), _fingerprint(None))
-    if texts.has_sidecar(parsed_path):
-        side = sidecar_path(path)
+    if whole is None and texts.has_sidecar(parsed_path):
+        from chitragupta.engine.citations.entries import LazyWords
         from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
+        from chitragupta.engine.index.source import sidecar_path
+
+        side = sidecar_path(root / parsed_path)
         from chitragupta.engine.text.refcut import reference_span
 
         try:
@@ -128,13 +134,14 @@ def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -
                     kept.append(it)
             text = _sidecar_list(kept)
             return _Input(text, LazyWords(text), frozenset(), fp)
-    from chitragupta.engine.citations.entries import running_lines
-    from chitragupta.engine.text.refcut import plain_reference_span
-
-    whole = texts.read_text(parsed_path)
+    if whole is None:
+        whole = texts.read_text(parsed_path)
     fp = _fingerprint(whole)
     if not may_have_heading(whole):  # refcut's own first test, without its digest of the text
         return _Input(None, None, frozenset(), fp)
+    from chitragupta.engine.citations.entries import LazyWords, running_lines
+    from chitragupta.engine.text.refcut import plain_reference_span
+
     span = plain_reference_span(whole)
     if span is None:
         return _Input(None, None, frozenset(), fp)
@@ -181,7 +188,10 @@ def may_have_heading(text: str) -> bool:
         from chitragupta.engine.text.refcut import _WORDS
 
         _HEADING_WORDS = tuple(_WORDS)
-    return any(w in text for w in _HEADING_WORDS)
+    for w in _HEADING_WORDS:  # a loop, not any() over a generator: 1M texts without a list ask this
+        if w in text:
+            return True
+    return False
 
 
 class _Texts:
@@ -263,6 +273,18 @@ class _Texts:
             return False
         return is_regular(sidecar_path(self.root / parsed_path))
 
+    def packed_alone(self, parsed_path: str) -> str | None:
+        """``read_text`` of a packed text that ``has_text`` and has no sidecar (its pack has none beside
+        it): what ``_input`` asks of nearly every row of an imported corpus, with the reference split and
+        the pack looked up once; None for any other text (asked about as before)."""
+        ref = self._ref(parsed_path)
+        if ref is None:
+            return None
+        size, _ino, side = self._pack(ref[0])
+        if side != "-" or size < ref[1] + ref[2]:
+            return None
+        return self._read_ref(ref)
+
     def read_text(self, parsed_path: str) -> str:
         """``engine.index.source.read_text`` of the text (decoded with errors="replace"; "" when it
         cannot be read)."""
@@ -271,6 +293,9 @@ class _Texts:
             from chitragupta.engine.index.source import read_text
 
             return read_text(self.root / parsed_path)
+        return self._read_ref(ref)
+
+    def _read_ref(self, ref: tuple) -> str:
         pack, offset, length = ref
         got = self._fds.get(pack)
         if got is None:
@@ -553,21 +578,79 @@ def references_of(workspace, citekey: str) -> list[Entry] | None:
     return None if inp.text is None else _parse(inp)[0]
 
 
+class _Handover:
+    """The entries a build of this process wrote, handed to ``all_references`` (``CitationGraph.open`` in
+    the same process: a script, the API, a bench) instead of read back from their files: per file name,
+    the file's (inode, size, mtime in ns) right after it was written, its citekey, fingerprint and the
+    ``Entry`` list. A file whose stat is no longer that one (rewritten, removed) is read as before. At most
+    ``MAX`` entries are held (a larger build hands over the first ones); the next build starts afresh."""
+
+    MAX = 1 << 17
+    last: "_Handover | None" = None
+
+    def __init__(self, folder: Path):
+        self.folder = str(folder)
+        self.files: dict[str, tuple] = {}
+        self.held = 0
+
+    @classmethod
+    def start(cls, folder: Path) -> "_Handover":
+        _Handover.last = None  # what an earlier build held is let go before this one holds anything
+        got = _Handover.last = cls(folder)
+        return got
+
+    def keep(self, file: str, citekey: str, fp: str, entries: list) -> None:
+        if self.held + len(entries) > self.MAX:
+            return
+        try:
+            st = os.stat(f"{self.folder}/{file}")
+        except OSError:
+            return
+        self.files[file] = ((st.st_ino, st.st_size, st.st_mtime_ns), citekey, fp, entries)
+        self.held += len(entries)
+
+    @classmethod
+    def of(cls, folder: Path) -> dict[str, tuple]:
+        got = cls.last
+        return got.files if got is not None and got.folder == str(folder) else {}
+
+    @staticmethod
+    def take(folder: Path, file: str, held: tuple, citekey: str):
+        """The entries held for ``file`` when it is still the file written and of ``citekey``, else None."""
+        if held[1] != citekey:
+            return None
+        try:
+            st = os.stat(folder / file)
+        except OSError:
+            return None
+        return held[3] if (st.st_ino, st.st_size, st.st_mtime_ns) == held[0] else None
+
+
 def all_references(workspace, fingerprints: dict | None = None) -> dict[str, list[Entry]]:
     """citekey -> entries of every ledger source whose artifact holds a located list (as ``index`` last
     built them; a missing or unreadable artifact is left out). ``fingerprints``: a dict given is filled
-    with citekey -> the artifact's fingerprint, for each source returned."""
+    with citekey -> the artifact's fingerprint, for each source returned. The files this process's last
+    build wrote are not read back while they are as written (``_Handover``)."""
     folder = refs_folder(workspace)
     out: dict[str, list[Entry]] = {}
     present = _present(folder)
     if not present:  # no source has a list: the ledger is not read
         return out
+    handed = _Handover.of(folder)
     for key, status, parsed_path in (r for page in _row_pages(workspace) for r in page):
         if status != "parsed":
             continue
         file = f"{_name(key, parsed_path)}.json"
         if file not in present:
             continue
+        held = handed.get(file)
+        if held is not None:
+            got = _Handover.take(folder, file, held, key)
+            if got is not None:
+                out[key] = list(got)
+                if fingerprints is not None:
+                    fingerprints[key] = held[2]
+                continue
         try:
             data = _read(folder / file)
         except ValueError:
@@ -610,15 +693,27 @@ def _parsed(root: Path, parsed_path: str | None, old_fp: str | None, texts: "_Te
     if inp.text is None:
         return inp.fingerprint, False, None, None
     entries, notes = _parse(inp)
-    return inp.fingerprint, True, [e.to_json() for e in entries], notes
+    return inp.fingerprint, True, entries, notes
 
 
 def _parse_chunk(root: Path, items: list) -> list:
+    """``_parsed`` of a worker's chunk, the entries as their JSON dicts (made here, in the worker: the
+    parent writes them as they are and hands nothing over)."""
     texts = _Texts(root)
     try:
-        return [_parsed(root, pp, fp, texts) for pp, fp in items]
+        out = []
+        for pp, fp in items:
+            got = _parsed(root, pp, fp, texts)
+            if got[2] is not None:
+                got = (got[0], got[1], _AsJson([e.to_json() for e in got[2]]), got[3])
+            out.append(got)
+        return out
     finally:
         texts.close()
+
+
+class _AsJson(list):
+    """A list of entries already as ``Entry.to_json`` dicts (a worker's)."""
 
 
 def _parse_all(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
@@ -679,6 +774,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
     new_parts: list = []  # arrays of the records of the sources without a list, a page at a time
     pool: dict = {}
     base = 0
+    handover = _Handover.start(folder)
     try:
         for page in _row_pages(workspace):
             if progress is not None:
@@ -693,10 +789,16 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
             base += len(page)
             hkeys = np.fromiter((_key_hash(r[3], r[1]) for r in rows), dtype=np.uint64, count=len(rows))
             found = unlocated_old.find(hkeys)
-            recs = np.zeros(len(rows), dt)  # this page's records of sources without a list
-            nrec = 0
+            # this page's records of sources without a list: new ones as four columns, kept ones by their
+            # position in the old list (gathered at the page's end; the whole list is sorted by key)
+            new_k: list[int] = []
+            new_s: list[int] = []
+            new_f: list[tuple[int, int]] = []
+            old_js: list[int] = []
+            old_stamps = unlocated_old.recs["stamp"][found].tolist() if len(unlocated_old) else None
             todo: list[tuple] = []  # (row, citekey, name, stamp, old file, key hash, parsed path)
-            for (i, key, parsed_path, name, stamp), hk, j in zip(rows, hkeys.tolist(), found.tolist()):
+            for x, ((i, key, parsed_path, name, stamp), hk, j) in enumerate(zip(rows, hkeys.tolist(),
+                                                                                 found.tolist())):
                 file = f"{name}.json"
                 old = None
                 if file in present:
@@ -713,36 +815,39 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                         wanted.add(file)
                     else:  # a file of an older build that wrote one per source without a list
                         none += 1
-                        recs[nrec] = (hk, _h64(stamp), _fp_pair(str(old["fingerprint"])))
-                        nrec += 1
+                        new_k.append(hk), new_s.append(_h64(stamp)), new_f.append(_fp_pair(str(old["fingerprint"])))
                     continue
                 if old is None and j >= 0:
-                    r = unlocated_old.recs[j]
-                    if int(r["stamp"]) == _h64(stamp):
+                    if old_stamps[x] == _h64(stamp):
                         kept += 1
                         none += 1
-                        recs[nrec] = r
-                        nrec += 1
+                        old_js.append(j)
                         continue
-                    old = {"fingerprint": _fp_text(r["fp"]), "located": False, "entries": [], "notes": []}
+                    old = {"fingerprint": _fp_text(unlocated_old.recs[j]["fp"]), "located": False, "entries": [],
+                           "notes": []}
                 todo.append((i, key, name, stamp, old, hk, parsed_path))
             items = [(t[6], None if t[4] is None else t[4].get("fingerprint")) for t in todo]
             done = 0
-            for (i, key, name, stamp, old, hk, _pp), (fp, located, entries_json, list_notes) in zip(
+            for (i, key, name, stamp, old, hk, _pp), (fp, located, parsed, list_notes) in zip(
                     todo, _parse_all(root, items, jobs, pool, texts)):
                 if progress is not None and done % 2000 == 0 and done:
                     progress(i, n)
                 done += 1
                 if located is None:  # the text is as it was: the stored entries kept, the file restamped
                     entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
+                    parsed = None
                     kept += 1
+                elif isinstance(parsed, _AsJson):  # a worker's: written as they are, not handed over
+                    entries_json, parsed = list(parsed), None
+                    notes.extend(f"{key}: {note}" for note in list_notes or ())
+                    built += 1
                 else:
+                    entries_json = None if parsed is None else [e.to_json() for e in parsed]
                     notes.extend(f"{key}: {note}" for note in list_notes or ())
                     built += 1
                 if not located:
                     none += 1
-                    recs[nrec] = (hk, _h64(stamp), _fp_pair(fp))
-                    nrec += 1
+                    new_k.append(hk), new_s.append(_h64(stamp)), new_f.append(_fp_pair(fp))
                     continue
                 total += len(entries_json)
                 wanted.add(f"{name}.json")
@@ -751,8 +856,17 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                 replace_in_folder(str(folder), f"{name}.json",
                                   json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
                                   "refs")
-            if nrec:
-                new_parts.append(recs[:nrec].copy())
+                if parsed is not None:
+                    handover.keep(f"{name}.json", key, fp, parsed)
+            if new_k:
+                part = np.zeros(len(new_k), dt)
+                part["key"] = np.fromiter(new_k, dtype=np.uint64, count=len(new_k))
+                part["stamp"] = np.fromiter(new_s, dtype=np.uint64, count=len(new_s))
+                part["fp"] = np.fromiter((h for pair in new_f for h in pair), dtype=np.uint64,
+                                         count=2 * len(new_f)).reshape(-1, 2)
+                new_parts.append(part)
+            if old_js:
+                new_parts.append(unlocated_old.recs[np.asarray(old_js, dtype=np.int64)])
     finally:
         texts.close()
         if "cm" in pool:
