@@ -48,6 +48,7 @@ document index, the passage index, every snippet, every evidence window and the 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 
 from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
 
@@ -230,7 +231,9 @@ def _plain_resume(text: str, start: int) -> int:
     return len(text)
 
 
-_SPANS: dict[bytes, tuple[int, int] | None] = {}  # a text's digest -> its span, the last _SPANS_KEPT texts
+# a text's digest -> its span, the last _SPANS_KEPT texts. An OrderedDict: its oldest entry goes in O(1)
+# (taking a plain dict's first key walks past every entry deleted before it: ~23 us a text once full)
+_SPANS: "OrderedDict[bytes, tuple[int, int] | None]" = OrderedDict()
 _SPANS_KEPT = 1 << 16
 
 
@@ -254,7 +257,10 @@ def plain_reference_span(text: str) -> tuple[int, int] | None:
         nl = text.find("\n", start)
         span = start, _plain_resume(text, len(text) if nl < 0 else nl + 1)
     if len(_SPANS) >= _SPANS_KEPT:
-        _SPANS.pop(next(iter(_SPANS), None), None)  # the oldest (another thread may have taken it)
+        try:
+            _SPANS.popitem(last=False)  # the oldest
+        except KeyError:  # (another thread took the last one)
+            pass
     _SPANS[key] = span
     return span
 
