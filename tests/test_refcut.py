@@ -141,14 +141,14 @@ NEAR = ["references", "bibliography", "works cited", "Cited Works", "Literature"
 
 @pytest.mark.parametrize("line", HEADINGS + NEAR)
 def test_the_word_test_never_hides_a_heading(line):
-    from chitragupta.engine.text.refcut import _PLAIN_HEADING, _may_hold_heading
+    from chitragupta.engine.text.refcut import _PLAIN_HEADING, may_hold_heading
 
     text = BODY + "\n" + line + "\n" + "".join(ENTRIES) * 3
     found = _PLAIN_HEADING.search(text) is not None
     assert found == (line in HEADINGS)
     if found:  # (a text the word test passes over is one the scan finds nothing in)
-        assert _may_hold_heading(text)
-    if not _may_hold_heading(text):
+        assert may_hold_heading(text)
+    if not may_hold_heading(text):
         assert plain_reference_span(text) is None
     else:
         assert (plain_reference_span(text) is not None) == found
@@ -157,7 +157,7 @@ def test_the_word_test_never_hides_a_heading(line):
 def test_the_word_test_on_random_texts():
     import random
 
-    from chitragupta.engine.text.refcut import _PLAIN_HEADING, _may_hold_heading
+    from chitragupta.engine.text.refcut import _PLAIN_HEADING, may_hold_heading
 
     rng = random.Random(7)
     pieces = ["References", "REFERENCES", "Bibliography", "Works", "Cited", "cited", "Literature", "LITERATURE",
@@ -168,7 +168,7 @@ def test_the_word_test_on_random_texts():
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
         if _PLAIN_HEADING.search(text) is not None:
             hidden += 1
-            assert _may_hold_heading(text), repr(text)
+            assert may_hold_heading(text), repr(text)
     assert hidden > 50  # (the random texts do hold headings)
 
 

@@ -53,8 +53,8 @@ from collections import OrderedDict
 from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
 
 __all__ = ["is_reference_heading", "is_appendix_heading", "reference_cut", "reference_span", "kept_items",
-           "plain_reference_cut", "plain_reference_span", "cut_plain", "blank", "PLAIN_MIN_FRACTION",
-           "PLAIN_MIN_MARKERS", "PLAIN_WINDOW", "APPENDIX_MAX_CITES", "APPENDIX_MIN_CHARS"]
+           "may_hold_heading", "plain_reference_cut", "plain_reference_span", "cut_plain", "blank",
+           "PLAIN_MIN_FRACTION", "PLAIN_MIN_MARKERS", "PLAIN_WINDOW", "APPENDIX_MAX_CITES", "APPENDIX_MIN_CHARS"]
 
 _HEADING = re.compile(
     r"^\s*(?:(?:\d+(?:\.\d+)*|[ivxlcdm]+|[a-z])[.):]?\s+)?"
@@ -75,12 +75,12 @@ _PLAIN_HEADING = re.compile(
 )
 # what a line of a reference list holds: a year (not inside a longer number or a decimal), an entry number
 _MARKER = re.compile(r"(?<![\d.])(?:1[89]|20)\d\d[a-z]?(?!\d)|^[ \t]*\[\d{1,4}\]", re.MULTILINE)
-# words at least one of which a text with a heading holds (a looser test than ``_may_hold_heading``;
-# ``engine.citations.store`` reads it)
+# words at least one of which a text with a heading holds (a looser and slower test than
+# ``may_hold_heading``, which ``plain_reference_span`` now applies itself; ``engine.citations.store`` reads it)
 _WORDS = ("eferences", "EFERENCES", "ibliography", "IBLIOGRAPHY", "ited", "ITED")
 
 
-def _may_hold_heading(text: str) -> bool:
+def may_hold_heading(text: str) -> bool:
     """False when ``text`` cannot hold a ``_PLAIN_HEADING`` line: it lacks every word the pattern spells
     out (References, Bibliography, or Works / Literature with Cited). Most abstracts are told apart by a
     few single-character searches (the capitals those words start with), without the line scan."""
@@ -175,7 +175,7 @@ def _looks_like_references(tail: str) -> bool:
 def plain_reference_cut(text: str) -> int | None:
     """Where plain text's reference list starts (the offset of its heading line), or None: the rule in
     the module docstring."""
-    if not _may_hold_heading(text):
+    if not may_hold_heading(text):
         return None
     floor = len(text) * PLAIN_MIN_FRACTION
     for m in reversed(list(_PLAIN_HEADING.finditer(text))):
@@ -242,7 +242,7 @@ def plain_reference_span(text: str) -> tuple[int, int] | None:
     (or the end of the text); None when it has no reference list. Kept per text (by its blake2b digest)
     for the last ``_SPANS_KEPT`` texts: the index and the reference entries (``engine.citations``) read
     the same files in one ``index`` run, and the second asks for nothing the first did not find."""
-    if not _may_hold_heading(text):  # (no heading: none to keep, and no digest to take)
+    if not may_hold_heading(text):  # (no heading: none to keep, and no digest to take)
         return None
     import hashlib
 
