@@ -28,6 +28,8 @@ the 1-minute load average is printed beside each figure.
                      workers), so ``index_step`` is the whole less that step.
   bm25s, in process  ``bm25s`` tokenize + index of the same titles and texts, read from ``corpus.jsonl``
                      beforehand (not timed); whole: the child from start to exit, reading included.
+``--cold-refs``: remove the workspace's references store (``content/refs``) before each whole run, so its
+references step parses every list as a first ``index`` does (else a run after the first finds them current).
 ``--drop-out``: remove ``--out`` after each in-process build (a 1M index with positions is ~6 GB; with
 ``--whole`` the workspace holds another).
 Peak RSS: the child's own (``wait4``); ``workers`` is the largest of its worker processes;
@@ -193,6 +195,7 @@ def main(argv=None) -> int:
     ap.add_argument("--whole", action="store_true", help="also `chitragupta index --force` on WS (writes WS's index)")
     ap.add_argument("--no-bm25s", action="store_true")
     ap.add_argument("--drop-out", action="store_true", help="remove --out after each in-process build")
+    ap.add_argument("--cold-refs", action="store_true", help="remove WS/content/refs before each whole run")
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", choices=["ours", "bm25s", "whole"], help=argparse.SUPPRESS)
     ap.add_argument("--child-jobs", type=int, default=1, help=argparse.SUPPRESS)
@@ -222,6 +225,10 @@ def main(argv=None) -> int:
             print(json.dumps(rows[-1]), flush=True)
             if args.whole:
                 (ws / "config.toml").write_text(f"[retrieval]\npositions = {'true' if p == 'on' else 'false'}\n")
+                if args.cold_refs:
+                    from chitragupta.engine.citations.store import REFS_DIR
+
+                    shutil.rmtree(ws / "content" / REFS_DIR, ignore_errors=True)
                 load = _load()
                 got = _run(["--ws", ws, "--child", "whole", "--child-jobs", j])
                 got["index_step_s"] = round(got["wall_s"] - got["references_s"], 3)

@@ -85,7 +85,7 @@ def test_plain_reference_span_keeps_a_bounded_number(monkeypatch):
     monkeypatch.setattr(refcut, "_SPANS_KEPT", 3)
     refcut._SPANS.clear()
     for i in range(10):
-        refcut.plain_reference_span(f"text {i}\n")
+        refcut.plain_reference_span(f"text {i}\nReferences\n")  # (a text without the words is never kept)
     assert len(refcut._SPANS) == 3
 
 

@@ -12,6 +12,13 @@ from chitragupta.engine.workspace import Workspace
 from conftest import make_workspace, random_docs, write_jsonl
 
 
+@pytest.fixture(autouse=True)
+def pool_for_any_size(monkeypatch):
+    """These corpora are small: without this, a build with ``jobs`` > 1 would tokenize them in its own
+    process (``segments.POOL_FROM_BYTES``), and the pool would go untested."""
+    monkeypatch.setattr(segments, "POOL_FROM_BYTES", 0)
+
+
 def npy_bytes(ws: Workspace) -> dict[str, bytes]:
     """Every array file of the current generation (and its manifest but the time), as bytes."""
     folder = doc_folder(ws)
@@ -256,3 +263,44 @@ def _state(pid: int) -> str:
             return f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_a_small_corpus_is_tokenized_in_process_whatever_the_jobs(tmp_path, monkeypatch):
+    from chitragupta.engine import workers
+
+    docs = random_docs(23, 300, vocab=200)
+    root = make_workspace(tmp_path / "ws", docs)
+    ws = Workspace.open(root)
+    refresh(ws, jobs=1, force=True)
+    one = npy_bytes(ws)
+    started = []
+    real = workers.process_pool
+
+    def spy(jobs):
+        started.append(jobs)
+        return real(jobs)
+
+    monkeypatch.setattr(workers, "process_pool", spy)
+    monkeypatch.setattr(segments, "_MAX_BLOCK", 64)  # (several blocks: the pool would be used if allowed)
+    monkeypatch.setattr(segments, "POOL_FROM_BYTES", 8 << 20)
+    refresh(ws, jobs=2, force=True)
+    assert started == [] and npy_bytes(ws) == one
+    monkeypatch.setattr(segments, "POOL_FROM_BYTES", 0)
+    refresh(ws, jobs=2, force=True)
+    assert started == [2] and npy_bytes(ws) == one
+
+
+def test_small_text_counts_titles_packed_lengths_and_file_sizes(tmp_path):
+    from chitragupta.engine.index.source import DocSource
+
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"x" * 1000)
+    pack = str(tmp_path / "content/parsed/packs/000001-0123abcd.pack")
+    sources = [DocSource("a", "t" * 10, str(f), 0), DocSource("b", "u" * 5, pack + "#0+500", 0),
+               DocSource("c", "v" * 7, None, 2), DocSource("d", "w", str(tmp_path / "gone.txt"), 0)]
+    todo = np.arange(4)
+    total = 10 + 1000 + 5 + 500 + 7 + 1
+    assert segments.small_text(sources, todo, total + 1)
+    assert not segments.small_text(sources, todo, total)
+    assert not segments.small_text(sources, todo[:2], 1015)
+    assert segments.small_text(sources, todo[2:], 9)

@@ -129,3 +129,59 @@ def test_the_appendix_test_is_written_in_the_same_words_in_the_three_places_it_i
     said = {p: stated(root / p) for p in ("README.md", "ARCHITECTURE.md", "src/chitragupta/engine/text/refcut.py")}
     assert len(set(said.values())) == 1, said
     assert "A Multiscale Approach to Integrated" in said["README.md"]
+
+
+# -- the test before the line scan (speed only: the span must be the same as the scan's alone) ---------
+
+HEADINGS = ["References", "REFERENCES", "Bibliography", "BIBLIOGRAPHY", "Works Cited", "WORKS\tCITED",
+            "Literature cited", "LITERATURE Cited", "7 References", "VII. REFERENCES", "A. Bibliography"]
+NEAR = ["references", "bibliography", "works cited", "Cited Works", "Literature", "R", "B W L", "cited",
+        "REFERENCE", "Referencess", "Works", "Abstract"]
+
+
+@pytest.mark.parametrize("line", HEADINGS + NEAR)
+def test_the_word_test_never_hides_a_heading(line):
+    from chitragupta.engine.text.refcut import _PLAIN_HEADING, may_hold_heading
+
+    text = BODY + "\n" + line + "\n" + "".join(ENTRIES) * 3
+    found = _PLAIN_HEADING.search(text) is not None
+    assert found == (line in HEADINGS)
+    if found:  # (a text the word test passes over is one the scan finds nothing in)
+        assert may_hold_heading(text)
+    if not may_hold_heading(text):
+        assert plain_reference_span(text) is None
+    else:
+        assert (plain_reference_span(text) is not None) == found
+
+
+def test_the_word_test_on_random_texts():
+    import random
+
+    from chitragupta.engine.text.refcut import _PLAIN_HEADING, may_hold_heading
+
+    rng = random.Random(7)
+    pieces = ["References", "REFERENCES", "Bibliography", "Works", "Cited", "cited", "Literature", "LITERATURE",
+              "CITED", "Works Cited", "Literature\tcited", "R", "B", "W", "L", "eferences", "\n", " ", "ibliography",
+              "text", "1999", "[3]", "WORKS", "BIBLIOGRAPHY", "\f"]
+    hidden = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        if _PLAIN_HEADING.search(text) is not None:
+            hidden += 1
+            assert may_hold_heading(text), repr(text)
+    assert hidden > 50  # (the random texts do hold headings)
+
+
+def test_the_kept_spans_drop_the_oldest_first(monkeypatch):
+    import hashlib
+
+    from chitragupta.engine.text import refcut
+
+    monkeypatch.setattr(refcut, "_SPANS_KEPT", 3)
+    refcut._SPANS.clear()
+    texts = [BODY + f"\nReferences\n[{i}] An entry, 2001.\n" for i in range(5)]
+    spans = [plain_reference_span(t) for t in texts]
+    digest = lambda t: hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest()  # noqa: E731
+    assert list(refcut._SPANS) == [digest(t) for t in texts[2:]]
+    assert list(refcut._SPANS.values()) == spans[2:]
+    refcut._SPANS.clear()

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from chitragupta.engine.text.refcut import is_reference_heading, kept_items, reference_cut
 from chitragupta.engine.text.tables import TABLE_CAP, render_block, table_blocks
 from chitragupta.engine.text.windows import choose_windows
@@ -100,3 +102,14 @@ def test_cut_is_the_last_heading_to_the_end():
     assert reference_cut([item("a")]) is None
     pics = [item("x", "caption"), item("y", "page_header"), item("z")]
     assert [i for i, _ in kept_items(pics)] == [2]
+
+
+@pytest.mark.parametrize("line", ["Abstract", "ABSTRACT", "A B S T R A C T", "Introduction", "1 INTRODUCTION",
+                                  "I. Introduction", "Background", "BACKGROUND"])
+def test_front_end_found_when_its_word_is_the_only_capital(line):
+    # the capitals test before the word scan (A, I, B) must never pass over a heading
+    from chitragupta.engine.text.front import plain_front_end
+
+    text = "lower case title block\nan author, somewhere\n" + line + "\nthe paper begins here.\n" + "word " * 50
+    assert text[plain_front_end(text):].startswith(line)
+    assert plain_front_end(text.replace(line, line.lower())) == 0

@@ -290,10 +290,7 @@ def plain_body(text_path: "Path | str | None", text: str | None = None) -> Body:
     """A parsed ``.txt`` without a sidecar: its reference span blanked (the plain-text rule of
     ``chitragupta.engine.text.refcut``) and line-end hyphens joined, both keeping every offset of the
     file. What the index reads for a ``FLAG_NO_SIDECAR`` document. ``text``: the file's text, read already."""
-    from chitragupta.engine.text.front import plain_front_end
-    from chitragupta.engine.text.hyphens import join_hyphens
-    from chitragupta.engine.text.refcut import blank, plain_reference_span
-
+    plain_front_end, join_hyphens, blank, plain_reference_span = _PLAIN_RULES or _plain_rules()
     text = read_text(text_path) if text is None else text
     span = plain_reference_span(text)
     ref_words = after_words = 0
@@ -301,6 +298,19 @@ def plain_body(text_path: "Path | str | None", text: str | None = None) -> Body:
         ref_words, after_words = len(text[span[0]:span[1]].split()), len(text[span[1]:].split())
         text = blank(text, *span)
     return Body(join_hyphens(text), front=plain_front_end(text), ref_words=ref_words, after_words=after_words)
+
+
+_PLAIN_RULES: tuple = ()  # plain_body's functions, imported at its first call (an index build makes a million)
+
+
+def _plain_rules() -> tuple:
+    global _PLAIN_RULES
+    from chitragupta.engine.text.front import plain_front_end
+    from chitragupta.engine.text.hyphens import join_hyphens
+    from chitragupta.engine.text.refcut import blank, plain_reference_span
+
+    _PLAIN_RULES = (plain_front_end, join_hyphens, blank, plain_reference_span)
+    return _PLAIN_RULES
 
 
 _ABSTRACT = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s+|[ivx]+\.\s+)?abstract\s*[.:]?\s*$", re.IGNORECASE)
