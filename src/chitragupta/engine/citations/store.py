@@ -26,7 +26,7 @@ other rules is rebuilt with a note (the list of unlocated sources too: a wrong h
 the body's, keys out of order); files of sources no longer in the ledger are removed. A build reads the
 ledger a page of rows at a time (``Ledger.index_page``) and keeps per source only what it writes: the
 records above and the names of the files with entries; a text is read only when its stamp changed, and
-one without the words a reference heading is made of (``may_have_heading``) is not searched further. A
+one that cannot hold a reference heading (``may_have_heading``: refcut's ``may_hold_heading``) is not searched further. A
 packed text whose pack has no sidecar beside it (an import's) is read with its reference split and its
 pack looked up once. The entries a build writes are handed to ``all_references`` in the same process
 (``_Handover``: a script or the API that builds, then opens the graph) while their files are as written.
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from chitragupta.engine.citations.entries import Entry, parse_reference_list
+from chitragupta.engine.text.refcut import may_hold_heading
 
 __all__ = ["RULES", "REFS_DIR", "references_of", "all_references", "build_references", "reference_text",
            "refs_folder", "summary_line"]
@@ -176,22 +177,11 @@ def _stamp(root: Path, parsed_path: str | None) -> str:
     return _Texts(root).stamp(parsed_path)  # opens nothing: nothing to close
 
 
-_HEADING_WORDS = None
-
-
 def may_have_heading(text: str) -> bool:
-    """False when ``text`` holds none of the words a plain reference heading is made of, so that
-    ``refcut.plain_reference_span(text)`` is None (it is that function's own first test, done before it
-    hashes the text to look up its kept spans): a text without a list costs one scan per word."""
-    global _HEADING_WORDS
-    if _HEADING_WORDS is None:
-        from chitragupta.engine.text.refcut import _WORDS
-
-        _HEADING_WORDS = tuple(_WORDS)
-    for w in _HEADING_WORDS:  # a loop, not any() over a generator: 1M texts without a list ask this
-        if w in text:
-            return True
-    return False
+    """False when ``text`` cannot hold a plain reference heading, so that ``refcut.plain_reference_span(text)``
+    is None: refcut's own first test (``may_hold_heading``, a few single-character searches before the
+    heading words), done here before any other work on a text without a list."""
+    return may_hold_heading(text)
 
 
 class _Texts:
