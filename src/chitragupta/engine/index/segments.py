@@ -42,6 +42,7 @@ import numpy as np
 from chitragupta.engine.index.csr import SEQ_BREAK, Accumulator, ChunkFile, Sequences, _chunk
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, DocSource, load_body, plain_body
 from chitragupta.engine.tokenize import iter_runs_bytes, runs_bytes
+from chitragupta.kernels.build import passes as build_passes
 from chitragupta.kernels.charset import TOKEN_BYTES
 
 assert b" " not in TOKEN_BYTES  # a block's vocabulary travels as its runs joined by spaces
@@ -212,7 +213,7 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
     remap[:d] = np.arange(d)
     if keys:
         remap[d:] = np.fromiter(map(acc.vocab.__getitem__, keys), dtype=np.int64, count=len(keys))
-    from chitragupta.kernels.build import map_ids
+    map_ids = build_passes().map_ids
 
     narrow = not remap.size or int(remap.max()) <= np.iinfo(np.int32).max
     for name, (u, t, c) in block.streams.items():
@@ -227,7 +228,7 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
             ch = _chunk(u, remap[t], c)
         st.append(spill.chunk(*ch) if to_disk else ch, ch)
     if acc.sequences is not None and block.seq is not None:
-        from chitragupta.kernels.build import remap as remap_ids
+        remap_ids = build_passes().remap
 
         ids = block.seq if block.seq.flags.writeable else block.seq.copy()  # (the block's own: mapped in place)
         remap_ids(ids, remap, SEQ_BREAK)
@@ -235,12 +236,14 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
 
 
 def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], positions: bool, jobs: int,
-                    progress: Callable[[int, int], None] | None = None, block: int | None = None) -> Iterator[Block]:
+                    progress: Callable[[int, int], None] | None = None, block: int | None = None,
+                    fast: bool = True) -> Iterator[Block]:
     """The ``Block`` s of the documents ``todo`` (ascending positions into ``sources``), in order:
     tokenized here when ``jobs`` is 1, when there is one block, or when they hold less than
     ``POOL_FROM_BYTES`` of text (``small_text``: a pool's start -- the fork, the workers' first blocks --
     costs more than two processes save: an NPL-sized corpus, 11,429 abstracts, builds 0.08-0.14 s
-    faster in one), else by ``jobs`` worker processes. The blocks are the same either way."""
+    faster in one), else by ``jobs`` worker processes. The blocks are the same either way. ``fast``: see
+    ``tokenize_block`` (a small build passes False: the per-run path needs no numba)."""
     n = len(todo)
     if jobs > 1 and small_text(sources, todo, POOL_FROM_BYTES):
         jobs = 1
@@ -251,9 +254,10 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         units = np.asarray(todo[a:b], dtype=np.int64)
         return units, [sources[int(i)] for i in units], fields, positions
 
+    per_run = {} if fast else {"fast": False}
     if jobs <= 1 or len(spans) <= 1:
         for a, b in spans:
-            yield tokenize_block(*args(a, b))
+            yield tokenize_block(*args(a, b), **per_run)
             if progress:
                 progress(b, n)
         return
@@ -267,7 +271,7 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         nxt = 0
         for _ in spans:
             while nxt < len(spans) and len(pending) < window:
-                pending.append((spans[nxt][1], ex.submit(tokenize_block, *args(*spans[nxt]))))
+                pending.append((spans[nxt][1], ex.submit(tokenize_block, *args(*spans[nxt]), **per_run)))
                 nxt += 1
             done_to, fut = pending.pop(0)
             yield fut.result()
