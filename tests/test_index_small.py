@@ -119,3 +119,23 @@ def test_a_small_index_command_never_imports_numba(tmp_path):
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "RC 0 NUMBA False" in got.stdout, got.stdout + got.stderr
 
+
+
+@pytest.mark.parametrize("positions", [True, False])
+@pytest.mark.parametrize("piece_bytes,long_text", [(1 << 23, 1 << 22), (200, 500), (1, 1)])
+def test_the_numpy_runs_give_the_numba_block(tmp_path, monkeypatch, positions, piece_bytes, long_text):
+    """``tokenize_fast`` with ``kernels.runs_numpy`` (inside ``numpy_passes``) against ``kernels.runs``: the
+    same Block on Unicode, hyphenated, empty and sidecar texts, handed over in one piece or many."""
+    from chitragupta.engine.index import tokenize_fast
+    from test_tokenize_fast import _sources, _workspace, assert_same_block
+
+    sources = _sources(_workspace(tmp_path))
+    monkeypatch.setattr(tokenize_fast, "_PIECE_BYTES", piece_bytes)
+    monkeypatch.setattr(tokenize_fast, "_LONG", long_text)
+    units = np.arange(len(sources), dtype=np.int64) * 3 + 1
+    for k in (len(sources), 0, 1):
+        want = segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions)
+        with build.numpy_passes():
+            assert tokenize_fast._kernels()[0].__module__ == "chitragupta.kernels.runs_numpy"
+            got = segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions)
+        assert_same_block(got, want)

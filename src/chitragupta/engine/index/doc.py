@@ -285,7 +285,7 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     from chitragupta.kernels.integrity import scan_field
 
     # a small build (less than POOL_FROM_BYTES of text in all, reused documents included) runs without
-    # numba: the per-run tokenizer and the numpy passes, the same arrays (see ``kernels.build``)
+    # numba: numpy forms of the tokenizer's kernels and of the passes, the same arrays (``kernels.build``)
     small_build = small_text(sources, np.arange(n), POOL_FROM_BYTES)
 
     spill = Spill(folder)
@@ -299,7 +299,7 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     with numpy_passes(small_build):
         try:
             for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None,
-                                         1 if small_build else max(1, int(jobs)), progress, fast=not small_build):
+                                         1 if small_build else max(1, int(jobs)), progress):
                 merge_block(acc, block, spill)
                 flags[block.units] |= block.flags
                 report.notes.extend(block.notes)
