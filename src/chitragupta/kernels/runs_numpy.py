@@ -36,8 +36,10 @@ def runs_to_ids(buf, seg_ends, slots, pool, koff, n_keys, used):
         seg_n[s] = len(got)
         runs.extend(got)
         a = e
-    setdefault = vocab.setdefault
-    ids = np.fromiter((setdefault(r, len(vocab)) for r in runs), dtype=np.int32, count=len(runs))
+    for r in dict.fromkeys(runs):  # the distinct runs in first-seen order: a new one gets the next id
+        if r not in vocab:
+            vocab[r] = len(vocab)
+    ids = np.fromiter(map(vocab.__getitem__, runs), dtype=np.int32, count=len(runs))
     n_keys = len(vocab)
     keys = list(vocab)
     pool = np.frombuffer(b"".join(k + b" " for k in keys), dtype=np.uint8)
