@@ -22,7 +22,9 @@ the vocabulary and a few arrays per document -- not the postings.
 
 Time: the passes of the finish are numba counting sorts (``kernels.build``), and the postings per term
 and tokens per document they start from are tallied as blocks are merged (no pass over the spilled
-triples before placing them). With ``jobs`` > 1, once the workers are done, the positions are written in a
+triples before placing them). A build of less than ``POOL_FROM_BYTES`` of text in all never starts numba
+(``doc.build`` holds ``kernels.build.numpy_passes``): the tokenizer's steps (``kernels.runs_numpy``) and
+the passes (``kernels.build_numpy``) run in numpy, the same arrays to the byte. With ``jobs`` > 1, once the workers are done, the positions are written in a
 thread beside the CSR (``doc.build``), or without positions the CSR's term ranges are computed in
 threads, each with its share of ``csr.RANGE_POSTINGS``: the cores the workers had are used, and what
 is held at once stays about one range per thread.
