@@ -24,10 +24,10 @@ Time: the passes of the finish are numba counting sorts (``kernels.build``), and
 and tokens per document they start from are tallied as blocks are merged (no pass over the spilled
 triples before placing them). A build of less than ``POOL_FROM_BYTES`` of text in all never starts numba
 (``doc.build`` holds ``kernels.build.numpy_passes``): the tokenizer's steps (``kernels.runs_numpy``) and
-the passes (``kernels.build_numpy``) run in numpy, the same arrays to the byte. With ``jobs`` > 1, once the workers are done, the positions are written in a
-thread beside the CSR (``doc.build``), or without positions the CSR's term ranges are computed in
-threads, each with its share of ``csr.RANGE_POSTINGS``: the cores the workers had are used, and what
-is held at once stays about one range per thread.
+the passes (``kernels.build_numpy``) run in numpy, the same arrays to the byte. With ``jobs`` > 1, once
+the workers are done, the positions are written in a thread beside the CSR (``doc.build``), or without
+positions the CSR's term ranges are computed in threads, each with its share of ``csr.RANGE_POSTINGS``:
+the cores the workers had are used, and what is held at once stays about one range per thread.
 """
 
 from __future__ import annotations
@@ -238,14 +238,12 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
 
 
 def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], positions: bool, jobs: int,
-                    progress: Callable[[int, int], None] | None = None, block: int | None = None,
-                    fast: bool = True) -> Iterator[Block]:
+                    progress: Callable[[int, int], None] | None = None, block: int | None = None) -> Iterator[Block]:
     """The ``Block`` s of the documents ``todo`` (ascending positions into ``sources``), in order:
     tokenized here when ``jobs`` is 1, when there is one block, or when they hold less than
     ``POOL_FROM_BYTES`` of text (``small_text``: a pool's start -- the fork, the workers' first blocks --
     costs more than two processes save: an NPL-sized corpus, 11,429 abstracts, builds 0.08-0.14 s
-    faster in one), else by ``jobs`` worker processes. The blocks are the same either way. ``fast``: see
-    ``tokenize_block`` (a small build passes False: the per-run path needs no numba)."""
+    faster in one), else by ``jobs`` worker processes. The blocks are the same either way."""
     n = len(todo)
     if jobs > 1 and small_text(sources, todo, POOL_FROM_BYTES):
         jobs = 1
@@ -256,10 +254,9 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         units = np.asarray(todo[a:b], dtype=np.int64)
         return units, [sources[int(i)] for i in units], fields, positions
 
-    per_run = {} if fast else {"fast": False}
     if jobs <= 1 or len(spans) <= 1:
         for a, b in spans:
-            yield tokenize_block(*args(a, b), **per_run)
+            yield tokenize_block(*args(a, b))
             if progress:
                 progress(b, n)
         return
@@ -273,7 +270,7 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         nxt = 0
         for _ in spans:
             while nxt < len(spans) and len(pending) < window:
-                pending.append((spans[nxt][1], ex.submit(tokenize_block, *args(*spans[nxt]), **per_run)))
+                pending.append((spans[nxt][1], ex.submit(tokenize_block, *args(*spans[nxt]))))
                 nxt += 1
             done_to, fut = pending.pop(0)
             yield fut.result()
