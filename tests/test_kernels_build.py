@@ -1,11 +1,28 @@
 """kernels.build: each pass against the numpy it replaced in engine.index.csr (stable argsort, searchsorted
-keys, boolean masks), on random triples, ranges with empty terms, and edge sizes."""
+keys, boolean masks), on random triples, ranges with empty terms, and edge sizes -- both the numba module
+and ``kernels.build_numpy`` (a small build's), with the same arguments updated in place alike."""
 
 import numpy as np
 import pytest
 
 from chitragupta.engine.index import csr
-from chitragupta.kernels import build as kb
+from chitragupta.kernels import _build_numba, build, build_numpy
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def kb(request):
+    return _build_numba if request.param == "numba" else build_numpy
+
+
+def test_the_dispatch_picks_numpy_only_inside_numpy_passes():
+    assert build.passes() is _build_numba and not build.uses_numpy()
+    with build.numpy_passes():
+        assert build.passes() is build_numpy and build.uses_numpy()
+        with build.numpy_passes(False):
+            assert build.passes() is build_numpy
+    assert build.passes() is _build_numba
+    assert build.place is _build_numba.place  # (the old name still reaches the numba pass)
+    assert set(build_numpy.__all__) == set(_build_numba.__all__) == build._PASSES
 
 
 def _triples(rng, n, n_units, n_prov):
@@ -16,7 +33,7 @@ def _triples(rng, n, n_units, n_prov):
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 5000])
-def test_split_by_range_is_the_stable_sort_by_range(n):
+def test_split_by_range_is_the_stable_sort_by_range(n, kb):
     rng = np.random.default_rng(n)
     n_prov, n_terms = 60, 50
     rank = np.concatenate(([-1] * 10, rng.permutation(n_terms))).astype(np.int64)
@@ -35,7 +52,7 @@ def test_split_by_range_is_the_stable_sort_by_range(n):
 
 
 @pytest.mark.parametrize("n", [0, 3, 4000])
-def test_place_is_the_stable_sort_by_term(n):
+def test_place_is_the_stable_sort_by_term(n, kb):
     rng = np.random.default_rng(n + 1)
     t0, t1 = 5, 40
     u, _t, c = _triples(rng, n, 300, 1)
@@ -71,7 +88,7 @@ def _csr(rng, n_terms, n_units, density):
     return m, indptr, indices
 
 
-def test_align_matches_the_key_search_and_finds_a_stray_pair():
+def test_align_matches_the_key_search_and_finds_a_stray_pair(kb):
     rng = np.random.default_rng(3)
     m, indptr, indices = _csr(rng, 30, 40, 0.3)
     fm = m & (rng.random(m.shape) < 0.5)
@@ -102,7 +119,7 @@ def test_align_matches_the_key_search_and_finds_a_stray_pair():
         csr._align(indptr, indices, b_indptr, b_indices, np.ones_like(b_indices), "title")
 
 
-def test_rows_sorted():
+def test_rows_sorted(kb):
     indptr = np.array([0, 2, 2, 5], dtype=np.int64)
     assert kb.rows_sorted(indptr, np.array([1, 4, 0, 2, 9], dtype=np.int32))
     assert kb.rows_sorted(indptr, np.array([4, 9, 0, 2, 3], dtype=np.int32))  # (rows apart: not compared)
@@ -110,7 +127,7 @@ def test_rows_sorted():
     assert not kb.rows_sorted(indptr, np.array([4, 1, 0, 2, 3], dtype=np.int32))
 
 
-def test_mapping_and_counting_ids():
+def test_mapping_and_counting_ids(kb):
     rng = np.random.default_rng(5)
     n_terms, n_dropped = 20, 4
     ids = rng.integers(-1, 30, 2000).astype(np.int32)  # -1: SEQ_BREAK
@@ -130,7 +147,7 @@ def test_mapping_and_counting_ids():
     assert np.array_equal(inplace, want)
 
 
-def test_fill_positions_is_by_term_for_any_range():
+def test_fill_positions_is_by_term_for_any_range(kb):
     from chitragupta.kernels.phrase import by_term
 
     rng = np.random.default_rng(8)
@@ -172,7 +189,7 @@ def test_in_order_yields_in_order_and_holds_few(threads):
     assert list(csr.in_order(fn, 0, threads)) == []
 
 
-def test_tally_and_spread_count_what_bincount_counts():
+def test_tally_and_spread_count_what_bincount_counts(kb):
     rng = np.random.default_rng(11)
     u, t, c = _triples(rng, 3000, 70, 40)
     t = np.maximum(t, 4).astype(np.int32)  # ids 0..3: never-indexed runs, never in a triple
@@ -188,8 +205,13 @@ def test_tally_and_spread_count_what_bincount_counts():
     assert kb.spread(rank, per_id, np.zeros(25, dtype=np.int64)) == 2
 
 
-def test_the_accumulators_tally_is_every_chunk_it_holds():
+def test_the_accumulators_tally_is_every_chunk_it_holds(kb):
     """Chunks from flushes, reused counts and merged blocks: the tally equals a count of them all."""
+    with build.numpy_passes(kb is build_numpy):
+        _tally_and_finish()
+
+
+def _tally_and_finish():
     acc = csr.Accumulator(fields=("title",))
     for unit, words in enumerate(["alpha beta beta gamma", "beta delta", "", "gamma gamma alpha zeta"]):
         acc.add_runs(unit, [w.encode() for w in words.split()])

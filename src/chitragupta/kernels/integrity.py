@@ -16,46 +16,85 @@ A field's counts (title, abstract) are checked the same way (0 <= count <= tf) w
 ``first_unsorted`` checks that a string table (vocabulary, citekeys) is strictly ascending, which its
 binary search assumes. Over a million postings the passes run in parallel over chunks (cut at term
 boundaries); nothing is allocated per posting.
+
+Below that (one chunk), while numba is not loaded in this process, the same checks run in numpy
+(``_numba_now``): a small index is built and opened without numba's start, about half a second, for a
+pass of a few milliseconds; the results are the same (``tests/test_kernels_integrity.py``). The numba
+kernels are in ``kernels._integrity_numba``.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, prange
+import sys
 
-__all__ = ["scan_postings", "scan_field", "first_unsorted", "weighted_sums"]
+import numpy as np
+
+__all__ = ["scan_postings", "scan_field", "first_unsorted", "weighted_sums", "scan_range_numpy", "field_range_numpy",
+           "first_unsorted_python"]
 
 _CHUNK = 1 << 20  # postings per parallel chunk (chunks are cut at term boundaries)
+_STRINGS_NUMPY = 1 << 17  # strings below which a table's order is checked without numba (not loaded)
 
 
-@njit(cache=True)
-def _scan_range(indptr, indices, tf, n_docs, t0, t1):
-    """Rows t0..t1-1: (the first bad term or -1, sum of tf, sum of doc * tf) over the rows before it."""
+def _numba_now(n: int, limit: int = _CHUNK) -> bool:
+    """Whether a check of ``n`` items runs in numba: past ``limit``, or once numba is loaded anyway."""
+    return n > limit or "numba" in sys.modules
+
+
+def _sums(indices: np.ndarray, x: np.ndarray) -> tuple[int, int]:
+    """(sum of x, sum of indices * x) mod 2**64, as the kernels add them."""
+    xu = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        return int(xu.sum(dtype=np.uint64)), int((indices.astype(np.uint64) * xu).sum(dtype=np.uint64))
+
+
+def scan_range_numpy(indptr, indices, tf, n_docs: int, t0: int, t1: int) -> tuple[int, int, int]:
+    """``_integrity_numba._scan_range`` in numpy: rows t0..t1-1, (the first bad term or -1, the sums of
+    the postings before the first bad one)."""
     nnz = indices.shape[0]
-    a0 = np.uint64(0)
-    a1 = np.uint64(0)
-    for t in range(t0, t1):
-        a = indptr[t]
-        e = indptr[t + 1]
-        if a < 0 or e < a or e > nnz:
-            return t, a0, a1
-        prev = np.int64(-1)
-        for p in range(a, e):
-            d = np.int64(indices[p])
-            f = tf[p]
-            if d <= prev or d >= n_docs or f <= 0:
-                return t, a0, a1
-            prev = d
-            a0 += np.uint64(f)
-            a1 += np.uint64(d) * np.uint64(f)
-    return -1, a0, a1
+    a = np.asarray(indptr[t0:t1], dtype=np.int64)
+    e = np.asarray(indptr[t0 + 1:t1 + 1], dtype=np.int64)
+    bad_ptr = np.flatnonzero((a < 0) | (e < a) | (e > nnz))
+    stop = t0 + int(bad_ptr[0]) if bad_ptr.size else t1  # rows t0..stop-1 have sound, adjoining ranges
+    p0, p1 = (int(indptr[t0]), int(indptr[stop])) if stop > t0 else (0, 0)
+    d = np.asarray(indices[p0:p1], dtype=np.int64)
+    f = np.asarray(tf[p0:p1])
+    wrong = (d >= n_docs) | (f <= 0) | (d < 0)
+    if d.shape[0] > 1:
+        down = np.zeros(d.shape[0], dtype=bool)
+        down[1:] = d[1:] <= d[:-1]
+        starts = np.asarray(indptr[t0:stop], dtype=np.int64) - p0
+        down[starts[starts < d.shape[0]]] = False  # (a row's first posting has no previous)
+        wrong |= down
+    first = np.flatnonzero(wrong)
+    end = d.shape[0]  # the sums run to the first bad posting, as the kernel's loop adds them
+    if first.size:  # the row of the first bad posting
+        end = int(first[0])
+        stop = t0 + int(np.searchsorted(np.asarray(indptr[t0:stop + 1]), p0 + end, side="right")) - 1
+    s0, s1 = _sums(d[:end], f[:end])
+    return (stop if stop < t1 else -1), s0, s1
 
 
-@njit(cache=True, parallel=True)
-def _scan_chunks(indptr, indices, tf, n_docs, cuts, bad, s0, s1):
-    for c in prange(cuts.shape[0] - 1):
-        bad[c], s0[c], s1[c] = _scan_range(indptr, indices, tf, n_docs, cuts[c], cuts[c + 1])
+def field_range_numpy(indices, tf, f, lo: int, hi: int) -> tuple[int, int, int]:
+    """``_integrity_numba._field_range`` in numpy."""
+    x = np.asarray(f[lo:hi])
+    bad = np.flatnonzero((x < 0) | (x > tf[lo:hi]))
+    end = int(bad[0]) if bad.size else x.shape[0]
+    s0, s1 = _sums(np.asarray(indices[lo:lo + end]), x[:end])
+    return (lo + end if bad.size else -1), s0, s1
 
+
+def first_unsorted_python(blob, offsets) -> int:
+    """``_integrity_numba._first_unsorted`` in Python (bytes compare as the kernel does)."""
+    b = memoryview(np.ascontiguousarray(blob)).cast("B").tobytes()
+    o = np.asarray(offsets).tolist()
+    prev = b[o[0]:o[1]]
+    for i in range(len(o) - 2):
+        cur = b[o[i + 1]:o[i + 2]]
+        if not prev < cur:
+            return i
+        prev = cur
+    return -1
 
 def _cuts(indptr: np.ndarray, nnz: int) -> np.ndarray:
     """Term boundaries cutting the postings into chunks of about _CHUNK."""
@@ -73,6 +112,10 @@ def scan_postings(indptr: np.ndarray, indices: np.ndarray, tf: np.ndarray, n_doc
     n_terms = indptr.shape[0] - 1
     if n_terms <= 0:
         return -1, 0, 0
+    if not _numba_now(indices.shape[0]):
+        return scan_range_numpy(indptr, indices, tf, n_docs, 0, n_terms)
+    from chitragupta.kernels._integrity_numba import _scan_chunks, _scan_range
+
     if indices.shape[0] <= _CHUNK:  # one chunk: no thread pool to wake
         bad, a0, a1 = _scan_range(indptr, indices, tf, np.int64(n_docs), 0, n_terms)
         return int(bad), int(a0), int(a1)
@@ -87,30 +130,15 @@ def scan_postings(indptr: np.ndarray, indices: np.ndarray, tf: np.ndarray, n_doc
         return (int(found.min()) if found.size else -1, int(s0.sum(dtype=np.uint64)), int(s1.sum(dtype=np.uint64)))
 
 
-@njit(cache=True)
-def _field_range(indices, tf, f, lo, hi):
-    a0 = np.uint64(0)
-    a1 = np.uint64(0)
-    for p in range(lo, hi):
-        x = f[p]
-        if x < 0 or x > tf[p]:
-            return p, a0, a1
-        a0 += np.uint64(x)
-        a1 += np.uint64(indices[p]) * np.uint64(x)
-    return -1, a0, a1
-
-
-@njit(cache=True, parallel=True)
-def _field_chunks(indices, tf, f, n_chunks, bad, s0, s1):
-    n = f.shape[0]
-    for c in prange(n_chunks):
-        bad[c], s0[c], s1[c] = _field_range(indices, tf, f, n * c // n_chunks, n * (c + 1) // n_chunks)
-
 
 def scan_field(indices: np.ndarray, tf: np.ndarray, f: np.ndarray) -> tuple[int, int, int]:
     """(first posting whose field count is outside [0, tf] or -1, sum of f, sum of doc * f mod 2**64);
     the three arrays have the same length (the caller checks) and ``indices`` is in range."""
     n = int(f.shape[0])
+    if not _numba_now(n):
+        return field_range_numpy(indices, tf, f, 0, n)
+    from chitragupta.kernels._integrity_numba import _field_chunks, _field_range
+
     if n <= _CHUNK:
         bad, a0, a1 = _field_range(indices, tf, f, 0, n)
         return int(bad), int(a0), int(a1)
@@ -132,31 +160,14 @@ def weighted_sums(values: np.ndarray) -> tuple[int, int]:
         return int(v.sum(dtype=np.uint64)), int((np.arange(v.shape[0], dtype=np.uint64) * v).sum(dtype=np.uint64))
 
 
-@njit(cache=True)
-def _first_unsorted(blob, offsets):
-    for i in range(offsets.shape[0] - 2):
-        a = offsets[i]
-        b = offsets[i + 1]
-        c = offsets[i + 2]
-        la = b - a
-        lb = c - b
-        n = la if la < lb else lb
-        less = la < lb  # a proper prefix sorts first
-        for j in range(n):
-            x = blob[a + j]
-            y = blob[b + j]
-            if x != y:
-                less = x < y
-                break
-        if not less:
-            return i
-    return -1
-
-
 def first_unsorted(blob: np.ndarray, offsets: np.ndarray) -> int:
     """The first position i where string i is not strictly before string i + 1 (bytewise, which for
     UTF-8 is code-point order), or -1; ``offsets`` must already be checked (0 first, non-decreasing,
     the blob's length last)."""
     if offsets.shape[0] < 3:
         return -1
+    if not _numba_now(offsets.shape[0], _STRINGS_NUMPY):
+        return first_unsorted_python(blob, offsets)
+    from chitragupta.kernels._integrity_numba import _first_unsorted
+
     return int(_first_unsorted(blob, offsets))

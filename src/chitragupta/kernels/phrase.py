@@ -44,10 +44,11 @@ class Anchor:
         self.pos, self.pos_lo, self.pos_hi = pos, int(pos_lo), int(pos_hi)
 
 
-def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
+def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int, numba: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(pos int32, pos_ptr int64)``: term t's occurrences are ``pos[pos_ptr[t]:pos_ptr[t + 1]]``, the
     offset of each in its document's ids, in document order then position order (ids >= ``n_terms``,
-    the dropped runs, and ``SEQ_BREAK`` have none)."""
+    the dropped runs, and ``SEQ_BREAK`` have none). ``numba``: whether the numba fill places them (the
+    same array); None: from ``NUMBA_FROM`` ids (a small build, which does not start numba, says False)."""
     counts = np.zeros(n_terms, dtype=np.int64)
     for a in range(0, seq.shape[0], 1 << 24):
         block = np.asarray(seq[a:a + (1 << 24)])
@@ -55,7 +56,7 @@ def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int) -> tuple[np.ndarray,
     pos_ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(counts, out=pos_ptr[1:])
     pos = np.empty(int(pos_ptr[-1]), dtype=np.int32)
-    if seq.shape[0] < NUMBA_FROM:
+    if not (seq.shape[0] >= NUMBA_FROM if numba is None else numba):
         lens = np.diff(ptr)
         within = np.arange(seq.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], lens)
         keep = (seq >= 0) & (seq < n_terms)

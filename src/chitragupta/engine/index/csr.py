@@ -14,6 +14,7 @@ from itertools import count
 import numpy as np
 
 from chitragupta.engine.tokenize import DROPPED_RUNS
+from chitragupta.kernels.build import passes as build_passes
 from chitragupta.kernels.types import Postings
 
 __all__ = ["Accumulator", "Sequences", "add_reused", "matching_documents", "postings_matrix", "forward_rows",
@@ -129,7 +130,7 @@ class _Tally:
     def add(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
         if not units.shape[0]:
             return
-        from chitragupta.kernels.build import tally
+        tally = build_passes().tally
 
         self.per_id = self._fit(self.per_id, int(terms.max()) + 1)
         self.per_unit = self._fit(self.per_unit, int(units.max()) + 1)
@@ -198,7 +199,7 @@ _I32 = np.iinfo(np.int32).max
 
 def _canonical(indptr, indices, counts, n_terms: int, n_units: int):
     """Sort each row's units and sum repeated (term, unit) pairs, in place where it can."""
-    from chitragupta.kernels.build import rows_sorted
+    rows_sorted = build_passes().rows_sorted
 
     if rows_sorted(indptr, indices):  # (no unsorted or repeated pair in a row)
         return indptr, indices, counts
@@ -314,7 +315,7 @@ class Accumulator:
         for st in self.streams.values():
             st.flush()
         # postings per term and tokens per unit, from the main stream's tally (counted as chunks came)
-        from chitragupta.kernels.build import spread
+        spread = build_passes().spread
 
         tal = self.streams[""].tally
         per_term = np.zeros(n_terms, dtype=np.int64)
@@ -466,7 +467,7 @@ class _Buckets:
     def split(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray, rank: np.ndarray):
         """The triples (``terms`` provisional ids, ranked by ``rank``) as records grouped by range, and
         where each range's group starts (``kernels.build.split_by_range``; for ``write``)."""
-        from chitragupta.kernels.build import split_by_range
+        split_by_range = build_passes().split_by_range
 
         return split_by_range(units, terms, counts, rank, self.range_of, len(self.paths))
 
@@ -511,7 +512,11 @@ def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
     triple in them has its term in the range), placed in their order; ``items`` is emptied as they are
     placed, so the peak is about the triples plus the output. ``counts``: the triples per term if known."""
     n = t1 - t0
-    from chitragupta.kernels.build import count_terms, count_terms_ranked, place, place_ranked
+    kb = build_passes()
+    count_terms = kb.count_terms
+    count_terms_ranked = kb.count_terms_ranked
+    place = kb.place
+    place_ranked = kb.place_ranked
 
     if counts is None:
         counts = np.zeros(n, dtype=np.int64)
@@ -550,7 +555,7 @@ _ALIGN_BLOCK = 1 << 23  # main postings per call of the field-count walk
 def _align(indptr, indices, f_indptr, f_indices, f_counts, name: str) -> np.ndarray:
     """A field's counts at the positions of the same (term, unit) pairs in the main postings (each row
     of both ascending: one walk of the two, ``kernels.build.align``, a block of terms at a time)."""
-    from chitragupta.kernels.build import align
+    align = build_passes().align
 
     out = np.zeros(indices.shape[0], dtype=np.int32)
     n_terms = indptr.shape[0] - 1
@@ -664,7 +669,10 @@ class Sequences:
         col = out.column("seq", np.int32, int(ptr[-1]))
         per_term = np.zeros(n_terms, dtype=np.int64)  # occurrences of each term: tpos's row lengths
 
-        from chitragupta.kernels.build import count_ids, map_count, map_ids
+        kb = build_passes()
+        count_ids = kb.count_ids
+        map_count = kb.map_count
+        map_ids = kb.map_ids
 
         def emit(ids: np.ndarray) -> None:
             col.write(ids)
@@ -726,9 +734,11 @@ def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out, threads: in
     edges = (_term_ranges(per_term, POSITIONS_PER_RANGE) if hasattr(out, "scratch")
              else np.array([0, n_terms], dtype=np.int64))
     if edges.shape[0] <= 2 and total_ids < max(NUMBA_FROM, _POS_BLOCK):
-        col.write(by_term(seq.read(0, total_ids), ptr, n_terms)[0])
+        from chitragupta.kernels.build import uses_numpy
+
+        col.write(by_term(seq.read(0, total_ids), ptr, n_terms, numba=False if uses_numpy() else None)[0])
     else:
-        from chitragupta.kernels.build import fill_positions
+        fill_positions = build_passes().fill_positions
 
         def one_range(k: int) -> np.ndarray:  # (in a thread when ``threads`` > 1)
             t0, t1 = int(edges[k]), int(edges[k + 1])

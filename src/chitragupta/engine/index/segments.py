@@ -22,10 +22,12 @@ the vocabulary and a few arrays per document -- not the postings.
 
 Time: the passes of the finish are numba counting sorts (``kernels.build``), and the postings per term
 and tokens per document they start from are tallied as blocks are merged (no pass over the spilled
-triples before placing them). With ``jobs`` > 1, once the workers are done, the positions are written in a
-thread beside the CSR (``doc.build``), or without positions the CSR's term ranges are computed in
-threads, each with its share of ``csr.RANGE_POSTINGS``: the cores the workers had are used, and what
-is held at once stays about one range per thread.
+triples before placing them). A build of less than ``POOL_FROM_BYTES`` of text in all never starts numba
+(``doc.build`` holds ``kernels.build.numpy_passes``): the tokenizer's steps (``kernels.runs_numpy``) and
+the passes (``kernels.build_numpy``) run in numpy, the same arrays to the byte. With ``jobs`` > 1, once
+the workers are done, the positions are written in a thread beside the CSR (``doc.build``), or without
+positions the CSR's term ranges are computed in threads, each with its share of ``csr.RANGE_POSTINGS``:
+the cores the workers had are used, and what is held at once stays about one range per thread.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import numpy as np
 from chitragupta.engine.index.csr import SEQ_BREAK, Accumulator, ChunkFile, Sequences, _chunk
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, DocSource, load_body, plain_body
 from chitragupta.engine.tokenize import iter_runs_bytes, runs_bytes
+from chitragupta.kernels.build import passes as build_passes
 from chitragupta.kernels.charset import TOKEN_BYTES
 
 assert b" " not in TOKEN_BYTES  # a block's vocabulary travels as its runs joined by spaces
@@ -212,7 +215,7 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
     remap[:d] = np.arange(d)
     if keys:
         remap[d:] = np.fromiter(map(acc.vocab.__getitem__, keys), dtype=np.int64, count=len(keys))
-    from chitragupta.kernels.build import map_ids
+    map_ids = build_passes().map_ids
 
     narrow = not remap.size or int(remap.max()) <= np.iinfo(np.int32).max
     for name, (u, t, c) in block.streams.items():
@@ -227,7 +230,7 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
             ch = _chunk(u, remap[t], c)
         st.append(spill.chunk(*ch) if to_disk else ch, ch)
     if acc.sequences is not None and block.seq is not None:
-        from chitragupta.kernels.build import remap as remap_ids
+        remap_ids = build_passes().remap
 
         ids = block.seq if block.seq.flags.writeable else block.seq.copy()  # (the block's own: mapped in place)
         remap_ids(ids, remap, SEQ_BREAK)

@@ -31,7 +31,7 @@ __all__ = ["TermIndex", "check_arrays", "check_postings", "check_sorted", "array
 def table_arrays(citekeys: list[str], vocab: list[str]) -> dict[str, np.ndarray]:
     """The string tables every index stores beside its postings: the sorted citekeys, the sorted
     vocabulary and the vocabulary's lookup table (``chitragupta.kernels.lookup``)."""
-    from chitragupta.kernels.lookup import build_table  # numba: imported only when an index is built
+    from chitragupta.kernels.lookup_table import build_table  # (numba: only for a large table)
 
     keys = StringTable.from_sorted(citekeys)
     vt = StringTable.from_sorted(vocab)

@@ -1,5 +1,6 @@
 """A block tokenized with the runs looked up and counted in numba: the same ``segments.Block`` as
-``segments.tokenize_block``'s per-run path, to the byte, at a fraction of the cost.
+``segments.tokenize_block``'s per-run path, to the byte, at a fraction of the cost. (A small build,
+which does not start numba, calls the same steps in numpy: ``kernels.runs_numpy``.)
 
 The per-run path splits each text into Python ``bytes`` runs, looks each up in a dictionary, and sorts
 the block's (unit, run) pairs to count them. Here each text is lowercased, encoded to ASCII and
@@ -60,6 +61,18 @@ def warm(fields: tuple[str, ...]) -> None:
     ids, seg_n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *new_table())
     count_pieces(ids, seg_n, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int8), state[3], len(DROPPED_RUNS),
                  True, -1)
+
+
+def _kernels():
+    """``kernels.runs``'s three calls, or ``kernels.runs_numpy``'s (the same results) while a small build
+    runs without numba (``kernels.build.numpy_passes``)."""
+    from chitragupta.kernels.build import uses_numpy
+
+    if uses_numpy():
+        from chitragupta.kernels import runs_numpy as rk
+    else:
+        from chitragupta.kernels import runs as rk
+    return rk.count_pieces, rk.new_table, rk.runs_to_ids
 
 
 def packed_texts(sources) -> dict[int, str]:
@@ -135,7 +148,8 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     """``segments.tokenize_block`` for the document index's fields (``FIELDS``): the ``Block``'s fields,
     by name (``segments.Block(**block_parts(...))``)."""
     from chitragupta.engine.index.csr import SEQ_BREAK
-    from chitragupta.kernels.runs import count_pieces, new_table, runs_to_ids
+
+    count_pieces, new_table, runs_to_ids = _kernels()
 
     if tuple(fields) != FIELDS:
         raise ValueError(f"the fast tokenizer fills the fields {FIELDS}, not {tuple(fields)}")

@@ -1,0 +1,60 @@
+"""The vocabulary's lookup table (``kernels.lookup.build_table``) without numba for a small table.
+
+The same table to the byte: each string's FNV-1a hash is computed for all strings at once in numpy (a
+step per byte position, uint64 arithmetic wraps as the kernel's does), and the strings are placed in id
+order with linear probing in a Python loop (a table at most half full: about 1.5 probes a string). Used
+below ``NUMPY_BELOW`` strings while numba is not loaded, so that a small index is built without numba's
+start; else the numba kernel. ``tests/test_kernels_lookup_table.py`` holds the two equal.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+__all__ = ["build_table", "build_table_numpy", "NUMPY_BELOW"]
+
+NUMPY_BELOW = 1 << 17  # strings below which the table is built in numpy while numba is not loaded
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+def _hashes(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    starts = np.asarray(offsets[:-1], dtype=np.int64)
+    lens = np.diff(np.asarray(offsets, dtype=np.int64))
+    h = np.full(starts.shape[0], _FNV_OFFSET, dtype=np.uint64)
+    b = np.asarray(blob, dtype=np.uint8)
+    for k in range(int(lens.max()) if lens.size else 0):
+        on = np.flatnonzero(lens > k)
+        h[on] = (h[on] ^ b[starts[on] + k].astype(np.uint64)) * _FNV_PRIME
+    return h
+
+
+def build_table_numpy(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``kernels.lookup.build_table`` in numpy and Python: (2^m,) int32 slots, at most half full."""
+    n = offsets.shape[0] - 1
+    if n >= 2**31 - 1:
+        raise ValueError(f"{n} strings do not fit an int32 lookup table")
+    size = 2
+    while size < 2 * max(n, 1):
+        size <<= 1
+    slots = [-1] * size
+    mask = size - 1
+    with np.errstate(over="ignore"):
+        home = (_hashes(blob, offsets) & np.uint64(mask)).tolist() if n > 0 else []
+    for t, pos in enumerate(home):
+        while slots[pos] >= 0:
+            pos = (pos + 1) & mask
+        slots[pos] = t
+    return np.array(slots, dtype=np.int32)
+
+
+def build_table(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The lookup table of a sorted string table: ``build_table_numpy`` for a small one while numba is not
+    loaded, else the numba kernel (the same slots)."""
+    if offsets.shape[0] - 1 < NUMPY_BELOW and "numba" not in sys.modules:
+        return build_table_numpy(blob, offsets)
+    from chitragupta.kernels.lookup import build_table as build_numba
+
+    return build_numba(blob, offsets)

@@ -1,0 +1,85 @@
+"""``kernels.runs`` without numba, for a small build (``kernels.build.numpy_passes``): the same calls, the
+same results to the byte.
+
+``runs_to_ids``: each piece split at its spaces by ``bytes.split`` and every run given its id by a
+dictionary (the next id to a run not seen before: first-seen order, the seeds first), the dictionary
+being the table the caller keeps between calls in place of the numba hash table; the pool and the key
+offsets it returns are the numba kernel's (the distinct runs, each followed by a space), so the block's
+vocabulary is read from them as before. ``count_pieces``: the runs' units and kinds repeated from the
+pieces, each stream's (unit, id) pairs counted by ``np.unique`` of a 64-bit key (sorted by unit then id),
+and the positions' ids with a break after each title placed by ``np.insert``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["new_table", "runs_to_ids", "count_pieces"]
+
+
+def new_table(cap: int = 1 << 16, pool_bytes: int = 1 << 20):
+    """An empty table: (the run -> id dictionary, pool uint8, key offsets int64, keys 0, pool used 0)."""
+    return {}, np.empty(0, dtype=np.uint8), np.zeros(1, dtype=np.int64), 0, 0
+
+
+def runs_to_ids(buf, seg_ends, slots, pool, koff, n_keys, used):
+    """The ids of the runs of ``buf`` in order and per piece how many runs it holds; returns (ids int32,
+    runs per piece int64, the dictionary, pool, koff, n_keys, used) as ``kernels.runs.runs_to_ids``."""
+    data = np.asarray(buf, dtype=np.uint8).tobytes()
+    ends = np.asarray(seg_ends, dtype=np.int64).tolist()
+    vocab = slots
+    seg_n = np.zeros(len(ends), dtype=np.int64)
+    runs: list[bytes] = []
+    a = 0
+    for s, e in enumerate(ends):
+        got = data[a:e].split()  # (the buffer holds [a-z0-9] and spaces only: the kernel's split at spaces)
+        seg_n[s] = len(got)
+        runs.extend(got)
+        a = e
+    for r in dict.fromkeys(runs):  # the distinct runs in first-seen order: a new one gets the next id
+        if r not in vocab:
+            vocab[r] = len(vocab)
+    ids = np.fromiter(map(vocab.__getitem__, runs), dtype=np.int32, count=len(runs))
+    n_keys = len(vocab)
+    keys = list(vocab)
+    pool = np.frombuffer(b"".join(k + b" " for k in keys), dtype=np.uint8)
+    koff = np.zeros(n_keys + 1, dtype=np.int64)
+    np.cumsum([len(k) + 1 for k in keys], out=koff[1:])
+    return ids, seg_n, vocab, pool, koff, n_keys, int(koff[-1])
+
+
+def count_pieces(ids, seg_n, seg_unit, seg_kind, n_keys, keep_from, positions, seq_break):
+    """``kernels.runs.count_pieces``: the three streams' (unit, id, count) sorted by unit then id (ids below
+    ``keep_from`` left out, counts capped at 2**31 - 1), the positions' ids, and per unit its start."""
+    seg_n = np.asarray(seg_n, dtype=np.int64)
+    seg_unit = np.asarray(seg_unit, dtype=np.int64)
+    seg_kind = np.asarray(seg_kind, dtype=np.int8)
+    live = seg_kind >= 0
+    unit = np.repeat(seg_unit, seg_n)
+    kind = np.repeat(seg_kind, seg_n)
+    ids = np.asarray(ids, dtype=np.int64)
+    out = []
+    keep = ids >= keep_from
+    for take in ((kind == 0) | (kind == 1), kind == 0, kind == 2):
+        m = take & keep
+        key, cnt = np.unique((unit[m] << 32) | ids[m], return_counts=True)
+        out += [(key >> 32).astype(np.int32), (key & 0xFFFFFFFF).astype(np.int32),
+                np.minimum(cnt, 2**31 - 1).astype(np.int32)]
+    if positions:
+        in_seq = (kind == 0) | (kind == 1)
+        seq = ids[in_seq].astype(np.int32)
+        title = (seg_kind == 0)
+        kept_before = np.concatenate(([0], np.cumsum(seg_n * ((seg_kind == 0) | (seg_kind == 1)))))
+        seq = np.insert(seq, kept_before[1:][title], seq_break).astype(np.int32)
+        # per piece, the ids it puts into seq (a title: its runs and a break)
+        per_piece = np.where((seg_kind == 0) | (seg_kind == 1), seg_n, 0) + title
+        piece_start = np.concatenate(([0], np.cumsum(per_piece)))[:-1]
+        first = np.flatnonzero(live & np.concatenate(([True], seg_unit[1:] != seg_unit[:-1])))
+        seq_units = seg_unit[first].astype(np.int64)
+        seq_starts = piece_start[first].astype(np.int64)
+    else:
+        seq = np.zeros(0, dtype=np.int32)
+        first = np.flatnonzero(live & np.concatenate(([True], seg_unit[1:] != seg_unit[:-1])))
+        seq_units = seg_unit[first].astype(np.int64)
+        seq_starts = np.zeros(first.shape[0], dtype=np.int64)
+    return (*out, seq, seq_units, seq_starts)
