@@ -142,6 +142,50 @@ def _imported(root, n: int):
     return ws
 
 
+@pytest.fixture(autouse=True)
+def _workers_for_small_libraries(monkeypatch):
+    """These libraries are small: without this, ``jobs=2`` would parse them in this process (the pool starts
+    only past ``store.POOL_FROM_BYTES`` of text), and the tests below mean the workers."""
+    from chitragupta.engine.citations import store
+
+    monkeypatch.setattr(store, "POOL_FROM_BYTES", 0)
+
+
+def test_a_small_library_is_parsed_here_whatever_jobs_says(tmp_path, monkeypatch):
+    """Below ``POOL_FROM_BYTES`` of text, ``jobs=2`` starts no process pool, and the files are those a
+    build by the workers writes."""
+    from chitragupta.engine import workers
+    from chitragupta.engine.citations import store
+
+    n = 69
+    one, two = _imported(tmp_path / "one", n), _imported(tmp_path / "two", n)
+    rep1 = store.build_references(one, jobs=2)  # POOL_FROM_BYTES 0 (the fixture): the workers parse
+
+    def no_pool(*a, **k):
+        raise AssertionError("a process pool was started for a small library")
+
+    monkeypatch.setattr(workers, "process_pool", no_pool)
+    monkeypatch.setattr(store, "POOL_FROM_BYTES", 8 << 20)
+    assert store._small(two.root, [(p, None) for p in _parsed_paths(two)], 8 << 20)
+    assert not store._small(two.root, [(p, None) for p in _parsed_paths(two)], 1000)
+    rep2 = store.build_references(two, jobs=2)
+    assert rep1 == rep2 and rep1["built"] == n
+    names = sorted(p.name for p in store.refs_folder(one).iterdir())
+    assert names == sorted(p.name for p in store.refs_folder(two).iterdir()) and len(names) > 2
+    for name in names:
+        if name != "unlocated.idx":
+            d1, d2 = (json.loads((store.refs_folder(w) / name).read_bytes()) for w in (one, two))
+            d1.pop("stamp"), d2.pop("stamp")
+            assert d1 == d2
+
+
+def _parsed_paths(ws) -> list:
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    with Ledger(ws.ledger_path) as ledger:
+        return [r.parsed_path for r in ledger.rows() if r.parsed_path]
+
+
 def test_entries_parsed_by_workers_are_the_same_files(tmp_path):
     """``build_references(jobs=2)``: lists parsed by two worker processes, more than one chunk each, give
     the same report and byte for byte the same files as a build here."""

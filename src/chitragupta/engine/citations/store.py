@@ -706,14 +706,39 @@ class _AsJson(list):
     """A list of entries already as ``Entry.to_json`` dicts (a worker's)."""
 
 
+POOL_FROM_BYTES = 8 << 20  # text below which a build parses in this process whatever ``jobs`` is
+
+
+def _small(root: Path, items: list, limit: int) -> bool:
+    """Whether the texts of ``items`` hold fewer than ``limit`` bytes (a packed reference's length, a file's
+    size), counted until the sum reaches it: a process pool's start (~0.1-0.2 s) costs more than it saves
+    on a library of abstracts (11,429 short texts: ~0.2 s of work in all)."""
+    from chitragupta.engine.corpus.texts import split_ref
+
+    total = 0
+    for pp, _fp in items:
+        ref = split_ref(pp)
+        if ref is not None:
+            total += ref[2]
+        else:
+            try:
+                total += os.stat(root / pp).st_size
+            except (OSError, TypeError, ValueError):
+                pass
+        if total >= limit:
+            return False
+    return True
+
+
 def _parse_all(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
     """``_parsed`` of each (parsed path, old fingerprint) of ``items``, in order: here, or by ``jobs``
     worker processes (``engine.workers.process_pool``, started on the first call that has work for two
-    chunks and kept in ``pool`` for the build's later calls) a chunk at a time, at most ``2 * jobs``
-    chunks waiting. A chunk is ``_CHUNK`` sources, or fewer so that each worker has 4 at least."""
+    chunks and more than ``POOL_FROM_BYTES`` of text, and kept in ``pool`` for the build's later calls) a
+    chunk at a time, at most ``2 * jobs`` chunks waiting. A chunk is ``_CHUNK`` sources, or fewer so that
+    each worker has 4 at least. The files written are the same either way."""
     size = max(1, min(_CHUNK, len(items) // (4 * max(jobs, 1))))
     chunks = [items[a:a + size] for a in range(0, len(items), size)]
-    if jobs <= 1 or len(chunks) <= 1:
+    if jobs <= 1 or len(chunks) <= 1 or (_small(root, items, POOL_FROM_BYTES) if "ex" not in pool else False):
         for pp, fp in items:
             yield _parsed(root, pp, fp, texts)
         return
