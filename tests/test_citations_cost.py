@@ -475,8 +475,6 @@ def test_entries_handed_to_the_graph_are_those_its_files_hold(tmp_path):
 def test_blocking_drops_only_pairs_that_cannot_hold_the_share():
     """``_blocking`` drops a pair whose row has fewer words than the share needs before counting overlaps:
     the pairs it gives are those of every candidate's overlap counted."""
-    import numpy as np
-
     rng = random.Random(3)
     vocab = R._Vocab()
     words = [f"w{i}" for i in range(60)]
