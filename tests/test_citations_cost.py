@@ -168,6 +168,8 @@ def test_a_small_library_is_parsed_here_whatever_jobs_says(tmp_path, monkeypatch
     monkeypatch.setattr(store, "POOL_FROM_BYTES", 8 << 20)
     assert store._small(two.root, [(p, None) for p in _parsed_paths(two)], 8 << 20)
     assert not store._small(two.root, [(p, None) for p in _parsed_paths(two)], 1000)
+    packed = [("content/parsed/packs/000001-0123abcd.pack#0+5000", None)]  # counted by its length, not read
+    assert store._small(tmp_path, packed, 5001) and not store._small(tmp_path, packed, 5000)
     rep2 = store.build_references(two, jobs=2)
     assert rep1 == rep2 and rep1["built"] == n
     names = sorted(p.name for p in store.refs_folder(one).iterdir())

@@ -713,18 +713,11 @@ def _small(root: Path, items: list, limit: int) -> bool:
     """Whether the texts of ``items`` hold fewer than ``limit`` bytes (a packed reference's length, a file's
     size), counted until the sum reaches it: a process pool's start (~0.1-0.2 s) costs more than it saves
     on a library of abstracts (11,429 short texts: ~0.2 s of work in all)."""
-    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.corpus.texts import text_size
 
     total = 0
     for pp, _fp in items:
-        ref = split_ref(pp)
-        if ref is not None:
-            total += ref[2]
-        else:
-            try:
-                total += os.stat(root / pp).st_size
-            except (OSError, TypeError, ValueError):
-                pass
+        total += text_size(root / pp)  # (a packed reference with the root before it is one too)
         if total >= limit:
             return False
     return True

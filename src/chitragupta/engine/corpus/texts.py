@@ -28,7 +28,7 @@ import re
 import secrets
 import stat
 
-__all__ = ["PACKS_DIR", "PACK_BYTES", "is_ref", "split_ref", "make_ref", "pack_name_ok", "read_ref", "PackWriter",
+__all__ = ["PACKS_DIR", "PACK_BYTES", "is_ref", "split_ref", "text_size", "make_ref", "pack_name_ok", "read_ref", "PackWriter",
            "pack_stats"]
 
 PACKS_DIR = "content/parsed/packs"  # where packs live, relative to the workspace root
@@ -75,6 +75,21 @@ def _pack_head(head: str) -> bool:
 def is_ref(path: "str | os.PathLike | None") -> bool:
     """``path`` is a packed reference (see the module docstring)."""
     return split_ref(path) is not None
+
+
+def text_size(path: "str | os.PathLike | None") -> int:
+    """The bytes of a parsed text without reading it: a packed reference's length, else the file's size
+    (0 for None or a file that cannot be stat'ed). What a build counts to decide whether a process pool
+    pays (``segments.small_text``, ``citations.store._small``)."""
+    ref = split_ref(path)
+    if ref is not None:
+        return ref[2]
+    if path is None:
+        return 0
+    try:
+        return os.stat(path).st_size
+    except (OSError, TypeError, ValueError):
+        return 0
 
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)

@@ -71,21 +71,12 @@ def small_text(sources, todo: np.ndarray, limit: int) -> bool:
     """Whether the documents ``todo`` hold fewer than ``limit`` bytes of text (titles, and the parsed texts'
     sizes: a packed reference's length, a file's size), counted until the sum reaches ``limit``: a
     corpus past it is told after its first few thousand documents."""
-    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.corpus.texts import text_size
 
     total = 0
     for i in todo:
         src = sources[int(i)]
-        total += len(src.title)
-        if src.text_file is not None:
-            ref = split_ref(src.text_file)
-            if ref is not None:
-                total += ref[2]
-            else:
-                try:
-                    total += os.stat(src.text_file).st_size
-                except OSError:
-                    pass
+        total += len(src.title) + text_size(src.text_file)
         if total >= limit:
             return False
     return True
