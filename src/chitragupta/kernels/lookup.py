@@ -23,11 +23,10 @@ import numpy as np
 from numba import njit
 
 from chitragupta.kernels.charset import IS_TOKEN_BYTE, MIN_TOKEN_CHARS
+from chitragupta.kernels.hashing import FNV_OFFSET, FNV_PRIME, table_size
 
 __all__ = ["build_table", "lookup_batch", "TableCorrupt", "NO_EXPANSION"]
 
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
 _CORRUPT = -2
 
 
@@ -37,9 +36,9 @@ class TableCorrupt(ValueError):
 
 @njit(cache=True, inline="always")
 def _fnv(buf, lo, hi):
-    h = _FNV_OFFSET
+    h = FNV_OFFSET
     for i in range(lo, hi):
-        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+        h = (h ^ np.uint64(buf[i])) * FNV_PRIME
     return h
 
 
@@ -55,13 +54,7 @@ def _build(blob, offsets, slots):
 
 def build_table(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """(2^m,) int32 slots holding string ids (-1 empty), at most half full."""
-    n = offsets.shape[0] - 1
-    if n >= 2**31 - 1:
-        raise ValueError(f"{n} strings do not fit an int32 lookup table")
-    size = 2
-    while size < 2 * max(n, 1):
-        size <<= 1
-    slots = np.full(size, -1, dtype=np.int32)
+    slots = np.full(table_size(offsets.shape[0] - 1), -1, dtype=np.int32)
     _build(blob, offsets, slots)
     return slots
 

@@ -13,32 +13,28 @@ import sys
 
 import numpy as np
 
+from chitragupta.kernels.hashing import FNV_OFFSET, FNV_PRIME, table_size
+
 __all__ = ["build_table", "build_table_numpy", "NUMPY_BELOW"]
 
 NUMPY_BELOW = 1 << 17  # strings below which the table is built in numpy while numba is not loaded
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
 
 
 def _hashes(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     starts = np.asarray(offsets[:-1], dtype=np.int64)
     lens = np.diff(np.asarray(offsets, dtype=np.int64))
-    h = np.full(starts.shape[0], _FNV_OFFSET, dtype=np.uint64)
+    h = np.full(starts.shape[0], FNV_OFFSET, dtype=np.uint64)
     b = np.asarray(blob, dtype=np.uint8)
     for k in range(int(lens.max()) if lens.size else 0):
         on = np.flatnonzero(lens > k)
-        h[on] = (h[on] ^ b[starts[on] + k].astype(np.uint64)) * _FNV_PRIME
+        h[on] = (h[on] ^ b[starts[on] + k].astype(np.uint64)) * FNV_PRIME
     return h
 
 
 def build_table_numpy(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """``kernels.lookup.build_table`` in numpy and Python: (2^m,) int32 slots, at most half full."""
     n = offsets.shape[0] - 1
-    if n >= 2**31 - 1:
-        raise ValueError(f"{n} strings do not fit an int32 lookup table")
-    size = 2
-    while size < 2 * max(n, 1):
-        size <<= 1
+    size = table_size(n)
     slots = [-1] * size
     mask = size - 1
     with np.errstate(over="ignore"):
