@@ -170,6 +170,18 @@ def _block_coverage_fn():
     from numba import njit
 
     @njit(cache=False)
+    def split(bounds, margin, th):
+        """MaxScore's split: the terms in ascending bound, and how many of the first ones are non-essential
+        (their bounds' sum, inflated by margin, stays below th)."""
+        order = np.argsort(bounds)
+        s = 0.0
+        ne = 0
+        while ne < bounds.shape[0] and (s + bounds[order[ne]]) * margin < th:
+            s += bounds[order[ne]]
+            ne += 1
+        return order, ne
+
+    @njit(cache=False)
     def cover(indptr, indices, tf, fa, da, fb, db, idf, norm, k1p1, q_indptr, q_terms, theta, base, mults, out):
         """Per query q: out[q, 0] its postings; per block size base * mults[i], out[q, 1 + 4 i ...] the
         postings and blocks in blocks whose summed maxima reach theta[q], MaxScore's essential postings
@@ -205,12 +217,7 @@ def _block_coverage_fn():
             for j in range(nt):
                 for b in range(nb):
                     g[j] = max(g[j], bm[j, b])
-            order = np.argsort(g)
-            s = 0.0
-            ne = 0
-            while ne < nt and (s + g[order[ne]]) * margin < th:
-                s += g[order[ne]]
-                ne += 1
+            order, ne = split(g, margin, th)
             ess_g = 0
             for i in range(ne, nt):
                 t = q_terms[a + order[i]]
@@ -236,12 +243,7 @@ def _block_coverage_fn():
                     if ub.sum() * margin >= th:
                         vb += 1
                         vp += c_all.sum()
-                    order = np.argsort(ub)
-                    s = 0.0
-                    ne = 0
-                    while ne < nt and (s + ub[order[ne]]) * margin < th:
-                        s += ub[order[ne]]
-                        ne += 1
+                    order, ne = split(ub, margin, th)
                     for r in range(ne, nt):
                         ess_b += c_all[order[r]]
                 out[q, 1 + 4 * i] = vp
