@@ -177,11 +177,9 @@ def _stamp(root: Path, parsed_path: str | None) -> str:
     return _Texts(root).stamp(parsed_path)  # opens nothing: nothing to close
 
 
-def may_have_heading(text: str) -> bool:
-    """False when ``text`` cannot hold a plain reference heading, so that ``refcut.plain_reference_span(text)``
-    is None: refcut's own first test (``may_hold_heading``, a few single-character searches before the
-    heading words), done here before any other work on a text without a list."""
-    return may_hold_heading(text)
+# False when a text cannot hold a plain reference heading, so ``refcut.plain_reference_span`` is None:
+# refcut's own first test, asked here before any other work on a text without a list
+may_have_heading = may_hold_heading
 
 
 class _Texts:

@@ -75,10 +75,6 @@ _PLAIN_HEADING = re.compile(
 )
 # what a line of a reference list holds: a year (not inside a longer number or a decimal), an entry number
 _MARKER = re.compile(r"(?<![\d.])(?:1[89]|20)\d\d[a-z]?(?!\d)|^[ \t]*\[\d{1,4}\]", re.MULTILINE)
-# words at least one of which a text with a heading holds (a looser and slower test than
-# ``may_hold_heading``, which ``plain_reference_span`` now applies itself; ``engine.citations.store`` reads it)
-_WORDS = ("eferences", "EFERENCES", "ibliography", "IBLIOGRAPHY", "ited", "ITED")
-
 
 def may_hold_heading(text: str) -> bool:
     """False when ``text`` cannot hold a ``_PLAIN_HEADING`` line: it lacks every word the pattern spells
