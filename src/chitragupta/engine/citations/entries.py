@@ -49,6 +49,7 @@ characters of an entry are read for fields; its text is always kept whole.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -156,31 +157,33 @@ def _furniture_key(line: str) -> str:
     return " ".join(_DIGITS.sub("", line).split())
 
 
+_NONBLANK_LINE = re.compile(r"\s*(\S[^\n]*)")  # from a line start: the next non-blank line (its end unstripped)
+
+
 def _edge_lines(page: str) -> list[str]:
-    """The first two and the last two non-blank lines of a page (stripped), without splitting all of it
-    (a page of 4,000 characters or fewer: all its non-blank lines)."""
+    """The first two and the last two non-blank lines of a page (stripped; fewer where it has fewer, and
+    then those at both ends), without splitting all of it (a page of more than 4,000 characters: the
+    head read from its first 2,000 characters and the tail from its last 2,000, a line cut there read as
+    cut)."""
     if len(page) <= 4000:
-        return [s for s in (ln.strip() for ln in page.split("\n")) if s]
-    head, seg, pos = [], page[:2000], 0
-    while len(head) < 2:
-        nl = seg.find("\n", pos)
-        ln = (seg[pos:] if nl < 0 else seg[pos:nl]).strip()
-        if ln:
-            head.append(ln)
-        if nl < 0:
-            break
-        pos = nl + 1
-    tail, seg = [], page[-2000:]
-    end = len(seg)
-    while len(tail) < 2:
-        nl = seg.rfind("\n", 0, end)
-        ln = seg[nl + 1:end].strip()
-        if ln:
-            tail.append(ln)
-        if nl < 0:
-            break
-        end = nl
-    return head + tail[::-1]
+        head, tail = page, page
+    else:
+        head, tail = page[:2000], page[-2000:]
+    out = []
+    m = _NONBLANK_LINE.match(head)
+    if m is not None:
+        out.append(m.group(1).rstrip())
+        nl = head.find("\n", m.end(1))
+        m = _NONBLANK_LINE.match(head, nl + 1) if nl >= 0 else None
+        if m is not None:
+            out.append(m.group(1).rstrip())
+    # the last two, from the end: a line's text after its last newline, the text before it stripped first
+    end, back = tail.rstrip(), []
+    while end and len(back) < 2:
+        nl = end.rfind("\n")
+        back.append(end[nl + 1:].strip())
+        end = end[:nl].rstrip() if nl >= 0 else ""
+    return out + back[::-1]
 
 
 def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
@@ -192,8 +195,7 @@ def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
         return frozenset()
     seen: dict[str, int] = {}
     for page in text.split("\f"):
-        body = _edge_lines(page)
-        for ln in {*body[:2], *body[-2:]}:
+        for ln in set(_edge_lines(page)):
             if len(ln) <= 200 and not ln.endswith("."):
                 key = _furniture_key(ln)
                 if key:
@@ -287,21 +289,44 @@ def _names_only(s: str, lenient: bool = False) -> bool:
     s = s.strip().rstrip("(").strip()
     if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
         return False
-    tokens = [t for t in (t.strip(".") for t in _NAME_SEP.split(s)) if t]
-    lows = [t.lower() for t in tokens]
-    if not _LONG_STOPWORDS.isdisjoint(lows):
+    # each token's kind (``_token_kind``), looked up in C: tokens (names, initials) repeat across a library
+    kinds = list(map(_TOKEN_KINDS.get, _NAME_SEP.split(s)))
+    if None in kinds:
+        kinds = [_token_kind(t) for t in _NAME_SEP.split(s)]
+    if _STOP_KIND in kinds:
         return False
-    names = lower = 0
-    for t, low in zip(tokens, lows):
-        if low in _JOINERS or low in _PARTICLES:
-            continue
-        first = t.lstrip("{\\\"'`^~")[:1]
-        if not first:
-            continue
-        names += 1
-        if first.islower():
-            lower += 1
+    lower = kinds.count(_LOWER_NAME)
+    names = lower + kinds.count(_NAME)
     return names >= 2 and (lenient or lower * 4 <= names)
+
+
+_NO_NAME, _NAME, _LOWER_NAME, _STOP_KIND = 0, 1, 2, 3
+_TOKEN_KINDS: dict[str, int] = {}  # a token -> its ``_token_kind``, the last few kept
+_TOKENS_KEPT = 1 << 16
+
+
+def _token_kind(t: str) -> int:
+    """What one token between ``_NAME_SEP``'s separators is to ``_names_only`` (its dots at either end
+    stripped): a stopword (two letters or more), no name (empty, a joiner or a particle, LaTeX marks only),
+    a name with a lower-case first letter (after the marks), or a name. Kept in ``_TOKEN_KINDS`` (a pure
+    function of the token: kept or not, the same answer)."""
+    got = _TOKEN_KINDS.get(t)
+    if got is not None:
+        return got
+    w = t.strip(".")
+    low = w.lower()
+    if low in _LONG_STOPWORDS:
+        got = _STOP_KIND
+    elif not w or low in _JOINERS or low in _PARTICLES:
+        got = _NO_NAME
+    else:
+        first = w.lstrip("{\\\"'`^~")[:1]
+        got = _NO_NAME if not first else _LOWER_NAME if first.islower() else _NAME
+    if len(t) <= 80:
+        if len(_TOKEN_KINDS) >= _TOKENS_KEPT:
+            _TOKEN_KINDS.clear()
+        _TOKEN_KINDS[t] = got
+    return got
 
 
 def _starts_author_block(joined: str) -> bool:
@@ -596,45 +621,11 @@ _URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
 _TRAIL = ".,;:)]}>'\""
 _LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022](?=\s))\s*")
 _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
-_STOP = re.compile(r"[.?!](?=\s|$)")
-_NOT_ENDS = frozenset({"vs", "No", "Vol", "pp", "Ed", "Eds", "Inc", "Jr", "St"})
-
-
-class _SentenceEnd:
-    """A full stop, question or exclamation mark before a space or the end: not after a capital letter
-    (an initial, "J."), a two-letter capitalised word, or vs / No / Vol / pp / Ed / Eds / Inc / Jr / St.
-    ``search`` as a compiled pattern's (a match object's ``start``, ``end``), without a lookbehind chain."""
-
-    @staticmethod
-    def search(s: str, pos: int = 0):
-        for m in _STOP.finditer(s, pos):
-            i = m.start()
-            if i > 0 and "A" <= s[i - 1] <= "Z":
-                continue
-            # the word before the mark matters only when it is one of _NOT_ENDS or two letters long: at
-            # most four characters are stepped back over (a fourth one makes it none of those)
-            j, first = i, max(0, i - 4)
-            while j > first and (s[j - 1].isalnum() or s[j - 1] == "_"):
-                j -= 1
-            word = s[j:i]
-            if word in _NOT_ENDS or (len(word) == 2 and word[0].isupper() and word[1].islower() and word.isascii()):
-                continue
-            return _End(i, i + 1 + (1 if i + 1 < len(s) else 0))
-        return None
-
-
-class _End(NamedTuple):
-    at: int
-    after: int
-
-    def start(self) -> int:
-        return self.at
-
-    def end(self) -> int:
-        return self.after
-
-
-_SENTENCE_END = _SentenceEnd()
+# A full stop, question or exclamation mark before a space or the end: not after a capital letter (an
+# initial, "J."), a two-letter capitalised word (ASCII), or vs / pp / Vol / Eds / Inc (the word before the
+# mark being its whole run of word characters). One pattern, the mark first (so that the look-behinds are
+# tried only where a mark stands), its match's ``end`` past the space.
+_SENTENCE_END = re.compile(r"[.?!](?<![A-Z].)(?<!(?<!\w)(?:[A-Z][a-z]|vs|pp).)(?<!(?<!\w)(?:Vol|Eds|Inc).)(?:\s|\Z)")
 _VENUE_STOP = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
                          r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
                          r"|,\s*(?:1[89]|20)\d\d\b"
@@ -764,16 +755,20 @@ def _authors(block: str) -> tuple[str, ...]:
     block = block.replace(";", ",").replace("&", ",")
     if "nd " in block:
         block = _AND.sub(",", block)
-    parts = [p.strip(" .") for p in block.split(",")]
-    parts = [p for p in parts if p]
+    parts = list(filter(None, map(str.strip, block.split(","), _SPACE_DOTS)))
     if not parts:
         return ()
     names: list[str] = []
-    if len(parts) >= 2 and len(parts) % 2 == 0 and all(" " not in p for p in parts) and "," in block:
+    if len(parts) >= 2 and len(parts) % 2 == 0 and " " not in "".join(parts) and "," in block:
         return tuple(parts[0::2])  # "Family, Given, and Family, Given": every part one word, in pairs
+    # each part's family name and whether it is initials, looked up in C (``_part``): names repeat
+    initials = list(map(_PART_INITIALS.get, parts))
+    fams = None
+    if None in initials:
+        got = [_part(p) for p in parts]
+        fams, initials = [f for f, _i in got], [i for _f, i in got]
     # "Family, I. J., Family, I." -> after splitting on commas, initials parts belong to the part before
-    initials = [bool(_INITIALS.fullmatch(p)) for p in parts]
-    if len(parts) >= 2 and any(initials):
+    if len(parts) >= 2 and True in initials:
         i = 0
         while i < len(parts):
             if i + 1 < len(parts) and initials[i + 1] and not initials[i]:
@@ -786,11 +781,32 @@ def _authors(block: str) -> tuple[str, ...]:
                     names.append(fam)
             i += 1
         return tuple(n for n in (x.strip(" .") for x in names) if n)
-    for p in parts:
-        fam = p if " " in p and _GROUP_WORD.search(p) else _family(p)  # "OGC of Harvard": a group, kept whole
-        if fam:
-            names.append(fam)
-    return tuple(names)
+    if fams is None:
+        fams = list(map(_PART_FAMILY.get, parts))
+        if None in fams:
+            fams = [_part(p)[0] for p in parts]
+    return tuple(filter(None, fams))
+
+
+_SPACE_DOTS = itertools.repeat(" .")
+_PART_FAMILY: dict[str, str] = {}  # an author list's part -> its family name ("" for none), the last few kept
+_PART_INITIALS: dict[str, bool] = {}  # the same parts -> whether the part is initials only
+_PARTS_KEPT = 1 << 16
+
+
+def _part(p: str) -> tuple[str, bool]:
+    """(the family name of one comma-separated part of an author list, "" for none; whether it is initials
+    only ("I. J.")): a group's name whole ("OGC of Harvard"), else ``_family``. Kept for the parts met last
+    (a pure function of the part)."""
+    fam = p if " " in p and _GROUP_WORD.search(p) else _family(p) or ""
+    init = bool(_INITIALS.fullmatch(p))
+    if len(p) <= 80:
+        if len(_PART_FAMILY) >= _PARTS_KEPT:
+            _PART_FAMILY.clear()
+            _PART_INITIALS.clear()
+        _PART_FAMILY[p] = fam
+        _PART_INITIALS[p] = init
+    return fam, init
 
 
 def _has_quote(s: str, within: int) -> bool:
