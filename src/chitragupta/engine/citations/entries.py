@@ -290,9 +290,10 @@ def _names_only(s: str, lenient: bool = False) -> bool:
     if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
         return False
     # each token's kind (``_token_kind``), looked up in C: tokens (names, initials) repeat across a library
-    kinds = list(map(_TOKEN_KINDS.get, _NAME_SEP.split(s)))
+    tokens = s.translate(_SEPS_AS_SPACES).split()  # ``_NAME_SEP.split(s)`` less its empty ends, in C
+    kinds = list(map(_TOKEN_KINDS.get, tokens))
     if None in kinds:
-        kinds = [_token_kind(t) for t in _NAME_SEP.split(s)]
+        kinds = [_token_kind(t) for t in tokens]
     if _STOP_KIND in kinds:
         return False
     lower = kinds.count(_LOWER_NAME)
@@ -301,6 +302,7 @@ def _names_only(s: str, lenient: bool = False) -> bool:
 
 
 _NO_NAME, _NAME, _LOWER_NAME, _STOP_KIND = 0, 1, 2, 3
+_SEPS_AS_SPACES = str.maketrans(dict.fromkeys(",;&()[]", " "))  # ``_NAME_SEP``'s characters besides white space
 _TOKEN_KINDS: dict[str, int] = {}  # a token -> its ``_token_kind``, the last few kept
 _TOKENS_KEPT = 1 << 16
 
@@ -747,14 +749,17 @@ _AND = re.compile(r"\s(?:and|und)\s")
 
 
 def _authors(block: str) -> tuple[str, ...]:
+    """The family names of an author block (from an entry's text: its only white space single spaces)."""
     block = decode_latex(block)
     low = block.lower()
-    if "al" in low or "other" in low or "ed" in low:
+    # what ``_NOT_NAMES`` needs, looked for first ("\u017f", a long s, matches "s" there)
+    if ("et" in low and "al" in low) or "others" in low or "(ed" in low or "ed." in low or "eds." in low \
+            or "\u017f" in low:
         block = _NOT_NAMES.sub(" ", block)
     # "A, B, and C" / "A; B & C" / "A und B": one separator
     block = block.replace(";", ",").replace("&", ",")
-    if "nd " in block:
-        block = _AND.sub(",", block)
+    if "nd " in block:  # (" and " alone: replaced as the pattern would, leftmost first, the spaces single)
+        block = block.replace(" and ", ",") if " und " not in block else _AND.sub(",", block)
     parts = list(filter(None, map(str.strip, block.split(","), _SPACE_DOTS)))
     if not parts:
         return ()
