@@ -474,6 +474,11 @@ def _cut(lines: list[str], starts: list[int]) -> list[list[str]]:
 
 _URLISH_END = re.compile(r"(?:https?://|www\.|10\.\d{4,9}/)\S*[-/._~=?&#]$")
 _URLISH_LAST = frozenset("-/._~=?&#")  # what ``_URLISH_END`` ends in
+# a line end ``_join`` looks at: a hyphen, a dash or a URL's last character but a period (which it looks at
+# only where a URL or a DOI stands: ``_DOT_EOL``, with "://", "www." or ``_DOI_HEAD`` in the entry)
+_JOIN_SPECIAL = re.compile(r"[-/_~=?&#\u2013][^\S\n]*\n")
+_DOT_EOL = re.compile(r"\.[^\S\n]*\n")
+_DOI_HEAD = re.compile(r"10\.\d{4,9}/")
 _HYPHEN_HEAD = re.compile(r"(?<![A-Za-z0-9-])([A-Za-z]{1,40})-$")
 _TAIL_WORD = re.compile(r"^([a-z]{1,40})(?![A-Za-z0-9])")
 
@@ -483,6 +488,12 @@ def _join(chunk: list[str], words) -> str:
     kept only when both halves are words of the document and the whole is not: "data-\nbase"); a dash
     before a digit ("1435-\n1446"), a hyphen before a capital ("Sci-\nBERT") and a URL or DOI split at a
     line end glued without a space."""
+    if len(chunk) == 1:
+        return " ".join(chunk[0].split())
+    joined = "\n".join(chunk)
+    if not _JOIN_SPECIAL.search(joined) and not (_DOT_EOL.search(joined) and (
+            "://" in joined or "www." in joined or ("10." in joined and _DOI_HEAD.search(joined)))):
+        return " ".join(joined.split())  # no line ends as the loop below looks at: its spaces, in C
     out = ""
     for ln in chunk:
         s = " ".join(ln.split())
