@@ -911,8 +911,14 @@ def parse_entry(raw: str, n: int) -> Entry:
                 title = t[:500]
             rest = rest[nxt:]
     venue = _venue(rest)
-    return Entry(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
-                 arxiv=arxiv, url=url)
+    # the frozen dataclass's fields set as its own __init__ sets them, in one update (one Entry per entry)
+    e = _new_entry(Entry)
+    e.__dict__.update(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
+                      arxiv=arxiv, url=url)
+    return e
+
+
+_new_entry = object.__new__
 
 
 # one author, initials first ("D. Monderer", "J.-C. Bolot", "A. van Dam"), or two joined by "and"; a part of
@@ -981,7 +987,9 @@ Internat Engin Electr Theor Geophys""".split())
 def _venue(rest: str) -> str | None:
     v = rest.strip(" ,.;:")
     if v[:2] in ("In", "in"):
-        v = _IN.sub("", v)
+        m = _IN.match(v)  # (anchored: what ``sub`` would cut, at most once)
+        if m is not None:
+            v = v[m.end():]
     m = _EDITORS.match(v) if " ed" in v or " (ed" in v else None  # what the pattern needs, looked for first
     if m is not None:
         v = v[m.end():]  # "B. Scholkopf and A. J. Smola, editors, Advances in ..."
@@ -1001,7 +1009,9 @@ def _venue(rest: str) -> str | None:
             break
     v = v.strip(" ,.;:(")
     if v.endswith("arXiv"):
-        v = _PREPRINT.sub(r"\1", v)
+        m = _PREPRINT.match(v)  # (anchored at both ends: the whole ``v``, or nothing)
+        if m is not None:
+            v = m.group(1) + v[m.end():]
     if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]
