@@ -203,11 +203,39 @@ def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
     return frozenset(k for k, c in seen.items() if c >= min_pages)
 
 
-def _drop_furniture(lines: list[tuple[str, bool]], text: str, running: frozenset[str] = frozenset()) -> list[str]:
-    """The lines without page numbers, footnotes ("19The Kaggle ...": a footnote's number glued to its
-    text, set between two columns of entries) and running titles (``running_lines`` of the list, and
-    ``running`` given from the whole document, at a page's edge); a stray accent at a line's end (pdfium's
-    "Com- \u00b4") dropped."""
+def _drop_furniture(text: str, running: frozenset[str] = frozenset()) -> list[str]:
+    """The lines of ``text`` (a form feed ends one too; each right-stripped) without page numbers, footnotes
+    ("19The Kaggle ...": a footnote's number glued to its text, set between two columns of entries) and
+    running titles (``running_lines`` of the list, and ``running`` given from the whole document, at a
+    page's edge); a stray accent at a line's end (pdfium's "Com- \u00b4") dropped.
+
+    The lines are looked at one by one only where a footnote or a stray accent may stand (a line opening
+    with one or two digits glued to a capitalised word; one of the accents in the text); else each page's
+    lines are taken as they are, and a page is looked at by its edges and its lines that open as a page
+    number can."""
+    if _FOOTNOTE_NL.search(text) or _FOOTNOTE.match(text) or any(c in text for c in _STRAY_ACCENT_LAST):
+        pages = _pages_read(_lines(text))
+    else:
+        pages = [list(map(str.rstrip, page.split("\n"))) for page in text.split("\f")]
+    if "\f" not in text:
+        return [ln for ln in pages[0] if not _page_number(ln.strip())]
+    running = running | running_lines(text)
+    out: list[str] = []
+    for pg in pages:
+        stripped = list(map(str.strip, pg))
+        furniture = {e for e in _edges(stripped) if _furniture_key(e) in running}
+        # a page number's line opens with a digit, a dash or "p" (``_page_number``)
+        gone = {k for k, st in enumerate(stripped)
+                if st and (st[0] in _PAGE_FIRST or st[0].isdigit()) and _PAGE_NUMBER.match(st)}
+        if furniture:
+            gone.update(k for k, st in enumerate(stripped) if st in furniture)
+        out += [ln for k, ln in enumerate(pg) if k not in gone] if gone else pg
+    return out
+
+
+def _pages_read(lines: list[tuple[str, bool]]) -> list[list[str]]:
+    """``_lines``' lines, footnotes dropped and stray accents cut, as pages (a page's first line dropped
+    leaves its other lines to the page before)."""
     kept, note = [], False
     for ln, first in lines:
         c = ln[:1]  # a footnote's line opens with its number (after spaces): the pattern is tried only then
@@ -216,25 +244,37 @@ def _drop_furniture(lines: list[tuple[str, bool]], text: str, running: frozenset
             continue
         note = False
         kept.append((_STRAY_ACCENT.sub("", ln) if ln[-1:] in _STRAY_ACCENT_LAST else ln, first))
-    lines = kept
-    if "\f" not in text:
-        return [ln for ln, _f in lines if not _page_number(ln.strip())]
-    running = running | running_lines(text)
     pages: list[list[str]] = [[]]
-    for ln, first in lines:
+    for ln, first in kept:
         if first:
             pages.append([])
         pages[-1].append(ln)
-    out = []
-    for pg in pages:
-        stripped = [ln.strip() for ln in pg]
-        body = [s for s in stripped if s]
-        edge = {*body[:2], *body[-2:]}
-        for ln, s in zip(pg, stripped):
-            if s and (_page_number(s) or (s in edge and _furniture_key(s) in running)):
-                continue
-            out.append(ln)
+    return pages
+
+
+def _edges(stripped: list[str]) -> set[str]:
+    """The first two and the last two non-blank lines of a page's (stripped) lines."""
+    out = set()
+    k = 0
+    for st in stripped:
+        if st:
+            out.add(st)
+            k += 1
+            if k == 2:
+                break
+    k = 0
+    for st in reversed(stripped):
+        if st:
+            out.add(st)
+            k += 1
+            if k == 2:
+                break
     return out
+
+
+# a footnote's line (``_FOOTNOTE``) after the first: a line break, spaces, one or two digits, a capitalised
+# word (searched for the line break: fast)
+_FOOTNOTE_NL = re.compile(r"[\n\f][^\S\n\f]*\d{1,2}(?=[A-Z][a-z]{2})")
 
 
 _PAGE_FIRST = frozenset("-\u2013\u2014pP")  # what a page number's line may open with, besides a digit
@@ -575,7 +615,7 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
         notes.append(f"the reference list is {len(ref_text)} characters; read up to {MAX_LIST_CHARS}")
         ref_text = ref_text[:MAX_LIST_CHARS]
     text = ref_text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = _drop_furniture(_lines(text), text, running)
+    lines = _drop_furniture(text, running)
     if not any(ln.strip() for ln in lines):
         return [], notes
     if words is None:
