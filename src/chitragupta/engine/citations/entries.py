@@ -154,7 +154,12 @@ _DIGITS = re.compile(r"\d+")
 
 
 def _furniture_key(line: str) -> str:
-    return " ".join(_DIGITS.sub("", line).split())
+    """The line without its digits (any script's, as ``\\d``; an ASCII line's by ``translate``), its spaces
+    collapsed."""
+    return " ".join((line.translate(_NO_ASCII_DIGITS) if line.isascii() else _DIGITS.sub("", line)).split())
+
+
+_NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
 
 
 _NONBLANK_LINE = re.compile(r"\s*(\S[^\n]*)")  # from a line start: the next non-blank line (its end unstripped)
@@ -209,14 +214,16 @@ def _drop_furniture(text: str, running: frozenset[str] = frozenset()) -> list[st
     running titles (``running_lines`` of the list, and ``running`` given from the whole document, at a
     page's edge); a stray accent at a line's end (pdfium's "Com- \u00b4") dropped.
 
-    The lines are looked at one by one only where a footnote or a stray accent may stand (a line opening
-    with one or two digits glued to a capitalised word; one of the accents in the text); else each page's
-    lines are taken as they are, and a page is looked at by its edges and its lines that open as a page
-    number can."""
-    if _FOOTNOTE_NL.search(text) or _FOOTNOTE.match(text) or any(c in text for c in _STRAY_ACCENT_LAST):
+    The lines are looked at one by one only where a footnote may stand (a line opening with one or two
+    digits glued to a capitalised word: ``_FOOTNOTE_NL`` finds one); else each page's lines are taken as
+    they are (each line's end read for an accent where the text holds one), and a page is looked at by its
+    edges and its lines that open as a page number can."""
+    if _FOOTNOTE_NL.search(text) or _FOOTNOTE.match(text):
         pages = _pages_read(_lines(text))
     else:
         pages = [list(map(str.rstrip, page.split("\n"))) for page in text.split("\f")]
+        if any(c in text for c in _STRAY_ACCENT_LAST):
+            pages = [[_STRAY_ACCENT.sub("", ln) if ln[-1:] in _STRAY_ACCENT_LAST else ln for ln in pg] for pg in pages]
     if "\f" not in text:
         return [ln for ln in pages[0] if not _page_number(ln.strip())]
     running = running | running_lines(text)
@@ -485,7 +492,13 @@ def _author_year_starts(lines: list[str], words) -> list[int]:
                         break
                 if _starts_author_block(_quick_join(window)) or _name_line(s):
                     starts.append(i)
-        prev_end = _ends_entry(s)
+        # ``_ends_entry(s)``, inline (a call per line)
+        c = s[-1]
+        if c in ".)]" or c.isdigit() or ("a" <= c <= "z" and len(s) > 1 and s[-2].isdigit()):
+            prev_end = not (c == "." and len(s) > 1 and "A" <= s[-2] <= "Z" and (len(s) == 2 or s[-3] in " \t.,-"))
+        else:
+            last = s[s.rfind(" ") + 1:]
+            prev_end = "http://" in last or "https://" in last or _DOI.search(last) is not None
     return starts
 
 
