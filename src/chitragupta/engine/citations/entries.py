@@ -119,7 +119,9 @@ _BRACKET_NUM = re.compile(r"^\s*\[(?P<num>\d{1,4})\]")
 _DOTTED = re.compile(r"^\s*(?P<num>\d{1,4})[.)]\s+(?=\S)")
 _MARKDOWN = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
 _MARKDOWN_FIRST = frozenset("-*+\u2022")
-_YEAR = re.compile(r"(?=[12])(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
+# (the century first, then the look-behind at the character before it: a pattern that opens with a
+# look-around is tried at every position, one that opens with characters is searched for them)
+_YEAR = re.compile(r"(?:1[89]|20)(?<![\d/.:-]..)\d\d[a-z]?(?![\d/])")
 # a name-ish token: a capitalised word (any script's capital), an initial, a particle, a joiner
 _NAME_TOKEN = re.compile(
     r"(?:[^\W\d_][\w'\u2019.-]*|&|,|;|\(|\)|\{|\}|\\.|[`'\"~^])",
@@ -463,7 +465,7 @@ def _dotted_starts(lines: list[str], only: list[int] | None = None) -> list[int]
     return _numbered(lines, _DOTTED, only)
 
 
-_SPLIT_WORD = re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")
+_SPLIT_WORD = re.compile(r"-(?<=[^\W\d_]-)\n\s*(?=[a-z])")  # (the hyphen first: see _YEAR)
 
 
 def _quick_join(window: list[str]) -> str:
@@ -1025,7 +1027,8 @@ def _title_end(rest: str) -> tuple[int, int]:
 _A_LETTER = re.compile(r"[^\W\d_]")
 _TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
 _CAPS = re.compile(r"[A-Z]{1,3}")
-_NOT_NAMES = re.compile(r"\bet\s+al\.?|\bothers\b|\(eds?\.?\)|\beds?\.(?=\s|$)", re.IGNORECASE)
+# "et al.", "others", "(eds.)", "eds.": each a word (its first letter, then no word character before it)
+_NOT_NAMES = re.compile(r"e(?<!\we)t\s+al\.?|o(?<!\wo)thers\b|\(eds?\.?\)|e(?<!\we)ds?\.(?=\s|$)", re.IGNORECASE)
 _AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
 _EDITORS = re.compile(r"^[^()]{0,200}?,?\s\(?(?:editors?|eds?\.?)\)?,?\s+")
 _IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
