@@ -184,12 +184,16 @@ def _edge_lines(page: str) -> list[str]:
         m = _NONBLANK_LINE.match(head, nl + 1) if nl >= 0 else None
         if m is not None:
             out.append(m.group(1).rstrip())
-    # the last two, from the end: a line's text after its last newline, the text before it stripped first
-    end, back = tail.rstrip(), []
-    while end and len(back) < 2:
-        nl = end.rfind("\n")
-        back.append(end[nl + 1:].strip())
-        end = end[:nl].rstrip() if nl >= 0 else ""
+    # the last two, from the end: the lines between newlines found backwards, blank ones passed over
+    back, stop = [], len(tail)
+    while len(back) < 2:
+        nl = tail.rfind("\n", 0, stop)
+        ln = tail[nl + 1:stop].strip()
+        if ln:
+            back.append(ln)
+        if nl < 0:
+            break
+        stop = nl
     return out + back[::-1]
 
 
@@ -928,7 +932,9 @@ def parse_entry(raw: str, n: int) -> Entry:
         block = s[:y0.start()]
         year = int(y0.group(0)[:4])
         rest = s[y0.end():]
-        rest = _AFTER_YEAR.sub("", rest)  # "). ", "-2023. "
+        m = _AFTER_YEAR.match(rest)  # "). ", "-2023. " (anchored: what ``sub`` would cut)
+        if m is not None:
+            rest = rest[m.end():]
     else:
         q = _QUOTED.search(s) if _has_quote(s, 600) else None
         if q is not None and q.start() < 600:
