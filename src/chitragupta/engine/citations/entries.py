@@ -224,7 +224,7 @@ def _drop_furniture(text: str, running: frozenset[str] = frozenset()) -> list[st
     digits glued to a capitalised word: ``_FOOTNOTE_NL`` finds one); else each page's lines are taken as
     they are (each line's end read for an accent where the text holds one), and a page is looked at by its
     edges and its lines that open as a page number can."""
-    if _FOOTNOTE_NL.search(text) or _FOOTNOTE.match(text):
+    if _FOOTNOTE_NL.search(text) or _FOOTNOTE.match(text) or ("\f" in text and _FOOTNOTE_FF.search(text)):
         pages = _pages_read(_lines(text))
     else:
         pages = [list(map(str.rstrip, page.split("\n"))) for page in text.split("\f")]
@@ -285,9 +285,10 @@ def _edges(stripped: list[str]) -> set[str]:
     return out
 
 
-# a footnote's line (``_FOOTNOTE``) after the first: a line break, spaces, one or two digits, a capitalised
-# word (searched for the line break: fast)
-_FOOTNOTE_NL = re.compile(r"[\n\f][^\S\n\f]*\d{1,2}(?=[A-Z][a-z]{2})")
+# a footnote's line (``_FOOTNOTE``) after the first: a line break (a form feed), spaces, one or two digits,
+# a capitalised word (each pattern opens with one character: searched for it, fast)
+_FOOTNOTE_NL = re.compile(r"\n[^\S\n\f]*\d{1,2}(?=[A-Z][a-z]{2})")
+_FOOTNOTE_FF = re.compile(r"\f[^\S\n\f]*\d{1,2}(?=[A-Z][a-z]{2})")
 
 
 _PAGE_FIRST = frozenset("-\u2013\u2014pP")  # what a page number's line may open with, besides a digit
@@ -896,7 +897,7 @@ def parse_entry(raw: str, n: int) -> Entry:
     text = " ".join(raw.split())
     lead = _LEAD_MARK.match(text)
     s = (text[lead.end():] if lead else text)[:MAX_ENTRY_CHARS]
-    if _ACCENTS_ALONE.search(s):
+    if not s.isascii() and _ACCENTS_ALONE.search(s):  # (the accents are not ASCII)
         s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
     doi, doi_span = _doi(s)
     arxiv, arxiv_span = _arxiv(s)
