@@ -693,7 +693,7 @@ def _parse_chunk(root: Path, items: list) -> list:
         for pp, fp in items:
             got = _parsed(root, pp, fp, texts)
             if got[2] is not None:
-                got = (got[0], got[1], _AsJson([e.to_json() for e in got[2]]), got[3])
+                got = (got[0], got[1], _AsJson([vars(e) for e in got[2]]), got[3])  # (see ``_build``)
             out.append(got)
         return out
     finally:
@@ -848,7 +848,9 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                     notes.extend(f"{key}: {note}" for note in list_notes or ())
                     built += 1
                 else:
-                    entries_json = None if parsed is None else [e.to_json() for e in parsed]
+                    # each entry's fields as they stand (``Entry.to_json`` less its copy: the authors' tuple
+                    # is written as the same JSON list)
+                    entries_json = None if parsed is None else [vars(e) for e in parsed]
                     notes.extend(f"{key}: {note}" for note in list_notes or ())
                     built += 1
                 if not located:
