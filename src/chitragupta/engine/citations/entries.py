@@ -894,7 +894,11 @@ def _has_quote(s: str, within: int) -> bool:
 
 def parse_entry(raw: str, n: int) -> Entry:
     """One raw entry -> an Entry: its whitespace collapsed (kept whole) and the fields it prints."""
-    text = " ".join(raw.split())
+    return _parse_entry(" ".join(raw.split()), n)
+
+
+def _parse_entry(text: str, n: int) -> Entry:
+    """``parse_entry`` of an entry whose white space is collapsed already (``_split``'s entries are)."""
     lead = _LEAD_MARK.match(text)
     s = (text[lead.end():] if lead else text)[:MAX_ENTRY_CHARS]
     if not s.isascii() and _ACCENTS_ALONE.search(s):  # (the accents are not ASCII)
@@ -1085,7 +1089,7 @@ def parse_reference_list(ref_text: str, *, words=None,
     """The list's text (after its heading) -> its entries in order and notes on what could not be read
     (``words``, ``running``: as ``split_entries``)."""
     raw, notes = _split(ref_text, words, running)
-    entries = [parse_entry(r, i) for i, (r, _style) in enumerate(raw, start=1)]
+    entries = [_parse_entry(r, i) for i, (r, _style) in enumerate(raw, start=1)]  # (``_join``'s: spaces single)
     long = [e.n for e in entries if len(e.text) > MAX_ENTRY_CHARS]
     if long:
         notes.append(f"{len(long)} entr{'y' if len(long) == 1 else 'ies'} longer than {MAX_ENTRY_CHARS} characters "
