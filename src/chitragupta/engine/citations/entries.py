@@ -45,6 +45,14 @@ names that a comma ends, not a period ("I. Ashlagi, D. Monderer and M. Tenneholt
 Correlation. J. ..."), stops at that comma, the title after it, and a venue after a later comma ("...,
 Proc. of ...", "..., in IEEE ...") is split from the title. Only the first ``MAX_ENTRY_CHARS``
 characters of an entry are read for fields; its text is always kept whole.
+
+**Cost** (tens of thousands of entries per library; every shortcut gives the plain rule's answer, pinned
+in ``tests/test_citations_entries_fast.py``): a token's kind for the author-list test and an author part's
+family name are kept per string in bounded memos (names repeat across a library; never an entry's text);
+patterns open with a character, their look-behinds after it (Python's ``re`` searches for a leading
+character, but tries a leading look-around at every position); a list's lines are looked at one by one
+for footnotes only where one may stand, and an entry's lines are joined in C unless a line end needs the
+hyphen and URL rules.
 """
 
 from __future__ import annotations
@@ -53,7 +61,6 @@ import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import NamedTuple
 
 __all__ = ["Entry", "split_entries", "parse_entry", "parse_reference_list", "running_lines", "decode_latex",
            "starts_entry", "LazyWords", "MAX_ENTRY_CHARS", "MAX_LIST_CHARS"]
