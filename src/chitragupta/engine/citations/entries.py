@@ -163,12 +163,11 @@ _DIGITS = re.compile(r"\d+")
 
 
 def _furniture_key(line: str) -> str:
-    """The line without its digits (any script's, as ``\\d``; an ASCII line's by ``translate``), its spaces
-    collapsed."""
-    return " ".join((line.translate(_NO_ASCII_DIGITS) if line.isascii() else _DIGITS.sub("", line)).split())
-
-
-_NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
+    """The line without its digits (any script's, as ``\\d``; an ASCII line's deleted from its bytes), its
+    spaces collapsed."""
+    if line.isascii():
+        return " ".join(line.encode("ascii").translate(None, b"0123456789").decode("ascii").split())
+    return " ".join(_DIGITS.sub("", line).split())
 
 
 _NONBLANK_LINE = re.compile(r"\s*(\S[^\n]*)")  # from a line start: the next non-blank line (its end unstripped)
