@@ -350,7 +350,9 @@ def _names_only(s: str, lenient: bool = False) -> bool:
     if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
         return False
     # each token's kind (``_token_kind``), looked up in C: tokens (names, initials) repeat across a library
-    tokens = s.translate(_SEPS_AS_SPACES).split()  # ``_NAME_SEP.split(s)`` less its empty ends, in C
+    # ``_NAME_SEP.split(s)`` (less its empty ends): an ASCII string's separators made spaces in its bytes
+    tokens = s.encode("ascii").translate(_SEPS_AS_SPACES).decode("ascii").split() if s.isascii() else \
+        _NAME_SEP.split(s)
     kinds = list(map(_TOKEN_KINDS.get, tokens))
     if None in kinds:
         kinds = [_token_kind(t) for t in tokens]
@@ -362,7 +364,7 @@ def _names_only(s: str, lenient: bool = False) -> bool:
 
 
 _NO_NAME, _NAME, _LOWER_NAME, _STOP_KIND = 0, 1, 2, 3
-_SEPS_AS_SPACES = str.maketrans(dict.fromkeys(",;&()[]", " "))  # ``_NAME_SEP``'s characters besides white space
+_SEPS_AS_SPACES = bytes.maketrans(b",;&()[]", b"       ")  # ``_NAME_SEP``'s characters besides white space
 _TOKEN_KINDS: dict[str, int] = {}  # a token -> its ``_token_kind``, the last few kept
 _TOKENS_KEPT = 1 << 16
 
