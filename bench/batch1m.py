@@ -2,7 +2,7 @@
 
     python -m bench batch1m --ws /work/scale-ws/synth-1m [--queries 20000] [--ks 10,100] [--threads 1,2]
                             [--repeats 3] [--parts profile,api,cli,bounds] [--peer-dir DIR] [--out FILE]
-                            [--blocks 256,1024,4096,32768] [--sample 2000]
+                            [--blocks 256,1024,4096,32768] [--sample 2000] [--orders id,length]
 
 profile  ours alone, one call at a time, per thread count: the seconds of query parsing and lookup
          (``Retriever.plan``), of the scoring kernel (``kernels.dispatch.score_topk`` with the engine's
@@ -30,7 +30,10 @@ bounds   what block-max bounds could prune, before any kernel is written for the
          maxima stay below theta), and the share MaxScore's kernel reads in full once theta is reached (the
          essential terms and the one it marks). Beside them, at a k the engine prunes, the share its MaxScore
          kernel read in full (its counters), whose threshold rises tile by tile. Bounds are inflated
-         and theta deflated by 1e-9 relative, as the kernel does.
+         and theta deflated by 1e-9 relative, as the kernel does. Per order of ``--orders``, blocks are cut
+         from the documents in that order, simulated (no index is rewritten): ``id``, the index's own;
+         ``length``, documents by length ascending, ties by id -- a block then holds documents of one length,
+         whose norms, and so whose contributions at a given tf, are alike.
 
 The queries are ``bench.scale``'s seeded stress set; the bm25s index is built once (``--peer-dir``,
 default ``bench/out/batch1m/bm25s-<ws name>``) from the workspace's corpus.jsonl. At 1M documents run it
@@ -182,11 +185,13 @@ def _block_coverage_fn():
         return order, ne
 
     @njit(cache=False)
-    def cover(indptr, indices, tf, fa, da, fb, db, idf, norm, k1p1, q_indptr, q_terms, theta, base, mults, out):
+    def cover(indptr, indices, tf, fa, da, fb, db, idf, norm, k1p1, q_indptr, q_terms, theta, base, mults, rank,
+              out):
         """Per query q: out[q, 0] its postings; per block size base * mults[i], out[q, 1 + 4 i ...] the
         postings and blocks in blocks whose summed maxima reach theta[q], MaxScore's essential postings
         with global bounds and with that block's bounds; last, the essential postings with global bounds
-        plus those of the term the kernel marks (the largest non-essential one)."""
+        plus those of the term the kernel marks (the largest non-essential one). Document d lies in block
+        rank[d] // base."""
         n_docs = norm.shape[0]
         nb = (n_docs + base - 1) // base
         margin = 1.0 + 1e-9
@@ -207,7 +212,7 @@ def _block_coverage_fn():
                     if db != 0.0:
                         f += db * fb[p]
                     c = w * f * k1p1 / (f + norm[d]) if f > 0.0 else 0.0
-                    b = d // base
+                    b = rank[d] // base
                     bm[j, b] = max(bm[j, b], c)
                     cnt[j, b] += 1
                 tot += indptr[t + 1] - indptr[t]
@@ -253,12 +258,14 @@ def _block_coverage_fn():
     return cover
 
 
-def block_coverage(postings, batch, theta, idf, norm, params, blocks) -> np.ndarray:
+def block_coverage(postings, batch, theta, idf, norm, params, blocks, rank=None) -> np.ndarray:
     """``bounds``'s figures per query (the module docstring): an (n_queries, 2 + 4 * len(blocks)) int64
     array -- postings; then per block size, postings and blocks a block-max pass reads, MaxScore's
     essential postings with global bounds and with per-block bounds; last, the postings MaxScore's kernel
     reads in full once theta is reached (the essential ones and the marked term's). ``blocks`` are multiples of the
-    smallest; theta the k-th score each query is known to reach (0 where it has fewer than k hits)."""
+    smallest; theta the k-th score each query is known to reach (0 where it has fewer than k hits).
+    ``rank`` (a permutation of the document ids; None: the identity) is the position of each document in
+    the order blocks are cut from: the counts an index renumbered by it would give (``doc_order``)."""
     base = min(blocks)
     if any(b % base for b in blocks):
         raise ValueError(f"block sizes must be multiples of the smallest, got {blocks}")
@@ -269,16 +276,37 @@ def block_coverage(postings, batch, theta, idf, norm, params, blocks) -> np.ndar
     empty = np.zeros(0, dtype=np.int32)
     while len(fields) < 2:
         fields.append((empty, 0.0))
+    n_docs = postings.n_docs
+    rank = np.arange(n_docs, dtype=np.int64) if rank is None else np.asarray(rank, dtype=np.int64)
+    if rank.shape != (n_docs,) or not np.array_equal(np.sort(rank), np.arange(n_docs)):
+        raise ValueError(f"rank must be a permutation of the {n_docs} document ids")
     out = np.zeros((batch.n_queries, 2 + 4 * len(blocks)), dtype=np.int64)
     _block_coverage_fn()(np.asarray(postings.indptr), np.asarray(postings.indices), np.asarray(postings.tf),
                          fields[0][0], fields[0][1], fields[1][0], fields[1][1], idf, norm,
                          float(params.k1 + 1.0), batch.indptr.astype(np.int64), batch.terms.astype(np.int64),
                          np.asarray(theta, dtype=np.float64), int(base),
-                         np.array([b // base for b in blocks], dtype=np.int64), out)
+                         np.array([b // base for b in blocks], dtype=np.int64), rank, out)
     return out
 
 
-def bounds(ws_root: Path, texts: list[str], ks, blocks, sample: int) -> dict:
+ORDERS = ("id", "length")
+
+
+def doc_order(postings, order: str) -> np.ndarray:
+    """The rank (new position) of each document under ``order`` (``ORDERS``): ``id``, the identity;
+    ``length``, ascending document length, ties by ascending id."""
+    n = postings.n_docs
+    if order == "id":
+        return np.arange(n, dtype=np.int64)
+    if order == "length":
+        perm = np.lexsort((np.arange(n), np.asarray(postings.doc_len)))  # documents in the new order
+        rank = np.empty(n, dtype=np.int64)
+        rank[perm] = np.arange(n, dtype=np.int64)
+        return rank
+    raise ValueError(f"unknown document order {order!r}; expected one of {', '.join(ORDERS)}")
+
+
+def bounds(ws_root: Path, texts: list[str], ks, blocks, sample: int, orders=("id",)) -> dict:
     from chitragupta.kernels import cpu
     from chitragupta.kernels.dispatch import score_topk
     from chitragupta.kernels.types import N_COUNTERS, QueryBatch
@@ -300,24 +328,26 @@ def bounds(ws_root: Path, texts: list[str], ks, blocks, sample: int) -> dict:
     params = r.params
     idf, norm = index.idf_, index.norm(params.k1, params.b)
     out = {"n_docs": index.n_docs, "queries": int(rows.size), "blocks": list(blocks), "rows": []}
+    ranks = {o: doc_order(postings, o) for o in orders}
     for k in ks:
         c = np.zeros(N_COUNTERS, dtype=np.int64)
         top = score_topk(postings, sub, params, k, backend=r.backend, idf=idf, norm=norm, bounds=index.bounds(params),
                          counters=c)
         theta = np.where(np.isfinite(top.scores[:, k - 1]), top.scores[:, k - 1], 0.0)
-        cov = block_coverage(postings, sub, theta, idf, norm, params, blocks)
-        total = float(cov[:, 0].sum())
-        for i, b in enumerate(blocks):
-            n_blocks = rows.size * -(-index.n_docs // b)
-            row = {"k": k, "block": b, "load": _load(),
-                   "bmp_postings_share": float(cov[:, 1 + 4 * i].sum()) / total,
-                   "bmp_blocks_share": float(cov[:, 2 + 4 * i].sum()) / n_blocks,
-                   "maxscore_essential_share_global": float(cov[:, 3 + 4 * i].sum()) / total,
-                   "maxscore_essential_share_block": float(cov[:, 4 + 4 * i].sum()) / total,
-                   "maxscore_read_share_at_theta": float(cov[:, -1].sum()) / total,
-                   "kernel_read_in_full_share": float(c[3]) / total if c[3] else None}
-            out["rows"].append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+        for order in orders:
+            cov = block_coverage(postings, sub, theta, idf, norm, params, blocks, rank=ranks[order])
+            total = float(cov[:, 0].sum())
+            for i, b in enumerate(blocks):
+                n_blocks = rows.size * -(-index.n_docs // b)
+                row = {"k": k, "order": order, "block": b, "load": _load(),
+                       "bmp_postings_share": float(cov[:, 1 + 4 * i].sum()) / total,
+                       "bmp_blocks_share": float(cov[:, 2 + 4 * i].sum()) / n_blocks,
+                       "maxscore_essential_share_global": float(cov[:, 3 + 4 * i].sum()) / total,
+                       "maxscore_essential_share_block": float(cov[:, 4 + 4 * i].sum()) / total,
+                       "maxscore_read_share_at_theta": float(cov[:, -1].sum()) / total,
+                       "kernel_read_in_full_share": float(c[3]) / total if c[3] else None}
+                out["rows"].append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
     return out
 
 
@@ -411,6 +441,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--blocks", default="256,1024,4096,32768", help="bounds: block sizes (documents)")
     ap.add_argument("--sample", type=int, default=2000, help="bounds: dense queries analysed")
+    ap.add_argument("--orders", default="id",
+                    help=f"bounds: document orders blocks are cut from ({', '.join(ORDERS)})")
     args = ap.parse_args(argv)
     from bench.data import WORK
 
@@ -425,7 +457,11 @@ def main(argv=None) -> int:
     if "profile" in parts:
         res["profile"] = profile(args.ws, texts, ks, threads, args.repeats)
     if "bounds" in parts:
-        res["bounds"] = bounds(args.ws, texts, ks, ints(args.blocks), args.sample)
+        orders = [o for o in args.orders.split(",") if o]
+        bad = [o for o in orders if o not in ORDERS]
+        if bad:
+            ap.error(f"unknown --orders {', '.join(bad)}; expected {', '.join(ORDERS)}")
+        res["bounds"] = bounds(args.ws, texts, ks, ints(args.blocks), args.sample, orders)
     if parts & {"api", "cli"}:
         peer_dir = _peer_index(args.ws, args.peer_dir or folder / f"bm25s-{args.ws.name}")
         if "api" in parts:
