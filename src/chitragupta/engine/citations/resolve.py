@@ -141,6 +141,10 @@ def _ascii_run(m) -> str:
     return "".join(map(_ascii_char, m.group()))
 
 
+def _ascii_run_text(run: str) -> str:
+    return "".join(map(_ascii_char, run))
+
+
 def _norm_arxiv(value: str | None) -> str | None:
     if not value:
         return None
@@ -310,6 +314,101 @@ class _Vocab:
                                  shape=(len(token_lists), max(len(ids), 1)))
 
 
+KERNEL_FROM_BYTES = 1 << 23  # entry text above which its words are found in numba even when numba is not loaded
+
+
+def _entry_matrix(vocab: "_Vocab", texts: list, raw_titles: list, titles: list[str]):
+    """The entries' incidence rows over ``vocab`` (grown from the library's titles): the known words of
+    each entry's text (``_tokens``) and of its normalised title. Per entry in Python (``_Vocab.matrix``),
+    or, for many entries or once numba is loaded, in one pass of ``kernels.citewords`` over every text
+    that is ASCII or made ASCII as ``_tokens`` makes it (the rest per entry): the same matrix."""
+    import sys
+
+    if "numba" not in sys.modules and sum(len(t) for t in texts if t) < KERNEL_FROM_BYTES:
+        return vocab.matrix([_tokens(t) for t in texts], grow=False, more=[t.split() for t in titles])
+    return _entry_matrix_numba(vocab, texts, raw_titles, titles)
+
+
+def _entry_matrix_numba(vocab: "_Vocab", texts: list, raw_titles: list, titles: list[str]):
+    from scipy import sparse
+
+    from chitragupta.kernels.citewords import vocab_pairs
+    from chitragupta.kernels.lookup_table import build_table
+
+    n = len(texts)
+    width = max(len(vocab.ids), 1)
+    words = [w.encode("utf-8") for w in vocab.ids]  # ids in order (a dict keeps insertion order)
+    offsets = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in words], out=offsets[1:])
+    blob = np.frombuffer(b"".join(words), dtype=np.uint8) if words else np.zeros(0, dtype=np.uint8)
+    slots = build_table(blob, offsets)
+    # every text and title, in row order, joined by NULs (neither a word character nor white space: no
+    # word or dropped hyphen reaches over one), encoded, and each run of non-ASCII characters replaced as
+    # ``_tokens`` replaces it (``_ascii_run``; found as bytes >= 0x80, each distinct run converted once);
+    # an entry whose text or title holds a NUL, or a run with no ASCII form, is read per entry instead
+    pieces: list[str] = [""] * (2 * n)
+    pieces[0::2] = [t or "" for t in texts]
+    pieces[1::2] = [t or "" for t in raw_titles]
+    slow: set[int] = set()
+    whole = "\x00".join(pieces)
+    if whole.count("\x00") != 2 * n - 1:
+        slow = {k // 2 for k, p in enumerate(pieces) if "\x00" in p}
+        for j in slow:
+            pieces[2 * j] = pieces[2 * j + 1] = ""
+        whole = "\x00".join(pieces)
+    raw = whole.encode("utf-8")
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    if not whole.isascii():
+        high = buf >= 0x80
+        edge = np.flatnonzero(high[1:] != high[:-1]) + 1
+        if high[0]:
+            edge = np.r_[0, edge]
+        if high[-1]:
+            edge = np.r_[edge, len(high)]
+        seps = np.flatnonzero(buf == 0)
+        run_at, run_end = edge[0::2].tolist(), edge[1::2].tolist()
+        made: dict[bytes, bytes | None] = {}
+        out: list[bytes] = []
+        at = 0
+        bad_runs = []
+        for a, b in zip(run_at, run_end):
+            run = raw[a:b]
+            got = made.get(run, b"")
+            if got == b"":
+                t = _ascii_run_text(run.decode("utf-8"))
+                got = made[run] = t.encode("ascii") if t.isascii() else None
+            out.append(raw[at:a])
+            if got is None:
+                bad_runs.append(a)
+                got = run
+            out.append(got)
+            at = b
+        out.append(raw[at:])
+        if bad_runs:
+            slow |= set((np.searchsorted(seps, np.asarray(bad_runs)) // 2).tolist())
+        raw = b"".join(out)
+        buf = np.frombuffer(raw, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 0)
+    if len(ends) != 2 * n - 1:  # (no replacement holds a NUL)
+        raise AssertionError("a character made ASCII gave a NUL")
+    ends = np.append(ends, buf.shape[0]).astype(np.int64)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    slow = sorted(slow)
+    if slow:  # their pieces are not read
+        rows_slow = np.asarray(slow, dtype=np.int64)
+        starts[2 * rows_slow] = ends[2 * rows_slow]
+        starts[2 * rows_slow + 1] = ends[2 * rows_slow + 1]
+    r, c = vocab_pairs(buf, starts, ends, np.arange(2 * n, dtype=np.int64) // 2, blob, offsets, slots)
+    if slow:
+        m = vocab.matrix([_tokens(texts[j]) for j in slow], grow=False, more=[titles[j].split() for j in slow])
+        coo = m.tocoo()
+        r = np.concatenate((r, np.asarray(slow, dtype=np.int64)[coo.row]))
+        c = np.concatenate((c.astype(np.int64), coo.col.astype(np.int64)))
+    return sparse.csr_matrix((np.ones(len(r), dtype=np.float32), (r, c)), shape=(n, width))
+
+
 def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
     """Candidate (row, col) pairs: a row holding one of the column's ``keys`` rarest words (the fewest
     columns hold them) and at least ``share`` of all its words. ``rows``/``cols``: CSR incidences over one
@@ -367,8 +466,8 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
     why: dict[tuple[str, int], str] = {}
     n = len(flat)
     ids = [_entry_ids(e) for _, _, e in flat]
-    titles = [norm_title(getattr(e, "title", None)) for _, _, e in flat]
-    words = [_tokens(getattr(e, "text", None)) for _, _, e in flat]
+    raw_titles = [getattr(e, "title", None) for _, _, e in flat]
+    titles = [norm_title(t) for t in raw_titles]
     years = [getattr(e, "year", None) for _, _, e in flat]
     citing_pos = [library.pos.get(k, -1) for k, _, _ in flat]
 
@@ -377,7 +476,8 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
     if n and len(library):
         vocab = _Vocab()
         lib_m = vocab.matrix([t.split() for t in library.norm], grow=True)
-        ent_m = _pad(vocab.matrix(words, grow=False, more=[t.split() for t in titles]), lib_m.shape[1])
+        ent_m = _pad(_entry_matrix(vocab, [getattr(e, "text", None) for _, _, e in flat], raw_titles, titles),
+                     lib_m.shape[1])
         rows, cols = _blocking(ent_m, lib_m, BLOCK_SHARE)
         for r, c in zip(rows.tolist(), cols.tolist()):
             cand[r].append(c)
