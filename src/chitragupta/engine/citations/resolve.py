@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
 import unicodedata
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -322,8 +323,6 @@ def _entry_matrix(vocab: "_Vocab", texts: list, raw_titles: list, titles: list[s
     each entry's text (``_tokens``) and of its normalised title. Per entry in Python (``_Vocab.matrix``),
     or, for many entries or once numba is loaded, in one pass of ``kernels.citewords`` over every text
     that is ASCII or made ASCII as ``_tokens`` makes it (the rest per entry): the same matrix."""
-    import sys
-
     if "numba" not in sys.modules and sum(len(t) for t in texts if t) < KERNEL_FROM_BYTES:
         return vocab.matrix([_tokens(t) for t in texts], grow=False, more=[t.split() for t in titles])
     return _entry_matrix_numba(vocab, texts, raw_titles, titles)
@@ -437,7 +436,12 @@ def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
     fits = np.diff(rows.indptr)[r] >= need[c]
     if not fits.all():
         r, c = r[fits], c[fits]
-    overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
+    if "numba" in sys.modules:  # (the same counts, without two fancy-indexed copies of the rows)
+        from chitragupta.kernels.citewords import pair_overlaps
+
+        overlap = pair_overlaps(rows, cols, r, c)
+    else:
+        overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
     ok = overlap >= need[c]
     return r[ok], c[ok]
 
@@ -665,3 +669,4 @@ def no_gc():
     finally:
         if was:
             gc.enable()
+
