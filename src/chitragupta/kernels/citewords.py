@@ -19,7 +19,7 @@ from numba import njit
 
 from chitragupta.kernels.hashing import FNV_OFFSET, FNV_PRIME
 
-__all__ = ["vocab_pairs", "pair_overlaps", "IS_WORD", "IS_SPACE"]
+__all__ = ["vocab_pairs", "pair_overlaps", "normalised", "IS_WORD", "IS_SPACE"]
 
 # ``\w`` and ``\s`` of Python's ``re`` on an ASCII ``str`` (the bytes 128..255 never occur: the texts are ASCII)
 IS_WORD = np.zeros(256, dtype=np.bool_)
@@ -153,3 +153,60 @@ def pair_overlaps(a, b, r, c):
     return _overlaps(np.asarray(a.indptr, dtype=np.int64), np.asarray(a.indices, dtype=np.int64),
                      np.asarray(b.indptr, dtype=np.int64), np.asarray(b.indices, dtype=np.int64),
                      np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64), max(a.shape[1], b.shape[1], 1))
+
+
+@njit(cache=True)
+def _normalised(buf, starts, ends, blob, offsets, slots, is_word, is_space, token):
+    total = 0
+    for p in range(starts.shape[0]):
+        total += ends[p] - starts[p] + 1
+    out = np.empty(max(total, 1), dtype=np.uint8)
+    out_ends = np.empty(starts.shape[0], dtype=np.int64)
+    o = 0
+    for p in range(starts.shape[0]):
+        lo = starts[p]
+        end = ends[p]
+        begin = o  # where this piece's text starts in ``out``
+        w = -1  # where the current word starts in ``out`` (-1: none)
+        h = FNV_OFFSET
+        i = lo
+        while True:
+            c = np.uint8(0)
+            if i < end:
+                b = buf[i]
+                c = token[b]
+                if c == 0 and b == _HYPHEN and i > lo and is_word[buf[i - 1]]:
+                    j = i + 1
+                    while j < end and is_space[buf[j]]:
+                        j += 1
+                    if j < end and is_word[buf[j]]:
+                        i = j
+                        continue
+            if c != 0:
+                if w < 0:
+                    if o > begin:
+                        out[o] = 32
+                        o += 1
+                    w = o
+                    h = FNV_OFFSET
+                out[o] = c
+                o += 1
+                h = (h ^ np.uint64(c)) * FNV_PRIME
+            else:
+                if w >= 0:
+                    if _find(out[w:o], o - w, h, blob, offsets, slots) >= 0:  # a function word: taken back
+                        o = w - 1 if w > begin else w
+                    w = -1
+                if i >= end:
+                    break
+            i += 1
+        out_ends[p] = o
+    return out[:o], out_ends
+
+
+def normalised(buf, starts, ends, blob, offsets, slots):
+    """(text uint8, ends int64): each piece's words (the module docstring's), those of the table (``blob``,
+    ``offsets``, ``slots``: the function words) left out, joined by single spaces; piece ``p`` is
+    ``text[ends[p - 1]:ends[p]]``."""
+    return _normalised(buf, np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64), blob,
+                       np.asarray(offsets, dtype=np.int64), slots, IS_WORD, IS_SPACE, _TOKEN)

@@ -39,8 +39,10 @@ import gc
 import re
 import sys
 import unicodedata
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -146,15 +148,21 @@ def _ascii_run_text(run: str) -> str:
     return "".join(map(_ascii_char, run))
 
 
+_ARXIV_LEAD = re.compile(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)")
+_ARXIV_TAIL = re.compile(r"(?:v\d+)?(?:\.pdf)?$")
+_ARXIV_ID_NEW = re.compile(r"\d{4}\.\d{4,5}")
+_ARXIV_ID_OLD = re.compile(r"[a-z\-]+(?:\.[a-z]{2})?/\d{7}")
+
+
 def _norm_arxiv(value: str | None) -> str | None:
     if not value:
         return None
     v = value.strip().lower()
-    v = re.sub(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", "", v)
-    v = re.sub(r"(?:v\d+)?(?:\.pdf)?$", "", v)
-    if re.fullmatch(r"\d{4}\.\d{4,5}", v):
+    v = _ARXIV_LEAD.sub("", v, count=1)
+    v = _ARXIV_TAIL.sub("", v)
+    if _ARXIV_ID_NEW.fullmatch(v):
         return v if 1 <= int(v[2:4]) <= 12 else None  # YYMM: "2022.99999" is a misprint, not an id
-    return v if re.fullmatch(r"[a-z\-]+(?:\.[a-z]{2})?/\d{7}", v) else None
+    return v if _ARXIV_ID_OLD.fullmatch(v) else None
 
 
 def arxiv_of(*texts: str | None, doi: str | None = None) -> str | None:
@@ -253,22 +261,33 @@ class Resolution:
 
 
 def _entry_ids(e) -> tuple[str | None, str | None]:
-    if getattr(e, "doi", None) is None and getattr(e, "arxiv", None) is None and getattr(e, "url", None) is None:
+    return _ids_of(getattr(e, "doi", None), getattr(e, "arxiv", None), getattr(e, "url", None))
+
+
+def _ids_of(doi_s, arxiv_s, url) -> tuple[str | None, str | None]:
+    """An entry's (DOI that is not arXiv's, arXiv id) from its printed DOI, arXiv id and URL."""
+    if doi_s is None and arxiv_s is None and url is None:
         return None, None  # most entries print none of them
-    doi = norm_doi(e.doi) if getattr(e, "doi", None) else None
-    arxiv = _norm_arxiv(getattr(e, "arxiv", None)) or arxiv_of(getattr(e, "url", None), doi=doi)
+    doi = norm_doi(doi_s) if doi_s else None
+    arxiv = _norm_arxiv(arxiv_s) or arxiv_of(url, doi=doi)
     return _plain_doi(doi), arxiv
 
 
 _SENTENCE = re.compile(r"(?<=[.?!])\s+|[\"\u201c\u201d]")
 
 
-def _segments(text: str | None) -> list[str]:
+def _segments(text: str | None, shortest: int = 0) -> list[str]:
     """An entry's text cut at sentence ends and quotes, each piece normalised: where its title is when the
-    parser took another piece for it."""
+    parser took another piece for it. ``shortest``: the shortest normalised title a piece is compared
+    with; an ASCII piece too short to reach ``TITLE_MIN`` against it is left out unnormalised
+    (normalising never lengthens an ASCII piece, and fuzz.ratio of lengths a < b is at most
+    200 a / (a + b): below the bar T when a (200 - T) < T b)."""
     if not text:
         return []
-    return [g for g in (norm_title(p) for p in _SENTENCE.split(text)) if " " in g]
+    bar = min(TITLE_MIN, TITLE_MIN_NO_YEAR)
+    floor, per = bar * shortest, 200.0 - bar
+    return [g for g in (norm_title(p) for p in _SENTENCE.split(text) if len(p) * per >= floor or not p.isascii())
+            if " " in g]
 
 
 def _years_ok(a: int | None, b: int | None) -> bool:
@@ -315,24 +334,119 @@ class _Vocab:
                                  shape=(len(token_lists), max(len(ids), 1)))
 
 
-KERNEL_FROM_BYTES = 1 << 23  # entry text above which its words are found in numba even when numba is not loaded
+KERNEL_FROM_BYTES = 1 << 23  # entry text above which it is read in numba even when numba is not loaded
 
 
-def _entry_matrix(vocab: "_Vocab", texts: list, raw_titles: list, titles: list[str]):
+def _numba_pays(texts) -> bool:
+    """Whether the entries are read by ``kernels.citewords`` (the same results as per entry in Python):
+    once numba is loaded, or for more text than its start costs."""
+    return "numba" in sys.modules or sum(len(t) for t in texts if t) >= KERNEL_FROM_BYTES
+
+
+class _Packed:
+    """Every entry's text and title as ``kernels.citewords`` reads them: in row order (text, title),
+    joined by NULs (neither a word character nor white space: no word or dropped hyphen reaches over
+    one), encoded, each run of non-ASCII characters replaced as ``_tokens`` replaces it (``_ascii_run``;
+    found as bytes >= 0x80, each distinct run converted once). ``slow``: the rows (ascending) whose text
+    or title holds a NUL or a run with no ASCII form; their pieces are empty here and they are read per
+    entry. Piece ``2 j`` is row j's text, ``2 j + 1`` its title: ``buf[starts[p]:ends[p]]``."""
+
+    def __init__(self, texts, raw_titles):
+        n = len(texts)
+        pieces: list[str] = [""] * (2 * n)
+        pieces[0::2] = [t or "" for t in texts]
+        pieces[1::2] = [t or "" for t in raw_titles]
+        slow: set[int] = set()
+        whole = "\x00".join(pieces)
+        if whole.count("\x00") != 2 * n - 1:
+            slow = {k // 2 for k, p in enumerate(pieces) if "\x00" in p}
+            for j in slow:
+                pieces[2 * j] = pieces[2 * j + 1] = ""
+            whole = "\x00".join(pieces)
+        raw = whole.encode("utf-8")
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        if not whole.isascii():
+            high = buf >= 0x80
+            edge = np.flatnonzero(high[1:] != high[:-1]) + 1
+            if high[0]:
+                edge = np.r_[0, edge]
+            if high[-1]:
+                edge = np.r_[edge, len(high)]
+            seps = np.flatnonzero(buf == 0)
+            made: dict[bytes, bytes | None] = {}
+            out: list[bytes] = []
+            at = 0
+            bad = []
+            for a, b in zip(edge[0::2].tolist(), edge[1::2].tolist()):
+                run = raw[a:b]
+                got = made.get(run, b"")
+                if got == b"":
+                    t = _ascii_run_text(run.decode("utf-8"))
+                    got = made[run] = t.encode("ascii") if t.isascii() else None
+                out.append(raw[at:a])
+                if got is None:
+                    bad.append(a)
+                    got = run
+                out.append(got)
+                at = b
+            out.append(raw[at:])
+            if bad:
+                slow |= set((np.searchsorted(seps, np.asarray(bad)) // 2).tolist())
+            buf = np.frombuffer(b"".join(out), dtype=np.uint8)
+        ends = np.flatnonzero(buf == 0)
+        if len(ends) != 2 * n - 1:
+            raise AssertionError("a character made ASCII gave a NUL")
+        self.ends = np.append(ends, buf.shape[0]).astype(np.int64)
+        self.starts = np.empty_like(self.ends)
+        self.starts[0] = 0
+        self.starts[1:] = self.ends[:-1] + 1
+        self.slow = sorted(slow)
+        if self.slow:  # their pieces are not read
+            rows = np.asarray(self.slow, dtype=np.int64)
+            for half in (0, 1):
+                self.starts[2 * rows + half] = self.ends[2 * rows + half]
+        self.buf = buf
+
+    def titles(self, raw_titles) -> list[str]:
+        """``norm_title`` of every row's title."""
+        from chitragupta.kernels.citewords import normalised
+
+        text, ends = normalised(self.buf, self.starts[1::2], self.ends[1::2], *_stop_table())
+        whole = text.tobytes().decode("ascii")
+        cut = [0] + ends.tolist()
+        out = [whole[a:b] for a, b in zip(cut, cut[1:])]
+        for j in self.slow:
+            out[j] = norm_title(raw_titles[j])
+        return out
+
+
+_STOP_TABLE: list = []
+
+
+def _stop_table():
+    """The function words as a string table with its lookup table (``kernels.citewords.normalised``)."""
+    if not _STOP_TABLE:
+        from chitragupta.kernels.lookup_table import build_table_numpy
+
+        words = [w.encode("ascii") for w in sorted(_STOP)]
+        offsets = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum([len(w) for w in words], out=offsets[1:])
+        blob = np.frombuffer(b"".join(words), dtype=np.uint8)
+        _STOP_TABLE.extend((blob, offsets, build_table_numpy(blob, offsets)))
+    return tuple(_STOP_TABLE)
+
+
+def _entry_matrix(vocab: "_Vocab", texts, titles: list[str], packed: "_Packed | None"):
     """The entries' incidence rows over ``vocab`` (grown from the library's titles): the known words of
     each entry's text (``_tokens``) and of its normalised title. Per entry in Python (``_Vocab.matrix``),
-    or, for many entries or once numba is loaded, in one pass of ``kernels.citewords`` over every text
-    that is ASCII or made ASCII as ``_tokens`` makes it (the rest per entry): the same matrix."""
-    if "numba" not in sys.modules and sum(len(t) for t in texts if t) < KERNEL_FROM_BYTES:
+    or, given ``packed``, in one pass of ``kernels.citewords`` (the rows ``packed.slow`` per entry): the
+    same matrix."""
+    if packed is None:
         return vocab.matrix([_tokens(t) for t in texts], grow=False, more=[t.split() for t in titles])
-    return _entry_matrix_numba(vocab, texts, raw_titles, titles)
-
-
-def _entry_matrix_numba(vocab: "_Vocab", texts: list, raw_titles: list, titles: list[str]):
     from scipy import sparse
 
     from chitragupta.kernels.citewords import vocab_pairs
-    from chitragupta.kernels.lookup_table import build_table
+    from chitragupta.kernels.lookup_table import build_table_numpy
 
     n = len(texts)
     width = max(len(vocab.ids), 1)
@@ -340,67 +454,11 @@ def _entry_matrix_numba(vocab: "_Vocab", texts: list, raw_titles: list, titles: 
     offsets = np.zeros(len(words) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in words], out=offsets[1:])
     blob = np.frombuffer(b"".join(words), dtype=np.uint8) if words else np.zeros(0, dtype=np.uint8)
-    slots = build_table(blob, offsets)
-    # every text and title, in row order, joined by NULs (neither a word character nor white space: no
-    # word or dropped hyphen reaches over one), encoded, and each run of non-ASCII characters replaced as
-    # ``_tokens`` replaces it (``_ascii_run``; found as bytes >= 0x80, each distinct run converted once);
-    # an entry whose text or title holds a NUL, or a run with no ASCII form, is read per entry instead
-    pieces: list[str] = [""] * (2 * n)
-    pieces[0::2] = [t or "" for t in texts]
-    pieces[1::2] = [t or "" for t in raw_titles]
-    slow: set[int] = set()
-    whole = "\x00".join(pieces)
-    if whole.count("\x00") != 2 * n - 1:
-        slow = {k // 2 for k, p in enumerate(pieces) if "\x00" in p}
-        for j in slow:
-            pieces[2 * j] = pieces[2 * j + 1] = ""
-        whole = "\x00".join(pieces)
-    raw = whole.encode("utf-8")
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    if not whole.isascii():
-        high = buf >= 0x80
-        edge = np.flatnonzero(high[1:] != high[:-1]) + 1
-        if high[0]:
-            edge = np.r_[0, edge]
-        if high[-1]:
-            edge = np.r_[edge, len(high)]
-        seps = np.flatnonzero(buf == 0)
-        run_at, run_end = edge[0::2].tolist(), edge[1::2].tolist()
-        made: dict[bytes, bytes | None] = {}
-        out: list[bytes] = []
-        at = 0
-        bad_runs = []
-        for a, b in zip(run_at, run_end):
-            run = raw[a:b]
-            got = made.get(run, b"")
-            if got == b"":
-                t = _ascii_run_text(run.decode("utf-8"))
-                got = made[run] = t.encode("ascii") if t.isascii() else None
-            out.append(raw[at:a])
-            if got is None:
-                bad_runs.append(a)
-                got = run
-            out.append(got)
-            at = b
-        out.append(raw[at:])
-        if bad_runs:
-            slow |= set((np.searchsorted(seps, np.asarray(bad_runs)) // 2).tolist())
-        raw = b"".join(out)
-        buf = np.frombuffer(raw, dtype=np.uint8)
-    ends = np.flatnonzero(buf == 0)
-    if len(ends) != 2 * n - 1:  # (no replacement holds a NUL)
-        raise AssertionError("a character made ASCII gave a NUL")
-    ends = np.append(ends, buf.shape[0]).astype(np.int64)
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    slow = sorted(slow)
-    if slow:  # their pieces are not read
-        rows_slow = np.asarray(slow, dtype=np.int64)
-        starts[2 * rows_slow] = ends[2 * rows_slow]
-        starts[2 * rows_slow + 1] = ends[2 * rows_slow + 1]
-    r, c = vocab_pairs(buf, starts, ends, np.arange(2 * n, dtype=np.int64) // 2, blob, offsets, slots)
-    if slow:
+    slots = build_table_numpy(blob, offsets)
+    r, c = vocab_pairs(packed.buf, packed.starts, packed.ends, np.arange(2 * n, dtype=np.int64) // 2, blob,
+                       offsets, slots)
+    if packed.slow:
+        slow = packed.slow
         m = vocab.matrix([_tokens(texts[j]) for j in slow], grow=False, more=[titles[j].split() for j in slow])
         coo = m.tocoo()
         r = np.concatenate((r, np.asarray(slow, dtype=np.int64)[coo.row]))
@@ -469,10 +527,10 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
     target: dict[tuple[str, int], str | None] = {}
     why: dict[tuple[str, int], str] = {}
     n = len(flat)
-    ids = [_entry_ids(e) for _, _, e in flat]
-    raw_titles = [getattr(e, "title", None) for _, _, e in flat]
-    titles = [norm_title(t) for t in raw_titles]
-    years = [getattr(e, "year", None) for _, _, e in flat]
+    texts, raw_titles, years, dois, arxivs, urls = _columns([e for _, _, e in flat])
+    ids = list(map(_ids_of, dois, arxivs, urls))
+    packed = _Packed(texts, raw_titles) if n and _numba_pays(texts) else None
+    titles = packed.titles(raw_titles) if packed is not None else list(map(norm_title, raw_titles))
     citing_pos = [library.pos.get(k, -1) for k, _, _ in flat]
 
     # title candidates: blocked by the library titles' words found in the entry's text (or title)
@@ -480,8 +538,7 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
     if n and len(library):
         vocab = _Vocab()
         lib_m = vocab.matrix([t.split() for t in library.norm], grow=True)
-        ent_m = _pad(_entry_matrix(vocab, [getattr(e, "text", None) for _, _, e in flat], raw_titles, titles),
-                     lib_m.shape[1])
+        ent_m = _pad(_entry_matrix(vocab, texts, titles, packed), lib_m.shape[1])
         rows, cols = _blocking(ent_m, lib_m, BLOCK_SHARE)
         for r, c in zip(rows.tolist(), cols.tolist()):
             cand[r].append(c)
@@ -523,13 +580,14 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
             if s > 0:
                 scored.append((s, c))
         if not scored and fit:  # the title the entry parser took may be wrong: its text's sentences
-            segs = _segments(getattr(e, "text", None))
+            # (only candidates of two words or more, with the year within one, can pass)
+            fit = [c for c in fit if " " in library.norm[c] and _years_ok(years[j], library.sources[c].year)]
+            segs = _segments(texts[j], min(len(library.norm[c]) for c in fit)) if fit else []
             for c in fit:
-                lt, src = library.norm[c], library.sources[c]
-                if " " in lt:
-                    s = max([_title_score(ratio, g, lt, years[j], src.year) for g in segs] or [0.0])
-                    if s > 0:
-                        scored.append((s, c))
+                s = max([_title_score(ratio, g, library.norm[c], years[j], library.sources[c].year)
+                         for g in segs] or [0.0])
+                if s > 0:
+                    scored.append((s, c))
         if not scored:
             target[key], why[key] = None, "none"
             unresolved.append(j)
@@ -573,25 +631,35 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
     keep = [j for j in range(len(flat)) if titles[j] or ids[j][0] or ids[j][1]]
     if not keep:
         return []
-    uf = _Union(len(flat))
+    # nodes: one per distinct (title, year) among the titled entries, one per untitled entry, numbered in
+    # the order of their first entry; the entries of a node are one work from the start, and the unions
+    # (same id, same title a year apart, close titles) join nodes
+    node_of = [0] * len(flat)
+    first: list[int] = []  # node -> its first entry
+    distinct: dict[tuple[str, int | None], int] = {}  # (title, year) -> node
+    for j in keep:
+        t = titles[j]
+        if t:
+            nd = distinct.setdefault((t, years[j]), len(first))
+            if nd == len(first):
+                first.append(j)
+        else:
+            nd = len(first)
+            first.append(j)
+        node_of[j] = nd
+    uf = _Union(len(first))
     first_of: dict[tuple[str, str], int] = {}
     for j in keep:
-        for kind, v in (("doi", ids[j][0]), ("arxiv", ids[j][1])):
-            if v:
-                if (kind, v) in first_of:
-                    uf.union(first_of[(kind, v)], j)
-                else:
-                    first_of[(kind, v)] = j
-    # titles: one representative per distinct (title, year); exact titles first, then blocked close pairs
-    distinct: dict[tuple[str, int | None], int] = {}
-    for j in keep:
-        if titles[j]:
-            t = (titles[j], years[j])
-            if t in distinct:
-                uf.union(distinct[t], j)
-            else:
-                distinct[t] = j
-    reps = list(distinct.items())
+        a_ids = ids[j]
+        if a_ids[0] or a_ids[1]:
+            for kind, v in (("doi", a_ids[0]), ("arxiv", a_ids[1])):
+                if v:
+                    if (kind, v) in first_of:
+                        uf.union(node_of[first_of[(kind, v)]], node_of[j])
+                    else:
+                        first_of[(kind, v)] = j
+    # titles: the same title a year apart, then blocked close pairs, between the (title, year) nodes
+    reps = [(tk, first[nd]) for tk, nd in distinct.items()]
     by_title: dict[str, list[tuple[int | None, int]]] = {}
     for (t, y), j in reps:
         by_title.setdefault(t, []).append((y, j))
@@ -601,11 +669,11 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
         known = sorted((y, j) for y, j in ys if y is not None)
         for (y0, j0), (y1, j1) in zip(known, known[1:]):
             if y1 - y0 <= 1:
-                uf.union(j0, j1)
+                uf.union(node_of[j0], node_of[j1])
         anchor = known[0][1] if known else ys[0][1]
         for y, j in ys:
             if y is None:
-                uf.union(anchor, j)
+                uf.union(node_of[anchor], node_of[j])
     if len(reps) > 1:
         vocab = _Vocab()
         m = vocab.matrix([t.split() for (t, _), _ in reps], grow=True)
@@ -621,38 +689,63 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
             if (a_ids[0] and b_ids[0] and a_ids[0] != b_ids[0]) or (a_ids[1] and b_ids[1] and a_ids[1] != b_ids[1]):
                 continue
             if _title_score(ratio, ta, tb, ya, yb) > 0:
-                uf.union(ja, jb)
+                uf.union(node_of[ja], node_of[jb])
+    # a work's entries in order, works in the order of their first entry (a node's root is the work's
+    # first node, and nodes are numbered in the order of their first entry)
+    root = [uf.find(x) for x in range(len(first))]
     groups: dict[int, list[int]] = {}
     for j in keep:
-        groups.setdefault(uf.find(j), []).append(j)
+        groups.setdefault(root[node_of[j]], []).append(j)
+    entries = [flat[j][2] for j in range(len(flat))]
+    try:  # each entry's six fields in one C call (an object lacking one: read one by one)
+        got = list(map(_SIX, entries))
+    except AttributeError:
+        got = [tuple(getattr(e, f, None) for f in _SIX_NAMES) for e in entries]
     works = []
     for members in groups.values():
         if len(members) == 1:  # most works are cited once: their one entry's fields
-            k, _, e = flat[members[0]]
-            works.append(MissingWork(getattr(e, "title", None) or "", getattr(e, "year", None),
-                                     tuple(getattr(e, "authors", None) or ()), getattr(e, "venue", None),
-                                     getattr(e, "doi", None), getattr(e, "arxiv", None), [(k, e)]))
+            j = members[0]
+            title, year, authors, venue, doi, arxiv = got[j]
+            works.append(MissingWork(title or "", year, tuple(authors or ()), venue, doi, arxiv,
+                                     [(flat[j][0], entries[j])]))
             continue
-        entries = [flat[j][2] for j in members]
+        cols = list(zip(*[got[j] for j in members]))
         works.append(MissingWork(
-            title=_most_common([getattr(e, "title", None) for e in entries]) or "",
-            year=_most_common([getattr(e, "year", None) for e in entries]),
-            authors=_most_common([tuple(getattr(e, "authors", None) or ()) for e in entries]) or (),
-            venue=_most_common([getattr(e, "venue", None) for e in entries]),
-            doi=_most_common([getattr(e, "doi", None) for e in entries]),
-            arxiv=_most_common([getattr(e, "arxiv", None) for e in entries]),
-            members=[(flat[j][0], flat[j][2]) for j in members]))
+            title=_most_common(cols[0]) or "",
+            year=_most_common(cols[1]),
+            authors=_most_common([tuple(a or ()) for a in cols[2]]) or (),
+            venue=_most_common(cols[3]),
+            doi=_most_common(cols[4]),
+            arxiv=_most_common(cols[5]),
+            members=[(flat[j][0], entries[j]) for j in members]))
     return works
+
+
+_SIX_NAMES = ("title", "year", "authors", "venue", "doi", "arxiv")
+_RESOLVED_NAMES = ("text", "title", "year", "doi", "arxiv", "url")
+_RESOLVED = attrgetter(*_RESOLVED_NAMES)
+
+
+def _columns(entries: list) -> tuple[tuple, ...]:
+    """The entries' text, title, year, DOI, arXiv id and URL, as six columns (an object lacking a field:
+    None for it)."""
+    if not entries:
+        return ((),) * len(_RESOLVED_NAMES)
+    try:
+        rows = list(map(_RESOLVED, entries))
+    except AttributeError:
+        rows = [tuple(getattr(e, f, None) for f in _RESOLVED_NAMES) for e in entries]
+    return tuple(zip(*rows))
+_SIX = attrgetter(*_SIX_NAMES)
 
 
 def _most_common(values):
     """The most frequent non-empty value (the first met on a tie), or None."""
-    got: dict = {}
-    for v in values:
-        if v:
-            got[v] = got.get(v, 0) + 1
+    got = Counter(filter(None, values))
     if not got:
         return None
+    if len(got) == 1:
+        return next(iter(got))
     top = max(got.values())
     return next(v for v in values if v and got[v] == top)
 
