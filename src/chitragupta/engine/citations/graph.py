@@ -481,7 +481,8 @@ def _save_resolution(path, key: str, res: Resolution, refs: dict[str, list]) -> 
     why: dict[str, dict[str, str]] = {}
     for (k, i), w in res.why.items():
         why.setdefault(k, {})[str(i)] = w
-    missing = [[w.title, w.year, list(w.authors), w.venue, w.doi, w.arxiv, [list(pos[id(e)]) for _k, e in w.members]]
+    # (a member's (citekey, position) tuple is written as the JSON array a list would be)
+    missing = [[w.title, w.year, list(w.authors), w.venue, w.doi, w.arxiv, [pos[id(e)] for _k, e in w.members]]
                for w in res.missing]
     data = {"rules": GRAPH_RULES, "key": key, "target": targets, "why": why, "missing": missing}
     try:

@@ -531,33 +531,47 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
     ids = list(map(_ids_of, dois, arxivs, urls))
     packed = _Packed(texts, raw_titles) if n and _numba_pays(texts) else None
     titles = packed.titles(raw_titles) if packed is not None else list(map(norm_title, raw_titles))
-    citing_pos = [library.pos.get(k, -1) for k, _, _ in flat]
 
-    # title candidates: blocked by the library titles' words found in the entry's text (or title)
-    cand: list[list[int]] = [[] for _ in range(n)]
+    # title candidates: blocked by the library titles' words found in the entry's text (or title); only
+    # entries with one are in ``cand``
+    cand: dict[int, list[int]] = {}
     if n and len(library):
         vocab = _Vocab()
         lib_m = vocab.matrix([t.split() for t in library.norm], grow=True)
         ent_m = _pad(_entry_matrix(vocab, texts, titles, packed), lib_m.shape[1])
         rows, cols = _blocking(ent_m, lib_m, BLOCK_SHARE)
         for r, c in zip(rows.tolist(), cols.tolist()):
-            cand[r].append(c)
-    for j in range(n):
-        if titles[j]:
-            for c in library.by_title.get(titles[j], ()):
-                if c not in cand[j]:
-                    cand[j].append(c)
+            got = cand.get(r)
+            if got is None:
+                cand[r] = [c]
+            else:
+                got.append(c)
+    by_title = library.by_title
+    if by_title:
+        for j, t in enumerate(titles):
+            hit = by_title.get(t) if t else None
+            if hit:
+                got = cand.setdefault(j, [])
+                for c in hit:
+                    if c not in got:
+                        got.append(c)
 
     unresolved: list[int] = []
+    by_doi, by_arxiv, pos = library.by_doi, library.by_arxiv, library.pos
     for j, (k, i, e) in enumerate(flat):
         key = (k, i)
-        me = citing_pos[j]
         doi, arx = ids[j]
+        cj = cand.get(j, ())
+        if not cj and doi is None and arx is None:  # most entries: nothing to compare
+            target[key], why[key] = None, "none"
+            unresolved.append(j)
+            continue
+        me = pos.get(k, -1)
         by_id = set()
         if doi:
-            by_id.update(library.by_doi.get(doi, ()))
+            by_id.update(by_doi.get(doi, ()))
         if arx:
-            by_id.update(library.by_arxiv.get(arx, ()))
+            by_id.update(by_arxiv.get(arx, ()))
         if by_id:
             if me in by_id:
                 by_id.discard(me)
@@ -571,7 +585,7 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
             continue
         scored: list[tuple[float, int]] = []
         fit = []  # candidates the identifiers allow
-        for c in cand[j]:
+        for c in cj:
             src = library.sources[c]
             if (doi and src.doi and doi != src.doi) or (arx and src.arxiv and arx != src.arxiv):
                 continue  # the identifiers say these are different works
