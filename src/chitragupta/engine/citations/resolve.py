@@ -157,6 +157,8 @@ _ARXIV_ID_OLD = re.compile(r"[a-z\-]+(?:\.[a-z]{2})?/\d{7}")
 def _norm_arxiv(value: str | None) -> str | None:
     if not value:
         return None
+    if _ARXIV_ID_NEW.fullmatch(value):  # already bare (what the entry parser gives): nothing to strip
+        return value if 1 <= int(value[2:4]) <= 12 else None
     v = value.strip().lower()
     v = _ARXIV_LEAD.sub("", v, count=1)
     v = _ARXIV_TAIL.sub("", v)
@@ -243,6 +245,8 @@ class MissingWork:
     doi: str | None
     arxiv: str | None
     members: list = field(default_factory=list, repr=False)
+    # each member's (citing citekey, entry position), where known (what ``content/citation_graph.json`` keeps)
+    at: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def citing(self) -> list[str]:
@@ -721,7 +725,7 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
             j = members[0]
             title, year, authors, venue, doi, arxiv = got[j]
             works.append(MissingWork(title or "", year, tuple(authors or ()), venue, doi, arxiv,
-                                     [(flat[j][0], entries[j])]))
+                                     [(flat[j][0], entries[j])], [flat[j][:2]]))
             continue
         cols = list(zip(*[got[j] for j in members]))
         works.append(MissingWork(
@@ -731,7 +735,7 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
             venue=_most_common(cols[3]),
             doi=_most_common(cols[4]),
             arxiv=_most_common(cols[5]),
-            members=[(flat[j][0], entries[j]) for j in members]))
+            members=[(flat[j][0], entries[j]) for j in members], at=[flat[j][:2] for j in members]))
     return works
 
 
