@@ -341,10 +341,14 @@ class _Vocab:
 KERNEL_FROM_BYTES = 1 << 23  # entry text above which it is read in numba even when numba is not loaded
 
 
+def _numba_loaded() -> bool:
+    return "numba" in sys.modules
+
+
 def _numba_pays(texts) -> bool:
     """Whether the entries are read by ``kernels.citewords`` (the same results as per entry in Python):
     once numba is loaded, or for more text than its start costs."""
-    return "numba" in sys.modules or sum(len(t) for t in texts if t) >= KERNEL_FROM_BYTES
+    return _numba_loaded() or sum(len(t) for t in texts if t) >= KERNEL_FROM_BYTES
 
 
 class _Packed:
@@ -498,7 +502,7 @@ def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
     fits = np.diff(rows.indptr)[r] >= need[c]
     if not fits.all():
         r, c = r[fits], c[fits]
-    if "numba" in sys.modules:  # (the same counts, without two fancy-indexed copies of the rows)
+    if _numba_loaded():  # (the same counts, without two fancy-indexed copies of the rows)
         from chitragupta.kernels.citewords import pair_overlaps
 
         overlap = pair_overlaps(rows, cols, r, c)
@@ -652,30 +656,24 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
     # nodes: one per distinct (title, year) among the titled entries, one per untitled entry, numbered in
     # the order of their first entry; the entries of a node are one work from the start, and the unions
     # (same id, same title a year apart, close titles) join nodes
-    node_of = [0] * len(flat)
-    first: list[int] = []  # node -> its first entry
-    distinct: dict[tuple[str, int | None], int] = {}  # (title, year) -> node
-    for j in keep:
-        t = titles[j]
-        if t:
-            nd = distinct.setdefault((t, years[j]), len(first))
-            if nd == len(first):
-                first.append(j)
-        else:
-            nd = len(first)
-            first.append(j)
-        node_of[j] = nd
+    node_keys = [(titles[j], years[j]) if titles[j] else ("", j) for j in keep]  # ("", j): an untitled entry's own
+    distinct = {k: nd for nd, k in enumerate(dict.fromkeys(node_keys))}  # in the order of first entries
+    nodes = np.fromiter(map(distinct.__getitem__, node_keys), dtype=np.int64, count=len(keep))
+    keep_a = np.asarray(keep, dtype=np.int64)
+    first = keep_a[np.unique(nodes, return_index=True)[1]].tolist()  # each node's first entry
+    node_of = dict(zip(keep, nodes.tolist()))
+    for k in [k for k in distinct if not k[0]]:
+        del distinct[k]  # the title nodes only, below
     uf = _Union(len(first))
     first_of: dict[tuple[str, str], int] = {}
-    for j in keep:
+    for j in [j for j in keep if ids[j][0] or ids[j][1]]:
         a_ids = ids[j]
-        if a_ids[0] or a_ids[1]:
-            for kind, v in (("doi", a_ids[0]), ("arxiv", a_ids[1])):
-                if v:
-                    if (kind, v) in first_of:
-                        uf.union(node_of[first_of[(kind, v)]], node_of[j])
-                    else:
-                        first_of[(kind, v)] = j
+        for kind, v in (("doi", a_ids[0]), ("arxiv", a_ids[1])):
+            if v:
+                if (kind, v) in first_of:
+                    uf.union(node_of[first_of[(kind, v)]], node_of[j])
+                else:
+                    first_of[(kind, v)] = j
     # titles: the same title a year apart, then blocked close pairs, between the (title, year) nodes
     reps = [(tk, first[nd]) for tk, nd in distinct.items()]
     by_title: dict[str, list[tuple[int | None, int]]] = {}
@@ -710,10 +708,13 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
                 uf.union(node_of[ja], node_of[jb])
     # a work's entries in order, works in the order of their first entry (a node's root is the work's
     # first node, and nodes are numbered in the order of their first entry)
-    root = [uf.find(x) for x in range(len(first))]
-    groups: dict[int, list[int]] = {}
-    for j in keep:
-        groups.setdefault(root[node_of[j]], []).append(j)
+    root = np.fromiter((uf.find(x) for x in range(len(first))), dtype=np.int64, count=len(first))
+    comp = root[nodes]
+    order = np.argsort(comp, kind="stable")  # by work (roots ascend as works' first entries do), entries in order
+    cuts = np.flatnonzero(np.diff(comp[order])) + 1
+    members_all = keep_a[order].tolist()
+    bounds = [0] + cuts.tolist() + [len(members_all)]
+    groups = {b0: members_all[b0:b1] for b0, b1 in zip(bounds, bounds[1:])}
     entries = [flat[j][2] for j in range(len(flat))]
     try:  # each entry's six fields in one C call (an object lacking one: read one by one)
         got = list(map(_SIX, entries))
