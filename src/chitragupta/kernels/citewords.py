@@ -75,44 +75,42 @@ def _pairs(buf, starts, ends, piece_row, blob, offsets, slots, is_word, is_space
         end = ends[p]
         n = 0  # bytes of the current word (kept while n <= longest)
         h = FNV_OFFSET
-        i = lo
-        while True:
-            c = np.uint8(0)
+        skip = lo  # the bytes before it are a dropped hyphen and the white space after it
+        for i in range(lo, end + 1):  # (``end`` itself: the last word's end)
+            if i < skip:
+                continue
             if i < end:
                 b = buf[i]
                 c = token[b]
-                if c == 0 and b == _HYPHEN and i > lo and is_word[buf[i - 1]]:
+                if c != 0:
+                    if n < longest:
+                        word[n] = c
+                        h = (h ^ np.uint64(c)) * FNV_PRIME
+                    n += 1
+                    continue
+                if b == _HYPHEN and i > lo and is_word[buf[i - 1]]:
                     j = i + 1
                     while j < end and is_space[buf[j]]:
                         j += 1
                     if j < end and is_word[buf[j]]:
-                        i = j  # the hyphen and the space after it dropped: what stands on either side joins
+                        skip = j  # the hyphen and the space after it dropped: what stands on either side joins
                         continue
-            if c != 0:
-                if n < longest:
-                    word[n] = c
-                    h = (h ^ np.uint64(c)) * FNV_PRIME
-                n += 1
-            else:
-                if 0 < n <= longest:
-                    t = _find(word, n, h, blob, offsets, slots)
-                    if t >= 0 and seen[t] != row:
-                        seen[t] = row
-                        if out == cap:
-                            cap *= 2
-                            r2 = np.empty(cap, dtype=np.int64)
-                            r2[:out] = rows[:out]
-                            i2 = np.empty(cap, dtype=np.int32)
-                            i2[:out] = ids[:out]
-                            rows, ids = r2, i2
-                        rows[out] = row
-                        ids[out] = t
-                        out += 1
-                n = 0
-                h = FNV_OFFSET
-                if i >= end:
-                    break
-            i += 1
+            if 0 < n <= longest:
+                t = _find(word, n, h, blob, offsets, slots)
+                if t >= 0 and seen[t] != row:
+                    seen[t] = row
+                    if out == cap:
+                        cap *= 2
+                        r2 = np.empty(cap, dtype=np.int64)
+                        r2[:out] = rows[:out]
+                        i2 = np.empty(cap, dtype=np.int32)
+                        i2[:out] = ids[:out]
+                        rows, ids = r2, i2
+                    rows[out] = row
+                    ids[out] = t
+                    out += 1
+            n = 0
+            h = FNV_OFFSET
     return rows[:out], ids[:out]
 
 
@@ -169,37 +167,35 @@ def _normalised(buf, starts, ends, blob, offsets, slots, is_word, is_space, toke
         begin = o  # where this piece's text starts in ``out``
         w = -1  # where the current word starts in ``out`` (-1: none)
         h = FNV_OFFSET
-        i = lo
-        while True:
-            c = np.uint8(0)
+        skip = lo  # the bytes before it are a dropped hyphen and the white space after it
+        for i in range(lo, end + 1):  # (``end`` itself: the last word's end)
+            if i < skip:
+                continue
             if i < end:
                 b = buf[i]
                 c = token[b]
-                if c == 0 and b == _HYPHEN and i > lo and is_word[buf[i - 1]]:
+                if c != 0:
+                    if w < 0:
+                        if o > begin:
+                            out[o] = 32
+                            o += 1
+                        w = o
+                        h = FNV_OFFSET
+                    out[o] = c
+                    o += 1
+                    h = (h ^ np.uint64(c)) * FNV_PRIME
+                    continue
+                if b == _HYPHEN and i > lo and is_word[buf[i - 1]]:
                     j = i + 1
                     while j < end and is_space[buf[j]]:
                         j += 1
                     if j < end and is_word[buf[j]]:
-                        i = j
+                        skip = j
                         continue
-            if c != 0:
-                if w < 0:
-                    if o > begin:
-                        out[o] = 32
-                        o += 1
-                    w = o
-                    h = FNV_OFFSET
-                out[o] = c
-                o += 1
-                h = (h ^ np.uint64(c)) * FNV_PRIME
-            else:
-                if w >= 0:
-                    if _find(out[w:o], o - w, h, blob, offsets, slots) >= 0:  # a function word: taken back
-                        o = w - 1 if w > begin else w
-                    w = -1
-                if i >= end:
-                    break
-            i += 1
+            if w >= 0:
+                if _find(out[w:o], o - w, h, blob, offsets, slots) >= 0:  # a function word: taken back
+                    o = w - 1 if w > begin else w
+                w = -1
         out_ends[p] = o
     return out[:o], out_ends
 
