@@ -279,3 +279,15 @@ def test_resolution_and_clusters_equal_the_rules_over_every_pair(seed, kernels, 
     assert got == _every_pair_clusters(refs, res.why)
     assert [list(m.at) for m in res.missing] == got
     assert sum(len(g) > 1 for g in got) > 10  # works cited several times, under title variants
+
+
+def test_modes_are_each_groups_most_common_value():
+    rng = random.Random(9)
+    pool = [None, "", 0, (), "a", "b", "c", 1997, 1998, ("Lo", "Wang"), ("Lo",), "A"]
+    groups = [[rng.choice(pool) for _ in range(rng.randint(1, 9))] for _ in range(400)]
+    values = [v for g in groups for v in g]
+    group = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    got = R._modes(values, group, len(groups))
+    assert got == [R._most_common(g) for g in groups]
+    assert [type(x) for x in got] == [type(R._most_common(g)) for g in groups]
+    assert sum(x is None for x in got) > 10 and len(set(map(str, got))) > 5

@@ -720,7 +720,18 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
         got = list(map(_SIX, entries))
     except AttributeError:
         got = [tuple(getattr(e, f, None) for f in _SIX_NAMES) for e in entries]
+    # a work of several entries takes each field's most common non-empty value (``_most_common``), found
+    # for all such works at once (``_modes``)
+    several = [m for m in groups.values() if len(m) > 1]
+    fields: list = [[None] * len(several) for _ in range(6)]
+    if several:
+        flat_members = [j for m in several for j in m]
+        group = np.repeat(np.arange(len(several), dtype=np.int64), [len(m) for m in several])
+        cols = list(zip(*[got[j] for j in flat_members]))
+        cols[2] = [tuple(a or ()) for a in cols[2]]
+        fields = [_modes(list(col), group, len(several)) for col in cols]
     works = []
+    w = 0
     for members in groups.values():
         if len(members) == 1:  # most works are cited once: their one entry's fields
             j = members[0]
@@ -728,16 +739,34 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
             works.append(MissingWork(title or "", year, tuple(authors or ()), venue, doi, arxiv,
                                      [(flat[j][0], entries[j])], [flat[j][:2]]))
             continue
-        cols = list(zip(*[got[j] for j in members]))
         works.append(MissingWork(
-            title=_most_common(cols[0]) or "",
-            year=_most_common(cols[1]),
-            authors=_most_common([tuple(a or ()) for a in cols[2]]) or (),
-            venue=_most_common(cols[3]),
-            doi=_most_common(cols[4]),
-            arxiv=_most_common(cols[5]),
+            title=fields[0][w] or "", year=fields[1][w], authors=fields[2][w] or (), venue=fields[3][w],
+            doi=fields[4][w], arxiv=fields[5][w],
             members=[(flat[j][0], entries[j]) for j in members], at=[flat[j][:2] for j in members]))
+        w += 1
     return works
+
+
+def _modes(values: list, group: np.ndarray, n_groups: int) -> list:
+    """Per group (``group``: each value's, ascending, values in order within a group) its most frequent
+    non-empty value, the first met on a tie, or None: ``_most_common`` of every group at once."""
+    n = len(values)
+    out: list = [None] * n_groups
+    code_of: dict = {}
+    codes = np.fromiter(map(code_of.setdefault, values, range(n)), dtype=np.int64, count=n)  # equal values: one code
+    ok = np.fromiter(map(bool, values), dtype=np.bool_, count=n)
+    if not ok.any():
+        return out
+    at = np.flatnonzero(ok)
+    key = group[at] * n + codes[at]
+    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    g = uniq // n
+    order = np.lexsort((at[first], -counts, g))  # by group, the most frequent first, then the first met
+    g_sorted = g[order]
+    best = order[np.r_[True, g_sorted[1:] != g_sorted[:-1]]]
+    for gi, k in zip(g[best].tolist(), at[first[best]].tolist()):
+        out[gi] = values[k]
+    return out
 
 
 _SIX_NAMES = ("title", "year", "authors", "venue", "doi", "arxiv")
