@@ -29,7 +29,15 @@ Speed: no pass over every (entry, source) pair in Python. Candidates come from a
 token-incidence matrices (scipy): an entry is compared with a source only when its text holds one of
 the two rarest words of the source's title and most of the title's words (``_blocking``), so the work
 grows with how common the rarest words are, never with the square of the library; a pair whose entry
-holds fewer of the library's words than that share asks is dropped before its overlap is counted. The bench
+holds fewer of the library's words than that share asks is dropped before its overlap is counted. With
+many entries, or once numba is loaded (``_numba_loaded``), every entry's text and title are joined into
+one ASCII buffer (``_Packed``: non-ASCII runs replaced as ``_tokens`` replaces them, once per distinct
+run) and ``kernels/citewords.py`` reads it in one pass each: the library words each entry holds
+(``vocab_pairs``), the normalised titles (``normalised``) and the blocking overlaps (``pair_overlaps``);
+an entry with a text that stays non-ASCII is read per entry, as every entry is on the other path, and
+``tests/test_citations_resolve.py`` holds the two paths equal. The entries' fields are read as columns,
+an entry with no candidate and no identifier is settled first, missing works are clustered over
+(title, year) nodes and their fields counted for all works at once (``_modes``). The bench
 (``python -m bench refs_graph``) times 1,000 sources x 40 entries beside indexing them.
 """
 
