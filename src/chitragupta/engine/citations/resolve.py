@@ -156,6 +156,34 @@ def _ascii_run_text(run: str) -> str:
     return "".join(map(_ascii_char, run))
 
 
+_ASCII_HANDLER = "chitragupta-citations-ascii"
+_MARK = 0x7F  # DEL: what a run with no ASCII form is encoded as (an entry holding it is read per entry)
+_RUNS: dict[str, str] = {}  # a run of non-ASCII characters -> its ASCII form or DEL (at most _RUNS_MAX kept)
+_RUNS_MAX = 1 << 16
+
+
+def _ascii_or_mark(exc: UnicodeEncodeError) -> tuple[str, int]:
+    """The ASCII encoder's error handler for ``_Packed``: a run of non-ASCII characters (the encoder hands
+    over the whole run) as ``_ascii_run`` makes it, or DEL when that is not ASCII."""
+    run = exc.object[exc.start:exc.end]
+    got = _RUNS.get(run)
+    if got is None:
+        t = _ascii_run_text(run)
+        got = t if t.isascii() else chr(_MARK)
+        if len(_RUNS) < _RUNS_MAX:
+            _RUNS[run] = got
+    return got, exc.end
+
+
+def _register_ascii_handler() -> None:
+    import codecs
+
+    try:
+        codecs.lookup_error(_ASCII_HANDLER)
+    except LookupError:
+        codecs.register_error(_ASCII_HANDLER, _ascii_or_mark)
+
+
 _ARXIV_LEAD = re.compile(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)")
 _ARXIV_TAIL = re.compile(r"(?:v\d+)?(?:\.pdf)?$")
 _ARXIV_ID_NEW = re.compile(r"\d{4}\.\d{4,5}")
@@ -362,9 +390,9 @@ def _numba_pays(texts) -> bool:
 class _Packed:
     """Every entry's text and title as ``kernels.citewords`` reads them: in row order (text, title),
     joined by NULs (neither a word character nor white space: no word or dropped hyphen reaches over
-    one), encoded, each run of non-ASCII characters replaced as ``_tokens`` replaces it (``_ascii_run``;
-    found as bytes >= 0x80, each distinct run converted once). ``slow``: the rows (ascending) whose text
-    or title holds a NUL or a run with no ASCII form; their pieces are empty here and they are read per
+    one), encoded to ASCII with each run of non-ASCII characters replaced as ``_tokens`` replaces it
+    (``_ascii_run``, by the encoder's error handler). ``slow``: the rows (ascending) whose text or title
+    holds a NUL, a run with no ASCII form or a DEL; their pieces are empty here and they are read per
     entry. Piece ``2 j`` is row j's text, ``2 j + 1`` its title: ``buf[starts[p]:ends[p]]``."""
 
     def __init__(self, texts, raw_titles):
@@ -379,36 +407,15 @@ class _Packed:
             for j in slow:
                 pieces[2 * j] = pieces[2 * j + 1] = ""
             whole = "\x00".join(pieces)
-        raw = whole.encode("utf-8")
-        buf = np.frombuffer(raw, dtype=np.uint8)
-        if not whole.isascii():
-            high = buf >= 0x80
-            edge = np.flatnonzero(high[1:] != high[:-1]) + 1
-            if high[0]:
-                edge = np.r_[0, edge]
-            if high[-1]:
-                edge = np.r_[edge, len(high)]
-            seps = np.flatnonzero(buf == 0)
-            made: dict[bytes, bytes | None] = {}
-            out: list[bytes] = []
-            at = 0
-            bad = []
-            for a, b in zip(edge[0::2].tolist(), edge[1::2].tolist()):
-                run = raw[a:b]
-                got = made.get(run, b"")
-                if got == b"":
-                    t = _ascii_run_text(run.decode("utf-8"))
-                    got = made[run] = t.encode("ascii") if t.isascii() else None
-                out.append(raw[at:a])
-                if got is None:
-                    bad.append(a)
-                    got = run
-                out.append(got)
-                at = b
-            out.append(raw[at:])
-            if bad:
-                slow |= set((np.searchsorted(seps, np.asarray(bad)) // 2).tolist())
-            buf = np.frombuffer(b"".join(out), dtype=np.uint8)
+        if whole.isascii():
+            buf = np.frombuffer(whole.encode("ascii"), dtype=np.uint8)
+        else:  # each run of non-ASCII characters replaced by the encoder's error handler (``_ascii_or_mark``)
+            _register_ascii_handler()
+            buf = np.frombuffer(whole.encode("ascii", _ASCII_HANDLER), dtype=np.uint8)
+            marks = np.flatnonzero(buf == _MARK)
+            if len(marks):  # a run with no ASCII form (or a DEL of the text's own): its entry is read per entry
+                seps = np.flatnonzero(buf == 0)
+                slow |= set((np.searchsorted(seps, marks) // 2).tolist())
         ends = np.flatnonzero(buf == 0)
         if len(ends) != 2 * n - 1:
             raise AssertionError("a character made ASCII gave a NUL")
@@ -762,7 +769,10 @@ def _modes(values: list, group: np.ndarray, n_groups: int) -> list:
     out: list = [None] * n_groups
     code_of: dict = {}
     codes = np.fromiter(map(code_of.setdefault, values, range(n)), dtype=np.int64, count=n)  # equal values: one code
-    ok = np.fromiter(map(bool, values), dtype=np.bool_, count=n)
+    truthy = np.zeros(n, dtype=np.bool_)  # per code (the first position of its value): whether it counts
+    firsts = list(code_of.values())
+    truthy[firsts] = [bool(values[k]) for k in firsts]
+    ok = truthy[codes]
     if not ok.any():
         return out
     at = np.flatnonzero(ok)
@@ -779,19 +789,16 @@ def _modes(values: list, group: np.ndarray, n_groups: int) -> list:
 
 _SIX_NAMES = ("title", "year", "authors", "venue", "doi", "arxiv")
 _RESOLVED_NAMES = ("text", "title", "year", "doi", "arxiv", "url")
-_RESOLVED = attrgetter(*_RESOLVED_NAMES)
+_RESOLVED = tuple(map(attrgetter, _RESOLVED_NAMES))
 
 
 def _columns(entries: list) -> tuple[tuple, ...]:
     """The entries' text, title, year, DOI, arXiv id and URL, as six columns (an object lacking a field:
     None for it)."""
-    if not entries:
-        return ((),) * len(_RESOLVED_NAMES)
-    try:
-        rows = list(map(_RESOLVED, entries))
+    try:  # a column in one C call each
+        return tuple(list(map(get, entries)) for get in _RESOLVED)
     except AttributeError:
-        rows = [tuple(getattr(e, f, None) for f in _RESOLVED_NAMES) for e in entries]
-    return tuple(zip(*rows))
+        return tuple([getattr(e, f, None) for e in entries] for f in _RESOLVED_NAMES)
 _SIX = attrgetter(*_SIX_NAMES)
 
 
