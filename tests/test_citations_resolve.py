@@ -16,7 +16,6 @@ from chitragupta.engine.citations.entries import Entry
 from chitragupta.engine.citations.resolve import Library, norm_title, resolve
 from chitragupta.engine.corpus.ledger import LedgerRow
 
-pytest.importorskip("numba")
 
 _PIECES = ["pre-training", "Pre- training", "pre -training", "pre-\n  training", "a_-b", "x--y", "-lead", "trail-",
            "co-\u00adop", "state-of-the-art", "don't", "\u201cQuoted\u201d", "na\u00efve", "\ufb01ne-tuning", "Stra\u00dfe",
