@@ -100,15 +100,18 @@ class CitationGraph:
         self._facet_table = None
         self._out: dict[str, list[tuple[str, object]]] = {}
         self._in: dict[str, list[tuple[str, object]]] = {}
-        for citing, entries in self.references.items():
-            seen = set()
-            for i, e in enumerate(entries):
-                t = self.resolution.target.get((citing, i))
-                if t is None or t == citing or t in seen:
-                    continue
-                seen.add(t)
-                self._out.setdefault(citing, []).append((t, e))
-                self._in.setdefault(t, []).append((citing, e))
+        # the resolved entries (most are not), in the sources' order and each source's entry order
+        order = {k: n for n, k in enumerate(self.references)}
+        hits = sorted((order[c], i, c, t) for (c, i), t in self.resolution.target.items()
+                      if t is not None and t != c and c in order and 0 <= i < len(self.references[c]))
+        seen: set[tuple[str, str]] = set()
+        for _n, i, citing, t in hits:
+            if (citing, t) in seen:
+                continue
+            seen.add((citing, t))
+            e = self.references[citing][i]
+            self._out.setdefault(citing, []).append((t, e))
+            self._in.setdefault(t, []).append((citing, e))
 
     @property
     def _row_list(self) -> list:
@@ -476,13 +479,21 @@ def _save_resolution(path, key: str, res: Resolution, refs: dict[str, list]) -> 
 
     from chitragupta.engine.files import atomic_write_bytes
 
-    pos = {id(e): (k, i) for k, entries in refs.items() for i, e in enumerate(entries)}
+    pos: dict[int, tuple[str, int]] = {}  # made only for a work that does not carry its positions
+
+    def at(w) -> list:
+        if len(w.at) == len(w.members):  # (set by ``resolve`` and ``_load_resolution`` over these entries)
+            return w.at
+        if not pos:
+            pos.update({id(e): (k, i) for k, entries in refs.items() for i, e in enumerate(entries)})
+        return [pos[id(e)] for _k, e in w.members]
+
     targets = {k: [res.target.get((k, i)) for i in range(len(entries))] for k, entries in refs.items()}
     why: dict[str, dict[str, str]] = {}
     for (k, i), w in res.why.items():
         why.setdefault(k, {})[str(i)] = w
-    missing = [[w.title, w.year, list(w.authors), w.venue, w.doi, w.arxiv, [list(pos[id(e)]) for _k, e in w.members]]
-               for w in res.missing]
+    # (a member's (citekey, position) tuple is written as the JSON array a list would be)
+    missing = [[w.title, w.year, list(w.authors), w.venue, w.doi, w.arxiv, at(w)] for w in res.missing]
     data = {"rules": GRAPH_RULES, "key": key, "target": targets, "why": why, "missing": missing}
     try:
         atomic_write_bytes(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
@@ -527,7 +538,7 @@ def _load_resolution(path, key: str, refs: dict[str, list], notes: list[str]) ->
                     and all(isinstance(i, int) and i >= 0 for _k, i in members)):
                 raise ValueError(title)
             missing.append(MissingWork(title, year, tuple(authors), venue, doi, arxiv,
-                                       [(k, refs[k][i]) for k, i in members]))
+                                       [(k, refs[k][i]) for k, i in members], [(k, i) for k, i in members]))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         notes.append(f"content/{GRAPH_FILE} does not hold a citation graph of this library: rebuilt")
         return None

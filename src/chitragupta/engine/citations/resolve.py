@@ -29,7 +29,15 @@ Speed: no pass over every (entry, source) pair in Python. Candidates come from a
 token-incidence matrices (scipy): an entry is compared with a source only when its text holds one of
 the two rarest words of the source's title and most of the title's words (``_blocking``), so the work
 grows with how common the rarest words are, never with the square of the library; a pair whose entry
-holds fewer of the library's words than that share asks is dropped before its overlap is counted. The bench
+holds fewer of the library's words than that share asks is dropped before its overlap is counted. With
+many entries, or once numba is loaded (``_numba_loaded``), every entry's text and title are joined into
+one ASCII buffer (``_Packed``: non-ASCII runs replaced as ``_tokens`` replaces them, once per distinct
+run) and ``kernels/citewords.py`` reads it in one pass each: the library words each entry holds
+(``vocab_pairs``), the normalised titles (``normalised``) and the blocking overlaps (``pair_overlaps``);
+an entry with a text that stays non-ASCII is read per entry, as every entry is on the other path, and
+``tests/test_citations_resolve.py`` holds the two paths equal. The entries' fields are read as columns,
+an entry with no candidate and no identifier is settled first, missing works are clustered over
+(title, year) nodes and their fields counted for all works at once (``_modes``). The bench
 (``python -m bench refs_graph``) times 1,000 sources x 40 entries beside indexing them.
 """
 
@@ -37,9 +45,12 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
 import unicodedata
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -141,15 +152,55 @@ def _ascii_run(m) -> str:
     return "".join(map(_ascii_char, m.group()))
 
 
+def _ascii_run_text(run: str) -> str:
+    return "".join(map(_ascii_char, run))
+
+
+_ASCII_HANDLER = "chitragupta-citations-ascii"
+_MARK = 0x7F  # DEL: what a run with no ASCII form is encoded as (an entry holding it is read per entry)
+_RUNS: dict[str, str] = {}  # a run of non-ASCII characters -> its ASCII form or DEL (at most _RUNS_MAX kept)
+_RUNS_MAX = 1 << 16
+
+
+def _ascii_or_mark(exc: UnicodeEncodeError) -> tuple[str, int]:
+    """The ASCII encoder's error handler for ``_Packed``: a run of non-ASCII characters (the encoder hands
+    over the whole run) as ``_ascii_run`` makes it, or DEL when that is not ASCII."""
+    run = exc.object[exc.start:exc.end]
+    got = _RUNS.get(run)
+    if got is None:
+        t = _ascii_run_text(run)
+        got = t if t.isascii() else chr(_MARK)
+        if len(_RUNS) < _RUNS_MAX:
+            _RUNS[run] = got
+    return got, exc.end
+
+
+def _register_ascii_handler() -> None:
+    import codecs
+
+    try:
+        codecs.lookup_error(_ASCII_HANDLER)
+    except LookupError:
+        codecs.register_error(_ASCII_HANDLER, _ascii_or_mark)
+
+
+_ARXIV_LEAD = re.compile(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)")
+_ARXIV_TAIL = re.compile(r"(?:v\d+)?(?:\.pdf)?$")
+_ARXIV_ID_NEW = re.compile(r"\d{4}\.\d{4,5}")
+_ARXIV_ID_OLD = re.compile(r"[a-z\-]+(?:\.[a-z]{2})?/\d{7}")
+
+
 def _norm_arxiv(value: str | None) -> str | None:
     if not value:
         return None
+    if _ARXIV_ID_NEW.fullmatch(value):  # already bare (what the entry parser gives): nothing to strip
+        return value if 1 <= int(value[2:4]) <= 12 else None
     v = value.strip().lower()
-    v = re.sub(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", "", v)
-    v = re.sub(r"(?:v\d+)?(?:\.pdf)?$", "", v)
-    if re.fullmatch(r"\d{4}\.\d{4,5}", v):
+    v = _ARXIV_LEAD.sub("", v, count=1)
+    v = _ARXIV_TAIL.sub("", v)
+    if _ARXIV_ID_NEW.fullmatch(v):
         return v if 1 <= int(v[2:4]) <= 12 else None  # YYMM: "2022.99999" is a misprint, not an id
-    return v if re.fullmatch(r"[a-z\-]+(?:\.[a-z]{2})?/\d{7}", v) else None
+    return v if _ARXIV_ID_OLD.fullmatch(v) else None
 
 
 def arxiv_of(*texts: str | None, doi: str | None = None) -> str | None:
@@ -230,6 +281,8 @@ class MissingWork:
     doi: str | None
     arxiv: str | None
     members: list = field(default_factory=list, repr=False)
+    # each member's (citing citekey, entry position), where known (what ``content/citation_graph.json`` keeps)
+    at: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def citing(self) -> list[str]:
@@ -248,22 +301,33 @@ class Resolution:
 
 
 def _entry_ids(e) -> tuple[str | None, str | None]:
-    if getattr(e, "doi", None) is None and getattr(e, "arxiv", None) is None and getattr(e, "url", None) is None:
+    return _ids_of(getattr(e, "doi", None), getattr(e, "arxiv", None), getattr(e, "url", None))
+
+
+def _ids_of(doi_s, arxiv_s, url) -> tuple[str | None, str | None]:
+    """An entry's (DOI that is not arXiv's, arXiv id) from its printed DOI, arXiv id and URL."""
+    if doi_s is None and arxiv_s is None and url is None:
         return None, None  # most entries print none of them
-    doi = norm_doi(e.doi) if getattr(e, "doi", None) else None
-    arxiv = _norm_arxiv(getattr(e, "arxiv", None)) or arxiv_of(getattr(e, "url", None), doi=doi)
+    doi = norm_doi(doi_s) if doi_s else None
+    arxiv = _norm_arxiv(arxiv_s) or arxiv_of(url, doi=doi)
     return _plain_doi(doi), arxiv
 
 
 _SENTENCE = re.compile(r"(?<=[.?!])\s+|[\"\u201c\u201d]")
 
 
-def _segments(text: str | None) -> list[str]:
+def _segments(text: str | None, shortest: int = 0) -> list[str]:
     """An entry's text cut at sentence ends and quotes, each piece normalised: where its title is when the
-    parser took another piece for it."""
+    parser took another piece for it. ``shortest``: the shortest normalised title a piece is compared
+    with; an ASCII piece too short to reach ``TITLE_MIN`` against it is left out unnormalised
+    (normalising never lengthens an ASCII piece, and fuzz.ratio of lengths a < b is at most
+    200 a / (a + b): below the bar T when a (200 - T) < T b)."""
     if not text:
         return []
-    return [g for g in (norm_title(p) for p in _SENTENCE.split(text)) if " " in g]
+    bar = min(TITLE_MIN, TITLE_MIN_NO_YEAR)
+    floor, per = bar * shortest, 200.0 - bar
+    return [g for g in (norm_title(p) for p in _SENTENCE.split(text) if len(p) * per >= floor or not p.isascii())
+            if " " in g]
 
 
 def _years_ok(a: int | None, b: int | None) -> bool:
@@ -310,6 +374,121 @@ class _Vocab:
                                  shape=(len(token_lists), max(len(ids), 1)))
 
 
+KERNEL_FROM_BYTES = 1 << 23  # entry text above which it is read in numba even when numba is not loaded
+
+
+def _numba_loaded() -> bool:
+    return "numba" in sys.modules
+
+
+def _numba_pays(texts) -> bool:
+    """Whether the entries are read by ``kernels.citewords`` (the same results as per entry in Python):
+    once numba is loaded, or for more text than its start costs."""
+    return _numba_loaded() or sum(len(t) for t in texts if t) >= KERNEL_FROM_BYTES
+
+
+class _Packed:
+    """Every entry's text and title as ``kernels.citewords`` reads them: in row order (text, title),
+    joined by NULs (neither a word character nor white space: no word or dropped hyphen reaches over
+    one), encoded to ASCII with each run of non-ASCII characters replaced as ``_tokens`` replaces it
+    (``_ascii_run``, by the encoder's error handler). ``slow``: the rows (ascending) whose text or title
+    holds a NUL, a run with no ASCII form or a DEL; their pieces are empty here and they are read per
+    entry. Piece ``2 j`` is row j's text, ``2 j + 1`` its title: ``buf[starts[p]:ends[p]]``."""
+
+    def __init__(self, texts, raw_titles):
+        n = len(texts)
+        pieces: list[str] = [""] * (2 * n)
+        pieces[0::2] = [t or "" for t in texts]
+        pieces[1::2] = [t or "" for t in raw_titles]
+        slow: set[int] = set()
+        whole = "\x00".join(pieces)
+        if whole.count("\x00") != 2 * n - 1:
+            slow = {k // 2 for k, p in enumerate(pieces) if "\x00" in p}
+            for j in slow:
+                pieces[2 * j] = pieces[2 * j + 1] = ""
+            whole = "\x00".join(pieces)
+        if whole.isascii():
+            buf = np.frombuffer(whole.encode("ascii"), dtype=np.uint8)
+        else:  # each run of non-ASCII characters replaced by the encoder's error handler (``_ascii_or_mark``)
+            _register_ascii_handler()
+            buf = np.frombuffer(whole.encode("ascii", _ASCII_HANDLER), dtype=np.uint8)
+            marks = np.flatnonzero(buf == _MARK)
+            if len(marks):  # a run with no ASCII form (or a DEL of the text's own): its entry is read per entry
+                seps = np.flatnonzero(buf == 0)
+                slow |= set((np.searchsorted(seps, marks) // 2).tolist())
+        ends = np.flatnonzero(buf == 0)
+        if len(ends) != 2 * n - 1:
+            raise AssertionError("a character made ASCII gave a NUL")
+        self.ends = np.append(ends, buf.shape[0]).astype(np.int64)
+        self.starts = np.empty_like(self.ends)
+        self.starts[0] = 0
+        self.starts[1:] = self.ends[:-1] + 1
+        self.slow = sorted(slow)
+        if self.slow:  # their pieces are not read
+            rows = np.asarray(self.slow, dtype=np.int64)
+            for half in (0, 1):
+                self.starts[2 * rows + half] = self.ends[2 * rows + half]
+        self.buf = buf
+
+    def titles(self, raw_titles) -> list[str]:
+        """``norm_title`` of every row's title."""
+        from chitragupta.kernels.citewords import normalised
+
+        text, ends = normalised(self.buf, self.starts[1::2], self.ends[1::2], *_stop_table())
+        whole = text.tobytes().decode("ascii")
+        cut = [0] + ends.tolist()
+        out = [whole[a:b] for a, b in zip(cut, cut[1:])]
+        for j in self.slow:
+            out[j] = norm_title(raw_titles[j])
+        return out
+
+
+_STOP_TABLE: list = []
+
+
+def _stop_table():
+    """The function words as a string table with its lookup table (``kernels.citewords.normalised``)."""
+    if not _STOP_TABLE:
+        from chitragupta.kernels.lookup_table import build_table_numpy
+
+        words = [w.encode("ascii") for w in sorted(_STOP)]
+        offsets = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum([len(w) for w in words], out=offsets[1:])
+        blob = np.frombuffer(b"".join(words), dtype=np.uint8)
+        _STOP_TABLE.extend((blob, offsets, build_table_numpy(blob, offsets)))
+    return tuple(_STOP_TABLE)
+
+
+def _entry_matrix(vocab: "_Vocab", texts, titles: list[str], packed: "_Packed | None"):
+    """The entries' incidence rows over ``vocab`` (grown from the library's titles): the known words of
+    each entry's text (``_tokens``) and of its normalised title. Per entry in Python (``_Vocab.matrix``),
+    or, given ``packed``, in one pass of ``kernels.citewords`` (the rows ``packed.slow`` per entry): the
+    same matrix."""
+    if packed is None:
+        return vocab.matrix([_tokens(t) for t in texts], grow=False, more=[t.split() for t in titles])
+    from scipy import sparse
+
+    from chitragupta.kernels.citewords import vocab_pairs
+    from chitragupta.kernels.lookup_table import build_table_numpy
+
+    n = len(texts)
+    width = max(len(vocab.ids), 1)
+    words = [w.encode("utf-8") for w in vocab.ids]  # ids in order (a dict keeps insertion order)
+    offsets = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum([len(w) for w in words], out=offsets[1:])
+    blob = np.frombuffer(b"".join(words), dtype=np.uint8) if words else np.zeros(0, dtype=np.uint8)
+    slots = build_table_numpy(blob, offsets)
+    r, c = vocab_pairs(packed.buf, packed.starts, packed.ends, np.arange(2 * n, dtype=np.int64) // 2, blob,
+                       offsets, slots)
+    if packed.slow:
+        slow = packed.slow
+        m = vocab.matrix([_tokens(texts[j]) for j in slow], grow=False, more=[titles[j].split() for j in slow])
+        coo = m.tocoo()
+        r = np.concatenate((r, np.asarray(slow, dtype=np.int64)[coo.row]))
+        c = np.concatenate((c.astype(np.int64), coo.col.astype(np.int64)))
+    return sparse.csr_matrix((np.ones(len(r), dtype=np.float32), (r, c)), shape=(n, width))
+
+
 def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
     """Candidate (row, col) pairs: a row holding one of the column's ``keys`` rarest words (the fewest
     columns hold them) and at least ``share`` of all its words. ``rows``/``cols``: CSR incidences over one
@@ -338,7 +517,12 @@ def _blocking(rows, cols, share: float, keys: int = BLOCK_KEYS):
     fits = np.diff(rows.indptr)[r] >= need[c]
     if not fits.all():
         r, c = r[fits], c[fits]
-    overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
+    if _numba_loaded():  # (the same counts, without two fancy-indexed copies of the rows)
+        from chitragupta.kernels.citewords import pair_overlaps
+
+        overlap = pair_overlaps(rows, cols, r, c)
+    else:
+        overlap = np.asarray(rows[r].multiply(cols[c]).sum(axis=1)).ravel()
     ok = overlap >= need[c]
     return r[ok], c[ok]
 
@@ -366,37 +550,51 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
     target: dict[tuple[str, int], str | None] = {}
     why: dict[tuple[str, int], str] = {}
     n = len(flat)
-    ids = [_entry_ids(e) for _, _, e in flat]
-    titles = [norm_title(getattr(e, "title", None)) for _, _, e in flat]
-    words = [_tokens(getattr(e, "text", None)) for _, _, e in flat]
-    years = [getattr(e, "year", None) for _, _, e in flat]
-    citing_pos = [library.pos.get(k, -1) for k, _, _ in flat]
+    texts, raw_titles, years, dois, arxivs, urls = _columns([e for _, _, e in flat])
+    ids = list(map(_ids_of, dois, arxivs, urls))
+    packed = _Packed(texts, raw_titles) if n and _numba_pays(texts) else None
+    titles = packed.titles(raw_titles) if packed is not None else list(map(norm_title, raw_titles))
 
-    # title candidates: blocked by the library titles' words found in the entry's text (or title)
-    cand: list[list[int]] = [[] for _ in range(n)]
+    # title candidates: blocked by the library titles' words found in the entry's text (or title); only
+    # entries with one are in ``cand``
+    cand: dict[int, list[int]] = {}
     if n and len(library):
         vocab = _Vocab()
         lib_m = vocab.matrix([t.split() for t in library.norm], grow=True)
-        ent_m = _pad(vocab.matrix(words, grow=False, more=[t.split() for t in titles]), lib_m.shape[1])
+        ent_m = _pad(_entry_matrix(vocab, texts, titles, packed), lib_m.shape[1])
         rows, cols = _blocking(ent_m, lib_m, BLOCK_SHARE)
         for r, c in zip(rows.tolist(), cols.tolist()):
-            cand[r].append(c)
-    for j in range(n):
-        if titles[j]:
-            for c in library.by_title.get(titles[j], ()):
-                if c not in cand[j]:
-                    cand[j].append(c)
+            got = cand.get(r)
+            if got is None:
+                cand[r] = [c]
+            else:
+                got.append(c)
+    by_title = library.by_title
+    if by_title:
+        for j, t in enumerate(titles):
+            hit = by_title.get(t) if t else None
+            if hit:
+                got = cand.setdefault(j, [])
+                for c in hit:
+                    if c not in got:
+                        got.append(c)
 
     unresolved: list[int] = []
+    by_doi, by_arxiv, pos = library.by_doi, library.by_arxiv, library.pos
     for j, (k, i, e) in enumerate(flat):
         key = (k, i)
-        me = citing_pos[j]
         doi, arx = ids[j]
+        cj = cand.get(j, ())
+        if not cj and doi is None and arx is None:  # most entries: nothing to compare
+            target[key], why[key] = None, "none"
+            unresolved.append(j)
+            continue
+        me = pos.get(k, -1)
         by_id = set()
         if doi:
-            by_id.update(library.by_doi.get(doi, ()))
+            by_id.update(by_doi.get(doi, ()))
         if arx:
-            by_id.update(library.by_arxiv.get(arx, ()))
+            by_id.update(by_arxiv.get(arx, ()))
         if by_id:
             if me in by_id:
                 by_id.discard(me)
@@ -410,7 +608,7 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
             continue
         scored: list[tuple[float, int]] = []
         fit = []  # candidates the identifiers allow
-        for c in cand[j]:
+        for c in cj:
             src = library.sources[c]
             if (doi and src.doi and doi != src.doi) or (arx and src.arxiv and arx != src.arxiv):
                 continue  # the identifiers say these are different works
@@ -419,13 +617,14 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
             if s > 0:
                 scored.append((s, c))
         if not scored and fit:  # the title the entry parser took may be wrong: its text's sentences
-            segs = _segments(getattr(e, "text", None))
+            # (only candidates of two words or more, with the year within one, can pass)
+            fit = [c for c in fit if " " in library.norm[c] and _years_ok(years[j], library.sources[c].year)]
+            segs = _segments(texts[j], min(len(library.norm[c]) for c in fit)) if fit else []
             for c in fit:
-                lt, src = library.norm[c], library.sources[c]
-                if " " in lt:
-                    s = max([_title_score(ratio, g, lt, years[j], src.year) for g in segs] or [0.0])
-                    if s > 0:
-                        scored.append((s, c))
+                s = max([_title_score(ratio, g, library.norm[c], years[j], library.sources[c].year)
+                         for g in segs] or [0.0])
+                if s > 0:
+                    scored.append((s, c))
         if not scored:
             target[key], why[key] = None, "none"
             unresolved.append(j)
@@ -469,25 +668,29 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
     keep = [j for j in range(len(flat)) if titles[j] or ids[j][0] or ids[j][1]]
     if not keep:
         return []
-    uf = _Union(len(flat))
+    # nodes: one per distinct (title, year) among the titled entries, one per untitled entry, numbered in
+    # the order of their first entry; the entries of a node are one work from the start, and the unions
+    # (same id, same title a year apart, close titles) join nodes
+    node_keys = [(titles[j], years[j]) if titles[j] else ("", j) for j in keep]  # ("", j): an untitled entry's own
+    distinct = {k: nd for nd, k in enumerate(dict.fromkeys(node_keys))}  # in the order of first entries
+    nodes = np.fromiter(map(distinct.__getitem__, node_keys), dtype=np.int64, count=len(keep))
+    keep_a = np.asarray(keep, dtype=np.int64)
+    first = keep_a[np.unique(nodes, return_index=True)[1]].tolist()  # each node's first entry
+    node_of = dict(zip(keep, nodes.tolist()))
+    for k in [k for k in distinct if not k[0]]:
+        del distinct[k]  # the title nodes only, below
+    uf = _Union(len(first))
     first_of: dict[tuple[str, str], int] = {}
-    for j in keep:
-        for kind, v in (("doi", ids[j][0]), ("arxiv", ids[j][1])):
+    for j in [j for j in keep if ids[j][0] or ids[j][1]]:
+        a_ids = ids[j]
+        for kind, v in (("doi", a_ids[0]), ("arxiv", a_ids[1])):
             if v:
                 if (kind, v) in first_of:
-                    uf.union(first_of[(kind, v)], j)
+                    uf.union(node_of[first_of[(kind, v)]], node_of[j])
                 else:
                     first_of[(kind, v)] = j
-    # titles: one representative per distinct (title, year); exact titles first, then blocked close pairs
-    distinct: dict[tuple[str, int | None], int] = {}
-    for j in keep:
-        if titles[j]:
-            t = (titles[j], years[j])
-            if t in distinct:
-                uf.union(distinct[t], j)
-            else:
-                distinct[t] = j
-    reps = list(distinct.items())
+    # titles: the same title a year apart, then blocked close pairs, between the (title, year) nodes
+    reps = [(tk, first[nd]) for tk, nd in distinct.items()]
     by_title: dict[str, list[tuple[int | None, int]]] = {}
     for (t, y), j in reps:
         by_title.setdefault(t, []).append((y, j))
@@ -497,11 +700,11 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
         known = sorted((y, j) for y, j in ys if y is not None)
         for (y0, j0), (y1, j1) in zip(known, known[1:]):
             if y1 - y0 <= 1:
-                uf.union(j0, j1)
+                uf.union(node_of[j0], node_of[j1])
         anchor = known[0][1] if known else ys[0][1]
         for y, j in ys:
             if y is None:
-                uf.union(anchor, j)
+                uf.union(node_of[anchor], node_of[j])
     if len(reps) > 1:
         vocab = _Vocab()
         m = vocab.matrix([t.split() for (t, _), _ in reps], grow=True)
@@ -517,38 +720,95 @@ def _cluster(flat, titles, years, ids, ratio) -> list[MissingWork]:
             if (a_ids[0] and b_ids[0] and a_ids[0] != b_ids[0]) or (a_ids[1] and b_ids[1] and a_ids[1] != b_ids[1]):
                 continue
             if _title_score(ratio, ta, tb, ya, yb) > 0:
-                uf.union(ja, jb)
-    groups: dict[int, list[int]] = {}
-    for j in keep:
-        groups.setdefault(uf.find(j), []).append(j)
+                uf.union(node_of[ja], node_of[jb])
+    # a work's entries in order, works in the order of their first entry (a node's root is the work's
+    # first node, and nodes are numbered in the order of their first entry)
+    root = np.fromiter((uf.find(x) for x in range(len(first))), dtype=np.int64, count=len(first))
+    comp = root[nodes]
+    order = np.argsort(comp, kind="stable")  # by work (roots ascend as works' first entries do), entries in order
+    cuts = np.flatnonzero(np.diff(comp[order])) + 1
+    members_all = keep_a[order].tolist()
+    bounds = [0] + cuts.tolist() + [len(members_all)]
+    groups = {b0: members_all[b0:b1] for b0, b1 in zip(bounds, bounds[1:])}
+    entries = [flat[j][2] for j in range(len(flat))]
+    try:  # each entry's six fields in one C call (an object lacking one: read one by one)
+        got = list(map(_SIX, entries))
+    except AttributeError:
+        got = [tuple(getattr(e, f, None) for f in _SIX_NAMES) for e in entries]
+    # a work of several entries takes each field's most common non-empty value (``_most_common``), found
+    # for all such works at once (``_modes``)
+    several = [m for m in groups.values() if len(m) > 1]
+    fields: list = [[None] * len(several) for _ in range(6)]
+    if several:
+        flat_members = [j for m in several for j in m]
+        group = np.repeat(np.arange(len(several), dtype=np.int64), [len(m) for m in several])
+        cols = list(zip(*[got[j] for j in flat_members]))
+        cols[2] = [tuple(a or ()) for a in cols[2]]
+        fields = [_modes(list(col), group, len(several)) for col in cols]
     works = []
+    w = 0
     for members in groups.values():
         if len(members) == 1:  # most works are cited once: their one entry's fields
-            k, _, e = flat[members[0]]
-            works.append(MissingWork(getattr(e, "title", None) or "", getattr(e, "year", None),
-                                     tuple(getattr(e, "authors", None) or ()), getattr(e, "venue", None),
-                                     getattr(e, "doi", None), getattr(e, "arxiv", None), [(k, e)]))
+            j = members[0]
+            title, year, authors, venue, doi, arxiv = got[j]
+            works.append(MissingWork(title or "", year, tuple(authors or ()), venue, doi, arxiv,
+                                     [(flat[j][0], entries[j])], [flat[j][:2]]))
             continue
-        entries = [flat[j][2] for j in members]
         works.append(MissingWork(
-            title=_most_common([getattr(e, "title", None) for e in entries]) or "",
-            year=_most_common([getattr(e, "year", None) for e in entries]),
-            authors=_most_common([tuple(getattr(e, "authors", None) or ()) for e in entries]) or (),
-            venue=_most_common([getattr(e, "venue", None) for e in entries]),
-            doi=_most_common([getattr(e, "doi", None) for e in entries]),
-            arxiv=_most_common([getattr(e, "arxiv", None) for e in entries]),
-            members=[(flat[j][0], flat[j][2]) for j in members]))
+            title=fields[0][w] or "", year=fields[1][w], authors=fields[2][w] or (), venue=fields[3][w],
+            doi=fields[4][w], arxiv=fields[5][w],
+            members=[(flat[j][0], entries[j]) for j in members], at=[flat[j][:2] for j in members]))
+        w += 1
     return works
+
+
+def _modes(values: list, group: np.ndarray, n_groups: int) -> list:
+    """Per group (``group``: each value's, ascending, values in order within a group) its most frequent
+    non-empty value, the first met on a tie, or None: ``_most_common`` of every group at once."""
+    n = len(values)
+    out: list = [None] * n_groups
+    code_of: dict = {}
+    codes = np.fromiter(map(code_of.setdefault, values, range(n)), dtype=np.int64, count=n)  # equal values: one code
+    truthy = np.zeros(n, dtype=np.bool_)  # per code (the first position of its value): whether it counts
+    firsts = list(code_of.values())
+    truthy[firsts] = [bool(values[k]) for k in firsts]
+    ok = truthy[codes]
+    if not ok.any():
+        return out
+    at = np.flatnonzero(ok)
+    key = group[at] * n + codes[at]
+    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    g = uniq // n
+    order = np.lexsort((at[first], -counts, g))  # by group, the most frequent first, then the first met
+    g_sorted = g[order]
+    best = order[np.r_[True, g_sorted[1:] != g_sorted[:-1]]]
+    for gi, k in zip(g[best].tolist(), at[first[best]].tolist()):
+        out[gi] = values[k]
+    return out
+
+
+_SIX_NAMES = ("title", "year", "authors", "venue", "doi", "arxiv")
+_RESOLVED_NAMES = ("text", "title", "year", "doi", "arxiv", "url")
+_RESOLVED = tuple(map(attrgetter, _RESOLVED_NAMES))
+
+
+def _columns(entries: list) -> tuple[tuple, ...]:
+    """The entries' text, title, year, DOI, arXiv id and URL, as six columns (an object lacking a field:
+    None for it)."""
+    try:  # a column in one C call each
+        return tuple(list(map(get, entries)) for get in _RESOLVED)
+    except AttributeError:
+        return tuple([getattr(e, f, None) for e in entries] for f in _RESOLVED_NAMES)
+_SIX = attrgetter(*_SIX_NAMES)
 
 
 def _most_common(values):
     """The most frequent non-empty value (the first met on a tie), or None."""
-    got: dict = {}
-    for v in values:
-        if v:
-            got[v] = got.get(v, 0) + 1
+    got = Counter(filter(None, values))
     if not got:
         return None
+    if len(got) == 1:
+        return next(iter(got))
     top = max(got.values())
     return next(v for v in values if v and got[v] == top)
 
@@ -565,3 +825,4 @@ def no_gc():
     finally:
         if was:
             gc.enable()
+
