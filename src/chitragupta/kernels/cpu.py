@@ -378,6 +378,7 @@ _PRUNE_DOCS_PER_K = 16384
 _PRUNE_TILE = 32768  # MaxScore's tiles (documents)
 _PRUNE_FIRST_TILE = 32768  # its first tile, which raises the threshold before pruning starts
 _COLLECT_MIN_K = 512  # from this k the unpruned tiles collect past a threshold instead of keeping a heap
+CHUNKS_PER_THREAD = 8  # dense queries' chunks per thread, scheduled dynamically
 
 
 @njit(cache=True, inline="always")
@@ -575,35 +576,12 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
         # The rows' term slices, concatenated: position i of the result reads starts[q] + (i - q_indptr[q]).
         pos = np.arange(int(q_indptr[-1]), dtype=np.int64) + np.repeat(starts - q_indptr[:-1], lens)
         q_terms = queries.terms[pos].astype(np.int64)
-        n_chunks = max(1, min(rows.size, numba.get_num_threads()))
-        if k * _PRUNE_DOCS_PER_K <= postings.n_docs:
-            from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
-
-            if bounds is None:
-                bounds = np.full(postings.n_terms, -1.0)
-            elif bounds.shape != (postings.n_terms,) or bounds.dtype != np.float64:
-                raise ValueError(f"bounds must be float64 of shape ({postings.n_terms},), got {bounds.dtype} "
-                                 f"{bounds.shape}")
-            need = np.unique(q_terms)
-            need = need[bounds[need] < 0.0]
-            if need.size:
-                term_bounds(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
-                            float(params.k1 + 1.0), need, bounds)
-            per_chunk = np.zeros((n_chunks, N_COUNTERS), dtype=np.int64)
-            topk_maxscore(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
-                          float(params.k1 + 1.0), q_indptr, q_terms, rows, int(k), int(_PRUNE_TILE),
-                          int(_PRUNE_FIRST_TILE), int(lens.max()), n_chunks, out.ids, out.scores, per_chunk,
-                          bounds)
-            if counters is not None:
-                counters += per_chunk.sum(axis=0)
-        elif k >= _COLLECT_MIN_K:
-            _topk_tiled_collect(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
-                                float(params.k1 + 1.0), q_indptr, q_terms, rows, int(k), tile, int(lens.max()),
-                                n_chunks, out.ids, out.scores)
-        else:
-            _topk_tiled(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
-                        float(params.k1 + 1.0), q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks,
-                        out.ids, out.scores)
+        # Chunks handed out one at a time as threads free up (numba's dynamic schedule), several per thread: a
+        # thread the host descheduled, or a chunk of heavy queries, no longer sets the batch's wall alone.
+        n_chunks = max(1, min(rows.size, numba.get_num_threads() * CHUNKS_PER_THREAD))
+        with numba.parallel_chunksize(1):
+            _score_tiled(postings, params, k, idf, norm, f1, d1, f2, d2, q_indptr, q_terms, rows, lens, tile,
+                         n_chunks, bounds, counters, out)
     if rows.size < queries.n_queries:
         rest = np.flatnonzero(~tiled)
         lens = np.diff(queries.indptr)[rest]
@@ -617,6 +595,38 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
         out.ids[rest] = ids
         out.scores[rest] = scores
     return out
+
+
+def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2, q_indptr, q_terms, rows,
+                 lens, tile: int, n_chunks: int, bounds, counters, out: TopK) -> None:
+    """The dense queries ``rows`` (their terms q_terms[q_indptr[i]:q_indptr[i + 1]]) into their rows of ``out``:
+    MaxScore when k is small next to the corpus, else the tiles (a heap, or collection past a threshold)."""
+    k1p1 = float(params.k1 + 1.0)
+    if k * _PRUNE_DOCS_PER_K <= postings.n_docs:
+        from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
+
+        if bounds is None:
+            bounds = np.full(postings.n_terms, -1.0)
+        elif bounds.shape != (postings.n_terms,) or bounds.dtype != np.float64:
+            raise ValueError(f"bounds must be float64 of shape ({postings.n_terms},), got {bounds.dtype} "
+                             f"{bounds.shape}")
+        need = np.unique(q_terms)
+        need = need[bounds[need] < 0.0]
+        if need.size:
+            term_bounds(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, need,
+                        bounds)
+        per_chunk = np.zeros((n_chunks, N_COUNTERS), dtype=np.int64)
+        topk_maxscore(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr,
+                      q_terms, rows, int(k), int(_PRUNE_TILE), int(_PRUNE_FIRST_TILE), int(lens.max()), n_chunks,
+                      out.ids, out.scores, per_chunk, bounds)
+        if counters is not None:
+            counters += per_chunk.sum(axis=0)
+    elif k >= _COLLECT_MIN_K:
+        _topk_tiled_collect(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1,
+                            q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks, out.ids, out.scores)
+    else:
+        _topk_tiled(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr,
+                    q_terms, rows, int(k), tile, int(lens.max()), n_chunks, out.ids, out.scores)
 
 
 def _score_table(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2,
