@@ -43,7 +43,10 @@ def common_options() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. ``only``: a command name whose options alone are added (the others are
+    listed with their help, without importing their modules): what ``main`` parses a command with, so
+    ``index`` does not import what ``search`` needs to describe its options."""
     parser = argparse.ArgumentParser(
         prog="chitragupta",
         description="Citable retrieval over a BibTeX bibliography: BM25 over documents, with snippets.",
@@ -53,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     parent = common_options()
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[parent])
-        importlib.import_module(module).add_arguments(p)
+        if only is None or name == only:
+            importlib.import_module(module).add_arguments(p)
     return parser
 
 
@@ -75,8 +79,11 @@ def _one_blas_thread(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _one_blas_thread(sys.argv[1:] if argv is None else list(argv))
-    parser = build_parser()
+    given = sys.argv[1:] if argv is None else list(argv)
+    _one_blas_thread(given)
+    # the top level takes no option with a value: its first word that is not an option names the command
+    command = next((a for a in given if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)

@@ -722,6 +722,77 @@ def _small(root: Path, items: list, limit: int) -> bool:
 
 
 def _parse_all(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
+    """``_parsed`` of each (parsed path, old fingerprint) of ``items``, in order: the packed texts that
+    cannot hold a list told here first (``_no_list``), the others by ``_parse_some``."""
+    quick = _no_list(root, items, texts)
+    if not quick:
+        yield from _parse_some(root, items, jobs, pool, texts)
+        return
+    rest = _parse_some(root, [it for j, it in enumerate(items) if j not in quick], jobs, pool, texts)
+    for j, (_pp, old_fp) in enumerate(items):
+        fp = quick.get(j)
+        if fp is None:
+            yield next(rest)
+        else:  # (as ``_parsed``: None when the stored record is current)
+            yield fp, (None if fp == old_fp else False), None, None
+
+
+_GAP_BYTES = 1 << 16  # unused bytes between two packed texts read through in one stretch
+_STRETCH_BYTES = 1 << 24  # the most one stretch reads
+
+
+def _no_list(root: Path, items: list, texts: "_Texts") -> dict[int, str]:
+    """j -> the fingerprint of ``items[j]``'s text, for each packed text alone in its pack (no sidecar can
+    stand beside it: ``_Texts.packed_alone``) that cannot hold a reference heading (``may_have_heading``):
+    what ``_parsed`` finds (no list) for most of an imported corpus, told from the pack read a stretch of
+    texts at a time (one ``pread`` of texts that follow one another), with one reference split a text.
+    A text left out (another kind, a pack that reads short) goes through ``_parsed`` as before."""
+    import stat
+
+    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.index.source import _inside_content
+
+    refs = []  # (j, pack, offset, length), in order
+    for j, (pp, _fp) in enumerate(items):
+        ref = split_ref(pp)
+        if ref is None or not _inside_content(pp):
+            continue
+        size, _ino, side = texts._pack(ref[0])
+        if side == "-" and size >= ref[1] + ref[2]:
+            refs.append((j, *ref))
+    out: dict[int, str] = {}
+    a = 0
+    while a < len(refs):
+        b, end = a + 1, refs[a][2] + refs[a][3]
+        while (b < len(refs) and refs[b][1] == refs[a][1] and end <= refs[b][2] <= end + _GAP_BYTES
+               and refs[b][2] + refs[b][3] - refs[a][2] <= _STRETCH_BYTES):
+            end = refs[b][2] + refs[b][3]
+            b += 1
+        run, a = refs[a:b], b
+        start = run[0][2]
+        try:
+            fd = os.open(root / run[0][1], os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            data = os.pread(fd, end - start, start) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        if len(data) < end - start:
+            continue  # (a short read: left to ``_parsed``)
+        whole = data.decode("ascii") if data.isascii() else None  # (one decoding, each text a slice of it)
+        view = memoryview(data)
+        for j, _pack, off, length in run:
+            text = (whole[off - start:off - start + length] if whole is not None
+                    else str(view[off - start:off - start + length], "utf-8", "replace"))
+            if not may_have_heading(text):
+                out[j] = _fingerprint(text)
+    return out
+
+
+def _parse_some(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
     """``_parsed`` of each (parsed path, old fingerprint) of ``items``, in order: here, or by ``jobs``
     worker processes (``engine.workers.process_pool``, started on the first call that has work for two
     chunks and more than ``POOL_FROM_BYTES`` of text, and kept in ``pool`` for the build's later calls) a

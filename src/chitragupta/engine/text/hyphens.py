@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-__all__ = ["Split", "document_words", "find_splits", "join_hyphens"]
+__all__ = ["Split", "document_words", "find_splits", "join_hyphens", "split_positions"]
 
 # a hyphen, an optional line break with the next line's indent, and a lower-case letter: where a split may be
 _DASH = re.compile(r"-(\n[ \t]*)?(?=[a-z])")
@@ -82,6 +82,13 @@ class Split(NamedTuple):
     gap: str
     tail: str
     join: bool
+
+
+def split_positions(text: str) -> list[int]:
+    """Where a split may be in ``text`` (its hyphens before a lower-case letter, a line break and indent
+    between them or not): a text with none is one ``join_hyphens`` returns as it is. A stretch of texts
+    joined by a separator that is neither a letter nor a line break is told apart at once."""
+    return [m.start() for m in _DASH.finditer(text)] if "-" in text else []
 
 
 def find_splits(text: str, words=None) -> list[Split]:
