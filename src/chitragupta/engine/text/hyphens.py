@@ -98,6 +98,8 @@ def find_splits(text: str, words=None) -> list[Split]:
     if "-" not in text:
         return out
     last = 0
+    low = None  # the text lowercased: a word standing alone in it is in there (without a hyphen, as joined
+    # words are), so one missing from it is no word of the text, told before the text's words are collected
     for m in _DASH.finditer(text):
         d = m.start()
         s = _head_start(text, d)
@@ -107,9 +109,16 @@ def find_splits(text: str, words=None) -> list[Split]:
         if t is None:
             continue
         head, gap, tail = text[s:d], m.group(1) or "", t.group(0)
+        whole = (head + tail).lower()
         if words is None:
+            if low is None:
+                low = text.lower()
+            if whole not in low:
+                out.append(Split(s, t.end(), head, gap, tail, False))
+                last = t.end()
+                continue
             words = _Words(text)
-        joined = (head + tail).lower() in words
+        joined = whole in words
         if gap:  # across a line break: the halves are not both words
             join = joined and not (head.lower() in words and tail in words)
         else:  # inline: neither half is a word
