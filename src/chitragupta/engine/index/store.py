@@ -177,6 +177,7 @@ class NewGeneration:
     that stood there, never a symlink's target), fsynced by ``commit`` with the others."""
 
     def __init__(self, folder: Path):
+        _wait_for_prunes()
         _folder_ready(folder)
         self.folder = Path(folder)
         self.gen = self.folder / f"g{time.time_ns():x}-{os.getpid()}"
@@ -238,10 +239,7 @@ class NewGeneration:
         except OSError:
             shutil.rmtree(gen, ignore_errors=True)  # never current: leave no newer generation for _prune to keep
             raise
-        try:
-            _prune(folder, keep=gen.name)
-        except OSError:
-            pass  # old generations are removed by the next save
+        _prune_behind(folder, gen.name)
         return gen
 
     def abort(self) -> None:
@@ -335,6 +333,35 @@ class ArrayFile:
     def read(self, a: int, b: int) -> np.ndarray:
         """Elements ``a..b`` as written (after ``close``), read into memory (not mapped)."""
         return np.fromfile(self.path, dtype=self.dtype, count=b - a, offset=len(self.header) + self.dtype.itemsize * a)
+
+
+_pruning: list[threading.Thread] = []
+_pruning_lock = threading.Lock()
+
+
+def _prune_behind(folder: Path, keep: str) -> None:
+    """``_prune`` in a thread of its own: unlinking a generation written moments before waits on the
+    disk (~0.06 s for a small index on this host, against ~0.002 s of CPU), which the caller's next
+    step (``index``'s references) overlaps. Not a daemon: the process waits for it at exit; the next
+    generation written in this process waits for it first."""
+
+    def run() -> None:
+        try:
+            _prune(folder, keep=keep)
+        except OSError:
+            pass  # old generations are removed by the next save
+
+    t = threading.Thread(target=run, name="chitragupta-prune")
+    with _pruning_lock:
+        _pruning.append(t)
+    t.start()
+
+
+def _wait_for_prunes() -> None:
+    with _pruning_lock:
+        waiting, _pruning[:] = list(_pruning), []
+    for t in waiting:
+        t.join()
 
 
 def _prune(folder: Path, keep: str) -> None:
