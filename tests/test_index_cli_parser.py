@@ -43,3 +43,24 @@ def test_the_top_level_options_still_answer():
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         main(["--version"])
     assert out.getvalue().startswith("chitragupta ")
+
+
+def test_index_runs_blas_on_one_thread_unless_told(tmp_path):
+    """``index`` calls no BLAS: OpenBLAS is held to one thread before numpy is imported (its threads' start
+    is all they would cost), never over a user's own setting."""
+    import subprocess
+    import sys
+
+    from conftest import make_workspace, random_docs
+
+    root = make_workspace(tmp_path, random_docs(3, 20))
+    for given, want in ((None, "1"), ("3", "3")):
+        code = ("import io, os, sys, contextlib\n"
+                + ("os.environ.pop('OPENBLAS_NUM_THREADS', None)\n" if given is None
+                   else f"os.environ['OPENBLAS_NUM_THREADS'] = {given!r}\n")
+                + "from chitragupta.cli.main import main\n"
+                "with contextlib.redirect_stdout(io.StringIO()):\n"
+                f"    rc = main(['index', '-w', {str(root)!r}])\n"
+                "print(rc, os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)\n")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert p.stdout.strip() == f"0 {want} True", (p.stdout, p.stderr)

@@ -62,19 +62,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 _ONE_QUERY = {"search", "evidence", "explain", "serve"}
+_NO_BLAS = {"index"}  # builds with sorts and counts: never a BLAS call
 
 
 def _one_blas_thread(argv: list[str]) -> None:
     """A command that answers one query at a time runs numpy's BLAS on one thread: a second thread buys
     nothing at that size, and OpenBLAS starting its threads when numpy is imported cost 0.13 s of CPU,
-    a third of a cold query (bench/RESULTS.md). Only before numpy is imported, and never over a user's
-    own OPENBLAS_NUM_THREADS; a batch (``--queries``) keeps every thread."""
+    a third of a cold query (bench/RESULTS.md). ``index`` too, which calls no BLAS at all (its threads'
+    start cost 0.06-0.16 s of an NPL-sized build's wall time on a loaded 2-core host). Only before numpy
+    is imported, and never over a user's own OPENBLAS_NUM_THREADS; a batch (``--queries``) keeps every
+    thread."""
     import os
 
     if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
         return
     command = next((a for a in argv if not a.startswith("-")), None)
-    if command in _ONE_QUERY and "--queries" not in argv:
+    if (command in _ONE_QUERY and "--queries" not in argv) or command in _NO_BLAS:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
