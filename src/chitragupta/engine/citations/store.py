@@ -814,12 +814,14 @@ def _quick_page(root: Path, page: list, base: int, texts: "_Texts", present: set
     got = _read_packed(root, [pp for _i, _k, pp in rows], texts)
     if len(got) != len(rows):
         return None
+    from chitragupta.engine.workspace import safe_name
+
     blake = hashlib.blake2b
     prefix = blake(f"rules={RULES}\n".encode(), digest_size=16)  # (``_fingerprint``'s first bytes)
     keys, stamps, fps = [], [], []
     for j, (_i, key, pp) in enumerate(rows):
         text, ref, ino = got[j]
-        name = _name(key, pp)
+        name = safe_name(key)  # (``_name`` of a packed reference: its last part ends in digits, not ".txt")
         if f"{name}.json" in present or may_have_heading(text):
             return None
         keys.append(blake(f"{name}\x00{key}".encode("utf-8", "surrogatepass"), digest_size=8).digest())
