@@ -519,6 +519,19 @@ def test_every_file_of_a_generation_is_fsynced_before_it_is_renamed_into_place(t
     renamed = [o for o in order if o[0] == str(tmp)]
     assert len(renamed) == 1 and files <= set(renamed[0][1])  # every file fsynced before the rename
     assert np.array_equal(np.load(path / "a7.npy"), np.arange(7))
+    assert not [p for p in synced if p.startswith(str(tmp)) and p.endswith("a19.npy")][1:]  # (once each)
+    # a file past SYNC_AT_ONCE bytes is fsynced as it is closed (not left dirty until the commit)
+    monkeypatch.setattr(st, "SYNC_AT_ONCE", 100)
+    synced.clear()
+    with st.writing(tmp_path / "idx2") as gen:
+        gen.put("small", np.arange(3, dtype=np.int64))
+        gen.put("big", np.arange(40, dtype=np.int64))
+        col = gen.column("col", np.int64, 30)
+        col.write(np.arange(30))
+        col.close()
+        before = sorted(os.path.basename(p) for p in synced)
+        gen.commit({"kind": "test"})
+    assert before == ["big.npy", "col.npy"] and {"small.npy", "manifest.json"} <= {os.path.basename(p) for p in synced}
 
     def failing(fd):
         if os.path.realpath(f"/proc/self/fd/{fd}").endswith("a3.npy"):

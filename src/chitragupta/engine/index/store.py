@@ -4,9 +4,9 @@
     content/index/<kind>/g<time>-<pid>/   manifest.json + one .npy per array
 
 A writer fills a new generation folder (``save`` from arrays in memory, or a ``NewGeneration`` filled an
-array or a piece of one at a time; every file fsynced before the folder is renamed into place, all of them
-at once in threads: one after another, each waited on its own journal commit, ~0.07 s of a small build's
-0.25 s on this host against ~0.01 s), then replaces ``CURRENT``; readers resolve
+array or a piece of one at a time; every file fsynced before the folder is renamed into place, those
+below ``SYNC_AT_ONCE`` all at once in threads at the commit: one after another, each waited on its own
+journal commit, ~0.07 s of a small build's 0.25 s on this host against ~0.01 s), then replaces ``CURRENT``; readers resolve
 ``CURRENT`` once and memory-map that generation's files, so a search running while an index is rebuilt
 sees the old index or the new one, never a mix. The manifest records each array's dtype, shape, byte
 size and CRC-32; sizes and shapes are checked on every load, checksums when the arrays total less than
@@ -202,6 +202,9 @@ class NewGeneration:
         p = self._path(name)
         with _new_file(p) as f:
             np.save(f, arr, allow_pickle=False)
+            if arr.nbytes > SYNC_AT_ONCE:
+                f.flush()
+                os.fsync(f.fileno())
         self._done(name, p, arr.dtype, arr.shape)
 
     def column(self, name: str, dtype, length: int) -> "ArrayFile":
@@ -251,6 +254,9 @@ class NewGeneration:
         return {n: load_npy(self.gen / f"{n}.npy", mmap_mode="r") for n in names}
 
 
+SYNC_AT_ONCE = 1 << 24  # a file past this many bytes is fsynced when closed, not left to the commit's
+# fsync of all: a large build's gigabytes left dirty until then pass the kernel's dirty limits, and its
+# writers are throttled
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -292,8 +298,8 @@ class ArrayFile:
     """A ``.npy`` file written a piece at a time: the header for ``length`` elements first, rewritten in
     place by ``close`` when fewer were written (numpy pads a 1-d header to the same size for any length).
     The file's CRC-32 is kept as it is written (the manifest's, without reading the file back), except
-    when the header is rewritten: then ``done`` reads it. Not fsynced here: ``NewGeneration.commit`` does
-    (a caller of its own calls ``fsync_all``)."""
+    when the header is rewritten: then ``done`` reads it. Fsynced here past ``SYNC_AT_ONCE`` bytes; a
+    smaller one by ``NewGeneration.commit`` (a caller of its own calls ``fsync_all``)."""
 
     def __init__(self, path: Path, dtype: np.dtype, length: int, done):
         self.path, self.dtype, self.length, self._done = path, dtype, length, done
@@ -327,6 +333,9 @@ class ArrayFile:
             self.f.seek(0)
             self.f.write(header)
             crc = None  # (read back by ``done``)
+        if self.n * self.dtype.itemsize > SYNC_AT_ONCE:
+            self.f.flush()
+            os.fsync(self.f.fileno())
         self.f.close()
         self._done(self.n, crc)
 
