@@ -166,7 +166,8 @@ def as_read(texts: dict[int, str]) -> set[int]:
     joined = "\0".join(parts)  # (neither a letter nor a line break: no word, no split spans two texts)
     hits = split_positions(joined)
     find = joined.find
-    for word in HEADING_WORDS:
+    # (``may_hold_heading`` wants one of these capitals first: texts without any need no word search)
+    for word in HEADING_WORDS if any(c in joined for c in "RBWL") else ():
         at = find(word)
         while at >= 0:
             hits.append(at)
