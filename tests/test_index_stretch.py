@@ -114,3 +114,21 @@ def test_packed_unicode_texts_give_the_per_run_block(tmp_path):
         slow = segments.tokenize_block(units, sources, tokenize_fast.FIELDS, positions, fast=False)
         assert_same_block(slow, segments.tokenize_block(units, sources, tokenize_fast.FIELDS, positions))
         assert slow.cuts
+
+
+def test_a_split_s_verdict_is_the_same_told_before_the_words_are_collected():
+    """``find_splits`` without ``words`` looks for a split's joined word in the lowercased text before it
+    collects the text's words: the verdicts are those of the words collected first (passed in)."""
+    from chitragupta.engine.text.hyphens import document_words, find_splits
+
+    rng = random.Random(4)
+    pool = WORDS + ["summaries", "Summaries", "email", "database", "data", "base", "SUM", "naïvety", "İ"]
+    pairs = ["sum-", "maries", "summaries", "e-", "mail", "email", "data-", "base", "database", "data", "x-"]
+    seen = 0
+    for k in range(2000):
+        words, seps = (pool, SEPS) if k % 2 else (pairs, ["", " ", " ", "\n", "-\n", "\n  "])
+        t = "".join(rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 25)))
+        got = find_splits(t)
+        assert got == find_splits(t, document_words(t)), t
+        seen += sum(s.join for s in got)
+    assert seen > 20  # (joins happen: the texts exercise both verdicts)
