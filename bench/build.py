@@ -27,7 +27,8 @@ the 1-minute load average is printed beside each figure.
                      index, ``references`` (``build_references``: wall, and CPU of the process and of its
                      workers), so ``index_step`` is the whole less that step.
   bm25s, in process  ``bm25s`` tokenize + index of the same titles and texts, read from ``corpus.jsonl``
-                     beforehand (not timed); whole: the child from start to exit, reading included.
+                     beforehand (not timed), wall and CPU (``build_cpu``: this process's, every thread);
+                     whole: the child from start to exit, reading included.
 ``--cold-refs``: remove the workspace's references store (``content/refs``) before each whole run, so its
 references step parses every list as a first ``index`` does (else a run after the first finds them current).
 ``--drop-out``: remove ``--out`` after each in-process build (a 1M index with positions is ~6 GB; with
@@ -173,9 +174,9 @@ def child_bm25s(ws_root: Path) -> dict:
 
     texts = [d.get("title", "") + "\n" + d.get("text", "") for d in read_jsonl(ws_root / "corpus.jsonl")]
     peer = Bm25s()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     peer.build(texts)
-    return {"n_docs": len(texts), "build_s": time.perf_counter() - t}
+    return {"n_docs": len(texts), "build_s": time.perf_counter() - t, "build_cpu": time.process_time() - c}
 
 
 def _run(argv: list) -> dict:

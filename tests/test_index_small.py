@@ -108,16 +108,21 @@ def test_a_small_build_with_two_jobs_is_the_same(tmp_path, monkeypatch):
 
 def test_a_small_index_command_never_imports_numba(tmp_path):
     """`chitragupta index --unit document` of a small workspace: numba never imported (its references step
-    included; the passage index, `--unit passage`, still uses numba)."""
+    included; the passage index, `--unit passage`, still uses numba), nor what searching needs (the CLI
+    builds only the options of the command it runs) or the passage index."""
     root = make_workspace(tmp_path, _odd_docs(35, 200))
     code = textwrap.dedent(f"""
         import sys
         from chitragupta.cli.main import main
         rc = main(["index", "-w", {str(root)!r}, "--unit", "document", "--jobs", "2", "--force"])
         print("RC", rc, "NUMBA", "numba" in sys.modules)
+        print("ALSO", sorted(m for m in ("scipy", "chitragupta.engine.searcher", "chitragupta.engine.search",
+                                         "chitragupta.enrich.hybrid", "chitragupta.engine.index.passage",
+                                         "chitragupta.cli.search_cmd") if m in sys.modules))
     """)
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "RC 0 NUMBA False" in got.stdout, got.stdout + got.stderr
+    assert "ALSO []" in got.stdout, got.stdout
 
 
 

@@ -24,7 +24,7 @@ from chitragupta.engine.index import doc as doc_index, passage as passage_index,
 from chitragupta.engine.index.manage import index_folder, open_current, refresh
 from chitragupta.engine.search import Retriever
 from chitragupta.engine.workspace import Workspace
-from chitragupta.errors import IndexDamaged
+from chitragupta.errors import IndexDamaged, WorkspaceError
 from conftest import (STORE_QUERY, built_workspace, enospc, make_stale, make_workspace, numba_hits, random_docs,
                       rewrite_index_array, run_cli, run_main, write_jsonl)
 
@@ -486,3 +486,63 @@ def test_a_column_keeps_the_checksum_of_what_it_wrote(tmp_path, announced):
     assert gen.files["tf"]["crc32"] == zlib.crc32(data)
     assert np.array_equal(np.load(path / "tf.npy"), np.arange(10, dtype=np.int32))
     assert gen.files["doc_len"]["crc32"] == zlib.crc32((path / "doc_len.npy").read_bytes())
+
+
+def test_every_file_of_a_generation_is_fsynced_before_it_is_renamed_into_place(tmp_path, monkeypatch):
+    """The arrays (whole or in pieces) and the manifest are fsynced at commit, together in threads, and all
+    of them before the folder's rename makes the generation visible; an fsync that fails fails the save."""
+    from chitragupta.engine.index import store as st
+
+    synced, order = [], []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    def replace(a, b):
+        order.append((str(a), sorted(synced)))
+        return real_replace(a, b)
+
+    monkeypatch.setattr(st.os, "fsync", fsync)
+    monkeypatch.setattr(st.os, "replace", replace)
+    with st.writing(tmp_path / "idx") as gen:
+        col = gen.column("tf", np.int32, 5)
+        col.write(np.arange(5))
+        col.close()
+        for k in range(20):
+            gen.put(f"a{k}", np.arange(k, dtype=np.int64))
+        tmp = gen.tmp
+        path = gen.commit({"kind": "test"})
+    files = {os.path.realpath(tmp / f"{n}.npy") for n in ["tf", *(f"a{k}" for k in range(20))]}
+    files.add(os.path.realpath(tmp / "manifest.json"))
+    renamed = [o for o in order if o[0] == str(tmp)]
+    assert len(renamed) == 1 and files <= set(renamed[0][1])  # every file fsynced before the rename
+    assert np.array_equal(np.load(path / "a7.npy"), np.arange(7))
+    assert not [p for p in synced if p.startswith(str(tmp)) and p.endswith("a19.npy")][1:]  # (once each)
+    # a file past SYNC_AT_ONCE bytes is fsynced as it is closed (not left dirty until the commit)
+    monkeypatch.setattr(st, "SYNC_AT_ONCE", 100)
+    synced.clear()
+    with st.writing(tmp_path / "idx2") as gen:
+        gen.put("small", np.arange(3, dtype=np.int64))
+        gen.put("big", np.arange(40, dtype=np.int64))
+        col = gen.column("col", np.int64, 30)
+        col.write(np.arange(30))
+        col.close()
+        before = sorted(os.path.basename(p) for p in synced)
+        gen.commit({"kind": "test"})
+    assert before == ["big.npy", "col.npy"] and {"small.npy", "manifest.json"} <= {os.path.basename(p) for p in synced}
+
+    def failing(fd):
+        if os.path.realpath(f"/proc/self/fd/{fd}").endswith("a3.npy"):
+            raise OSError(5, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(st.os, "fsync", failing)
+    with pytest.raises(WorkspaceError, match="Input/output error; the previous index is unchanged"):
+        with st.writing(tmp_path / "idx") as gen:
+            for k in range(8):
+                gen.put(f"a{k}", np.arange(k, dtype=np.int64))
+            gen.commit({"kind": "test"})
+    assert (tmp_path / "idx" / "CURRENT").read_text().strip() == path.name
+    assert [p.name for p in (tmp_path / "idx").iterdir() if p.name.startswith(".")] == []

@@ -89,9 +89,11 @@ def run(args) -> int:
                     f"{len(idx.vocab)} terms")
             print(f"passages: up to date ({size})" if r is None else
                   f"passages: {size}; {r.retokenized} documents read, {r.reused} reused, in {r.seconds:.2f} s")
-    from chitragupta.enrich.hybrid import own_index_to_build
+    own = None
+    if args.unit in ("all", "document") and _may_fuse_own_index(ws):
+        from chitragupta.enrich.hybrid import own_index_to_build
 
-    own = own_index_to_build(ws) if args.unit in ("all", "document") else None
+        own = own_index_to_build(ws)
     if own is not None:  # [hybrid].bm25_stemmer: hybrid search fuses a document index of its own
         with progress_bar("hybrid's BM25 index") as cb:
             r = refresh(own, unit="document", force=args.force, progress=cb, jobs=jobs).report
@@ -104,6 +106,17 @@ def run(args) -> int:
     print_notes(refs["notes"][:10] + [f"... and {len(refs['notes']) - 10} more notes"] * (len(refs["notes"]) > 10))
     print(summary_line(refs))
     return 0
+
+
+def _may_fuse_own_index(ws) -> bool:
+    """False when ``enrich.hybrid.own_index_to_build`` is surely None, told without importing hybrid search:
+    ``[hybrid].bm25_stemmer`` is "same" or the plain index's stemmer, or no embedding store exists (the
+    folder every model's store sits in is missing)."""
+    if ws.config.hybrid.bm25_stemmer in ("same", ws.config.retrieval.stemmer):
+        return False
+    from chitragupta.enrich.store import store_folder
+
+    return store_folder(ws.content, "any model").parent.is_dir()
 
 
 def _print_cuts(cuts: list[tuple[str, int, int]], tokenized: int, verbose: bool) -> None:

@@ -43,7 +43,10 @@ def common_options() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. ``only``: a command name whose options alone are added (the others are
+    listed with their help, without importing their modules): what ``main`` parses a command with, so
+    ``index`` does not import what ``search`` needs to describe its options."""
     parser = argparse.ArgumentParser(
         prog="chitragupta",
         description="Citable retrieval over a BibTeX bibliography: BM25 over documents, with snippets.",
@@ -53,30 +56,37 @@ def build_parser() -> argparse.ArgumentParser:
     parent = common_options()
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[parent])
-        importlib.import_module(module).add_arguments(p)
+        if only is None or name == only:
+            importlib.import_module(module).add_arguments(p)
     return parser
 
 
 _ONE_QUERY = {"search", "evidence", "explain", "serve"}
+_NO_BLAS = {"index"}  # builds with sorts and counts: never a BLAS call
 
 
 def _one_blas_thread(argv: list[str]) -> None:
     """A command that answers one query at a time runs numpy's BLAS on one thread: a second thread buys
     nothing at that size, and OpenBLAS starting its threads when numpy is imported cost 0.13 s of CPU,
-    a third of a cold query (bench/RESULTS.md). Only before numpy is imported, and never over a user's
-    own OPENBLAS_NUM_THREADS; a batch (``--queries``) keeps every thread."""
+    a third of a cold query (bench/RESULTS.md). ``index`` too, which calls no BLAS at all (its threads'
+    start cost 0.06-0.16 s of an NPL-sized build's wall time on a loaded 2-core host). Only before numpy
+    is imported, and never over a user's own OPENBLAS_NUM_THREADS; a batch (``--queries``) keeps every
+    thread."""
     import os
 
     if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
         return
     command = next((a for a in argv if not a.startswith("-")), None)
-    if command in _ONE_QUERY and "--queries" not in argv:
+    if (command in _ONE_QUERY and "--queries" not in argv) or command in _NO_BLAS:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 def main(argv: list[str] | None = None) -> int:
-    _one_blas_thread(sys.argv[1:] if argv is None else list(argv))
-    parser = build_parser()
+    given = sys.argv[1:] if argv is None else list(argv)
+    _one_blas_thread(given)
+    # the top level takes no option with a value: its first word that is not an option names the command
+    command = next((a for a in given if not a.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)

@@ -60,7 +60,9 @@ def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int, numba: bool | None =
         lens = np.diff(ptr)
         within = np.arange(seq.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], lens)
         keep = (seq >= 0) & (seq < n_terms)
-        order = np.argsort(seq[keep], kind="stable")
+        from chitragupta.kernels.build_numpy import stable_order
+
+        order = stable_order(seq[keep], n_terms)
         pos[:] = within[keep][order]
     else:
         from chitragupta.kernels._phrase_numba import by_term as fill

@@ -1,51 +1,91 @@
 """``kernels.runs`` without numba, for a small build (``kernels.build.numpy_passes``): the same calls, the
 same results to the byte.
 
-``runs_to_ids``: each piece split at its spaces by ``bytes.split`` and every run given its id by a
-dictionary (the next id to a run not seen before: first-seen order, the seeds first), the dictionary
-being the table the caller keeps between calls in place of the numba hash table; the pool and the key
-offsets it returns are the numba kernel's (the distinct runs, each followed by a space), so the block's
-vocabulary is read from them as before. ``count_pieces``: the runs' units and kinds repeated from the
-pieces, each stream's (unit, id) pairs counted by ``np.unique`` of a 64-bit key (sorted by unit then id),
-and the positions' ids with a break after each title placed by ``np.insert``.
+``runs_to_ids``: the buffer split at its spaces by one ``bytes.split`` (the pieces' runs counted from
+where runs start, each piece ending at a space) and every run given its id by a dictionary (the next id
+to a run not seen before, as it is looked up: first-seen order, the seeds first), the dictionary being
+the table the caller keeps between calls in place of the numba hash table; the pool and the key offsets
+it returns are the numba kernel's (the distinct runs, each followed by a space; a call appends the runs
+it added), so the block's vocabulary is read from them as before. ``count_pieces``: the runs' units and kinds repeated from the pieces, each stream's (unit, id)
+pairs counted from a stable sort of a 64-bit key (sorted by unit then id: the key arrives in unit order,
+which the stable sort's merges keep cheap), and the positions' ids with a break after each title placed
+by ``np.insert``.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
 __all__ = ["new_table", "runs_to_ids", "count_pieces"]
 
 
+class _Ids(dict):
+    """run -> id, a run not seen before given the next id as it is first looked up (first-seen order, in
+    the one pass of lookups: a dictionary's C lookups, a Python call per new run only)."""
+
+    def __missing__(self, run: bytes) -> int:
+        got = self[run] = len(self)
+        return got
+
+
 def new_table(cap: int = 1 << 16, pool_bytes: int = 1 << 20):
     """An empty table: (the run -> id dictionary, pool uint8, key offsets int64, keys 0, pool used 0)."""
-    return {}, np.empty(0, dtype=np.uint8), np.zeros(1, dtype=np.int64), 0, 0
+    return _Ids(), np.empty(0, dtype=np.uint8), np.zeros(1, dtype=np.int64), 0, 0
 
 
 def runs_to_ids(buf, seg_ends, slots, pool, koff, n_keys, used):
     """The ids of the runs of ``buf`` in order and per piece how many runs it holds; returns (ids int32,
     runs per piece int64, the dictionary, pool, koff, n_keys, used) as ``kernels.runs.runs_to_ids``."""
-    data = np.asarray(buf, dtype=np.uint8).tobytes()
-    ends = np.asarray(seg_ends, dtype=np.int64).tolist()
-    vocab = slots
-    seg_n = np.zeros(len(ends), dtype=np.int64)
-    runs: list[bytes] = []
-    a = 0
-    for s, e in enumerate(ends):
-        got = data[a:e].split()  # (the buffer holds [a-z0-9] and spaces only: the kernel's split at spaces)
-        seg_n[s] = len(got)
-        runs.extend(got)
-        a = e
-    for r in dict.fromkeys(runs):  # the distinct runs in first-seen order: a new one gets the next id
-        if r not in vocab:
-            vocab[r] = len(vocab)
-    ids = np.fromiter(map(vocab.__getitem__, runs), dtype=np.int32, count=len(runs))
+    arr = np.asarray(buf, dtype=np.uint8)
+    ends = np.asarray(seg_ends, dtype=np.int64)
+    vocab = slots if type(slots) is _Ids else _Ids(slots)
+    # (the buffer holds [a-z0-9] and spaces only: the kernel's split at spaces)
+    if ends.shape[0] and int(ends[-1]) <= arr.shape[0] and bool((arr[ends[ends < arr.shape[0]]] == 32).all()):
+        # every piece ends at a space (or the buffer's end): the whole buffer split at once has the pieces'
+        # runs in order, and a piece's are the runs that start inside it
+        live = arr[:int(ends[-1])] != 32
+        starts = np.flatnonzero(live & np.concatenate(([True], ~live[:-1])))
+        seg_n = np.bincount(np.searchsorted(ends, starts, side="right"), minlength=ends.shape[0]).astype(np.int64)
+        runs = arr[:int(ends[-1])].tobytes().split()
+    else:
+        data = arr.tobytes()
+        seg_n = np.zeros(ends.shape[0], dtype=np.int64)
+        runs = []
+        a = 0
+        for s, e in enumerate(ends.tolist()):
+            got = data[a:e].split()
+            seg_n[s] = len(got)
+            runs.extend(got)
+            a = e
+    n_old = len(vocab)
+    ids = np.fromiter(map(vocab.__getitem__, runs), dtype=np.int32, count=len(runs))  # (new runs: next ids)
     n_keys = len(vocab)
-    keys = list(vocab)
-    pool = np.frombuffer(b"".join(k + b" " for k in keys), dtype=np.uint8)
-    koff = np.zeros(n_keys + 1, dtype=np.int64)
-    np.cumsum([len(k) + 1 for k in keys], out=koff[1:])
-    return ids, seg_n, vocab, pool, koff, n_keys, int(koff[-1])
+    if n_keys != n_old or koff.shape[0] != n_keys + 1 or int(koff[-1]) != used:
+        # the pool and the offsets of the runs this call added, after those of the earlier calls
+        old = koff.shape[0] == n_old + 1 and int(koff[-1]) == used
+        base = n_old if old else 0
+        new = list(itertools.islice(vocab, base, None))
+        add = np.frombuffer(b"".join(k + b" " for k in new), dtype=np.uint8)
+        start = used if old else 0
+        pool = np.concatenate((np.asarray(pool[:start], dtype=np.uint8), add))
+        koff = np.concatenate((np.asarray(koff[:base + 1], dtype=np.int64),
+                               start + np.cumsum(np.fromiter(map(len, new), dtype=np.int64, count=len(new)) + 1)))
+        used = start + add.shape[0]
+    return ids, seg_n, vocab, pool, koff, n_keys, int(used)
+
+
+def _counted(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_counts=True)``, by a stable sort (the keys come in unit order: cheap)."""
+    if not key.shape[0]:
+        return key, np.zeros(0, dtype=np.int64)
+    ks = key[np.argsort(key, kind="stable")]
+    first = np.empty(ks.shape[0], dtype=bool)
+    first[0] = True
+    np.not_equal(ks[1:], ks[:-1], out=first[1:])
+    at = np.flatnonzero(first)
+    return ks[at], np.diff(np.append(at, ks.shape[0]))
 
 
 def count_pieces(ids, seg_n, seg_unit, seg_kind, n_keys, keep_from, positions, seq_break):
@@ -62,7 +102,7 @@ def count_pieces(ids, seg_n, seg_unit, seg_kind, n_keys, keep_from, positions, s
     keep = ids >= keep_from
     for take in ((kind == 0) | (kind == 1), kind == 0, kind == 2):
         m = take & keep
-        key, cnt = np.unique((unit[m] << 32) | ids[m], return_counts=True)
+        key, cnt = _counted((unit[m] << 32) | ids[m])
         out += [(key >> 32).astype(np.int32), (key & 0xFFFFFFFF).astype(np.int32),
                 np.minimum(cnt, 2**31 - 1).astype(np.int32)]
     if positions:

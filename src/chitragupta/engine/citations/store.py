@@ -722,6 +722,125 @@ def _small(root: Path, items: list, limit: int) -> bool:
 
 
 def _parse_all(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
+    """``_parsed`` of each (parsed path, old fingerprint) of ``items``, in order: the packed texts that
+    cannot hold a list told here first (``_no_list``), the others by ``_parse_some``."""
+    quick = _no_list(root, items, texts)
+    if not quick:
+        yield from _parse_some(root, items, jobs, pool, texts)
+        return
+    rest = _parse_some(root, [it for j, it in enumerate(items) if j not in quick], jobs, pool, texts)
+    for j, (_pp, old_fp) in enumerate(items):
+        fp = quick.get(j)
+        if fp is None:
+            yield next(rest)
+        else:  # (as ``_parsed``: None when the stored record is current)
+            yield fp, (None if fp == old_fp else False), None, None
+
+
+_GAP_BYTES = 1 << 16  # unused bytes between two packed texts read through in one stretch
+_STRETCH_BYTES = 1 << 24  # the most one stretch reads
+
+
+def _read_packed(root: Path, paths: list, texts: "_Texts") -> dict[int, tuple]:
+    """j -> (text, (pack, offset, length), the pack's inode) for each ``paths[j]`` that is a packed text
+    alone in its pack (no sidecar can stand beside it: what ``_Texts.packed_alone`` reads), read a stretch
+    of texts at a time (one ``pread`` of texts that follow one another in a pack, decoded once when it is
+    ASCII), with one reference split a text. A text left out (another kind, a pack that reads short) is
+    read by ``_input`` as before."""
+    import stat
+
+    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.index.source import _inside_content
+
+    refs = []  # (j, pack, offset, length, inode), in order
+    for j, pp in enumerate(paths):
+        ref = split_ref(pp)
+        if ref is None or not _inside_content(pp):
+            continue
+        size, ino, side = texts._pack(ref[0])
+        if side == "-" and size >= ref[1] + ref[2]:
+            refs.append((j, *ref, ino))
+    out: dict[int, tuple] = {}
+    a = 0
+    while a < len(refs):
+        b, end = a + 1, refs[a][2] + refs[a][3]
+        while (b < len(refs) and refs[b][1] == refs[a][1] and end <= refs[b][2] <= end + _GAP_BYTES
+               and refs[b][2] + refs[b][3] - refs[a][2] <= _STRETCH_BYTES):
+            end = refs[b][2] + refs[b][3]
+            b += 1
+        run, a = refs[a:b], b
+        start = run[0][2]
+        try:
+            fd = os.open(root / run[0][1], os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            data = os.pread(fd, end - start, start) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        if len(data) < end - start:
+            continue
+        whole = data.decode("ascii") if data.isascii() else None  # (one decoding, each text a slice of it)
+        view = memoryview(data)
+        for j, pack, off, length, ino in run:
+            text = (whole[off - start:off - start + length] if whole is not None
+                    else str(view[off - start:off - start + length], "utf-8", "replace"))
+            out[j] = text, (pack, off, length), ino
+    return out
+
+
+def _no_list(root: Path, items: list, texts: "_Texts") -> dict[int, str]:
+    """j -> the fingerprint of ``items[j]``'s text, for each packed text alone in its pack
+    (``_read_packed``) that cannot hold a reference heading (``may_have_heading``): what ``_parsed`` finds
+    (no list) for most of an imported corpus. The others go through ``_parsed`` as before."""
+    got = _read_packed(root, [pp for pp, _fp in items], texts)
+    return {j: _fingerprint(text) for j, (text, _ref, _ino) in got.items() if not may_have_heading(text)}
+
+
+def _quick_page(root: Path, page: list, base: int, texts: "_Texts", present: set, old: "_Unlocated",
+                progress: Progress | None, n: int):
+    """The records (``_rec_dtype``) of a ledger page whose every parsed row is a packed text alone in its
+    pack that cannot hold a reference heading, none of them stored before (no file, no record: a first
+    build, or one after ``content/refs`` was removed): what ``_build``'s loop writes for each (parsed, no
+    list), made with the same stamp, name and fingerprint, a row at a time without the loop's lookups
+    and generators. None when a row is of any other kind (the loop then does the page)."""
+    if len(old):
+        return None
+    import numpy as np
+
+    rows = [(i, key, pp) for i, (key, status, pp) in enumerate(page, start=base) if status == "parsed" and pp]
+    got = _read_packed(root, [pp for _i, _k, pp in rows], texts)
+    if len(got) != len(rows):
+        return None
+    from chitragupta.engine.workspace import safe_name
+
+    blake = hashlib.blake2b
+    prefix = blake(f"rules={RULES}\n".encode(), digest_size=16)  # (``_fingerprint``'s first bytes)
+    keys, stamps, fps = [], [], []
+    for j, (_i, key, pp) in enumerate(rows):
+        text, ref, ino = got[j]
+        name = safe_name(key)  # (``_name`` of a packed reference: its last part ends in digits, not ".txt")
+        if f"{name}.json" in present or may_have_heading(text):
+            return None
+        keys.append(blake(f"{name}\x00{key}".encode("utf-8", "surrogatepass"), digest_size=8).digest())
+        stamp = f"{RULES}|{pp}|{ref[2]}:pack:{ino}|-"  # (``_Texts.stamp`` of such a text)
+        stamps.append(blake(stamp.encode("utf-8", "surrogatepass"), digest_size=8).digest())
+        h = prefix.copy()
+        h.update(text.encode("utf-8", "surrogatepass"))
+        fps.append(h.digest())
+    if progress is not None:  # (where the loop says how far it is)
+        for done in range(2000, len(rows), 2000):
+            progress(rows[done][0], n)
+    part = np.zeros(len(rows), _rec_dtype())
+    part["key"] = np.frombuffer(b"".join(keys), dtype="<u8")  # (``_h64``: the digest little-endian)
+    part["stamp"] = np.frombuffer(b"".join(stamps), dtype="<u8")
+    part["fp"] = np.frombuffer(b"".join(fps), dtype=">u8").reshape(-1, 2)  # (``_fp_pair``: each half's hex)
+    return part
+
+
+def _parse_some(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
     """``_parsed`` of each (parsed path, old fingerprint) of ``items``, in order: here, or by ``jobs``
     worker processes (``engine.workers.process_pool``, started on the first call that has work for two
     chunks and more than ``POOL_FROM_BYTES`` of text, and kept in ``pool`` for the build's later calls) a
@@ -785,6 +904,13 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
         for page in _row_pages(workspace):
             if progress is not None:
                 progress(base, n)
+            quick = _quick_page(root, page, base, texts, present, unlocated_old, progress, n)
+            if quick is not None:  # a page of packed texts without a list, none stored before
+                new_parts.append(quick)
+                built += len(quick)
+                none += len(quick)
+                base += len(page)
+                continue
             # the rows to look at, and their hashes looked up in the old list of sources without one
             rows = []
             for i, (key, status, parsed_path) in enumerate(page, start=base):

@@ -41,7 +41,6 @@ from typing import Any, Callable
 from chitragupta.engine.corpus.ledger import Ledger
 from chitragupta.errors import WorkspaceBusy, WorkspaceError
 from chitragupta.engine.index import doc as doc_index
-from chitragupta.engine.index import passage as passage_index
 from chitragupta.engine.index import store
 from chitragupta.engine.index.source import fingerprints
 from chitragupta.engine.results import Note
@@ -73,10 +72,21 @@ def _passage_settings(ws: Workspace) -> dict:
     return dict(ws.config.index_settings(), **{"retrieval.min_passage_tokens": ws.config.retrieval.min_passage_tokens})
 
 
+def _passage(name: str) -> Callable:
+    """``engine.index.passage.<name>``, imported when first called (a document index never needs it)."""
+
+    def call(*args, **kwargs):
+        from chitragupta.engine.index import passage as passage_index
+
+        return getattr(passage_index, name)(*args, **kwargs)
+
+    return call
+
+
 UNITS: dict[str, _Kind] = {
     "document": _Kind("doc", doc_index.open_index, doc_index.build, doc_index.is_current, _doc_settings),
-    "passage": _Kind("passage", passage_index.open_passages, passage_index.build_passages,
-                     passage_index.is_current, _passage_settings),
+    "passage": _Kind("passage", _passage("open_passages"), _passage("build_passages"), _passage("is_current"),
+                     _passage_settings),
 }
 
 

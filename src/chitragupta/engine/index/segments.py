@@ -74,9 +74,14 @@ def small_text(sources, todo: np.ndarray, limit: int) -> bool:
     from chitragupta.engine.corpus.texts import text_size
 
     total = 0
-    for i in todo:
-        src = sources[int(i)]
-        total += len(src.title) + text_size(src.text_file)
+    for src in (sources if len(todo) == len(sources) else [sources[i] for i in todo.tolist()]):
+        path = src.text_file
+        total += len(src.title)
+        if path is not None:
+            # a packed reference's length is its tail ("...#offset+length"): no reference split (what
+            # is counted decides the pool and numba, never the arrays; a plain path is stat'ed)
+            tail = path[path.rfind("+") + 1:]
+            total += int(tail) if tail.isascii() and tail.isdigit() and "#" in path else text_size(path)
         if total >= limit:
             return False
     return True

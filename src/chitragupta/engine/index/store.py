@@ -3,8 +3,10 @@
     content/index/<kind>/CURRENT          the live generation's folder name (replaced atomically)
     content/index/<kind>/g<time>-<pid>/   manifest.json + one .npy per array
 
-A writer fills a new generation folder (each file fsynced; ``save`` from arrays in memory, or a
-``NewGeneration`` filled an array or a piece of one at a time), then replaces ``CURRENT``; readers resolve
+A writer fills a new generation folder (``save`` from arrays in memory, or a ``NewGeneration`` filled an
+array or a piece of one at a time; every file fsynced before the folder is renamed into place, those
+below ``SYNC_AT_ONCE`` all at once in threads at the commit: one after another, each waited on its own
+journal commit, ~0.07 s of a small build's 0.25 s on this host against ~0.01 s), then replaces ``CURRENT``; readers resolve
 ``CURRENT`` once and memory-map that generation's files, so a search running while an index is rebuilt
 sees the old index or the new one, never a mix. The manifest records each array's dtype, shape, byte
 size and CRC-32; sizes and shapes are checked on every load, checksums when the arrays total less than
@@ -37,6 +39,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 import time
 import zlib
 from contextlib import contextmanager
@@ -46,7 +49,7 @@ from typing import Iterator
 
 import numpy as np
 
-from chitragupta.engine.files import atomic_write_text, fsync_dir, load_npy, replacing
+from chitragupta.engine.files import atomic_write_text, fsync_dir, load_npy
 from chitragupta.engine.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
 from chitragupta.errors import WorkspaceError
 
@@ -170,9 +173,11 @@ class NewGeneration:
     """A generation being written an array at a time: ``put`` (an array whole) or ``column`` (a 1-d
     array appended a piece at a time, never held whole), then ``commit`` (the manifest, fsync, rename,
     ``CURRENT``). ``scratch`` names a temporary file inside it (a build's buckets), removed by ``commit``.
-    Each array file is byte for byte what ``np.save`` writes."""
+    Each array file is byte for byte what ``np.save`` writes; a new file in the temp folder (never one
+    that stood there, never a symlink's target), fsynced by ``commit`` with the others."""
 
     def __init__(self, folder: Path):
+        _wait_for_prunes()
         _folder_ready(folder)
         self.folder = Path(folder)
         self.gen = self.folder / f"g{time.time_ns():x}-{os.getpid()}"
@@ -195,8 +200,11 @@ class NewGeneration:
     def put(self, name: str, arr: np.ndarray) -> None:
         arr = np.ascontiguousarray(arr)
         p = self._path(name)
-        with replacing(p, mode=0o666) as f:  # fsynced; never written through a symlink
+        with _new_file(p) as f:
             np.save(f, arr, allow_pickle=False)
+            if arr.nbytes > SYNC_AT_ONCE:
+                f.flush()
+                os.fsync(f.fileno())
         self._done(name, p, arr.dtype, arr.shape)
 
     def column(self, name: str, dtype, length: int) -> "ArrayFile":
@@ -218,7 +226,9 @@ class NewGeneration:
             for p in self._scratch:
                 p.unlink(missing_ok=True)
             full = dict(manifest, files=self.files, written=time.time())
-            atomic_write_text(tmp / "manifest.json", json.dumps(full, indent=1, sort_keys=True), mode=0o666)
+            with _new_file(tmp / "manifest.json") as f:
+                f.write(json.dumps(full, indent=1, sort_keys=True).encode("utf-8"))
+            fsync_all([tmp / f"{n}.npy" for n in self.files] + [tmp / "manifest.json"])
             fsync_dir(tmp)
             os.replace(tmp, gen)
             self.committed = True
@@ -232,10 +242,7 @@ class NewGeneration:
         except OSError:
             shutil.rmtree(gen, ignore_errors=True)  # never current: leave no newer generation for _prune to keep
             raise
-        try:
-            _prune(folder, keep=gen.name)
-        except OSError:
-            pass  # old generations are removed by the next save
+        _prune_behind(folder, gen.name)
         return gen
 
     def abort(self) -> None:
@@ -247,17 +254,57 @@ class NewGeneration:
         return {n: load_npy(self.gen / f"{n}.npy", mmap_mode="r") for n in names}
 
 
+SYNC_AT_ONCE = 1 << 24  # a file past this many bytes is fsynced when closed, not left to the commit's
+# fsync of all: a large build's gigabytes left dirty until then pass the kernel's dirty limits, and its
+# writers are throttled
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _new_file(path: Path):
+    """A new file at ``path`` (none may stand there: never a symlink's target), open for writing."""
+    return os.fdopen(os.open(path, _NEW_FILE, 0o666), "wb")
+
+
+def fsync_all(paths: list) -> None:
+    """fsync every file of ``paths``, in threads (up to 16) that wait on the disk together; the first error
+    is raised once all are done."""
+    errors: list[OSError] = []
+
+    def sync(some: list) -> None:
+        for p in some:
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as err:
+                errors.append(err)
+
+    n = min(16, len(paths))
+    if n <= 1:
+        sync(paths)
+    else:
+        threads = [threading.Thread(target=sync, args=(paths[i::n],), name="chitragupta-fsync") for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+
+
 class ArrayFile:
     """A ``.npy`` file written a piece at a time: the header for ``length`` elements first, rewritten in
     place by ``close`` when fewer were written (numpy pads a 1-d header to the same size for any length).
     The file's CRC-32 is kept as it is written (the manifest's, without reading the file back), except
-    when the header is rewritten: then ``done`` reads it."""
+    when the header is rewritten: then ``done`` reads it. Fsynced here past ``SYNC_AT_ONCE`` bytes; a
+    smaller one by ``NewGeneration.commit`` (a caller of its own calls ``fsync_all``)."""
 
     def __init__(self, path: Path, dtype: np.dtype, length: int, done):
         self.path, self.dtype, self.length, self._done = path, dtype, length, done
         self.n = 0
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o666)
-        self.f = os.fdopen(fd, "wb")
+        self.f = _new_file(path)
         self.header = self._header(length)
         self.f.write(self.header)
         self.crc = zlib.crc32(self.header)
@@ -286,14 +333,44 @@ class ArrayFile:
             self.f.seek(0)
             self.f.write(header)
             crc = None  # (read back by ``done``)
-        self.f.flush()
-        os.fsync(self.f.fileno())
+        if self.n * self.dtype.itemsize > SYNC_AT_ONCE:
+            self.f.flush()
+            os.fsync(self.f.fileno())
         self.f.close()
         self._done(self.n, crc)
 
     def read(self, a: int, b: int) -> np.ndarray:
         """Elements ``a..b`` as written (after ``close``), read into memory (not mapped)."""
         return np.fromfile(self.path, dtype=self.dtype, count=b - a, offset=len(self.header) + self.dtype.itemsize * a)
+
+
+_pruning: list[threading.Thread] = []
+_pruning_lock = threading.Lock()
+
+
+def _prune_behind(folder: Path, keep: str) -> None:
+    """``_prune`` in a thread of its own: unlinking a generation written moments before waits on the
+    disk (~0.06 s for a small index on this host, against ~0.002 s of CPU), which the caller's next
+    step (``index``'s references) overlaps. Not a daemon: the process waits for it at exit; the next
+    generation written in this process waits for it first."""
+
+    def run() -> None:
+        try:
+            _prune(folder, keep=keep)
+        except OSError:
+            pass  # old generations are removed by the next save
+
+    t = threading.Thread(target=run, name="chitragupta-prune")
+    with _pruning_lock:
+        _pruning.append(t)
+    t.start()
+
+
+def _wait_for_prunes() -> None:
+    with _pruning_lock:
+        waiting, _pruning[:] = list(_pruning), []
+    for t in waiting:
+        t.join()
 
 
 def _prune(folder: Path, keep: str) -> None:

@@ -3,13 +3,15 @@
 which does not start numba, calls the same steps in numpy: ``kernels.runs_numpy``.)
 
 The per-run path splits each text into Python ``bytes`` runs, looks each up in a dictionary, and sorts
-the block's (unit, run) pairs to count them. Here each text is lowercased, encoded to ASCII and
-translated exactly as ``engine.tokenize.runs_bytes`` does before its split (C speed, one call a text),
-the pieces of a stretch of documents are joined into one buffer, and ``kernels.runs`` gives every run
+the block's (unit, run) pairs to count them. Here the texts of a stretch of documents are joined (by NUL)
+and lowercased, encoded to ASCII and translated exactly as ``engine.tokenize.runs_bytes`` does before
+its split (C speed, three calls a stretch; ``_buffer``) into one buffer, and ``kernels.runs`` gives every run
 its provisional id (a hash table over the distinct runs, ids in first-seen order, the never-indexed runs
 first: what ``Accumulator`` hands out) and counts each document's ids. The text each document
 contributes comes from the same functions (``load_body``, ``plain_body``), so the flags, notes and cuts
-are the per-run path's too.
+are the per-run path's too -- except a packed text ``plain_body`` would return as it is (``as_read``: no
+word of a reference heading, no hyphen a split may be at, told by one search of the block's texts
+joined), which is taken as read.
 
 Two differences of form, none in what is built: a stream's triples come as one chunk (the per-run path
 cuts a stream into chunks of ``_FLUSH_TOKENS`` pending runs, so a document can appear in two; the
@@ -131,6 +133,11 @@ def packed_texts(sources) -> dict[int, str]:
                 continue
             if len(data) < end - start:
                 continue
+            if data.isascii():  # (decoded once: each text a slice, as its own decoding would give it)
+                whole = data.decode("ascii")
+                for k, _pack, off, length in run:
+                    out[k] = whole[off - start:off - start + length]
+                continue
             view = memoryview(data)
             for k, _pack, off, length in run:
                 out[k] = str(view[off - start:off - start + length], "utf-8", "replace")
@@ -142,6 +149,55 @@ def packed_texts(sources) -> dict[int, str]:
 
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def as_read(texts: dict[int, str]) -> set[int]:
+    """The k of ``texts`` (k -> a packed text read as a plain body) whose text ``plain_body`` leaves as it
+    is: it holds no word of a reference heading (``refcut.HEADING_WORDS``: no span to cut) and no hyphen a
+    split may be at (``hyphens.split_positions``: nothing to join); a plain body has no abstract. Told by
+    one search of the texts joined, not a call per text; the others are read by ``plain_body``."""
+    if not texts:
+        return set()
+    from chitragupta.engine.text.hyphens import split_positions
+    from chitragupta.engine.text.refcut import HEADING_WORDS
+
+    keys = list(texts)
+    parts = list(texts.values())
+    joined = "\0".join(parts)  # (neither a letter nor a line break: no word, no split spans two texts)
+    hits = split_positions(joined)
+    find = joined.find
+    # (``may_hold_heading`` wants one of these capitals first: texts without any need no word search)
+    for word in HEADING_WORDS if any(c in joined for c in "RBWL") else ():
+        at = find(word)
+        while at >= 0:
+            hits.append(at)
+            at = find(word, at + len(word))
+    if not hits:
+        return set(keys)
+    starts = np.zeros(len(parts), dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts[:-1]), dtype=np.int64, count=len(parts) - 1) + 1, out=starts[1:])
+    hit = np.zeros(len(parts), dtype=bool)
+    hit[np.searchsorted(starts, np.asarray(hits, dtype=np.int64), side="right") - 1] = True
+    return {k for k, h in zip(keys, hit.tolist()) if not h}
+
+
+def _buffer(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces ``parts`` (a text, or the runs of a long one's piece already joined, bytes) as the kernels'
+    buffer (each piece ``_piece``'d, joined by spaces) and each piece's end in it. Texts all: joined first
+    (by NUL, which lowercasing, the ASCII encoding and the translation keep one byte, then a space), converted
+    in three calls, and the ends found where the NULs were; a text that holds a NUL itself falls back to a
+    conversion per piece, as does a block holding bytes pieces."""
+    n = len(parts)
+    if all(type(p) is str for p in parts):
+        low = "\0".join(parts).lower().encode("ascii", "replace")
+        if low.count(0) == n - 1:
+            ends = np.empty(n, dtype=np.int64)
+            ends[:-1] = np.flatnonzero(np.frombuffer(low, dtype=np.uint8) == 0)
+            ends[-1] = len(low)
+            return np.frombuffer(low.translate(SEPARATE), dtype=np.uint8), ends
+    pieces = [_piece(p) if type(p) is str else p for p in parts]
+    lens = np.fromiter(map(len, pieces), dtype=np.int64, count=n)
+    return np.frombuffer(b" ".join(pieces), dtype=np.uint8), np.cumsum(lens + 1) - 1
 
 
 def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool) -> dict:
@@ -163,17 +219,16 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     notes: list[str] = []
     cuts: list[tuple[str, int, int]] = []
     out: list[tuple] = []
-    parts: list[bytes] = []
+    parts: list = []  # str: a text to convert (``_buffer``); bytes: a long text's piece, converted
     seg_unit: list[int] = []
     seg_kind: list[int] = []
     size = 0
     packed = packed_texts(sources)
+    plain = as_read(packed)
 
     def run_pieces():
         nonlocal state
-        lens = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-        buf = np.frombuffer(b" ".join(parts), dtype=np.uint8)
-        ends = np.cumsum(lens + 1) - 1
+        buf, ends = _buffer(parts)
         ids, seg_n, *state = runs_to_ids(buf, ends, *state)
         out.append(count_pieces(ids, seg_n, np.asarray(seg_unit, dtype=np.int64), np.asarray(seg_kind, dtype=np.int8),
                                 state[3], n_dropped, positions, SEQ_BREAK))
@@ -183,38 +238,42 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
 
     for k, src in enumerate(sources):
         i = int(units[k])
-        parts.append(_piece(src.title))
+        parts.append(src.title)
         seg_unit.append(i)
         seg_kind.append(0)
-        size += len(parts[-1])
+        size += len(src.title)
         if src.text_file is not None:
-            if k in packed:
-                body = plain_body(src.text_file, text=packed[k])
+            if k in plain:
+                body = None
+                text = packed[k]  # (what plain_body would give: no cut, no join, no abstract)
             else:
-                body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
-            if body.problem:
-                flags[k] |= FLAG_BAD_SIDECAR
-                notes.append(f"{body.problem}; indexed from its .txt without the reference cut")
-            text = body.text
+                if k in packed:
+                    body = plain_body(src.text_file, text=packed[k])
+                else:
+                    body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
+                if body.problem:
+                    flags[k] |= FLAG_BAD_SIDECAR
+                    notes.append(f"{body.problem}; indexed from its .txt without the reference cut")
+                text = body.text
             if len(text) <= _LONG:
-                parts.append(_piece(text))
+                parts.append(text)
                 seg_unit.append(i)
                 seg_kind.append(1)
-                size += len(parts[-1])
+                size += len(text)
             else:
                 for runs in iter_runs_bytes(text):
                     parts.append(b" ".join(runs))
                     seg_unit.append(i)
                     seg_kind.append(1)
                     size += len(parts[-1])
-            if body.ref_words:
+            if body is not None and body.ref_words:
                 cuts.append((src.citekey, body.ref_words, body.after_words))
-            if body.abstract:
+            if body is not None and body.abstract:
                 flags[k] |= FLAG_HAS_ABSTRACT
-                parts.append(_piece(body.abstract))
+                parts.append(body.abstract)
                 seg_unit.append(i)
                 seg_kind.append(2)
-                size += len(parts[-1])
+                size += len(body.abstract)
         if size >= _PIECE_BYTES:
             run_pieces()
             size = 0

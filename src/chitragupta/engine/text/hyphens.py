@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-__all__ = ["Split", "document_words", "find_splits", "join_hyphens"]
+__all__ = ["Split", "document_words", "find_splits", "join_hyphens", "split_positions"]
 
 # a hyphen, an optional line break with the next line's indent, and a lower-case letter: where a split may be
 _DASH = re.compile(r"-(\n[ \t]*)?(?=[a-z])")
@@ -84,6 +84,13 @@ class Split(NamedTuple):
     join: bool
 
 
+def split_positions(text: str) -> list[int]:
+    """Where a split may be in ``text`` (its hyphens before a lower-case letter, a line break and indent
+    between them or not): a text with none is one ``join_hyphens`` returns as it is. A stretch of texts
+    joined by a separator that is neither a letter nor a line break is told apart at once."""
+    return [m.start() for m in _DASH.finditer(text)] if "-" in text else []
+
+
 def find_splits(text: str, words=None) -> list[Split]:
     """Every ``head-tail`` split in ``text`` (a hyphen, an optional line break, a lower-case tail; not inside
     a longer compound), each with the join rule's verdict. ``words``: as for ``join_hyphens``."""
@@ -91,6 +98,8 @@ def find_splits(text: str, words=None) -> list[Split]:
     if "-" not in text:
         return out
     last = 0
+    low = None  # the text lowercased: a word standing alone in it is in there (without a hyphen, as joined
+    # words are), so one missing from it is no word of the text, told before the text's words are collected
     for m in _DASH.finditer(text):
         d = m.start()
         s = _head_start(text, d)
@@ -100,9 +109,16 @@ def find_splits(text: str, words=None) -> list[Split]:
         if t is None:
             continue
         head, gap, tail = text[s:d], m.group(1) or "", t.group(0)
+        whole = (head + tail).lower()
         if words is None:
+            if low is None:
+                low = text.lower()
+            if whole not in low:
+                out.append(Split(s, t.end(), head, gap, tail, False))
+                last = t.end()
+                continue
             words = _Words(text)
-        joined = (head + tail).lower() in words
+        joined = whole in words
         if gap:  # across a line break: the halves are not both words
             join = joined and not (head.lower() in words and tail in words)
         else:  # inline: neither half is a word

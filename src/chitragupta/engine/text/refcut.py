@@ -53,7 +53,7 @@ from collections import OrderedDict
 from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
 
 __all__ = ["is_reference_heading", "is_appendix_heading", "reference_cut", "reference_span", "kept_items",
-           "may_hold_heading", "plain_reference_cut", "plain_reference_span", "cut_plain", "blank",
+           "may_hold_heading", "HEADING_WORDS", "plain_reference_cut", "plain_reference_span", "cut_plain", "blank",
            "PLAIN_MIN_FRACTION", "PLAIN_MIN_MARKERS", "PLAIN_WINDOW", "APPENDIX_MAX_CITES", "APPENDIX_MIN_CHARS"]
 
 _HEADING = re.compile(
@@ -75,6 +75,11 @@ _PLAIN_HEADING = re.compile(
 )
 # what a line of a reference list holds: a year (not inside a longer number or a decimal), an entry number
 _MARKER = re.compile(r"(?<![\d.])(?:1[89]|20)\d\d[a-z]?(?!\d)|^[ \t]*\[\d{1,4}\]", re.MULTILINE)
+
+# one of these is in every text ``may_hold_heading`` passes: a text (or a stretch of texts joined, each
+# told by where these are found) without any holds no heading
+HEADING_WORDS = ("References", "REFERENCES", "Bibliography", "BIBLIOGRAPHY", "Cited", "cited", "CITED")
+
 
 def may_hold_heading(text: str) -> bool:
     """False when ``text`` cannot hold a ``_PLAIN_HEADING`` line: it lacks every word the pattern spells
