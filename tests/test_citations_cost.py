@@ -608,3 +608,21 @@ def test_texts_read_in_a_stretch_are_kept_for_the_page_and_read_as_alone(tmp_pat
             d1, d2 = json.loads(b1), json.loads(b2)
             d1.pop("stamp"), d2.pop("stamp")
             assert d1 == d2
+
+
+def test_a_source_file_is_the_compact_json_of_its_data(tmp_path):
+    """Each source's file holds the bytes ``json.dumps(data, ensure_ascii=False, separators=(",", ":"))``
+    writes of its data (the encoder the build keeps, without the check for cycles, writes the same), a
+    non-ASCII entry included."""
+    from chitragupta.engine.citations import store
+
+    ws = _imported(tmp_path, 9)
+    rep = store.build_references(ws)
+    files = [p for p in store.refs_folder(ws).iterdir() if p.suffix == ".json"]
+    assert len(files) == rep["sources"] >= 7
+    for p in files:
+        raw = p.read_bytes()
+        assert raw == json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    data = {"entries": [{"n": 1, "text": "Müller, \u00e9t\u00e9 \u201cquoted\u201d", "authors": ("Müller",)}],
+            "notes": ["a\nb"], "located": True, "year": None}
+    assert store._DUMPS(data) == json.dumps(data, ensure_ascii=False, separators=(",", ":"))

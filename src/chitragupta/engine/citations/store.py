@@ -1018,9 +1018,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                 wanted.add(f"{name}.json")
                 data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
                         "entries": entries_json, "notes": list_notes}
-                replace_in_folder(str(folder), f"{name}.json",
-                                  json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
-                                  "refs")
+                replace_in_folder(str(folder), f"{name}.json", _DUMPS(data).encode("utf-8"), "refs")
                 if parsed is not None:
                     handover.keep(f"{name}.json", key, fp, parsed)
             if new_k:
@@ -1062,6 +1060,11 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
         progress(n, n)
     return {"built": built, "kept": kept, "none": none, "sources": built + kept - none, "entries": total,
             "removed": removed, "notes": notes + tail_notes}
+
+
+# a source's file as ``json.dumps(data, ensure_ascii=False, separators=(",", ":"))`` writes it, without the
+# check for circular references (the data is a tree of fresh lists and dicts: the same bytes)
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
 
 def summary_line(report: dict) -> str:
