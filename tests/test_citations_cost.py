@@ -114,7 +114,7 @@ def test_arxiv_searched_from_its_first_keyword_finds_what_a_full_search_does(s):
     assert _arxiv(s) == _arxiv_full_search(s)
 
 
-def _imported(root, n: int):
+def _imported(root, n: int, packed: bool = False):
     """A workspace of ``n`` imported texts, each with a numbered reference list of its own (some lists
     cite another text by its title, one text has no list, one list ends in a 5,000-character entry)."""
     import json
@@ -138,7 +138,7 @@ def _imported(root, n: int):
     src = root / "corpus.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     ws = Workspace.open(root / "ws", create=True)
-    import_jsonl(ws, src, packed=False)  # one file a text: a test below touches them
+    import_jsonl(ws, src, packed=packed)  # one file a text unless asked: a test below touches them
     return ws
 
 
@@ -564,3 +564,65 @@ def test_sentence_break_found_by_lookbehind_is_the_one_found_by_marks():
              "\u0663\u0663. b", "\u4e00\u4e00. b", "e\u0301. x", "", ". ", "ab! ", "ab?\n"]
     cases += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(20000)]
     assert [_sentence_break(s) for s in cases] == [_sentence_break_by_marks(s) for s in cases]
+
+
+def test_texts_read_in_a_stretch_are_kept_for_the_page_and_read_as_alone(tmp_path, monkeypatch):
+    """The packed texts ``_read_packed`` reads are kept in ``_Texts`` for the page's later reads: each is
+    the text ``packed_alone`` reads of it afresh, taken once; a build that keeps none (a budget of 0
+    characters) writes the same files and report, and a build leaves nothing kept."""
+    from chitragupta.engine.citations import store
+    from chitragupta.engine.corpus.ledger import Ledger
+
+    one, two = _imported(tmp_path / "one", 23, True), _imported(tmp_path / "two", 23, True)
+    with Ledger(one.ledger_path, create=False) as ledger:
+        paths = [r[3] for r in ledger.index_view()]
+    texts = store._Texts(one.root)
+    got = store._read_packed(one.root, paths, texts)
+    assert len(got) == len(paths) == len(texts.kept)
+    fresh = store._Texts(one.root)
+    for j, pp in enumerate(paths):
+        assert got[j][0] == fresh.packed_alone(pp) and got[j][0]
+        assert store._read_packed(one.root, [pp], texts)[0] == got[j]  # (from what is kept: the same)
+        assert texts.packed_alone(pp) == got[j][0] and pp not in texts.kept
+    texts.forget()
+    assert texts.kept == {} and texts.kept_chars == 0
+    texts.close(), fresh.close()
+
+    seen = []
+    real_close = store._Texts.close
+
+    def close(self):
+        seen.append(len(self.kept))
+        real_close(self)
+
+    monkeypatch.setattr(store._Texts, "close", close)
+    rep1 = store.build_references(one)
+    monkeypatch.setattr(store._Texts, "KEPT_CHARS", 0)
+    rep2 = store.build_references(two)
+    assert rep1 == rep2 and rep1["built"] == 23 and seen == [0, 0]
+    names = sorted(p.name for p in store.refs_folder(one).iterdir())
+    assert names == sorted(p.name for p in store.refs_folder(two).iterdir())
+    for name in names:
+        b1, b2 = ((store.refs_folder(w) / name).read_bytes() for w in (one, two))
+        if name != "unlocated.idx":
+            d1, d2 = json.loads(b1), json.loads(b2)
+            d1.pop("stamp"), d2.pop("stamp")
+            assert d1 == d2
+
+
+def test_a_source_file_is_the_compact_json_of_its_data(tmp_path):
+    """Each source's file holds the bytes ``json.dumps(data, ensure_ascii=False, separators=(",", ":"))``
+    writes of its data (the encoder the build keeps, without the check for cycles, writes the same), a
+    non-ASCII entry included."""
+    from chitragupta.engine.citations import store
+
+    ws = _imported(tmp_path, 9)
+    rep = store.build_references(ws)
+    files = [p for p in store.refs_folder(ws).iterdir() if p.suffix == ".json"]
+    assert len(files) == rep["sources"] >= 7
+    for p in files:
+        raw = p.read_bytes()
+        assert raw == json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    data = {"entries": [{"n": 1, "text": "Müller, \u00e9t\u00e9 \u201cquoted\u201d", "authors": ("Müller",)}],
+            "notes": ["a\nb"], "located": True, "year": None}
+    assert store._DUMPS(data) == json.dumps(data, ensure_ascii=False, separators=(",", ":"))

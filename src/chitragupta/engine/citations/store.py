@@ -196,6 +196,22 @@ class _Texts:
         self._packs: dict[str, tuple] = {}  # pack path (relative) -> (size or -1, inode, sidecar stamp)
         self._fds: dict[str, tuple] = {}  # pack path -> (its open file, its size); (-1, -1): unreadable
         self._last: tuple = (None, None)  # the last parsed path asked about, and its split_ref
+        # packed texts ``_read_packed`` read (parsed path -> (text, ref, inode)), kept for the build's later
+        # reads of the same page (``_no_list`` after ``_quick_page``, ``packed_alone`` after both) while
+        # their characters stay under ``KEPT_CHARS``; let go at the page's end (``forget``)
+        self.kept: dict[str, tuple] = {}
+        self.kept_chars = 0
+
+    KEPT_CHARS = 1 << 28
+
+    def keep(self, parsed_path: str, got: tuple) -> None:
+        if parsed_path not in self.kept and self.kept_chars + len(got[0]) <= self.KEPT_CHARS:
+            self.kept[parsed_path] = got
+            self.kept_chars += len(got[0])
+
+    def forget(self) -> None:
+        self.kept.clear()
+        self.kept_chars = 0
 
     def close(self) -> None:
         fds, self._fds = self._fds, {}
@@ -265,6 +281,9 @@ class _Texts:
         """``read_text`` of a packed text that ``has_text`` and has no sidecar (its pack has none beside
         it): what ``_input`` asks of nearly every row of an imported corpus, with the reference split and
         the pack looked up once; None for any other text (asked about as before)."""
+        got = self.kept.pop(parsed_path, None)
+        if got is not None:  # read already in a stretch (as this reads it: the same checks, the same text)
+            return got[0]
         ref = self._ref(parsed_path)
         if ref is None:
             return None
@@ -746,21 +765,27 @@ def _read_packed(root: Path, paths: list, texts: "_Texts") -> dict[int, tuple]:
     alone in its pack (no sidecar can stand beside it: what ``_Texts.packed_alone`` reads), read a stretch
     of texts at a time (one ``pread`` of texts that follow one another in a pack, decoded once when it is
     ASCII), with one reference split a text. A text left out (another kind, a pack that reads short) is
-    read by ``_input`` as before."""
+    read by ``_input`` as before. The texts read are kept in ``texts`` (``_Texts.keep``): a later call of
+    the same page, and ``_Texts.packed_alone``, take them from there."""
     import stat
 
     from chitragupta.engine.corpus.texts import split_ref
     from chitragupta.engine.index.source import _inside_content
 
     refs = []  # (j, pack, offset, length, inode), in order
+    out: dict[int, tuple] = {}
+    kept = texts.kept
     for j, pp in enumerate(paths):
+        got = kept.get(pp)
+        if got is not None:
+            out[j] = got
+            continue
         ref = split_ref(pp)
         if ref is None or not _inside_content(pp):
             continue
         size, ino, side = texts._pack(ref[0])
         if side == "-" and size >= ref[1] + ref[2]:
             refs.append((j, *ref, ino))
-    out: dict[int, tuple] = {}
     a = 0
     while a < len(refs):
         b, end = a + 1, refs[a][2] + refs[a][3]
@@ -787,7 +812,8 @@ def _read_packed(root: Path, paths: list, texts: "_Texts") -> dict[int, tuple]:
         for j, pack, off, length, ino in run:
             text = (whole[off - start:off - start + length] if whole is not None
                     else str(view[off - start:off - start + length], "utf-8", "replace"))
-            out[j] = text, (pack, off, length), ino
+            out[j] = got = text, (pack, off, length), ino
+            texts.keep(paths[j], got)
     return out
 
 
@@ -795,8 +821,12 @@ def _no_list(root: Path, items: list, texts: "_Texts") -> dict[int, str]:
     """j -> the fingerprint of ``items[j]``'s text, for each packed text alone in its pack
     (``_read_packed``) that cannot hold a reference heading (``may_have_heading``): what ``_parsed`` finds
     (no list) for most of an imported corpus. The others go through ``_parsed`` as before."""
-    got = _read_packed(root, [pp for pp, _fp in items], texts)
-    return {j: _fingerprint(text) for j, (text, _ref, _ino) in got.items() if not may_have_heading(text)}
+    paths = [pp for pp, _fp in items]
+    got = _read_packed(root, paths, texts)
+    out = {j: _fingerprint(text) for j, (text, _ref, _ino) in got.items() if not may_have_heading(text)}
+    for j in out:  # (not read again: told here)
+        texts.kept.pop(paths[j], None)
+    return out
 
 
 def _quick_page(root: Path, page: list, base: int, texts: "_Texts", present: set, old: "_Unlocated",
@@ -906,6 +936,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                 progress(base, n)
             quick = _quick_page(root, page, base, texts, present, unlocated_old, progress, n)
             if quick is not None:  # a page of packed texts without a list, none stored before
+                texts.forget()
                 new_parts.append(quick)
                 built += len(quick)
                 none += len(quick)
@@ -987,9 +1018,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                 wanted.add(f"{name}.json")
                 data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
                         "entries": entries_json, "notes": list_notes}
-                replace_in_folder(str(folder), f"{name}.json",
-                                  json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
-                                  "refs")
+                replace_in_folder(str(folder), f"{name}.json", _DUMPS(data).encode("utf-8"), "refs")
                 if parsed is not None:
                     handover.keep(f"{name}.json", key, fp, parsed)
             if new_k:
@@ -1001,6 +1030,7 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                 new_parts.append(part)
             if old_js:
                 new_parts.append(unlocated_old.recs[np.asarray(old_js, dtype=np.int64)])
+            texts.forget()
     finally:
         texts.close()
         if "cm" in pool:
@@ -1030,6 +1060,11 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
         progress(n, n)
     return {"built": built, "kept": kept, "none": none, "sources": built + kept - none, "entries": total,
             "removed": removed, "notes": notes + tail_notes}
+
+
+# a source's file as ``json.dumps(data, ensure_ascii=False, separators=(",", ":"))`` writes it, without the
+# check for circular references (the data is a tree of fresh lists and dicts: the same bytes)
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
 
 def summary_line(report: dict) -> str:
