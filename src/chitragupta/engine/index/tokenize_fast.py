@@ -85,11 +85,19 @@ def packed_texts(sources) -> dict[int, str]:
     from chitragupta.engine.corpus.texts import split_ref
 
     refs = []  # (k, pack, offset, length), in block order
+    heads: dict[str, bool] = {}  # the part before "#" -> it names a pack (``split_ref`` asked once a pack)
     for k, src in enumerate(sources):
-        if src.text_file is not None and src.flags & FLAG_NO_SIDECAR:
-            ref = split_ref(src.text_file)
-            if ref is not None:
-                refs.append((k, *ref))
+        path = src.text_file
+        if path is not None and src.flags & FLAG_NO_SIDECAR:
+            # ``split_ref`` inline: "<pack>#<offset>+<length>", both numbers ASCII digits
+            head, sep, tail = path.rpartition("#")
+            a, plus, b = tail.partition("+")
+            if sep and plus and a.isdigit() and b.isdigit() and a.isascii() and b.isascii():
+                ok = heads.get(head)
+                if ok is None:
+                    ok = heads[head] = split_ref(path) is not None
+                if ok:
+                    refs.append((k, head, int(a), int(b)))
     stretches, cur = [], []
     for r in refs:
         if cur:

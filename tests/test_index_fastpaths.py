@@ -1,0 +1,133 @@
+"""The index build's shortcuts against the plain forms they replace: the scan's packed rows (their
+reference parsed inline, their fingerprint text formatted once per pack), ``tokenize_fast.packed_texts``'s
+inline reference parsing, the string tables' ASCII encoding in one call and the vocabulary's ranks
+without a stemmer decoded in one call."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+
+import numpy as np
+
+from chitragupta.engine.corpus.texts import PACKS_DIR, split_ref
+from chitragupta.engine.index import tokenize_fast
+from chitragupta.engine.index.csr import _PRESTEMMED, Accumulator
+from chitragupta.engine.index.source import FLAG_NO_SIDECAR, FLAG_TEXT_MISSING, DocSource, fingerprints
+from chitragupta.engine.index.strings import StringTable
+
+PACK = "000001-0123abcd.pack"
+ODD_TITLES = ["", "plain", "it's \"quoted\"", "100% %s %r %d", "ünï cödé", "lone \ud800 surrogate", "line\nbreak",
+              "back\\slash", "(%r, %r)"]
+
+
+def _pack(tmp_path, data: bytes) -> str:
+    folder = tmp_path / PACKS_DIR
+    folder.mkdir(parents=True)
+    (folder / PACK).write_bytes(data)
+    return f"{PACKS_DIR}/{PACK}"
+
+
+def _plain_digest(title, rel, status, st, side) -> bytes:
+    return hashlib.blake2b(repr((title, rel, status, st, side)).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def test_packed_rows_fingerprints_are_the_repr_of_their_fields(tmp_path):
+    head = _pack(tmp_path, b"x" * 1000)
+    ino = os.stat(tmp_path / head).st_ino
+    rng = random.Random(7)
+    rows, want, want_flags, want_files = [], [], [], []
+    bad_tails = ["12", "1+", "+3", "1+2+3", "\u0661+2", "1+\u0662", "a+1", "1 +2", ""]
+    for i in range(300):
+        title = rng.choice(ODD_TITLES) + str(i)
+        kind = rng.randrange(4)
+        if kind == 0:  # a good reference inside the pack
+            off = rng.randrange(900)
+            rel = f"{head}#{off}+{rng.randrange(100)}"
+            st = ("pack", ino)
+        elif kind == 1:  # past the pack's end: missing text
+            rel = f"{head}#990+{rng.randrange(11, 50)}"
+            st = None
+        elif kind == 2:  # not a reference: a path under packs/ that does not exist
+            rel = f"{head}#{rng.choice(bad_tails)}"
+            st = None
+        else:  # a pack that is not there (a name a pack could have)
+            rel = f"{PACKS_DIR}/000002-ffffffff.pack#0+1"
+            st = None
+        rows.append((f"k{i:04d}", title, "parsed", rel))
+        want.append(_plain_digest(title, rel, "parsed", st, None))
+        want_flags.append(FLAG_NO_SIDECAR if st else FLAG_TEXT_MISSING)
+        want_files.append(str(tmp_path) + os.sep + rel if st else None)
+    fps, flags, sources = fingerprints(tmp_path, rows)
+    assert fps.tobytes() == b"".join(want)
+    assert flags.tolist() == want_flags
+    assert [s.text_file for s in sources] == want_files
+    assert [s.title for s in sources] == [r[1] for r in rows]
+    assert all(type(s) is DocSource for s in sources)
+
+
+def test_packed_texts_reads_what_split_ref_names(tmp_path):
+    rng = random.Random(3)
+    data = "".join(rng.choice("abc é\n") for _ in range(3000)).encode("utf-8")
+    head = _pack(tmp_path, data)
+    base = str(tmp_path) + os.sep
+    sources, want = [], {}
+    for k in range(200):
+        off = rng.randrange(len(data) - 40)
+        length = rng.randrange(40)
+        r = rng.randrange(5)
+        if r == 0:
+            path = base + f"{head}#{off}+\u0661"  # a digit that is not ASCII: not a reference
+        elif r == 1:
+            path = base + f"{PACKS_DIR}/not-a-pack.pack#{off}+{length}"  # no pack's name
+        else:
+            path = base + f"{head}#{off}+{length}"
+        flags = FLAG_NO_SIDECAR if r != 4 else 0  # (a row with a sidecar is never read here)
+        sources.append(DocSource(f"k{k}", "t", path, flags))
+        ref = split_ref(path)
+        if ref is not None and flags:
+            want[k] = data[ref[1]:ref[1] + ref[2]].decode("utf-8", "replace")
+    got = tokenize_fast.packed_texts(sources)
+    assert got == want
+    assert want  # (the case is not empty)
+
+
+def test_string_tables_encode_the_same_bytes_ascii_or_not():
+    rng = random.Random(11)
+    alphabet = "abz09 -é\ud800"
+    cases = [[], [""], ["", ""], ["a"], ("t", "u"), ["x\ud800y", "é"]]
+    for _ in range(50):
+        cases.append(["".join(rng.choice(alphabet[:rng.choice((5, 9))]) for _ in range(rng.randrange(6)))
+                      for _ in range(rng.randrange(20))])
+    for strings in cases:
+        t = StringTable.from_strings(strings)
+        enc = [s.encode("utf-8", "surrogatepass") for s in strings]
+        assert t.blob.dtype == np.uint8 and t.offsets.dtype == np.int64
+        assert t.blob.tobytes() == b"".join(enc)
+        assert t.offsets.tolist() == [0] + np.cumsum([len(e) for e in enc], dtype=np.int64).tolist()
+        assert t.to_list() == list(strings)
+
+
+def _plain_ranks(acc: Accumulator):
+    keys = list(acc.vocab)[acc.n_dropped:]
+    terms = [k[1:].decode("ascii") if k.startswith(_PRESTEMMED) else
+             (acc.stem(k.decode("ascii")) if acc.stem else k.decode("ascii")) for k in keys]
+    vocab = sorted(set(terms))
+    return vocab, [-1] * acc.n_dropped + [vocab.index(t) for t in terms]
+
+
+def test_ranks_without_a_stemmer_are_the_plain_loops():
+    rng = random.Random(5)
+    for trial in range(30):
+        stem = (lambda t: t[:3]) if trial % 3 == 0 else None
+        acc = Accumulator(fields=(), stem=stem)
+        for u in range(rng.randrange(6)):
+            runs = [("".join(rng.choice("abc019") for _ in range(rng.randrange(1, 5)))).encode() for _ in range(20)]
+            acc.add_runs(u, runs)
+        if trial % 5 == 1:
+            acc.vocab[_PRESTEMMED + b"abc"]  # an already indexed term (an update's reused documents)
+        vocab, rank = acc.ranks()
+        want_vocab, want_rank = _plain_ranks(acc)
+        assert vocab == want_vocab
+        assert rank.dtype == np.int64 and rank.tolist() == want_rank
