@@ -10,6 +10,7 @@ import os
 import random
 
 import numpy as np
+import pytest
 
 from chitragupta.engine.corpus.texts import PACKS_DIR, split_ref
 from chitragupta.engine.index import tokenize_fast
@@ -131,3 +132,40 @@ def test_ranks_without_a_stemmer_are_the_plain_loops():
         want_vocab, want_rank = _plain_ranks(acc)
         assert vocab == want_vocab
         assert rank.dtype == np.int64 and rank.tolist() == want_rank
+
+
+def _packed_sources(tmp_path, docs):
+    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.workspace import Workspace
+    from conftest import make_workspace
+
+    ws = Workspace.open(make_workspace(tmp_path, docs, packed=True))
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        rows = ledger.index_view()
+    return fingerprints(ws.root, rows)[2]
+
+
+@pytest.mark.parametrize("numba", [False, True])
+@pytest.mark.parametrize("positions", [True, False])
+def test_a_block_of_packed_texts_taken_as_read_is_the_per_run_block(tmp_path, numba, positions):
+    """Every text packed and as read: the block's pieces are assembled without the loop (the numpy
+    kernels of a small build and numba's), the same Block as the per-run path; random Unicode texts and
+    titles, empty ones among them."""
+    from contextlib import nullcontext
+
+    from chitragupta.engine.index import segments
+    from chitragupta.kernels.build import numpy_passes
+    from test_tokenize_fast import assert_same_block
+
+    rng = random.Random(17 + positions)
+    alphabet = "abcxyz019 \n\t_.,İıKßǅﬁ日😀\u0130\u212a\u00e9E"  # (no hyphen, no capital a heading starts with)
+    docs = [{"_id": f"r{i:03d}", "title": "".join(rng.choice(alphabet) for _ in range(rng.choice((0, 5, 30)))),
+             "text": "".join(rng.choice(alphabet) for _ in range(rng.choice((0, 1, 50, 2000))))} for i in range(80)]
+    sources = _packed_sources(tmp_path, docs)
+    packed = tokenize_fast.packed_texts(sources)
+    assert len(tokenize_fast.as_read(packed)) == len(sources)  # (the case the assembly takes)
+    units = np.arange(len(sources), dtype=np.int64) * 3 + 1
+    with nullcontext() if numba else numpy_passes():
+        for k in (len(sources), 1, 0):
+            assert_same_block(segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions, fast=False),
+                              segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions))

@@ -244,6 +244,25 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
         seg_unit.clear()
         seg_kind.clear()
 
+    n = len(sources)
+    if n and len(plain) == n:
+        # every document a packed text taken as read (an import's rows): its title and text the block's
+        # pieces in turn, assembled by list slices, not a loop; as the loop below would (the same pieces,
+        # units and kinds), unless a text is long enough to be cut or they pass a piece's bytes
+        texts = [packed[k] for k in range(n)]
+        titles = [src.title for src in sources]
+        if max(map(len, texts)) <= _LONG and sum(map(len, texts)) + sum(map(len, titles)) < _PIECE_BYTES:
+            parts = [None] * (2 * n)
+            parts[0::2] = titles
+            parts[1::2] = texts
+            buf, ends = _buffer(parts)
+            ids, seg_n, *state = runs_to_ids(buf, ends, *state)
+            kinds = np.zeros(2 * n, dtype=np.int8)
+            kinds[1::2] = 1
+            out.append(count_pieces(ids, seg_n, np.repeat(np.asarray(units, dtype=np.int64), 2), kinds,
+                                    state[3], n_dropped, positions, SEQ_BREAK))
+            parts = []
+            sources = ()  # (nothing left for the loop)
     for k, src in enumerate(sources):
         i = int(units[k])
         parts.append(src.title)
