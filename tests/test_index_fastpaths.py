@@ -169,3 +169,38 @@ def test_a_block_of_packed_texts_taken_as_read_is_the_per_run_block(tmp_path, nu
         for k in (len(sources), 1, 0):
             assert_same_block(segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions, fast=False),
                               segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions))
+
+
+@pytest.mark.parametrize("brk", [-1, -100, 3, 7])
+def test_the_numpy_id_maps_with_and_without_breaks_are_the_plain_ones(brk):
+    """``kernels.build_numpy``'s map_ids / map_count / remap / count_ids (one gather where nothing is a
+    break; the breaks put back after it, or left out of it when ``brk`` is not an index of the table)
+    against the masked forms and numba's."""
+    from chitragupta.kernels import _build_numba as nb, build_numpy as bn
+
+    rng = np.random.default_rng(abs(brk))
+    n_terms = 12
+    table = rng.integers(-2, n_terms + 3, 10).astype(np.int64)
+    for n, with_breaks in ((0, False), (1, True), (500, False), (500, True)):
+        ids = rng.integers(0, 10, n).astype(np.int32)
+        if with_breaks and n:
+            ids[rng.random(n) < 0.2] = brk
+        if not with_breaks:
+            ids[ids == brk] = 0 if brk != 0 else 1
+        keep = ids != brk
+        want = ids.copy()
+        want[keep] = table[ids[keep]]
+        for kb in (bn, nb):
+            got = kb.map_ids(ids, table, brk)
+            assert got.dtype == np.int32 and np.array_equal(got, want)
+            per_term = np.zeros(n_terms, dtype=np.int64)
+            assert np.array_equal(kb.map_count(ids, table, brk, per_term), want)
+            mapped = want[keep]
+            assert np.array_equal(per_term, np.bincount(mapped[(mapped >= 0) & (mapped < n_terms)], minlength=n_terms))
+            inplace = ids.copy()
+            kb.remap(inplace, table, brk)
+            assert np.array_equal(inplace, want)
+            again = np.zeros(n_terms, dtype=np.int64)
+            inside = np.clip(want, 0, n_terms - 1)  # (all in range: the one-bincount case)
+            kb.count_ids(inside, again)
+            assert np.array_equal(again, np.bincount(inside, minlength=n_terms))
