@@ -204,3 +204,40 @@ def test_the_numpy_id_maps_with_and_without_breaks_are_the_plain_ones(brk):
             inside = np.clip(want, 0, n_terms - 1)  # (all in range: the one-bincount case)
             kb.count_ids(inside, again)
             assert np.array_equal(again, np.bincount(inside, minlength=n_terms))
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_blocks_carrying_the_table_of_runs_merge_to_the_same_arrays(tmp_path, numba):
+    """A small build's blocks go on from the last block's table of runs (``carry``): every array the
+    build finishes is the same as with a fresh table a block, with the numpy kernels and numba's."""
+    from contextlib import nullcontext
+
+    from chitragupta.engine.index import segments
+    from chitragupta.engine.index.csr import Sequences
+    from chitragupta.kernels.build import numpy_passes
+
+    rng = random.Random(23)
+    alphabet = "abcxyz019 \n\t-_.,İıKßﬁ日E"
+    docs = [{"_id": f"c{i:03d}", "title": "".join(rng.choice(alphabet) for _ in range(rng.choice((0, 9)))),
+             "text": "".join(rng.choice(alphabet) for _ in range(rng.choice((0, 40, 900))))} for i in range(60)]
+    sources = _packed_sources(tmp_path, docs)
+    n = len(sources)
+    units = np.arange(n, dtype=np.int64)
+    got = []
+    with nullcontext() if numba else numpy_passes():
+        for carry in (None, {}):
+            acc = Accumulator(fields=tokenize_fast.FIELDS, stem=None, sequences=Sequences())
+            keys = []
+            for a in range(0, n, 7):
+                blk = segments.tokenize_block(units[a:a + 7], sources[a:a + 7], tokenize_fast.FIELDS, True, carry=carry)
+                keys.append(blk.keys)
+                segments.merge_block(acc, blk)
+            vocab, arrays = acc.finish(n)
+            arrays = dict(arrays, **acc.sequences.finish(acc.rank, len(vocab), acc.n_dropped, n))
+            got.append((vocab, arrays, keys))
+    (v0, a0, k0), (v1, a1, k1) = got
+    assert v0 == v1 and a0.keys() == a1.keys()
+    for name in a0:
+        assert a0[name].dtype == a1[name].dtype and np.array_equal(a0[name], a1[name]), name
+    assert all(k1[j + 1].startswith(k1[j]) for j in range(len(k1) - 1))  # (carried: each block's keys go on)
+    assert len(k1[-1]) > max(map(len, k0))

@@ -208,9 +208,12 @@ def _buffer(parts: list) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b" ".join(pieces), dtype=np.uint8), np.cumsum(lens + 1) - 1
 
 
-def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool) -> dict:
+def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool, carry: dict | None = None) -> dict:
     """``segments.tokenize_block`` for the document index's fields (``FIELDS``): the ``Block``'s fields,
-    by name (``segments.Block(**block_parts(...))``)."""
+    by name (``segments.Block(**block_parts(...))``). ``carry``: a dict kept by the caller between the
+    blocks of one build, in order, in one process: the table of runs goes on from the last block's (its
+    runs keep their ids, the block's keys are every run seen so far), so a run is handed its id once per
+    build, not once per block; the merged ids, and the arrays, are the same."""
     from chitragupta.engine.index.csr import SEQ_BREAK
 
     count_pieces, new_table, runs_to_ids = _kernels()
@@ -218,11 +221,14 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     if tuple(fields) != FIELDS:
         raise ValueError(f"the fast tokenizer fills the fields {FIELDS}, not {tuple(fields)}")
     n_dropped = len(DROPPED_RUNS)
-    state = new_table()
-    seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
-    _ids, _n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *state)
-    if state[3] != n_dropped:
-        raise AssertionError("the never-indexed runs are not distinct")
+    if carry is not None and carry.get("kernels") == runs_to_ids:
+        state = carry["state"]
+    else:
+        state = new_table()
+        seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
+        _ids, _n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *state)
+        if state[3] != n_dropped:
+            raise AssertionError("the never-indexed runs are not distinct")
     flags = np.zeros(len(units), dtype=np.uint8)
     notes: list[str] = []
     cuts: list[tuple[str, int, int]] = []
@@ -307,6 +313,8 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     if parts:
         run_pieces()
     _slots, pool, koff, n_keys, used = state
+    if carry is not None:
+        carry.update(kernels=runs_to_ids, state=state)
     keys = pool[koff[n_dropped]:max(koff[n_dropped], used - 1)].tobytes()
     z = np.zeros(0, dtype=np.int32)
     streams = {}
