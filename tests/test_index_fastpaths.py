@@ -65,6 +65,8 @@ def test_packed_rows_fingerprints_are_the_repr_of_their_fields(tmp_path):
     assert flags.tolist() == want_flags
     assert [s.text_file for s in sources] == want_files
     assert [s.title for s in sources] == [r[1] for r in rows]
+    # a packed row's reference as the scan parsed it, the pack's path as its text_file gives it
+    assert [s.ref for s in sources] == [(f, *split_ref(f)) if f else None for f in want_files]
     assert all(type(s) is DocSource for s in sources)
 
 
@@ -92,6 +94,14 @@ def test_packed_texts_reads_what_split_ref_names(tmp_path):
     got = tokenize_fast.packed_texts(sources)
     assert got == want
     assert want  # (the case is not empty)
+    # the same with the references the scan would hand over (parsed once there)
+    told = [s._replace(ref=(s.text_file, *split_ref(s.text_file))) if split_ref(s.text_file) else s for s in sources]
+    assert any(s.ref for s in told) and tokenize_fast.packed_texts(told) == want
+    # a reference told for another text_file (one replaced since the scan) is not taken
+    moved = [s._replace(text_file=told[(k + 1) % len(told)].text_file) for k, s in enumerate(told)]
+    want_moved = {k: data[r[1]:r[1] + r[2]].decode("utf-8", "replace") for k, s in enumerate(moved)
+                  if s.flags and (r := split_ref(s.text_file)) is not None}
+    assert tokenize_fast.packed_texts(moved) == want_moved
 
 
 def test_string_tables_encode_the_same_bytes_ascii_or_not():

@@ -63,6 +63,9 @@ class DocSource(NamedTuple):
     title: str
     text_file: str | None
     flags: int
+    # a packed text's (text_file, its pack's path, offset, length) as the scan parsed it; None: not told
+    # (``tokenize_fast.packed_texts`` parses text_file where this is not told for the same text_file)
+    ref: "tuple[str, str, int, int] | None" = None
 
     @property
     def text_path(self) -> Path | None:
@@ -158,7 +161,7 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
     packs = None  # name -> (size, inode) of every pack, read at the first packed row
     base = str(root) + os.sep
     blake = hashlib.blake2b
-    heads: dict[str, bool] = {}
+    heads: dict[str, str] = {}
     formats: dict[int, str] = {}  # a pack's inode -> its rows' fingerprint text with the rest left to fill
     for i, (key, title, status, rel) in enumerate(rows):
         text_file = None
@@ -174,10 +177,10 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
                 head, sep, tail = rel.rpartition("#")
                 a, plus, b = tail.partition("+")
                 if sep and plus and a.isdigit() and b.isdigit() and a.isascii() and b.isascii():
-                    ok = heads.get(head)
-                    if ok is None:
-                        ok = heads[head] = split_ref(rel) is not None
-                    if ok:
+                    pack = heads.get(head)  # (its path as text_file gives it; "": not a pack's)
+                    if pack is None:
+                        pack = heads[head] = base + head if split_ref(rel) is not None else ""
+                    if pack:
                         ref = (head, int(a), int(b))
             if ref is not None:
                 # A packed text (engine.corpus.texts): the reference and its pack's inode, no stat of its
@@ -193,7 +196,8 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
                     digests.append(blake((fmt % (title, rel, status)).encode("utf-8", "surrogatepass"),
                                          digest_size=16).digest())
                     flags[i] = FLAG_NO_SIDECAR
-                    sources.append(DocSource(key, title, base + rel, FLAG_NO_SIDECAR))
+                    text_file = base + rel
+                    sources.append(DocSource(key, title, text_file, FLAG_NO_SIDECAR, (text_file, pack, ref[1], ref[2])))
                     continue
             elif _inside_content(rel):
                 folder, _, name = rel.rpartition("/")

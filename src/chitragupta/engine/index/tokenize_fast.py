@@ -89,6 +89,10 @@ def packed_texts(sources) -> dict[int, str]:
     for k, src in enumerate(sources):
         path = src.text_file
         if path is not None and src.flags & FLAG_NO_SIDECAR:
+            told = src.ref
+            if told is not None and told[0] == path:  # (as the scan parsed it)
+                refs.append((k, told[1], told[2], told[3]))
+                continue
             # ``split_ref`` inline: "<pack>#<offset>+<length>", both numbers ASCII digits
             head, sep, tail = path.rpartition("#")
             a, plus, b = tail.partition("+")
