@@ -251,3 +251,21 @@ def test_blocks_carrying_the_table_of_runs_merge_to_the_same_arrays(tmp_path, nu
         assert a0[name].dtype == a1[name].dtype and np.array_equal(a0[name], a1[name]), name
     assert all(k1[j + 1].startswith(k1[j]) for j in range(len(k1) - 1))  # (carried: each block's keys go on)
     assert len(k1[-1]) > max(map(len, k0))
+
+
+def test_small_text_counts_the_lengths_the_scan_parsed(tmp_path):
+    from chitragupta.engine.index import segments
+
+    rng = random.Random(37)
+    docs = [{"_id": f"m{i:03d}", "title": "t" * rng.randrange(9), "text": "é" * rng.randrange(1, 300)} for i in range(40)]
+    sources = _packed_sources(tmp_path, docs)
+    assert all(s.ref for s in sources)
+    todo = np.arange(len(sources))
+    total = sum(len(s.title) + split_ref(s.text_file)[2] for s in sources)
+    assert segments.small_text(sources, todo, total + 1) and not segments.small_text(sources, todo, total)
+    # a reference told for another text_file is not counted: the text_file's own length is
+    shifted = [s._replace(text_file=sources[(k + 1) % len(sources)].text_file) for k, s in enumerate(sources)]
+    assert segments.small_text(shifted, todo, total + 1) and not segments.small_text(shifted, todo, total)
+    longer = [sources[0]._replace(text_file=sources[0].text_file[:-1] + "99999")]
+    want = len(longer[0].title) + int(longer[0].text_file.rpartition("+")[2])
+    assert segments.small_text(longer, todo[:1], want + 1) and not segments.small_text(longer, todo[:1], want)

@@ -77,7 +77,10 @@ def small_text(sources, todo: np.ndarray, limit: int) -> bool:
     for src in (sources if len(todo) == len(sources) else [sources[i] for i in todo.tolist()]):
         path = src.text_file
         total += len(src.title)
-        if path is not None:
+        told = src.ref
+        if told is not None and told[0] == path:  # (a packed reference as the scan parsed it: its length)
+            total += told[3]
+        elif path is not None:
             # a packed reference's length is its tail ("...#offset+length"): no reference split (what
             # is counted decides the pool and numba, never the arrays; a plain path is stat'ed)
             tail = path[path.rfind("+") + 1:]
