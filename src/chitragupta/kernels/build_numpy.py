@@ -145,29 +145,46 @@ def align(indptr, indices, f_indptr, f_indices, f_counts, t0, t1, out):
 
 def map_ids(ids, table, brk):
     """``ids`` mapped through ``table`` (``brk`` stays), int32."""
-    keep = ids != brk
-    out = np.asarray(ids, dtype=np.int32).copy()
-    out[keep] = table[ids[keep]]
+    ids = np.asarray(ids)
+    at = ids == brk
+    if not at.any():  # (a stream's ids: no break, one gather)
+        return table[ids].astype(np.int32)
+    out = ids.astype(np.int32)
+    if -table.shape[0] <= brk < table.shape[0]:  # (the breaks' gathered entries replaced by the breaks)
+        np.copyto(out, table[ids], casting="unsafe", where=~at)
+    else:
+        keep = ~at
+        out[keep] = table[ids[keep]]
     return out
 
 
 def map_count(ids, table, brk, per_term):
     """``map_ids``, and each mapped id below ``per_term``'s length counted in it."""
     out = map_ids(ids, table, brk)
-    count_ids(out[ids != brk], per_term)
+    # (a negative break stays out of range in ``out``: nothing to leave out)
+    count_ids(out if brk < 0 else out[np.asarray(ids) != brk], per_term)
     return out
 
 
 def remap(ids, table, brk):
     """``map_ids`` in place."""
-    keep = ids != brk
-    ids[keep] = table[ids[keep]]
+    at = ids == brk
+    if not at.any():
+        ids[...] = table[ids]
+    elif -table.shape[0] <= brk < table.shape[0]:
+        np.copyto(ids, table[ids], casting="unsafe", where=~at)
+    else:
+        keep = ~at
+        ids[keep] = table[ids[keep]]
 
 
 def count_ids(ids, per_term):
     """per_term[x] += 1 for each id x of ``ids`` in range."""
     x = np.asarray(ids, dtype=np.int64)
-    _add_counts(per_term, x[(x >= 0) & (x < per_term.shape[0])])
+    if x.shape[0] and int(x.min()) >= 0 and int(x.max()) < per_term.shape[0]:
+        _add_counts(per_term, x)
+    else:
+        _add_counts(per_term, x[(x >= 0) & (x < per_term.shape[0])])
 
 
 def fill_positions(seq, ptr, t0, t1, cur, out):

@@ -286,17 +286,22 @@ class Accumulator:
     def _ranks(self) -> tuple[list[str], np.ndarray]:
         keys = list(self.vocab)
         d = self.n_dropped
-        terms = []
-        for k in keys[d:]:
-            if k.startswith(_PRESTEMMED):
-                terms.append(k[1:].decode("ascii"))
-            else:
-                t = k.decode("ascii")
-                terms.append(self.stem(t) if self.stem else t)
+        joined = b"\n".join(keys[d:])  # (a run holds no line break, nor does a term)
+        if not self.stem and _PRESTEMMED not in joined and joined.count(b"\n") == max(0, len(keys) - d - 1):
+            # no key to stem nor one already stemmed: the terms are the keys, decoded in one call
+            terms = joined.decode("ascii").split("\n") if len(keys) > d else []
+        else:
+            terms = []
+            for k in keys[d:]:
+                if k.startswith(_PRESTEMMED):
+                    terms.append(k[1:].decode("ascii"))
+                else:
+                    t = k.decode("ascii")
+                    terms.append(self.stem(t) if self.stem else t)
         vocab = sorted(set(terms))
-        pos = {t: i for i, t in enumerate(vocab)}
+        pos = dict(zip(vocab, range(len(vocab))))
         rank = np.full(len(keys), -1, dtype=np.int64)
-        rank[d:] = np.fromiter((pos[t] for t in terms), dtype=np.int64, count=len(terms))
+        rank[d:] = np.fromiter(map(pos.__getitem__, terms), dtype=np.int64, count=len(terms))
         return vocab, rank
 
     def finish(self, n_units: int, sink=None, on_range=None) -> tuple[list[str], dict[str, np.ndarray]]:

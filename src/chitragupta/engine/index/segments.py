@@ -77,7 +77,10 @@ def small_text(sources, todo: np.ndarray, limit: int) -> bool:
     for src in (sources if len(todo) == len(sources) else [sources[i] for i in todo.tolist()]):
         path = src.text_file
         total += len(src.title)
-        if path is not None:
+        told = src.ref
+        if told is not None and told[0] == path:  # (a packed reference as the scan parsed it: its length)
+            total += told[3]
+        elif path is not None:
             # a packed reference's length is its tail ("...#offset+length"): no reference split (what
             # is counted decides the pool and numba, never the arrays; a plain path is stat'ed)
             tail = path[path.rfind("+") + 1:]
@@ -108,13 +111,14 @@ class Block:
 
 
 def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[str, ...], positions: bool,
-                   fast: bool = True) -> Block:
+                   fast: bool = True, carry: dict | None = None) -> Block:
     """Tokenize the documents ``sources`` (at index positions ``units``) into a ``Block``. ``fast``: with
-    ``engine.index.tokenize_fast`` (the same Block); below, the per-run path it is tested against."""
+    ``engine.index.tokenize_fast`` (the same Block; ``carry``: see ``tokenize_fast.block_parts``); below,
+    the per-run path it is tested against."""
     from chitragupta.engine.index import tokenize_fast
 
     if fast and tuple(fields) == tokenize_fast.FIELDS:
-        return Block(**tokenize_fast.block_parts(units, sources, fields, positions))
+        return Block(**tokenize_fast.block_parts(units, sources, fields, positions, carry))
     seqs = Sequences() if positions else None
     acc = Accumulator(fields=fields, stem=None, sequences=seqs)
     flags = np.zeros(len(units), dtype=np.uint8)
@@ -251,8 +255,13 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         return units, [sources[int(i)] for i in units], fields, positions
 
     if jobs <= 1 or len(spans) <= 1:
+        from chitragupta.kernels.build import uses_numpy
+
+        # a small build (numpy kernels): the table of runs carried from block to block (each run given
+        # its id once); a large one's blocks start afresh (a block's keys would be the whole vocabulary)
+        carry = {} if uses_numpy() else None
         for a, b in spans:
-            yield tokenize_block(*args(a, b))
+            yield tokenize_block(*args(a, b), carry=carry)
             if progress:
                 progress(b, n)
         return

@@ -63,6 +63,9 @@ class DocSource(NamedTuple):
     title: str
     text_file: str | None
     flags: int
+    # a packed text's (text_file, its pack's path, offset, length) as the scan parsed it; None: not told
+    # (``tokenize_fast.packed_texts`` parses text_file where this is not told for the same text_file)
+    ref: "tuple[str, str, int, int] | None" = None
 
     @property
     def text_path(self) -> Path | None:
@@ -158,6 +161,8 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
     packs = None  # name -> (size, inode) of every pack, read at the first packed row
     base = str(root) + os.sep
     blake = hashlib.blake2b
+    heads: dict[str, str] = {}
+    formats: dict[int, str] = {}  # a pack's inode -> its rows' fingerprint text with the rest left to fill
     for i, (key, title, status, rel) in enumerate(rows):
         text_file = None
         st = side = None
@@ -165,7 +170,18 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
         if status == "parsed" and rel:
             # A ledger path is never followed outside content/ (a hand-edited ledger, say); checked on
             # the text of the path, since resolving every row would cost more than the stat itself.
-            ref = split_ref(rel) if rel.startswith(_PACKED) else None
+            ref = None
+            if rel.startswith(_PACKED):
+                # ``split_ref`` inline (a call per row is most of its cost): "<pack>#<offset>+<length>",
+                # both numbers ASCII digits, the pack's name checked once per pack
+                head, sep, tail = rel.rpartition("#")
+                a, plus, b = tail.partition("+")
+                if sep and plus and a.isdigit() and b.isdigit() and a.isascii() and b.isascii():
+                    pack = heads.get(head)  # (its path as text_file gives it; "": not a pack's)
+                    if pack is None:
+                        pack = heads[head] = base + head if split_ref(rel) is not None else ""
+                    if pack:
+                        ref = (head, int(a), int(b))
             if ref is not None:
                 # A packed text (engine.corpus.texts): the reference and its pack's inode, no stat of its
                 # own; a pack gone, or shorter than the reference, reads as missing text.
@@ -173,7 +189,16 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
                     packs = pack_stats(str(root / PACKS_DIR))
                 got = packs.get(ref[0][len(_PACKED):])
                 if got is not None and got[0] >= ref[1] + ref[2]:
-                    st = ("pack", got[1])
+                    # (the usual row: the fingerprint's text is the repr below, its pack's part made once)
+                    fmt = formats.get(got[1])
+                    if fmt is None:
+                        fmt = formats[got[1]] = "(%r, %r, %r, " + repr(("pack", got[1])) + ", None)"
+                    digests.append(blake((fmt % (title, rel, status)).encode("utf-8", "surrogatepass"),
+                                         digest_size=16).digest())
+                    flags[i] = FLAG_NO_SIDECAR
+                    text_file = base + rel
+                    sources.append(DocSource(key, title, text_file, FLAG_NO_SIDECAR, (text_file, pack, ref[1], ref[2])))
+                    continue
             elif _inside_content(rel):
                 folder, _, name = rel.rpartition("/")
                 if folder == "content/parsed":

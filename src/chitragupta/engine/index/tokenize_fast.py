@@ -85,11 +85,23 @@ def packed_texts(sources) -> dict[int, str]:
     from chitragupta.engine.corpus.texts import split_ref
 
     refs = []  # (k, pack, offset, length), in block order
+    heads: dict[str, bool] = {}  # the part before "#" -> it names a pack (``split_ref`` asked once a pack)
     for k, src in enumerate(sources):
-        if src.text_file is not None and src.flags & FLAG_NO_SIDECAR:
-            ref = split_ref(src.text_file)
-            if ref is not None:
-                refs.append((k, *ref))
+        path = src.text_file
+        if path is not None and src.flags & FLAG_NO_SIDECAR:
+            told = src.ref
+            if told is not None and told[0] == path:  # (as the scan parsed it)
+                refs.append((k, told[1], told[2], told[3]))
+                continue
+            # ``split_ref`` inline: "<pack>#<offset>+<length>", both numbers ASCII digits
+            head, sep, tail = path.rpartition("#")
+            a, plus, b = tail.partition("+")
+            if sep and plus and a.isdigit() and b.isdigit() and a.isascii() and b.isascii():
+                ok = heads.get(head)
+                if ok is None:
+                    ok = heads[head] = split_ref(path) is not None
+                if ok:
+                    refs.append((k, head, int(a), int(b)))
     stretches, cur = [], []
     for r in refs:
         if cur:
@@ -200,9 +212,12 @@ def _buffer(parts: list) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b" ".join(pieces), dtype=np.uint8), np.cumsum(lens + 1) - 1
 
 
-def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool) -> dict:
+def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool, carry: dict | None = None) -> dict:
     """``segments.tokenize_block`` for the document index's fields (``FIELDS``): the ``Block``'s fields,
-    by name (``segments.Block(**block_parts(...))``)."""
+    by name (``segments.Block(**block_parts(...))``). ``carry``: a dict kept by the caller between the
+    blocks of one build, in order, in one process: the table of runs goes on from the last block's (its
+    runs keep their ids, the block's keys are every run seen so far), so a run is handed its id once per
+    build, not once per block; the merged ids, and the arrays, are the same."""
     from chitragupta.engine.index.csr import SEQ_BREAK
 
     count_pieces, new_table, runs_to_ids = _kernels()
@@ -210,11 +225,14 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     if tuple(fields) != FIELDS:
         raise ValueError(f"the fast tokenizer fills the fields {FIELDS}, not {tuple(fields)}")
     n_dropped = len(DROPPED_RUNS)
-    state = new_table()
-    seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
-    _ids, _n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *state)
-    if state[3] != n_dropped:
-        raise AssertionError("the never-indexed runs are not distinct")
+    if carry is not None and carry.get("kernels") == runs_to_ids:
+        state = carry["state"]
+    else:
+        state = new_table()
+        seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
+        _ids, _n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *state)
+        if state[3] != n_dropped:
+            raise AssertionError("the never-indexed runs are not distinct")
     flags = np.zeros(len(units), dtype=np.uint8)
     notes: list[str] = []
     cuts: list[tuple[str, int, int]] = []
@@ -236,6 +254,25 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
         seg_unit.clear()
         seg_kind.clear()
 
+    n = len(sources)
+    if n and len(plain) == n:
+        # every document a packed text taken as read (an import's rows): its title and text the block's
+        # pieces in turn, assembled by list slices, not a loop; as the loop below would (the same pieces,
+        # units and kinds), unless a text is long enough to be cut or they pass a piece's bytes
+        texts = [packed[k] for k in range(n)]
+        titles = [src.title for src in sources]
+        if max(map(len, texts)) <= _LONG and sum(map(len, texts)) + sum(map(len, titles)) < _PIECE_BYTES:
+            parts = [None] * (2 * n)
+            parts[0::2] = titles
+            parts[1::2] = texts
+            buf, ends = _buffer(parts)
+            ids, seg_n, *state = runs_to_ids(buf, ends, *state)
+            kinds = np.zeros(2 * n, dtype=np.int8)
+            kinds[1::2] = 1
+            out.append(count_pieces(ids, seg_n, np.repeat(np.asarray(units, dtype=np.int64), 2), kinds,
+                                    state[3], n_dropped, positions, SEQ_BREAK))
+            parts = []
+            sources = ()  # (nothing left for the loop)
     for k, src in enumerate(sources):
         i = int(units[k])
         parts.append(src.title)
@@ -280,6 +317,8 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     if parts:
         run_pieces()
     _slots, pool, koff, n_keys, used = state
+    if carry is not None:
+        carry.update(kernels=runs_to_ids, state=state)
     keys = pool[koff[n_dropped]:max(koff[n_dropped], used - 1)].tobytes()
     z = np.zeros(0, dtype=np.int32)
     streams = {}
