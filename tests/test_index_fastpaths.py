@@ -34,7 +34,7 @@ def _plain_digest(title, rel, status, st, side) -> bytes:
     return hashlib.blake2b(repr((title, rel, status, st, side)).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def test_packed_rows_fingerprints_are_the_repr_of_their_fields(tmp_path):
+def test_packed_rows_fingerprints_are_the_repr_of_their_fields(tmp_path, monkeypatch):
     head = _pack(tmp_path, b"x" * 1000)
     ino = os.stat(tmp_path / head).st_ino
     rng = random.Random(7)
@@ -68,6 +68,13 @@ def test_packed_rows_fingerprints_are_the_repr_of_their_fields(tmp_path):
     # a packed row's reference as the scan parsed it, the pack's path as its text_file gives it
     assert [s.ref for s in sources] == [(f, *split_ref(f)) if f else None for f in want_files]
     assert all(type(s) is DocSource for s in sources)
+    # past TELL_REF_ROWS rows the references are not handed on (memory at 1M); nothing else changes
+    from chitragupta.engine.index import source
+
+    monkeypatch.setattr(source, "TELL_REF_ROWS", len(rows) - 1)
+    fps2, flags2, sources2 = fingerprints(tmp_path, rows)
+    assert fps2.tobytes() == fps.tobytes() and flags2.tolist() == want_flags
+    assert [s.text_file for s in sources2] == want_files and all(s.ref is None for s in sources2)
 
 
 def test_packed_texts_reads_what_split_ref_names(tmp_path):
