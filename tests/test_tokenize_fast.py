@@ -164,7 +164,7 @@ def test_packed_texts_read_in_stretches_give_the_per_document_block(tmp_path, mo
     assert len(packed) > 100
     reads = []
     real_pread = os.pread
-    monkeypatch.setattr(tokenize_fast.os, "pread", lambda *a: reads.append(a[1]) or real_pread(*a))
+    monkeypatch.setattr(os, "pread", lambda *a: reads.append(a[1]) or real_pread(*a))
     got = tokenize_fast.packed_texts(sources)
     assert sorted(got) == packed and len(reads) == 1  # one pack, its rows one stretch: one read
     assert all(got[k] == read_text(sources[k].text_file) for k in packed)
@@ -177,7 +177,7 @@ def test_packed_texts_read_in_stretches_give_the_per_document_block(tmp_path, mo
         assert (tokenize_fast.packed_texts(src) != {}) == (split_ref(path) is not None), path
     with open(pack, "rb") as f:
         assert tokenize_fast.packed_texts([sources[0]._replace(text_file=odd[-1])]) == {0: f.read()[7:10].decode("utf-8", "replace")}
-    monkeypatch.setattr(tokenize_fast.os, "pread", real_pread)
+    monkeypatch.setattr(os, "pread", real_pread)
     # whole, every other row (gaps read through), backwards (a stretch a row), stretches cut small
     picks = [list(range(len(sources))), list(range(0, len(sources), 2)), list(range(len(sources)))[::-1]]
     for cap in (1 << 26, 300):

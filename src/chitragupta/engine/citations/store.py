@@ -756,7 +756,6 @@ def _parse_all(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts"):
             yield fp, (None if fp == old_fp else False), None, None
 
 
-_GAP_BYTES = 1 << 16  # unused bytes between two packed texts read through in one stretch
 _STRETCH_BYTES = 1 << 24  # the most one stretch reads
 
 
@@ -767,9 +766,7 @@ def _read_packed(root: Path, paths: list, texts: "_Texts") -> dict[int, tuple]:
     ASCII), with one reference split a text. A text left out (another kind, a pack that reads short) is
     read by ``_input`` as before. The texts read are kept in ``texts`` (``_Texts.keep``): a later call of
     the same page, and ``_Texts.packed_alone``, take them from there."""
-    import stat
-
-    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.corpus.texts import read_stretches, split_ref
     from chitragupta.engine.index.source import _inside_content
 
     refs = []  # (j, pack, offset, length, inode), in order
@@ -786,34 +783,13 @@ def _read_packed(root: Path, paths: list, texts: "_Texts") -> dict[int, tuple]:
         size, ino, side = texts._pack(ref[0])
         if side == "-" and size >= ref[1] + ref[2]:
             refs.append((j, *ref, ino))
-    a = 0
-    while a < len(refs):
-        b, end = a + 1, refs[a][2] + refs[a][3]
-        while (b < len(refs) and refs[b][1] == refs[a][1] and end <= refs[b][2] <= end + _GAP_BYTES
-               and refs[b][2] + refs[b][3] - refs[a][2] <= _STRETCH_BYTES):
-            end = refs[b][2] + refs[b][3]
-            b += 1
-        run, a = refs[a:b], b
-        start = run[0][2]
-        try:
-            fd = os.open(root / run[0][1], os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            continue
-        try:
-            data = os.pread(fd, end - start, start) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-        except OSError:
-            data = b""
-        finally:
-            os.close(fd)
-        if len(data) < end - start:
-            continue
-        whole = data.decode("ascii") if data.isascii() else None  # (one decoding, each text a slice of it)
-        view = memoryview(data)
-        for j, pack, off, length, ino in run:
-            text = (whole[off - start:off - start + length] if whole is not None
-                    else str(view[off - start:off - start + length], "utf-8", "replace"))
-            out[j] = got = text, (pack, off, length), ino
-            texts.keep(paths[j], got)
+    at = {j: (pack, off, length, ino) for j, pack, off, length, ino in refs}
+    read = read_stretches([(j, str(root / pack), off, length) for j, pack, off, length, _ino in refs],
+                          most=_STRETCH_BYTES)
+    for j, text in read.items():
+        pack, off, length, ino = at[j]
+        out[j] = got = text, (pack, off, length), ino
+        texts.keep(paths[j], got)
     return out
 
 

@@ -28,7 +28,7 @@ import re
 import secrets
 import stat
 
-__all__ = ["PACKS_DIR", "PACK_BYTES", "is_ref", "split_ref", "text_size", "make_ref", "pack_name_ok", "read_ref", "PackWriter",
+__all__ = ["PACKS_DIR", "PACK_BYTES", "is_ref", "split_ref", "text_size", "make_ref", "pack_name_ok", "read_ref", "read_stretches", "PackWriter",
            "pack_stats"]
 
 PACKS_DIR = "content/parsed/packs"  # where packs live, relative to the workspace root
@@ -124,6 +124,70 @@ def read_ref(path: "str | os.PathLike") -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def read_stretches(refs: list, most: int, gap: int = 1 << 16) -> dict:
+    """key -> text for each (key, pack path, offset, length) of ``refs`` (in pack order: texts that follow
+    one another within ``gap`` unused bytes are read by one ``pread`` of at most ``most`` bytes, decoded
+    once when ASCII, each text a slice as its own decoding would give it; UTF-8 with replacement). A text
+    whose pack is missing, not a regular file (a FIFO is never waited on) or shorter than its stretch is
+    left out, for its reader's own path to find what is wrong."""
+    stretches, cur = [], []
+    for r in refs:
+        if cur:
+            c = cur[-1]
+            end = c[2] + c[3]
+            if r[1] != c[1] or r[2] < end or r[2] - end > gap or r[2] + r[3] - cur[0][2] > most:
+                stretches.append(cur)
+                cur = []
+        cur.append(r)
+    if cur:
+        stretches.append(cur)
+    out: dict = {}
+    fds: dict[str, int | None] = {}
+    try:
+        for run in stretches:
+            pack = run[0][1]
+            if pack not in fds:
+                try:
+                    fd = os.open(pack, _READ_FLAGS)
+                except OSError:
+                    fd = None
+                else:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):  # (a FIFO is never waited on)
+                        os.close(fd)
+                        fd = None
+                    else:
+                        os.set_blocking(fd, True)
+                fds[pack] = fd
+            fd = fds[pack]
+            start, end = run[0][2], run[-1][2] + run[-1][3]
+            if fd is None or os.fstat(fd).st_size < end:
+                continue  # (left to the reader's own path, which finds what is wrong)
+            try:
+                data = os.pread(fd, end - start, start)
+                while len(data) < end - start:
+                    more = os.pread(fd, end - start - len(data), start + len(data))
+                    if not more:
+                        break
+                    data += more
+            except OSError:
+                continue
+            if len(data) < end - start:
+                continue
+            if data.isascii():  # (decoded once: each text a slice, as its own decoding would give it)
+                whole = data.decode("ascii")
+                for k, _pack, off, length in run:
+                    out[k] = whole[off - start:off - start + length]
+                continue
+            view = memoryview(data)
+            for k, _pack, off, length in run:
+                out[k] = str(view[off - start:off - start + length], "utf-8", "replace")
+    finally:
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
+    return out
 
 
 def pack_stats(folder: str) -> dict[str, tuple[int, int]]:

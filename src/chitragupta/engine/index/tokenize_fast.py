@@ -28,7 +28,6 @@ and a pack missing or shorter than a stretch leaves its rows to ``plain_body``'s
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -42,7 +41,6 @@ FIELDS = ("title", "abstract")  # the field streams this path fills (the documen
 _PIECE_BYTES = 1 << 23  # text handed to the kernels at a time: bounded temporaries whatever the block
 _LONG = iter_runs_bytes.__defaults__[0]  # a body longer than this is cut where iter_runs_bytes cuts it
 _SEEDS = b" ".join(DROPPED_RUNS)
-_GAP_BYTES = 1 << 16  # unused bytes between two references read through in one stretch
 _STRETCH_BYTES = 1 << 26  # the most one stretch reads
 
 
@@ -80,9 +78,7 @@ def _kernels():
 def packed_texts(sources) -> dict[int, str]:
     """k -> the text of ``sources[k]`` for the packed rows read as plain bodies (``FLAG_NO_SIDECAR``), read
     a stretch of a pack at a time (see the module docstring); a row left out is read by ``plain_body``."""
-    import stat
-
-    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.corpus.texts import read_stretches, split_ref
 
     refs = []  # (k, pack, offset, length), in block order
     heads: dict[str, bool] = {}  # the part before "#" -> it names a pack (``split_ref`` asked once a pack)
@@ -102,65 +98,8 @@ def packed_texts(sources) -> dict[int, str]:
                     ok = heads[head] = split_ref(path) is not None
                 if ok:
                     refs.append((k, head, int(a), int(b)))
-    stretches, cur = [], []
-    for r in refs:
-        if cur:
-            c = cur[-1]
-            end = c[2] + c[3]
-            if r[1] != c[1] or r[2] < end or r[2] - end > _GAP_BYTES or r[2] + r[3] - cur[0][2] > _STRETCH_BYTES:
-                stretches.append(cur)
-                cur = []
-        cur.append(r)
-    if cur:
-        stretches.append(cur)
-    out: dict[int, str] = {}
-    fds: dict[str, int | None] = {}
-    try:
-        for run in stretches:
-            pack = run[0][1]
-            if pack not in fds:
-                try:
-                    fd = os.open(pack, _READ_FLAGS)
-                except OSError:
-                    fd = None
-                else:
-                    if not stat.S_ISREG(os.fstat(fd).st_mode):  # (a FIFO is never waited on)
-                        os.close(fd)
-                        fd = None
-                    else:
-                        os.set_blocking(fd, True)
-                fds[pack] = fd
-            fd = fds[pack]
-            start, end = run[0][2], run[-1][2] + run[-1][3]
-            if fd is None or os.fstat(fd).st_size < end:
-                continue  # (plain_body reads these rows one by one and finds what is wrong)
-            try:
-                data = os.pread(fd, end - start, start)
-                while len(data) < end - start:
-                    more = os.pread(fd, end - start - len(data), start + len(data))
-                    if not more:
-                        break
-                    data += more
-            except OSError:
-                continue
-            if len(data) < end - start:
-                continue
-            if data.isascii():  # (decoded once: each text a slice, as its own decoding would give it)
-                whole = data.decode("ascii")
-                for k, _pack, off, length in run:
-                    out[k] = whole[off - start:off - start + length]
-                continue
-            view = memoryview(data)
-            for k, _pack, off, length in run:
-                out[k] = str(view[off - start:off - start + length], "utf-8", "replace")
-    finally:
-        for fd in fds.values():
-            if fd is not None:
-                os.close(fd)
-    return out
+    return read_stretches(refs, most=_STRETCH_BYTES)
 
-
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def as_read(texts: dict[int, str]) -> set[int]:
