@@ -376,6 +376,36 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
             assert m == n and np.array_equal(ids[:n], want_ids) and np.array_equal(scores[:n], want_scores)
 
 
+@pytest.mark.parametrize("tile", [64, 100, 4096])
+def test_tile_offer_over_ascending_tiles_keeps_ties_exact(tile):
+    """``_tile_offer`` filters a full heap's blocks strictly (acc > root): exact only because tiles come in
+    ascending id, so a later document tied with the root never enters. Coarse scores make many ties with
+    the root in later tiles; the heap drained must be the exact best k by (score desc, id asc)."""
+    from chitragupta.kernels._tiles import _drain, _tile_offer
+    from chitragupta.kernels.topk import topk_from_dense
+
+    rng = np.random.default_rng(tile)
+    n_docs = 5000
+    for k in (1, 7, 100, 900):
+        for trial in range(4):
+            acc = np.zeros(n_docs)
+            hit = rng.random(n_docs) < rng.choice([0.05, 0.5, 1.0])
+            acc[hit] = np.round(rng.gamma(2.0, 2.0, int(hit.sum())), 0 if trial % 2 else 3)  # coarse: ties
+            hs, hi = np.empty(k), np.empty(k, np.int64)
+            size = 0
+            buf = np.zeros(tile)
+            for lo in range(0, n_docs, tile):
+                n = min(tile, n_docs - lo)
+                buf[:n] = acc[lo:lo + n]
+                size = _tile_offer(buf, n, lo, k, hs, hi, size)
+                assert not buf.any()  # every tile comes back zeroed
+            ids, scores = np.full(k, -1, np.int64), np.full(k, -np.inf)
+            m = _drain(hs, hi, size, ids, scores)
+            want_ids, want_scores = topk_from_dense(acc, acc > 0, k)
+            assert m == want_ids.shape[0]
+            assert np.array_equal(ids[:m], want_ids) and np.array_equal(scores[:m], want_scores)
+
+
 def test_auto_means_one_thing_per_job(monkeypatch):
     """``backend_name`` is the one reading of "auto": a batch takes torch only where a GPU is found, a
     few queries numpy, a sweep's grid numba; any other name is itself for every job."""

@@ -83,9 +83,15 @@ def test_run_chunks_equal_the_per_line_reference(fmt, passages):
                 assert set(json.loads(line)) >= {"qid", "rank", "citekey", "score"}
 
 
-def test_a_large_run_in_small_chunks_is_the_per_line_reference():
+@pytest.mark.parametrize("pieces", [1, 4, 5000])
+def test_a_large_run_in_small_chunks_is_the_per_line_reference(pieces, monkeypatch):
     """Thousands of queries (a batch's shape, not the few of the random runs above), passages among them,
-    in one chunk and in chunks of a few queries: the per-line reference's bytes."""
+    in one chunk and in chunks of a few queries, each chunk cut into pieces written in parallel (one
+    piece, a few a thread, a query a piece, queries without hits among them): the per-line reference's
+    bytes."""
+    from chitragupta.kernels import runfmt
+
+    monkeypatch.setattr(runfmt, "PIECES_PER_THREAD", pieces)
     keys = PLAIN_KEYS
     table = StringTable.from_sorted(keys)
     rng = np.random.default_rng(3)

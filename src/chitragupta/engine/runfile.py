@@ -131,7 +131,7 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     in TREC, an ``item_field`` field in JSON lines); scores[h]: its score. Each chunk is a view of one
     reused buffer: write it before asking for the next.
     """
-    from chitragupta.kernels.runfmt import JSONL, TREC, query_sizes, score_lengths, write_queries
+    from chitragupta.kernels.runfmt import JSONL, TREC, piece_cuts, query_sizes, score_lengths, write_pieces
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown run format {fmt!r}; allowed: {', '.join(FORMATS)}")
@@ -169,8 +169,11 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     biggest = max((int(ends[b - 1] - (ends[a - 1] if a else 0)) for a, b in zip(bounds, bounds[1:])), default=0)
     buf = np.empty(biggest, dtype=np.uint8)
     for a, b in zip(bounds, bounds[1:]):
-        n = write_queries(mode, a, b, first_hit[a], counts, qid_blob, qid_off, key_blob, key_off, docs, items,
-                          key_src, ov_blob, ov_off, scores, lens, fb_pos, fb_blob, fb_off, p_blob, p_off, buf)
+        cuts = piece_cuts(a, b)  # the chunk's queries in pieces, written in parallel
+        n = write_pieces(mode, cuts, first_hit, ends, counts, qid_blob, qid_off, key_blob, key_off, docs, items,
+                         key_src, ov_blob, ov_off, scores, lens, fb_pos, fb_blob, fb_off, p_blob, p_off, buf)
+        if n < 0:
+            raise RuntimeError("run writer: a query's lines came out another size than measured")
         if n:
             yield memoryview(buf)[:n]
 

@@ -153,34 +153,37 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
 def _tile_offer(acc, n, lo, k, hs, hi, size):
     """Offer the hits (acc > 0) of acc[:n] (documents lo + i) to the bounded heap, zeroing acc[:n].
 
-    One pass per block of _BLOCK: its maximum (eight independent maxima: one chain waits on itself)
-    decides whether any of it can enter the heap -- whose root, once k are held, is a lower bound on
-    the final k-th score; then the block is zeroed while it is in L1. Documents arrive in ascending
-    id and the heap's exact test (as in ``cpu._offer``) keeps the tie-break, so the filter (acc >= root) only
-    skips what cannot enter.
+    Documents must arrive in ascending id across the calls for one heap (every caller walks its tiles in
+    order). Then, once k hits are held, a new document ranks above the heap's root only by a strictly
+    higher score: on a tie its id is larger than every id kept. So the filter is strict (acc > root,
+    acc > 0 before the heap is full) and exact: a block tied with the root everywhere -- common when
+    many documents share a length and a term set -- is not scanned. One pass per block of _BLOCK: its
+    maximum (eight independent maxima: one chain waits on itself) decides whether any of it can enter;
+    then the block is zeroed while it is in L1.
     """
     thr = hs[0] if size == k else 0.0
     for b0 in range(0, n, _BLOCK):
         b1 = min(b0 + _BLOCK, n)
         m = _span_max(acc, b0, b1)
-        if not m > 0.0:
-            continue  # nothing added here: already zero
-        if m >= thr:
-            for d in range(b0, b1):
-                s = acc[d]
-                if s > 0.0 and s >= thr:
-                    doc = d + lo
-                    if size < k:
-                        hs[size] = s
-                        hi[size] = doc
-                        _sift_up(hs, hi, size)
-                        size += 1
-                        if size == k:
-                            thr = hs[0]
-                    elif s > hs[0] or (s == hs[0] and doc < hi[0]):
-                        hs[0] = s
-                        hi[0] = doc
-                        _sift_down(hs, hi, 0, size)
+        if not m > thr:
+            if m > 0.0:
+                acc[b0:b1] = 0.0
+            continue
+        for d in range(b0, b1):
+            s = acc[d]
+            if s > thr:
+                doc = d + lo
+                if size < k:
+                    hs[size] = s
+                    hi[size] = doc
+                    _sift_up(hs, hi, size)
+                    size += 1
+                    if size == k:
                         thr = hs[0]
+                else:  # s > hs[0]: enters (the strict filter above is the exact test here)
+                    hs[0] = s
+                    hi[0] = doc
+                    _sift_down(hs, hi, 0, size)
+                    thr = hs[0]
         acc[b0:b1] = 0.0
     return size

@@ -17,9 +17,11 @@ their text through ``key_src``; every other key is copied raw.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+import numba
+from numba import njit, prange
 
-__all__ = ["score_lengths", "key_flags", "query_sizes", "write_queries", "TREC", "JSONL", "G10_WIDTH"]
+__all__ = ["score_lengths", "key_flags", "query_sizes", "write_queries", "write_pieces", "piece_cuts", "TREC", "JSONL",
+           "G10_WIDTH"]
 
 TREC, JSONL = 0, 1
 G10_WIDTH = 24  # room for the longest %.10g of a double ("-1.234567891e-308" is 17)
@@ -103,23 +105,28 @@ def _g10(x, out, at):
     return n - at
 
 
-@njit(cache=True)
+_SPAN = 65536  # scores a parallel task measures
+
+
+@njit(parallel=True, cache=True)
 def score_lengths(scores):
     """(n,) int64: the length of each score's ``%.10g`` text, -1 where the caller must print it."""
-    scratch = np.empty(G10_WIDTH, dtype=np.uint8)
-    lens = np.empty(scores.shape[0], dtype=np.int64)
-    for i in range(scores.shape[0]):
-        lens[i] = _g10(scores[i], scratch, 0)
+    n = scores.shape[0]
+    lens = np.empty(n, dtype=np.int64)
+    for c in prange((n + _SPAN - 1) // _SPAN):
+        scratch = np.empty(G10_WIDTH, dtype=np.uint8)
+        for i in range(c * _SPAN, min(n, (c + 1) * _SPAN)):
+            lens[i] = _g10(scores[i], scratch, 0)
     return lens
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def key_flags(blob, offsets, docs, mode):
     """(n,) bool: hit i's key holds a byte that is not printable ASCII, or (JSONL) a quote or a
     backslash, or is empty or out of range -- the keys the caller checks or escapes itself."""
     n_keys = offsets.shape[0] - 1
     out = np.zeros(docs.shape[0], dtype=np.bool_)
-    for i in range(docs.shape[0]):
+    for i in prange(docs.shape[0]):
         d = docs[i]
         if d < 0 or d >= n_keys:
             out[i] = True
@@ -236,3 +243,34 @@ def write_queries(mode, q0, q1, h0, counts, qid_blob, qid_off, key_blob, key_off
             n = _copy(out, n, p_blob, p_off[p_off.shape[0] - 2], p_off[p_off.shape[0] - 1])
             h += 1
     return n
+
+
+PIECES_PER_THREAD = 4  # pieces of a chunk of queries per thread, written in parallel
+
+
+def piece_cuts(a: int, b: int) -> np.ndarray:
+    """Queries a..b-1 cut into about PIECES_PER_THREAD pieces a thread: ascending, from a to b, no empty piece."""
+    pieces = max(1, min(PIECES_PER_THREAD * numba.get_num_threads(), b - a))
+    return np.unique(np.linspace(a, b, pieces + 1).astype(np.int64))
+
+
+@njit(parallel=True, cache=True)
+def write_pieces(mode, cuts, first_hit, ends, counts, qid_blob, qid_off, key_blob, key_off, docs, items, key_src,
+                 ov_blob, ov_off, scores, score_lens, fb_pos, fb_blob, fb_off, p_blob, p_off, out):
+    """``write_queries`` for queries cuts[0]..cuts[-1]-1, the pieces cuts[i]..cuts[i + 1]-1 in parallel, each
+    at its place in ``out``: ends[q] is the running total of the query sizes through query q (so a piece
+    starts at ends[a - 1] less the first's). Returns the bytes written, or -1 if a piece wrote other than
+    its sizes said (the caller raises: the sizes and the writer disagree)."""
+    q0 = cuts[0]
+    base = ends[q0 - 1] if q0 > 0 else 0
+    bad = 0
+    for i in prange(cuts.shape[0] - 1):
+        a = cuts[i]
+        b = cuts[i + 1]
+        at = (ends[a - 1] if a > 0 else 0) - base
+        n = write_queries(mode, a, b, first_hit[a], counts, qid_blob, qid_off, key_blob, key_off, docs, items,
+                          key_src, ov_blob, ov_off, scores, score_lens, fb_pos, fb_blob, fb_off, p_blob, p_off,
+                          out[at:])
+        bad += n != ends[b - 1] - base - at
+    last = cuts[cuts.shape[0] - 1]
+    return -1 if bad else ends[last - 1] - base
