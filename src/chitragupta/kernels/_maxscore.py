@@ -50,7 +50,7 @@ MARGIN = 1.0 + 1e-9
 # counters[c] per thread chunk: see kernels.types.N_COUNTERS
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _gallop(a, lo, hi, x):
     """First position in a[lo:hi] (ascending) whose value is >= x, or hi: doubling steps, then bisection."""
     step = 1
@@ -64,7 +64,7 @@ def _gallop(a, lo, hi, x):
     return _lower_bound(a, lo, p, x)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _seek(a, s, e, x, guess):
     """First position in a[s:e] (ascending) whose value is >= x, or e, searched outwards from ``guess``.
 
@@ -92,7 +92,7 @@ def _seek(a, s, e, x, guess):
 _AHEAD = 16  # postings ahead the essential adds prefetch norm[d]: sparse terms miss cache on every gather
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _ess_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
     """``chitragupta.kernels._tiles._tile_add`` (the same expression, the same bits) prefetching norm _AHEAD ahead."""
     if d1 != 0.0 or d2 != 0.0:
@@ -108,7 +108,7 @@ def _ess_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
     _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, stop, e, lo, acc)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mark(indices, s, e, lo, pres, posmap):
     """Bitmap of the tile's documents in postings s:e, and each one's posting position."""
     for p in range(s, e):
@@ -117,13 +117,13 @@ def _mark(indices, s, e, lo, pres, posmap):
         posmap[i] = p
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _unmark(indices, s, e, lo, pres):
     for p in range(s, e):
         pres[np.uint64(indices[p] - lo) >> np.uint64(6)] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _extract(indices, s, e, lo, acc, cand, cval, m, need_with, need_without, pres):
     """Move the essential partials of postings s:e's documents out of the accumulator (zeroing it, so a
     second visit of the same document sees 0) into cand/cval when they reach their need: need_with for
@@ -140,7 +140,7 @@ def _extract(indices, s, e, lo, acc, cand, cval, m, need_with, need_without, pre
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits):
     """acc += contribution for the postings s:e whose document is a candidate (bit set)."""
     for p in range(s, e):
@@ -150,7 +150,7 @@ def _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits)
             acc[i] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m):
     """acc += contribution for the candidates cand[:m] (ascending) found in postings s:e, by galloping."""
     p = s
@@ -164,7 +164,7 @@ def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, 
             acc[i] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _cut(acc, bits, cand, m, bound, thr_lo):
     """Keep the candidates whose partial + bound reaches thr_lo; the others' slot and bit are cleared."""
     n = 0
@@ -178,7 +178,7 @@ def _cut(acc, bits, cand, m, bound, thr_lo):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt, order, rank, pre, ne, cur, send,
                  pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap, cand, cval, counters):
     """One tile with ne non-essential terms (0 < ne < nt); returns the heap's size."""
@@ -250,7 +250,7 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt
     return size
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile, first_tile,
                   max_terms, n_chunks, out_ids, out_scores, counters, bounds):
     """Query i (terms q_terms[q_indptr[i]:q_indptr[i + 1]], ascending ids) -> row rows[i] of out_ids /
@@ -327,7 +327,7 @@ def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr
             _drain(hs, hi, size, out_ids[rows[q]], out_scores[rows[q]])
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def term_bounds(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, out):
     """out[t] = the largest contribution of any posting of t (``_contrib``, the kernels' expression), for
     every t in ``terms`` (distinct); 0.0 for a term whose postings all contribute nothing."""

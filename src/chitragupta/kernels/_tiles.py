@@ -4,6 +4,12 @@ descending, then id ascending), one posting's BM25 contribution -- the one expre
 computes, so every path adds the same bits -- and a tile's add and offer.
 
 They live here, below both, so that neither scorer imports the other.
+
+Every scoring kernel (here, ``cpu`` and ``_maxscore``) compiles with ``error_model="numpy"``: numba's
+default checks every float division for a zero divisor (to raise ZeroDivisionError), a compare and branch
+on each posting that also keeps the loops scalar-serial. No divisor there can be zero -- a contribution
+divides by tf' + norm[d] only when tf' > 0, and norm >= 0 -- so the quotients, and every score, have the
+same bits; only the check is gone (1M documents, k = 100, one thread: ~7% less kernel time).
 """
 
 from __future__ import annotations
@@ -12,13 +18,13 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _worse(s_a, i_a, s_b, i_b):
     """True when hit a ranks below hit b: lower score, or equal score and larger id."""
     return s_a < s_b or (s_a == s_b and i_a > i_b)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sift_down(hs, hi, pos, size):
     # Min-heap on rank: the root is the worst hit kept so far.
     while True:
@@ -37,7 +43,7 @@ def _sift_down(hs, hi, pos, size):
             return
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sift_up(hs, hi, pos):
     while pos > 0:
         parent = (pos - 1) // 2
@@ -49,7 +55,7 @@ def _sift_up(hs, hi, pos):
             return
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _push(hs, hi, size, k, s, d):
     """Offer hit (s, d) to the bounded heap of size entries; returns the new size (exact tie-break)."""
     if size < k:
@@ -64,7 +70,7 @@ def _push(hs, hi, size, k, s, d):
     return size
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _drain(hs, hi, size, out_ids, out_scores):
     """Pop the heap's size hits worst-first into out[:size], so the row reads best first; returns size."""
     n = size
@@ -81,7 +87,7 @@ def _drain(hs, hi, size, out_ids, out_scores):
 _BLOCK = 64
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _span_max(acc, b0, b1):
     """max(0, max of acc[b0:b1]); a full block of _BLOCK by eight independent running maxima."""
     m = 0.0
@@ -103,7 +109,7 @@ def _span_max(acc, b0, b1):
     return m
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d):
     """The BM25 contribution of posting p (document d), 0 where tf' <= 0: the one expression every
     numba path computes, so every path adds the same bits."""
@@ -117,7 +123,7 @@ def _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d):
     return 0.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _lower_bound(a, lo, hi, x):
     """First position in a[lo:hi] (ascending) whose value is >= x, or hi."""
     while lo < hi:
@@ -129,7 +135,7 @@ def _lower_bound(a, lo, hi, x):
     return lo
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
     """acc[d - lo] += c(t, d) for the postings s:e of one term (all inside the tile starting at lo).
 
@@ -149,7 +155,7 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
             acc[np.uint64(d - lo)] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)  # 0.0 where tf' <= 0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _tile_offer(acc, n, lo, k, hs, hi, size):
     """Offer the hits (acc > 0) of acc[:n] (documents lo + i) to the bounded heap, zeroing acc[:n].
 

@@ -45,7 +45,7 @@ from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, al
 __all__ = ["score_topk", "warmup"]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _offer(acc, cand, lo, hi_, k, hs, hi, size):
     """Offer ``cand[lo:hi_]`` to the bounded heap of the best k (size entries held); returns the size.
     ``_push`` written out: through it this loop was slower at large k."""
@@ -64,7 +64,7 @@ def _offer(acc, cand, lo, hi_, k, hs, hi, size):
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _select_into(acc, cand, m, k, hs, hi, buf, out_ids, out_scores):
     """Write the best k of ``cand[:m]`` (all with acc > 0) into the out rows, best first.
 
@@ -87,7 +87,7 @@ def _select_into(acc, cand, m, k, hs, hi, buf, out_ids, out_scores):
     return _drain(hs, hi, size, out_ids, out_scores)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _block_max(acc, bmax):
     """bmax[i] = max(0, max of acc over block i of _BLOCK documents).
 
@@ -116,7 +116,7 @@ def _block_max(acc, bmax):
         bmax[full] = m
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _block_max_of(acc, bmax, size):
     """bmax[i] = max(0, max of acc over block i of ``size`` documents): ``_block_max`` for other sizes."""
     n = acc.shape[0]
@@ -136,7 +136,7 @@ _BLOCK_SPARE = 1.0
 _MIN_BLOCK = 8
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _select_dense(acc, k, hs, hi, bmax, buf, cs, out_ids, out_scores):
     """The best k documents of a dense accumulator (hits are acc > 0), best first.
 
@@ -182,7 +182,7 @@ def _select_dense(acc, k, hs, hi, bmax, buf, cs, out_ids, out_scores):
     return _drain(hs, hi, size, out_ids, out_scores)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _collect_all(acc, k, ci, cs, out_ids, out_scores):
     """Every hit of acc in ascending id, cut to the best k (``_kth_cut``) and stably sorted by score:
     for k near the corpus, where no block bound prunes and a heap would take every hit."""
@@ -201,7 +201,7 @@ def _collect_all(acc, k, ci, cs, out_ids, out_scores):
     return m
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, uterms, toff, table):
     """BM25 contribution of every posting of the batch's distinct terms, computed once per batch.
 
@@ -216,7 +216,7 @@ def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, uterms,
             table[base + p] = _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, indices[p])
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k, n_docs, n_chunks,
                      out_ids, out_scores):
     """Sum each query's posting contributions (terms in ascending id) and keep its best k.
@@ -270,7 +270,7 @@ def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k,
                     acc[touched[i]] = 0.0
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _topk_masked(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, masks, mask_of, k,
                  n_chunks, out_ids, out_scores):
     """Query q (terms q_terms[q_indptr[q]:q_indptr[q + 1]], ascending ids) scored over the documents
@@ -381,7 +381,7 @@ _COLLECT_MIN_K = 512  # from this k the unpruned tiles collect past a threshold 
 CHUNKS_PER_THREAD = 8  # dense queries' chunks per thread, scheduled dynamically
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc):
     """Add the query's terms q_terms[a:a + nt] (ascending id) into the tile [lo, end_d); each term's
     cursor cur[j] moves forward to the tile's end, found by binary search."""
@@ -394,7 +394,7 @@ def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a
             _tile_add(indices, tf, f1, d1, f2, d2, norm, idf[t], k1p1, s, e, lo, acc)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile,
                 max_terms, n_chunks, out_ids, out_scores):
     """Dense queries scored tile by tile (see the module docstring); no posting table.
@@ -425,7 +425,7 @@ def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, 
             _drain(hs, hi, size, out_ids[rows[q]], out_scores[rows[q]])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _tile_collect(acc, n, lo, thr, cs, ci, m):
     """Append the hits of acc[:n] (documents lo + i) scoring >= thr to cs/ci from m, in ascending id,
     zeroing acc[:n] block by block; returns the new m. A block whose maximum is below thr is skipped."""
@@ -444,7 +444,7 @@ def _tile_collect(acc, n, lo, thr, cs, ci, m):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _kth_cut(cs, ci, m, k):
     """Cut m > k candidates (in ascending id) to the best k, order kept: thr is the k-th largest score;
     every candidate above it stays, and of those at it the smallest ids (the first) fill the rest -- a
@@ -464,7 +464,7 @@ def _kth_cut(cs, ci, m, k):
     return n, thr
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile,
                         max_terms, n_chunks, out_ids, out_scores):
     """``_topk_tiled`` for large k: no heap. Hits reaching a threshold are collected per tile in ascending
