@@ -313,6 +313,41 @@ def test_pruned_path_equals_reference(monkeypatch, tile, first):
     assert streamed > 0 and probes > 0 and read + streamed <= exhaustive, (read, streamed, exhaustive)
 
 
+def test_probe_add_finds_each_candidate_where_a_search_does():
+    """``_probe_add`` searches each candidate outwards from an interpolated guess (and prefetches ahead):
+    spread and clumped postings, candidates before, between and past them, a single posting, an empty
+    range -- the same contributions at the same slots as a plain search of each candidate."""
+    from chitragupta.kernels._maxscore import _probe_add
+    from chitragupta.kernels._tiles import _contrib
+
+    rng = np.random.default_rng(41)
+    empty = np.zeros(0, dtype=np.int32)
+    for trial in range(60):
+        lo = int(rng.integers(0, 1000))
+        width = int(rng.integers(1, 3000))
+        n_post = int(rng.integers(0, min(width, 400) + 1))
+        if trial % 3 == 0:  # clumped: most postings in a narrow band
+            docs = np.unique(np.concatenate([rng.integers(0, max(1, width // 20), n_post),
+                                             rng.integers(0, width, max(1, n_post // 10))]))[:n_post]
+        else:
+            docs = np.sort(rng.choice(width, n_post, replace=False))
+        pad = int(rng.integers(0, 5))  # postings of other tiles around the range
+        indices = np.concatenate([np.arange(lo - pad, lo) if lo >= pad else np.zeros(0), docs + lo,
+                                  lo + width + np.arange(pad)]).astype(np.int32)
+        s, e = pad if lo >= pad else 0, (pad if lo >= pad else 0) + docs.size
+        tf = rng.integers(1, 5, indices.size).astype(np.int32)
+        norm = rng.uniform(0.2, 3.0, lo + width + pad + 1)
+        cand = np.unique(rng.integers(0, width, int(rng.integers(0, 200)))).astype(np.int64)
+        got = np.zeros(width)
+        _probe_add(indices, tf, empty, 0.0, empty, 0.0, norm, 1.7, 2.2, s, e, lo, got, cand, cand.size)
+        want = np.zeros(width)
+        for i in cand:
+            p = s + int(np.searchsorted(indices[s:e], lo + i))
+            if p < e and indices[p] == lo + i:
+                want[i] += _contrib.py_func(tf, empty, 0.0, empty, 0.0, norm, 1.7, 2.2, p, lo + i)
+        assert np.array_equal(got, want), trial
+
+
 def test_term_bounds_are_each_terms_largest_contribution():
     """The pruning's bound is the largest contribution of any of the term's postings under the params in
     use -- the kernels' own expression, so the same bits as numpy computing it posting by posting."""

@@ -25,7 +25,7 @@ Per tile of documents (the first one ``first_tile`` wide, so that thr is high be
   candidate test can use it at once: a document without it needs ``thr - pre[ne - 1]``, one with it
   gets its exact contribution. The remaining non-essential terms, largest bound first, add into the
   surviving candidates (a pass over the term's postings in the tile testing a candidate bitmap, or a
-  galloping probe per candidate when the candidates are few) and cut them against the remaining bound.
+  probe per candidate, from an interpolated and prefetched guess, when the candidates are few) and cut them against the remaining bound.
   A survivor is then scored from scratch -- every query term, ascending id, found by galloping
   forward in its postings -- so its score has the reference's bits, and offered to the heap.
 
@@ -119,8 +119,10 @@ def _mark(indices, s, e, lo, pres, posmap):
 
 @njit(cache=True, error_model="numpy")
 def _unmark(indices, s, e, lo, pres):
-    for p in range(s, e):
-        pres[np.uint64(indices[p] - lo) >> np.uint64(6)] = 0
+    """Clear what ``_mark`` set for postings s:e: one run of words, from the first document's to the last's
+    (the postings ascend), rather than a write per posting -- the words between hold no other marks."""
+    if e > s:
+        pres[(indices[s] - lo) >> 6:((indices[e - 1] - lo) >> 6) + 1] = 0
 
 
 @njit(cache=True, error_model="numpy")
@@ -150,14 +152,30 @@ def _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits)
             acc[i] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
 
 
+_PROBE_AHEAD = 4  # candidates ahead whose postings line ``_probe_add`` prefetches
+
+
 @njit(cache=True, error_model="numpy")
 def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m):
-    """acc += contribution for the candidates cand[:m] (ascending) found in postings s:e, by galloping."""
+    """acc += contribution for the candidates cand[:m] (ascending) found in postings s:e.
+
+    A non-essential term's postings are long and not in cache, and a gallop from the last hit waits on
+    one miss after another. Each candidate is instead searched outwards from where the postings' even
+    spread over ids puts it (``_seek``: the same answer, the first position >= the document), and that
+    line is prefetched _PROBE_AHEAD candidates before. A hint only: positions found never change."""
+    if e <= s:
+        return
+    d_s = np.float64(indices[s])
+    slope = (e - s) / (np.float64(indices[e - 1]) - d_s + 1.0)
+    for j in range(min(m, _PROBE_AHEAD)):
+        prefetch(indices, s + np.int64((lo + cand[j] - d_s) * slope))
     p = s
     for j in range(m):
+        if j + _PROBE_AHEAD < m:
+            prefetch(indices, s + np.int64((lo + cand[j + _PROBE_AHEAD] - d_s) * slope))
         i = cand[j]
         d = lo + i
-        p = _gallop(indices, p, e, d)
+        p = _seek(indices, p, e, d, max(p, s + np.int64((d - d_s) * slope)))
         if p >= e:
             return
         if indices[p] == d:
