@@ -24,8 +24,9 @@ Per tile of documents (the first one ``first_tile`` wide, so that thr is high be
   with the largest bound is marked in a bitmap first (with each document's posting position), so the
   candidate test can use it at once: a document without it needs ``thr - pre[ne - 1]``, one with it
   gets its exact contribution. The remaining non-essential terms, largest bound first, add into the
-  surviving candidates (a pass over the term's postings in the tile testing a candidate bitmap, or a
-  probe per candidate, from an interpolated and prefetched guess, when the candidates are few) and cut them against the remaining bound.
+  surviving candidates (a pass over the term's postings in the tile testing a candidate bitmap, or, when
+  the candidates are few, a probe per candidate from an interpolated and prefetched guess) and cut them
+  against the remaining bound.
   A survivor is then scored from scratch -- every query term, ascending id, found by galloping
   forward in its postings -- so its score has the reference's bits, and offered to the heap.
 
