@@ -411,6 +411,31 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
             assert m == n and np.array_equal(ids[:n], want_ids) and np.array_equal(scores[:n], want_scores)
 
 
+def test_any_above64_says_what_a_loop_says():
+    """The SIMD block test the tiles' offer uses (``_intrinsics.any_above64``; here it compiled, so the
+    intrinsic itself is what runs) against the plain loop it falls back to: values equal to the threshold,
+    just above it, zeros, one hit in each of the 64 places, at any start -- the same answer every time."""
+    from numba import njit
+
+    from chitragupta.kernels._intrinsics import ANY_ABOVE_SIMD, _loop_any_above64, any_above64
+
+    assert ANY_ABOVE_SIMD  # this host compiles it: the test below compares the intrinsic, not the loop with itself
+
+    @njit
+    def both(a, start, thr):
+        return any_above64(a, start, thr), _loop_any_above64(a, start, thr)
+
+    rng = np.random.default_rng(64)
+    for trial in range(400):
+        a = np.where(rng.random(200) < rng.choice([0.0, 0.02, 0.5]), np.round(rng.gamma(2.0, 2.0, 200), 1), 0.0)
+        start = int(rng.integers(0, 200 - 64 + 1))
+        thr = float(rng.choice([0.0, 1.0, 4.5, float(a.max())]))
+        if trial % 5 == 0:
+            a[start + trial % 64] = np.nextafter(thr, np.inf)  # just above, in each place of the block
+        got, want = both(a, start, thr)
+        assert got == want == bool((a[start:start + 64] > thr).any()), trial
+
+
 @pytest.mark.parametrize("tile", [64, 100, 4096])
 def test_tile_offer_over_ascending_tiles_keeps_ties_exact(tile):
     """``_tile_offer`` filters a full heap's blocks strictly (acc > root): exact only because tiles come in

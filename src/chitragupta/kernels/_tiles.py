@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from chitragupta.kernels._intrinsics import any_above64
+
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _worse(s_a, i_a, s_b, i_b):
@@ -84,7 +86,7 @@ def _drain(hs, hi, size, out_ids, out_scores):
     return n
 
 
-_BLOCK = 64
+_BLOCK = 64  # ``_tile_offer``'s blocks: the span ``any_above64`` tests
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -163,17 +165,19 @@ def _tile_offer(acc, n, lo, k, hs, hi, size):
     order). Then, once k hits are held, a new document ranks above the heap's root only by a strictly
     higher score: on a tie its id is larger than every id kept. So the filter is strict (acc > root,
     acc > 0 before the heap is full) and exact: a block tied with the root everywhere -- common when
-    many documents share a length and a term set -- is not scanned. One pass per block of _BLOCK: its
-    maximum (eight independent maxima: one chain waits on itself) decides whether any of it can enter;
-    then the block is zeroed while it is in L1.
+    many documents share a length and a term set -- is not scanned. One test per block of _BLOCK (64:
+    ``_intrinsics.any_above64``, a SIMD compare) decides whether any of it can enter; then the block is
+    zeroed while it is in L1.
     """
     thr = hs[0] if size == k else 0.0
     for b0 in range(0, n, _BLOCK):
         b1 = min(b0 + _BLOCK, n)
-        m = _span_max(acc, b0, b1)
-        if not m > thr:
-            if m > 0.0:
-                acc[b0:b1] = 0.0
+        if b1 - b0 == _BLOCK:
+            above = any_above64(acc, b0, thr)  # one SIMD compare a block (``_intrinsics``)
+        else:
+            above = _span_max(acc, b0, b1) > thr
+        if not above:
+            acc[b0:b1] = 0.0
             continue
         for d in range(b0, b1):
             s = acc[d]
