@@ -411,29 +411,30 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
             assert m == n and np.array_equal(ids[:n], want_ids) and np.array_equal(scores[:n], want_scores)
 
 
-def test_any_above64_says_what_a_loop_says():
-    """The SIMD block test the tiles' offer uses (``_intrinsics.any_above64``; here it compiled, so the
-    intrinsic itself is what runs) against the plain loop it falls back to: values equal to the threshold,
-    just above it, zeros, one hit in each of the 64 places, at any start -- the same answer every time."""
+def test_max64_says_what_a_loop_says():
+    """The SIMD block maximum the dense selection and the tiles' offer use (``_intrinsics.max64``; here it
+    compiled, so the intrinsic itself is what runs) against the loop it falls back to: zeros, ties, tiny
+    and huge values, the maximum in each of the 64 places, at any start -- the same value, bit for bit."""
     from numba import njit
 
-    from chitragupta.kernels._intrinsics import ANY_ABOVE_SIMD, _loop_any_above64, any_above64
+    from chitragupta.kernels._intrinsics import MAX64_SIMD, _loop_max64, max64
 
-    assert ANY_ABOVE_SIMD  # this host compiles it: the test below compares the intrinsic, not the loop with itself
+    assert MAX64_SIMD  # this host compiles it: the test below compares the intrinsic, not the loop with itself
 
     @njit
-    def both(a, start, thr):
-        return any_above64(a, start, thr), _loop_any_above64(a, start, thr)
+    def both(a, start):
+        return max64(a, start), _loop_max64(a, start)
 
     rng = np.random.default_rng(64)
     for trial in range(400):
+        scale = float(rng.choice([1e-300, 1.0, 1e300]))
         a = np.where(rng.random(200) < rng.choice([0.0, 0.02, 0.5]), np.round(rng.gamma(2.0, 2.0, 200), 1), 0.0)
+        a *= scale
         start = int(rng.integers(0, 200 - 64 + 1))
-        thr = float(rng.choice([0.0, 1.0, 4.5, float(a.max())]))
         if trial % 5 == 0:
-            a[start + trial % 64] = np.nextafter(thr, np.inf)  # just above, in each place of the block
-        got, want = both(a, start, thr)
-        assert got == want == bool((a[start:start + 64] > thr).any()), trial
+            a[start + trial % 64] = np.nextafter(a[start:start + 64].max(), np.inf)  # the maximum, in each place
+        got, want = both(a, start)
+        assert got == want == max(0.0, float(a[start:start + 64].max())), trial
 
 
 @pytest.mark.parametrize("tile", [64, 100, 4096])

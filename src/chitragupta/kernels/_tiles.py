@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from chitragupta.kernels._intrinsics import any_above64
+from chitragupta.kernels._intrinsics import max64
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -86,28 +86,17 @@ def _drain(hs, hi, size, out_ids, out_scores):
     return n
 
 
-_BLOCK = 64  # ``_tile_offer``'s blocks: the span ``any_above64`` tests
+_BLOCK = 64  # the accumulators' blocks: the span ``max64`` takes
 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _span_max(acc, b0, b1):
-    """max(0, max of acc[b0:b1]); a full block of _BLOCK by eight independent running maxima."""
-    m = 0.0
+    """max(0, max of acc[b0:b1]); a full block of _BLOCK by ``_intrinsics.max64`` (SIMD)."""
     if b1 - b0 == _BLOCK:
-        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
-        for d in range(b0, b1, 8):
-            m0 = max(m0, acc[d])
-            m1 = max(m1, acc[d + 1])
-            m2 = max(m2, acc[d + 2])
-            m3 = max(m3, acc[d + 3])
-            m4 = max(m4, acc[d + 4])
-            m5 = max(m5, acc[d + 5])
-            m6 = max(m6, acc[d + 6])
-            m7 = max(m7, acc[d + 7])
-        m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
-    else:
-        for d in range(b0, b1):
-            m = max(m, acc[d])
+        return max64(acc, b0)
+    m = 0.0
+    for d in range(b0, b1):
+        m = max(m, acc[d])
     return m
 
 
@@ -165,18 +154,13 @@ def _tile_offer(acc, n, lo, k, hs, hi, size):
     order). Then, once k hits are held, a new document ranks above the heap's root only by a strictly
     higher score: on a tie its id is larger than every id kept. So the filter is strict (acc > root,
     acc > 0 before the heap is full) and exact: a block tied with the root everywhere -- common when
-    many documents share a length and a term set -- is not scanned. One test per block of _BLOCK (64:
-    ``_intrinsics.any_above64``, a SIMD compare) decides whether any of it can enter; then the block is
-    zeroed while it is in L1.
+    many documents share a length and a term set -- is not scanned. One maximum per block of _BLOCK
+    (``_span_max``: SIMD) decides whether any of it can enter; then the block is zeroed while it is in L1.
     """
     thr = hs[0] if size == k else 0.0
     for b0 in range(0, n, _BLOCK):
         b1 = min(b0 + _BLOCK, n)
-        if b1 - b0 == _BLOCK:
-            above = any_above64(acc, b0, thr)  # one SIMD compare a block (``_intrinsics``)
-        else:
-            above = _span_max(acc, b0, b1) > thr
-        if not above:
+        if not _span_max(acc, b0, b1) > thr:
             acc[b0:b1] = 0.0
             continue
         for d in range(b0, b1):

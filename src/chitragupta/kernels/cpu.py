@@ -89,31 +89,10 @@ def _select_into(acc, cand, m, k, hs, hi, buf, out_ids, out_scores):
 
 @njit(cache=True, error_model="numpy")
 def _block_max(acc, bmax):
-    """bmax[i] = max(0, max of acc over block i of _BLOCK documents).
-
-    Eight independent running maxima per block: a single chain of max() waits on itself. The loop of
-    ``_span_max`` written out: through the helper this path was slower (the tiles' passes use it).
-    """
+    """bmax[i] = max(0, max of acc over block i of _BLOCK documents): ``_span_max`` (SIMD over a full block)."""
     n = acc.shape[0]
-    full = n // _BLOCK
-    for bi in range(full):
-        lo = bi * _BLOCK
-        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
-        for d in range(lo, lo + _BLOCK, 8):
-            m0 = max(m0, acc[d])
-            m1 = max(m1, acc[d + 1])
-            m2 = max(m2, acc[d + 2])
-            m3 = max(m3, acc[d + 3])
-            m4 = max(m4, acc[d + 4])
-            m5 = max(m5, acc[d + 5])
-            m6 = max(m6, acc[d + 6])
-            m7 = max(m7, acc[d + 7])
-        bmax[bi] = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
-    if full < bmax.shape[0]:
-        m = 0.0
-        for d in range(full * _BLOCK, n):
-            m = max(m, acc[d])
-        bmax[full] = m
+    for bi in range((n + _BLOCK - 1) // _BLOCK):
+        bmax[bi] = _span_max(acc, bi * _BLOCK, min(bi * _BLOCK + _BLOCK, n))
 
 
 @njit(cache=True, error_model="numpy")
