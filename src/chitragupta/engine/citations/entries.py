@@ -707,10 +707,20 @@ _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u2
 # mark being its whole run of word characters). One pattern, the mark first (so that the look-behinds are
 # tried only where a mark stands), its match's ``end`` past the space.
 _SENTENCE_END = re.compile(r"[.?!](?<![A-Z].)(?<!(?<!\w)(?:[A-Z][a-z]|vs|pp).)(?<!(?<!\w)(?:Vol|Eds|Inc).)(?:\s|\Z)")
-_VENUE_STOP = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
-                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
-                         r"|,\s*(?:1[89]|20)\d\d\b"
-                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")  # the last: editors
+# Where a venue's name stops: ", pages" / ", 12" / ", 2019" / ", A. B." (editors), " 12 (" / " 12:3", "(2019" /
+# " (pp", " 2019." at the end, ": 12". Each alternative opens with one of ``,\s(:``: the pattern opens with
+# that class (searched for it in C), the alternatives after it told apart by a look-behind at the character
+# taken (the same match starts as those of the alternatives written one after another).
+_VENUE_STOP = re.compile(r"[,\s(:](?:(?<=,)(?:\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
+                         r"|\s*\d|\s*(?:1[89]|20)\d\d\b|\s[A-Z]\.\s?[A-Z])"
+                         r"|(?<=\()(?:\s*(?:1[89]|20)\d\d|\s*(?i:pp|pages|vol)\b)"
+                         r"|(?<=:)\s*\d"
+                         r"|(?<=\s)(?:\d+\s*\(|\d+:\d|\(\s*(?i:pp|pages|vol)\b|(?:1[89]|20)\d\d[a-z]?\.?$))")
+# (``_VENUE_STOP`` as first written, kept for the tests that hold the two to the same starts)
+_VENUE_STOP_PLAIN = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
+                               r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
+                               r"|,\s*(?:1[89]|20)\d\d\b"
+                               r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")  # the last: editors
 
 _LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
                   ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
@@ -829,7 +839,8 @@ _AND = re.compile(r"\s(?:and|und)\s")
 
 def _authors(block: str) -> tuple[str, ...]:
     """The family names of an author block (from an entry's text: its only white space single spaces)."""
-    block = decode_latex(block)
+    if "\\" in block or "{" in block:  # (``decode_latex``'s own test, without the call)
+        block = decode_latex(block)
     low = block.lower()
     # what ``_NOT_NAMES`` needs, looked for first ("\u017f", a long s, matches "s" there)
     if ("et" in low and "al" in low) or "others" in low or "(ed" in low or "ed." in low or "eds." in low \
@@ -908,10 +919,14 @@ def parse_entry(raw: str, n: int) -> Entry:
 def _parse_entry(text: str, n: int) -> Entry:
     """``parse_entry`` of an entry whose white space is collapsed already (``_split``'s entries are)."""
     lead = _LEAD_MARK.match(text)
-    s = (text[lead.end():] if lead else text)[:MAX_ENTRY_CHARS]
+    if lead is None:
+        s = text[:MAX_ENTRY_CHARS]
+    else:
+        a = lead.end()
+        s = text[a:a + MAX_ENTRY_CHARS]
     if not s.isascii() and _ACCENTS_ALONE.search(s):  # (the accents are not ASCII)
         s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
-    doi, doi_span = _doi(s)
+    doi, doi_span = _doi(s) if "10." in s else _NO_SPAN  # (``_DOI`` opens with "10.")
     arxiv, arxiv_span = _arxiv(s)
     url = None
     linked = "://" in s or "www." in s or "WWW." in s
@@ -929,11 +944,18 @@ def _parse_entry(text: str, n: int) -> Entry:
         spans.append(arxiv_span)
     if url is not None:
         spans += [m.span() for m in _URL.finditer(s)]
-    y0 = None
-    for m in _YEAR.finditer(s):
-        if not spans or not any(a <= m.start() < b for a, b in spans):
-            y0 = m
-            break
+    if not spans:
+        y0 = _YEAR.search(s)  # (the first of ``finditer``'s)
+    else:
+        y0 = None
+        for m in _YEAR.finditer(s):
+            at = m.start()
+            for a, b in spans:
+                if a <= at < b:
+                    break
+            else:
+                y0 = m
+                break
     authors: tuple[str, ...] = ()
     year = None
     title = venue = None
@@ -941,7 +963,10 @@ def _parse_entry(text: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     block = None
-    if y0 is not None and y0.start() > 0 and (_name_prefix(s[:y0.start()], True) or _GROUP_YEAR.match(s)):
+    # (a digit before the year: no name prefix there, ``_name_prefix``'s every branch rejecting it -- found
+    # by one search)
+    if y0 is not None and y0.start() > 0 and (
+            (not _ANY_DIGIT.search(s, 0, y0.start()) and _name_prefix(s[:y0.start()], True)) or _GROUP_YEAR.match(s)):
         block = s[:y0.start()]
         year = int(y0.group(0)[:4])
         rest = s[y0.end():]
@@ -993,6 +1018,7 @@ def _parse_entry(text: str, n: int) -> Entry:
 
 
 _new_entry = object.__new__
+_NO_SPAN = (None, None)
 
 
 # one author, initials first ("D. Monderer", "J.-C. Bolot", "A. van Dam"), or two joined by "and"; a part of
@@ -1010,6 +1036,19 @@ def _initials_list_end(block: str) -> int | None:
     -> the comma before "On". None unless ``block`` opens with initials-first names, each a comma-separated
     part, followed by a part that is none (the title: a capital or a quote, then two words at least, and
     not names only from there on)."""
+    if not ("A" <= block[:1] <= "Z" and block[1:2] == "."):  # what ``_INITIALS_FIRST`` opens with
+        return None
+    # a comma can end the list only where a capital that is not an initial, or a quote, follows it: with
+    # none such the answer is None whatever the parts before are (the usual initials-first list, "A. Smith,
+    # B. Jones, ...", is let go without its parts' patterns)
+    comma = block.find(",")
+    while comma >= 0:
+        nxt = block[comma + 1:].lstrip()
+        if (nxt[:1].isupper() and nxt[1:2] != ".") or nxt[:1] in "\"\u201c":
+            break
+        comma = block.find(",", comma + 1)
+    else:
+        return None
     if not _INITIALS_FIRST.match(block + " "):
         return None
     pos = 0
@@ -1073,7 +1112,7 @@ def _venue(rest: str) -> str | None:
     m = _VENUE_STOP.search(v)
     if m is not None:
         v = v[:m.start()]
-    for m in _DOT_SPACE.finditer(v):
+    for m in _DOT_SPACE.finditer(v) if "." in v else ():
         i = j = m.start()
         while j > 0 and v[j - 1].isalpha():
             j -= 1
@@ -1087,7 +1126,9 @@ def _venue(rest: str) -> str | None:
         m = _PREPRINT.match(v)  # (anchored at both ends: the whole ``v``, or nothing)
         if m is not None:
             v = m.group(1) + v[m.end():]
-    if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
+    # (``_DOI`` opens with "10.", ``_URL`` with "http" or "www." in any case: tried only where ``v`` does)
+    if not v or not _TWO_LETTERS.search(v) or (v[:3] == "10." and _DOI.match(v)) or \
+            (v[:1] in "hHwW" and _URL.match(v)):
         return None
     return v[:300]
 
