@@ -470,6 +470,8 @@ def _bracket_starts(lines: list[str], only: list[int] | None = None) -> list[int
     """Lines opening ``[n]`` entries in sequence, or ``[Smi19]``-style labels (letters and digits);
     ``only``: the lines that open with "[" (after spaces), the others not tried."""
     numeric = _numbered(lines, _BRACKET_NUM, only)
+    if len(numeric) >= (len(lines) if only is None else len(only)):
+        return numeric  # every line tried is a number in sequence: no more labels can stand there
     alpha = [i for i in (range(len(lines)) if only is None else only) if _ALPHA_LABEL.match(lines[i])]
     return numeric if len(numeric) >= len(alpha) else alpha
 
