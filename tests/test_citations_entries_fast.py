@@ -508,6 +508,18 @@ def test_venue_stop_opening_with_its_characters_is_the_look_ahead_first_form():
         assert (a and a.span()) == (b and b.span()), (s, pos)
 
 
+
+def test_digit_and_sentence_break_tests_before_their_patterns_are_the_patterns():
+    rng = random.Random(45)
+    pieces = ["a", "Z", "0", "9", "\u0661", "\u00b2", "\u00bd", " ", ".", "?", "!", "\t", "\x1c", "\u00a0", "ab", "J",
+              "\u00e9", "_", "Ab. ", "x? ", "1. "]
+    for _ in range(30000):
+        s = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert E._has_digit(s) == (E._ANY_DIGIT.search(s) is not None), s
+        plain = any(s[m.start() - 1].isalpha() and s[m.start() - 2].isalpha() for m in E._MARK_SPACE.finditer(s))
+        assert E._sentence_break(s) == plain, s
+
+
 # -- whole lists through the fast paths ------------------------------------------------------------------
 
 def test_lists_of_every_style_parse_as_written():
