@@ -940,7 +940,11 @@ def _parse_entry(text: str, n: int) -> Entry:
     if not s.isascii() and _ACCENTS_ALONE.search(s):  # (the accents are not ASCII)
         s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
     doi, doi_span = _doi(s) if "10." in s else _NO_SPAN  # (``_DOI`` opens with "10.")
-    arxiv, arxiv_span = _arxiv(s)
+    # (``_arxiv``'s own first test, without the call)
+    if "abs/" in s or "rxiv" in s or "RXIV" in s or "rXiv" in s:
+        arxiv, arxiv_span = _arxiv(s)
+    else:
+        arxiv, arxiv_span = _NO_SPAN
     url = None
     linked = "://" in s or "www." in s or "WWW." in s
     for m in _URL.finditer(s) if linked else ():
@@ -950,16 +954,16 @@ def _parse_entry(text: str, n: int) -> Entry:
         url = u
         break
     # the first year outside a DOI, an arXiv id or a URL
-    spans = []
-    if doi_span:
-        spans.append(doi_span)
-    if arxiv_span:
-        spans.append(arxiv_span)
-    if url is not None:
-        spans += [m.span() for m in _URL.finditer(s)]
-    if not spans:
-        y0 = _YEAR.search(s)  # (the first of ``finditer``'s)
+    if doi_span is None and arxiv_span is None and url is None:
+        y0 = _YEAR.search(s)  # (no span to be outside of: the first of ``finditer``'s)
     else:
+        spans = []
+        if doi_span:
+            spans.append(doi_span)
+        if arxiv_span:
+            spans.append(arxiv_span)
+        if url is not None:
+            spans += [m.span() for m in _URL.finditer(s)]
         y0 = None
         for m in _YEAR.finditer(s):
             at = m.start()
@@ -976,12 +980,12 @@ def _parse_entry(text: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     block = None
+    ys = -1 if y0 is None else y0.start()
     # (a digit before the year: no name prefix there, ``_name_prefix``'s every branch rejecting it -- found
     # by one search)
-    if y0 is not None and y0.start() > 0 and (
-            (not _has_digit(s[:y0.start()]) and _name_prefix(s[:y0.start()], True)) or _GROUP_YEAR.match(s)):
-        block = s[:y0.start()]
-        year = int(y0.group(0)[:4])
+    if ys > 0 and ((not _has_digit(pre := s[:ys]) and _name_prefix(pre, True)) or _GROUP_YEAR.match(s)):
+        block = s[:ys]
+        year = int(s[ys:ys + 4])  # (the year's four digits: its match's first)
         rest = s[y0.end():]
         m = _AFTER_YEAR.match(rest)  # "). ", "-2023. " (anchored: what ``sub`` would cut)
         if m is not None:
@@ -1011,9 +1015,10 @@ def _parse_entry(text: str, n: int) -> Entry:
         if len(authors) > 200:
             authors = authors[:200]
     if year is None and y0 is not None:
-        year = int(y0.group(0)[:4])
+        year = int(s[ys:ys + 4])
     if title is None:
-        q = _QUOTED.search(rest) if _has_quote(rest, 5) else None
+        head = rest[:5]  # (``_has_quote(rest, 5)``, inline)
+        q = _QUOTED.search(rest) if '"' in head or "\u201c" in head or "\u201e" in head else None
         if q is not None and q.start() < 5:
             title, rest = q.group("t").strip(" ,."), rest[q.end():]
         else:
