@@ -52,7 +52,10 @@ family name are kept per string in bounded memos (names repeat across a library;
 patterns open with a character, their look-behinds after it (Python's ``re`` searches for a leading
 character, but tries a leading look-around at every position); a list's lines are looked at one by one
 for footnotes only where one may stand, and an entry's lines are joined in C unless a line end needs the
-hyphen and URL rules.
+hyphen and URL rules. A field's pattern is tried only where a plain test says it can match (a DOI where
+"10." stands, an arXiv id where "rxiv" or "abs/" does, no name prefix before a year with a digit before
+it, an ASCII string's digits looked for in its bytes, the venue's stop opening with its characters), each
+held to the plain rules in that test file.
 """
 
 from __future__ import annotations
