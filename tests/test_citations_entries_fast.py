@@ -244,6 +244,7 @@ def test_sentence_end_pattern_is_the_mark_by_mark_rule():
     (E._YEAR, re.compile(r"(?=[12])(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")),
     (E._SPLIT_WORD, re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")),
     (E._NOT_NAMES, _NOT_NAMES_WORDS),
+    (E._NOT_NAMES, E._NOT_NAMES_PLAIN),
 ])
 def test_patterns_that_open_with_characters_match_where_their_look_behind_first_forms_do(new, old):
     rng = random.Random(34)
