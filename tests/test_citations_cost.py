@@ -610,6 +610,40 @@ def test_texts_read_in_a_stretch_are_kept_for_the_page_and_read_as_alone(tmp_pat
             assert d1 == d2
 
 
+def test_a_source_file_written_field_by_field_is_the_general_encoders():
+    """``store._source_json`` (each entry's JSON made field by field) writes what ``_DUMPS`` writes of the
+    same data: entries made by the parser, by ``from_json`` and by the dataclass itself, with quotes,
+    back-slashes, control characters, non-ASCII and astral text, empty and missing fields."""
+    import random
+
+    from chitragupta.engine.citations import store
+    from chitragupta.engine.citations.entries import Entry, parse_entry
+
+    rng = random.Random(44)
+    pieces = ["a", "Z", " ", '"', "\\", "/", "\n", "\t", "\x00", "\x1f", "\x7f", "\u00e9", "\u201c", "\u2028",
+              "\ud83d\ude00", "10.1000/x", "http://x.org/?a=b&c", "</script>", "null", "2019"]
+
+    def text() -> str:
+        return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+
+    def opt():
+        return None if rng.random() < 0.3 else text()
+
+    entries = [parse_entry(text() + " 2019. " + text(), 1), Entry(2, "x"), Entry(3, "", (), None, "", "", "", "", "")]
+    for n in range(300):
+        e = Entry(n, text(), tuple(text() for _ in range(rng.randint(0, 4))), rng.choice([None, 0, 1999, 2024]),
+                  opt(), opt(), opt(), opt(), opt())
+        entries += [e, Entry.from_json(e.to_json())]
+    for k in range(0, len(entries), 7):
+        chunk = [vars(e) for e in entries[k:k + 7]]
+        notes = rng.choice([[], ["a note", text()], None])
+        located = rng.choice([True, False])
+        want = store._DUMPS({"rules": store.RULES, "citekey": text(), "stamp": "s", "fingerprint": "f",
+                             "located": located, "entries": chunk, "notes": notes})
+        key = json.loads(want)["citekey"]
+        assert store._source_json(key, "s", "f", located, chunk, notes) == want
+
+
 def test_a_source_file_is_the_compact_json_of_its_data(tmp_path):
     """Each source's file holds the bytes ``json.dumps(data, ensure_ascii=False, separators=(",", ":"))``
     writes of its data (the encoder the build keeps, without the check for cycles, writes the same), a

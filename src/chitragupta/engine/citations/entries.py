@@ -52,7 +52,10 @@ family name are kept per string in bounded memos (names repeat across a library;
 patterns open with a character, their look-behinds after it (Python's ``re`` searches for a leading
 character, but tries a leading look-around at every position); a list's lines are looked at one by one
 for footnotes only where one may stand, and an entry's lines are joined in C unless a line end needs the
-hyphen and URL rules.
+hyphen and URL rules. A field's pattern is tried only where a plain test says it can match (a DOI where
+"10." stands, an arXiv id where "rxiv" or "abs/" does, no name prefix before a year with a digit before
+it, an ASCII string's digits looked for in its bytes, the venue's stop opening with its characters), each
+held to the plain rules in that test file.
 """
 
 from __future__ import annotations
@@ -312,6 +315,7 @@ our we how what why when which new towards toward pages page vol volume no pp pr
 journal transactions workshop symposium press university arxiv preprint editor editors ed eds see
 """.split())
 _ANY_DIGIT = re.compile(r"\d")
+_ASCII_DIGITS = b"0123456789"  # (``\d`` in an ASCII string: these; deleted from its bytes, a shorter string)
 _NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
 _LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
 # a mark and a space after two word characters that are neither digits nor "_" (a superset of two letters:
@@ -324,6 +328,8 @@ def _sentence_break(s: str) -> bool:
     """A full stop, question or exclamation mark after a word of two letters or more, then a space
     ("Scientometrics. Zhihong ..."; not an initial's "J. "): found by the marks with two such characters
     before them (an initial's mark is not even stopped at), then the letters checked."""
+    if "." not in s and "?" not in s and "!" not in s:  # (the marks the pattern opens with)
+        return False
     for m in _MARK_SPACE.finditer(s):
         i = m.start()
         if s[i - 1].isalpha() and s[i - 2].isalpha():
@@ -347,12 +353,20 @@ def _names_only(s: str, lenient: bool = False) -> bool:
     ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
     tokens; no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the next)."""
     s = s.strip().rstrip("(").strip()
-    if not s or len(s) > 1500 or _ANY_DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
+    if not s or len(s) > 1500:
         return False
     # each token's kind (``_token_kind``), looked up in C: tokens (names, initials) repeat across a library
     # ``_NAME_SEP.split(s)`` (less its empty ends): an ASCII string's separators made spaces in its bytes
-    tokens = s.encode("ascii").translate(_SEPS_AS_SPACES).decode("ascii").split() if s.isascii() else \
-        _NAME_SEP.split(s)
+    # (and its digits looked for there: an ASCII digit is all ``\d`` finds in it)
+    if s.isascii():
+        b = s.encode("ascii")
+        if len(b.translate(None, _ASCII_DIGITS)) != len(b) or _sentence_break(s.rstrip(" .,;:")):
+            return False
+        tokens = b.translate(_SEPS_AS_SPACES).decode("ascii").split()
+    else:
+        if _ANY_DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
+            return False
+        tokens = _NAME_SEP.split(s)
     kinds = list(map(_TOKEN_KINDS.get, tokens))
     if None in kinds:
         kinds = [_token_kind(t) for t in tokens]
@@ -470,6 +484,8 @@ def _bracket_starts(lines: list[str], only: list[int] | None = None) -> list[int
     """Lines opening ``[n]`` entries in sequence, or ``[Smi19]``-style labels (letters and digits);
     ``only``: the lines that open with "[" (after spaces), the others not tried."""
     numeric = _numbered(lines, _BRACKET_NUM, only)
+    if len(numeric) >= (len(lines) if only is None else len(only)):
+        return numeric  # every line tried is a number in sequence: no more labels can stand there
     alpha = [i for i in (range(len(lines)) if only is None else only) if _ALPHA_LABEL.match(lines[i])]
     return numeric if len(numeric) >= len(alpha) else alpha
 
@@ -707,10 +723,21 @@ _QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u2
 # mark being its whole run of word characters). One pattern, the mark first (so that the look-behinds are
 # tried only where a mark stands), its match's ``end`` past the space.
 _SENTENCE_END = re.compile(r"[.?!](?<![A-Z].)(?<!(?<!\w)(?:[A-Z][a-z]|vs|pp).)(?<!(?<!\w)(?:Vol|Eds|Inc).)(?:\s|\Z)")
-_VENUE_STOP = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
-                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
-                         r"|,\s*(?:1[89]|20)\d\d\b"
-                         r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")  # the last: editors
+# Where a venue's name stops: ", pages" / ", 12" / ", 2019" / ", A. B." (editors), " 12 (" / " 12:3", "(2019" /
+# " (pp", " 2019." at the end, ": 12". Each alternative opens with one of ``,\s(:``: the pattern opens with
+# that class (searched for it in C), the alternatives after it told apart by a look-behind at the character
+# taken (the same match starts as those of the alternatives written one after another).
+_VENUE_STOP = re.compile(r"[,\s(:](?:(?<=,)(?:\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?"
+                         r"|article)\b|\s*\d|\s*(?:1[89]|20)\d\d\b|\s[A-Z]\.\s?[A-Z])"
+                         r"|(?<=\()(?:\s*(?:1[89]|20)\d\d|\s*(?i:pp|pages|vol)\b)"
+                         r"|(?<=:)\s*\d"
+                         r"|(?<=\s)(?:\d+\s*\(|\d+:\d|\(\s*(?i:pp|pages|vol)\b|(?:1[89]|20)\d\d[a-z]?\.?$))")
+# (``_VENUE_STOP`` as first written, kept for the tests that hold the two to the same starts)
+_VENUE_STOP_PLAIN = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue"
+                               r"|art\.?|article)\b"
+                               r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
+                               r"|,\s*(?:1[89]|20)\d\d\b"
+                               r"|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")  # the last: editors
 
 _LATEX_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
                   ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "k": "\u0328",
@@ -829,7 +856,8 @@ _AND = re.compile(r"\s(?:and|und)\s")
 
 def _authors(block: str) -> tuple[str, ...]:
     """The family names of an author block (from an entry's text: its only white space single spaces)."""
-    block = decode_latex(block)
+    if "\\" in block or "{" in block:  # (``decode_latex``'s own test, without the call)
+        block = decode_latex(block)
     low = block.lower()
     # what ``_NOT_NAMES`` needs, looked for first ("\u017f", a long s, matches "s" there)
     if ("et" in low and "al" in low) or "others" in low or "(ed" in low or "ed." in low or "eds." in low \
@@ -908,11 +936,19 @@ def parse_entry(raw: str, n: int) -> Entry:
 def _parse_entry(text: str, n: int) -> Entry:
     """``parse_entry`` of an entry whose white space is collapsed already (``_split``'s entries are)."""
     lead = _LEAD_MARK.match(text)
-    s = (text[lead.end():] if lead else text)[:MAX_ENTRY_CHARS]
+    if lead is None:
+        s = text[:MAX_ENTRY_CHARS]
+    else:
+        a = lead.end()
+        s = text[a:a + MAX_ENTRY_CHARS]
     if not s.isascii() and _ACCENTS_ALONE.search(s):  # (the accents are not ASCII)
         s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
-    doi, doi_span = _doi(s)
-    arxiv, arxiv_span = _arxiv(s)
+    doi, doi_span = _doi(s) if "10." in s else _NO_SPAN  # (``_DOI`` opens with "10.")
+    # (``_arxiv``'s own first test, without the call)
+    if "abs/" in s or "rxiv" in s or "RXIV" in s or "rXiv" in s:
+        arxiv, arxiv_span = _arxiv(s)
+    else:
+        arxiv, arxiv_span = _NO_SPAN
     url = None
     linked = "://" in s or "www." in s or "WWW." in s
     for m in _URL.finditer(s) if linked else ():
@@ -922,18 +958,25 @@ def _parse_entry(text: str, n: int) -> Entry:
         url = u
         break
     # the first year outside a DOI, an arXiv id or a URL
-    spans = []
-    if doi_span:
-        spans.append(doi_span)
-    if arxiv_span:
-        spans.append(arxiv_span)
-    if url is not None:
-        spans += [m.span() for m in _URL.finditer(s)]
-    y0 = None
-    for m in _YEAR.finditer(s):
-        if not spans or not any(a <= m.start() < b for a, b in spans):
-            y0 = m
-            break
+    if doi_span is None and arxiv_span is None and url is None:
+        y0 = _YEAR.search(s)  # (no span to be outside of: the first of ``finditer``'s)
+    else:
+        spans = []
+        if doi_span:
+            spans.append(doi_span)
+        if arxiv_span:
+            spans.append(arxiv_span)
+        if url is not None:
+            spans += [m.span() for m in _URL.finditer(s)]
+        y0 = None
+        for m in _YEAR.finditer(s):
+            at = m.start()
+            for a, b in spans:
+                if a <= at < b:
+                    break
+            else:
+                y0 = m
+                break
     authors: tuple[str, ...] = ()
     year = None
     title = venue = None
@@ -941,9 +984,12 @@ def _parse_entry(text: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     block = None
-    if y0 is not None and y0.start() > 0 and (_name_prefix(s[:y0.start()], True) or _GROUP_YEAR.match(s)):
-        block = s[:y0.start()]
-        year = int(y0.group(0)[:4])
+    ys = -1 if y0 is None else y0.start()
+    # (a digit before the year: no name prefix there, ``_name_prefix``'s every branch rejecting it -- found
+    # by one search)
+    if ys > 0 and ((not _has_digit(pre := s[:ys]) and _name_prefix(pre, True)) or _GROUP_YEAR.match(s)):
+        block = s[:ys]
+        year = int(s[ys:ys + 4])  # (the year's four digits: its match's first)
         rest = s[y0.end():]
         m = _AFTER_YEAR.match(rest)  # "). ", "-2023. " (anchored: what ``sub`` would cut)
         if m is not None:
@@ -973,9 +1019,10 @@ def _parse_entry(text: str, n: int) -> Entry:
         if len(authors) > 200:
             authors = authors[:200]
     if year is None and y0 is not None:
-        year = int(y0.group(0)[:4])
+        year = int(s[ys:ys + 4])
     if title is None:
-        q = _QUOTED.search(rest) if _has_quote(rest, 5) else None
+        head = rest[:5]  # (``_has_quote(rest, 5)``, inline)
+        q = _QUOTED.search(rest) if '"' in head or "\u201c" in head or "\u201e" in head else None
         if q is not None and q.start() < 5:
             title, rest = q.group("t").strip(" ,."), rest[q.end():]
         else:
@@ -995,6 +1042,16 @@ def _parse_entry(text: str, n: int) -> Entry:
 _new_entry = object.__new__
 
 
+def _has_digit(s: str) -> bool:
+    """``_ANY_DIGIT.search(s)`` found one: an ASCII string's digits deleted from its bytes (three times
+    faster than the pattern's search)."""
+    if s.isascii():
+        b = s.encode("ascii")
+        return len(b.translate(None, _ASCII_DIGITS)) != len(b)
+    return _ANY_DIGIT.search(s) is not None
+_NO_SPAN = (None, None)
+
+
 # one author, initials first ("D. Monderer", "J.-C. Bolot", "A. van Dam"), or two joined by "and"; a part of
 # a comma-separated list, "and" before it allowed
 _INITIALS_NAME = r"(?:[A-Z]\.(?:\s?-?[A-Z]\.)*\s?)(?:[a-z]{1,3}\s){0,2}[A-Z][^\s,.;:()]{1,40}"
@@ -1010,6 +1067,19 @@ def _initials_list_end(block: str) -> int | None:
     -> the comma before "On". None unless ``block`` opens with initials-first names, each a comma-separated
     part, followed by a part that is none (the title: a capital or a quote, then two words at least, and
     not names only from there on)."""
+    if not ("A" <= block[:1] <= "Z" and block[1:2] == "."):  # what ``_INITIALS_FIRST`` opens with
+        return None
+    # a comma can end the list only where a capital that is not an initial, or a quote, follows it: with
+    # none such the answer is None whatever the parts before are (the usual initials-first list, "A. Smith,
+    # B. Jones, ...", is let go without its parts' patterns)
+    comma = block.find(",")
+    while comma >= 0:
+        nxt = block[comma + 1:].lstrip()
+        if (nxt[:1].isupper() and nxt[1:2] != ".") or nxt[:1] in "\"\u201c":
+            break
+        comma = block.find(",", comma + 1)
+    else:
+        return None
     if not _INITIALS_FIRST.match(block + " "):
         return None
     pos = 0
@@ -1047,7 +1117,12 @@ _A_LETTER = re.compile(r"[^\W\d_]")
 _TWO_LETTERS = re.compile(r"[^\W\d_]{2}")
 _CAPS = re.compile(r"[A-Z]{1,3}")
 # "et al.", "others", "(eds.)", "eds.": each a word (its first letter, then no word character before it)
-_NOT_NAMES = re.compile(r"e(?<!\we)t\s+al\.?|o(?<!\wo)thers\b|\(eds?\.?\)|e(?<!\we)ds?\.(?=\s|$)", re.IGNORECASE)
+# (its first characters as a class of their own cases -- only "e"/"E" and "o"/"O" match them without case -- so
+# that the pattern is searched for them; the rest without case, as the whole was once written)
+_NOT_NAMES = re.compile(r"[eEoO(](?:(?<=[eE])(?<!\w[eE])(?i:t\s+al\.?|ds?\.(?=\s|$))|(?<=[oO])(?<!\w[oO])(?i:thers\b)"
+                        r"|(?<=\()(?i:eds?\.?\)))")
+# (``_NOT_NAMES`` as first written, kept for the test that holds the two to the same matches)
+_NOT_NAMES_PLAIN = re.compile(r"e(?<!\we)t\s+al\.?|o(?<!\wo)thers\b|\(eds?\.?\)|e(?<!\we)ds?\.(?=\s|$)", re.IGNORECASE)
 _AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
 _EDITORS = re.compile(r"^[^()]{0,200}?,?\s\(?(?:editors?|eds?\.?)\)?,?\s+")
 _IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
@@ -1073,7 +1148,7 @@ def _venue(rest: str) -> str | None:
     m = _VENUE_STOP.search(v)
     if m is not None:
         v = v[:m.start()]
-    for m in _DOT_SPACE.finditer(v):
+    for m in _DOT_SPACE.finditer(v) if "." in v else ():
         i = j = m.start()
         while j > 0 and v[j - 1].isalpha():
             j -= 1
@@ -1087,7 +1162,9 @@ def _venue(rest: str) -> str | None:
         m = _PREPRINT.match(v)  # (anchored at both ends: the whole ``v``, or nothing)
         if m is not None:
             v = m.group(1) + v[m.end():]
-    if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
+    # (``_DOI`` opens with "10.", ``_URL`` with "http" or "www." in any case: tried only where ``v`` does)
+    if not v or not _TWO_LETTERS.search(v) or (v[:3] == "10." and _DOI.match(v)) or \
+            (v[:1] in "hHwW" and _URL.match(v)):
         return None
     return v[:300]
 

@@ -585,7 +585,8 @@ def _resolve(library: Library, references: dict[str, list]) -> Resolution:
         key = (k, i)
         doi, arx = ids[j]
         cj = cand.get(j, ())
-        if not cj and doi is None and arx is None:  # most entries: nothing to compare
+        # most entries: nothing to compare (no title candidate, and no identifier the library holds)
+        if not cj and not (doi and by_doi.get(doi)) and not (arx and by_arxiv.get(arx)):
             target[key], why[key] = None, "none"
             unresolved.append(j)
             continue

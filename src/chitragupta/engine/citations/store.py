@@ -976,25 +976,31 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
                     entries_json, list_notes, located = old["entries"], old.get("notes", []), old.get("located", True)
                     parsed = None
                     kept += 1
+                    fresh = False  # (dicts read back: written by the general encoder)
                 elif isinstance(parsed, _AsJson):  # a worker's: written as they are, not handed over
                     entries_json, parsed = list(parsed), None
                     notes.extend(f"{key}: {note}" for note in list_notes or ())
                     built += 1
+                    fresh = True
                 else:
                     # each entry's fields as they stand (``Entry.to_json`` less its copy: the authors' tuple
                     # is written as the same JSON list)
                     entries_json = None if parsed is None else [vars(e) for e in parsed]
                     notes.extend(f"{key}: {note}" for note in list_notes or ())
                     built += 1
+                    fresh = entries_json is not None
                 if not located:
                     none += 1
                     new_k.append(hk), new_s.append(_h64(stamp)), new_f.append(_fp_pair(fp))
                     continue
                 total += len(entries_json)
                 wanted.add(f"{name}.json")
-                data = {"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located,
-                        "entries": entries_json, "notes": list_notes}
-                replace_in_folder(str(folder), f"{name}.json", _DUMPS(data).encode("utf-8"), "refs")
+                if fresh:  # entries as ``vars`` of an Entry: their JSON made field by field (the same bytes)
+                    body = _source_json(key, stamp, fp, located, entries_json, list_notes)
+                else:
+                    body = _DUMPS({"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp,
+                                   "located": located, "entries": entries_json, "notes": list_notes})
+                replace_in_folder(str(folder), f"{name}.json", body.encode("utf-8"), "refs")
                 if parsed is not None:
                     handover.keep(f"{name}.json", key, fp, parsed)
             if new_k:
@@ -1041,6 +1047,26 @@ def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
 # a source's file as ``json.dumps(data, ensure_ascii=False, separators=(",", ":"))`` writes it, without the
 # check for circular references (the data is a tree of fresh lists and dicts: the same bytes)
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_ENC = json.encoder.encode_basestring  # the string encoder ``_DUMPS`` uses (ensure_ascii=False; C where built)
+
+
+def _source_json(key: str, stamp: str, fp: str, located, entries: list, notes) -> str:
+    """``_DUMPS`` of a source's data (rules, citekey, stamp, fingerprint, located, entries, notes), each
+    entry a ``vars`` of an ``Entry`` (its nine fields in their order, as ``_parse_entry``, ``from_json`` and
+    the dataclass's own ``__init__`` set them; the authors a tuple or list of strings, the year an int or
+    None): the entries' JSON written field by field with the encoder's own string function (the general
+    encoder looks at each key and value's type; these are known). Pinned to ``_DUMPS`` in
+    ``tests/test_citations_cost.py``."""
+    enc = _ENC
+    parts = []
+    for d in entries:
+        y, t, v, o, x, u = d["year"], d["title"], d["venue"], d["doi"], d["arxiv"], d["url"]
+        parts.append(f'{{"n":{d["n"]},"text":{enc(d["text"])},"authors":[{",".join(map(enc, d["authors"]))}],'
+                     f'"year":{"null" if y is None else y},"title":{"null" if t is None else enc(t)},'
+                     f'"venue":{"null" if v is None else enc(v)},"doi":{"null" if o is None else enc(o)},'
+                     f'"arxiv":{"null" if x is None else enc(x)},"url":{"null" if u is None else enc(u)}}}')
+    head = _DUMPS({"rules": RULES, "citekey": key, "stamp": stamp, "fingerprint": fp, "located": located})
+    return f'{head[:-1]},"entries":[{",".join(parts)}],"notes":{_DUMPS(notes)}}}'
 
 
 def summary_line(report: dict) -> str:
