@@ -348,6 +348,34 @@ def test_probe_add_finds_each_candidate_where_a_search_does():
         assert np.array_equal(got, want), trial
 
 
+def test_compact_norm_is_norm_and_falls_back_where_lengths_do_not_fit(monkeypatch):
+    """The tiled and MaxScore adds read a document's norm as ntab[dlc[d]] (``cpu._compact_norm``): 16-bit
+    lengths and a table the same doubles as norm; a document past 65,535 words, or a norm that is not this
+    index's for these params, takes the identity form. Either way the tiles and MaxScore give the
+    reference's ids and scores bit for bit."""
+    from chitragupta.kernels import cpu
+
+    monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
+    monkeypatch.setattr(cpu, "_TILE", 50)
+    monkeypatch.setattr(cpu, "TILED_DENSITY", 10 ** 9)
+    p = zipf_postings(seed=31, n_docs=700, n_terms=150)
+    long = Postings(p.indptr, p.indices, p.tf, p.doc_len.copy(), p.fields)
+    long.doc_len[5] = 70_000  # one very long document: lengths no longer fit 16 bits
+    q = zipf_queries(31, p.n_terms, 40)
+    for postings, wide in ((p, False), (long, True)):
+        for params in (BM25Params(), BM25Params(k1=2.0, b=1.0), BM25Params(k1=0.0, b=0.0)):
+            norm = length_norm(postings.doc_len, postings.avgdl(), params.k1, params.b)
+            dlc, ntab = cpu._compact_norm(postings, params, norm)
+            assert dlc.dtype == (np.uint32 if wide else np.uint16)
+            assert np.array_equal(ntab[dlc], norm)
+            other = length_norm(postings.doc_len, postings.avgdl(), params.k1 + 0.5, params.b)
+            assert cpu._compact_norm(postings, params, other)[0].dtype == np.uint32  # not this params' norm
+            for k, prune in ((3, 1), (10, 10 ** 9)):  # MaxScore, then the plain tiles
+                monkeypatch.setattr(cpu, "_PRUNE_DOCS_PER_K", prune)
+                assert_same_topk(cpu.score_topk(postings, q, params, k, norm=norm),
+                                 reference.score_topk(postings, q, params, k))
+
+
 def test_term_bounds_are_each_terms_largest_contribution():
     """The pruning's bound is the largest contribution of any of the term's postings under the params in
     use -- the kernels' own expression, so the same bits as numpy computing it posting by posting."""

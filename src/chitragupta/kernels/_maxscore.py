@@ -94,19 +94,20 @@ _AHEAD = 16  # postings ahead the essential adds prefetch norm[d]: sparse terms 
 
 
 @njit(cache=True, error_model="numpy")
-def _ess_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
-    """``chitragupta.kernels._tiles._tile_add`` (the same expression, the same bits) prefetching norm _AHEAD ahead."""
+def _ess_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, acc):
+    """``chitragupta.kernels._tiles._tile_add`` (the same expression, the same bits) prefetching the documents'
+    lengths _AHEAD postings ahead."""
     if d1 != 0.0 or d2 != 0.0:
-        _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc)
+        _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, acc)
         return
     stop = max(s, e - _AHEAD)
     for p in range(np.uint64(s), np.uint64(stop)):  # unsigned: no negative-index test on every read
-        prefetch(norm, indices[p + np.uint64(_AHEAD)])
+        prefetch(dlc, indices[p + np.uint64(_AHEAD)])
         d = indices[p]
         f = np.float64(tf[p])
         if f > 0.0:
-            acc[np.uint64(d - lo)] += w * f * k1p1 / (f + norm[np.uint64(d)])
-    _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, stop, e, lo, acc)
+            acc[np.uint64(d - lo)] += w * f * k1p1 / (f + ntab[np.uint64(dlc[np.uint64(d)])])
+    _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, stop, e, lo, acc)
 
 
 @njit(cache=True, error_model="numpy")
@@ -198,15 +199,15 @@ def _cut(acc, bits, cand, m, bound, thr_lo):
 
 
 @njit(cache=True, error_model="numpy")
-def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt, order, rank, pre, ne, cur, send,
-                 pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap, cand, cval, counters):
+def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, terms, nt, order, rank, pre, ne,
+                 cur, send, pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap, cand, cval, counters):
     """One tile with ne non-essential terms (0 < ne < nt); returns the heap's size."""
     thr_lo = thr / MARGIN
     read = 0
     for j in range(nt):  # essential terms, ascending id
         if rank[j] >= ne and send[j] > cur[j]:
             t = terms[j]
-            _ess_add(indices, tf, f1, d1, f2, d2, norm, idf[t], k1p1, cur[j], send[j], lo, acc)
+            _ess_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, idf[t], k1p1, cur[j], send[j], lo, acc)
             read += send[j] - cur[j]
     jt = order[ne - 1]  # the non-essential term with the largest bound
     _mark(indices, cur[jt], send[jt], lo, pres, posmap)
@@ -270,8 +271,8 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile, first_tile,
-                  max_terms, n_chunks, out_ids, out_scores, counters, bounds):
+def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_indptr, q_terms, rows, k, tile,
+                  first_tile, max_terms, n_chunks, out_ids, out_scores, counters, bounds):
     """Query i (terms q_terms[q_indptr[i]:q_indptr[i + 1]], ascending ids) -> row rows[i] of out_ids /
     out_scores (filled with -1 / -inf); counters (n_chunks, N_COUNTERS) int64 accumulate per chunk;
     bounds[t] is term t's ``term_bounds`` for every query term."""
@@ -332,13 +333,14 @@ def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr
                     cnt[0] += 1
                     for j in range(nt):
                         if send[j] > cur[j]:
-                            _tile_add(indices, tf, f1, d1, f2, d2, norm, idf[terms[j]], k1p1, cur[j], send[j], lo, acc)
+                            _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, idf[terms[j]], k1p1, cur[j],
+                                      send[j], lo, acc)
                             cnt[3] += send[j] - cur[j]
                     size = _tile_offer(acc, end_d - lo, lo, k, hs, hi, size)
                 else:
                     cnt[1] += 1
-                    size = _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, terms, nt, order, rank,
-                                        pre, ne, cur, send, pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap,
+                    size = _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, terms, nt,
+                                        order, rank, pre, ne, cur, send, pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap,
                                         cand, cval, cnt)
                 for j in range(nt):
                     cur[j] = send[j]

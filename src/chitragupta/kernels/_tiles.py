@@ -127,10 +127,12 @@ def _lower_bound(a, lo, hi, x):
 
 
 @njit(cache=True, error_model="numpy")
-def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
+def _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, acc):
     """acc[d - lo] += c(t, d) for the postings s:e of one term (all inside the tile starting at lo).
 
-    c is ``_contrib``, the expression ``cpu._posting_table`` writes, so every addend has the same bits.
+    c is ``_contrib``, the expression ``cpu._posting_table`` writes, so every addend has the same bits. The
+    unweighted loop reads a document's norm as ntab[dlc[d]] (``cpu._compact_norm``: the same doubles as
+    norm[d], from a 16-bit length a document and a table a length -- a quarter of norm's bytes to bring in).
     """
     # Unsigned indices drop numba's negative-index wraparound test from the hot loop; d - lo >= 0 here.
     if d1 == 0.0 and d2 == 0.0:
@@ -139,7 +141,7 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc):
             d = indices[p]
             f = np.float64(tf[p])
             if f > 0.0:
-                acc[np.uint64(d - lo)] += w * f * k1p1 / (f + norm[np.uint64(d)])
+                acc[np.uint64(d - lo)] += w * f * k1p1 / (f + ntab[np.uint64(dlc[np.uint64(d)])])
     else:
         for p in range(np.uint64(s), np.uint64(e)):
             d = indices[p]

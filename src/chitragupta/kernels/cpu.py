@@ -361,7 +361,7 @@ CHUNKS_PER_THREAD = 8  # dense queries' chunks per thread, scheduled dynamically
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc):
+def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_terms, a, nt, cur, lo, end_d, acc):
     """Add the query's terms q_terms[a:a + nt] (ascending id) into the tile [lo, end_d); each term's
     cursor cur[j] moves forward to the tile's end, found by binary search."""
     for j in range(nt):
@@ -370,11 +370,11 @@ def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a
         e = _lower_bound(indices, s, indptr[t + 1], end_d)
         cur[j] = e
         if e > s:
-            _tile_add(indices, tf, f1, d1, f2, d2, norm, idf[t], k1p1, s, e, lo, acc)
+            _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, idf[t], k1p1, s, e, lo, acc)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile,
+def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_indptr, q_terms, rows, k, tile,
                 max_terms, n_chunks, out_ids, out_scores):
     """Dense queries scored tile by tile (see the module docstring); no posting table.
 
@@ -399,7 +399,8 @@ def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, 
             size = 0
             for lo in range(0, n_docs, tile):
                 end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc)
+                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_terms, a, nt, cur, lo,
+                            end_d, acc)
                 size = _tile_offer(acc, end_d - lo, lo, k, hs, hi, size)
             _drain(hs, hi, size, out_ids[rows[q]], out_scores[rows[q]])
 
@@ -444,7 +445,7 @@ def _kth_cut(cs, ci, m, k):
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr, q_terms, rows, k, tile,
+def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_indptr, q_terms, rows, k, tile,
                         max_terms, n_chunks, out_ids, out_scores):
     """``_topk_tiled`` for large k: no heap. Hits reaching a threshold are collected per tile in ascending
     id; once the buffer holds 4k, it is cut to its best k (``_kth_cut``) and the threshold becomes their
@@ -469,7 +470,8 @@ def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_
             thr = 0.0
             for lo in range(0, n_docs, tile):
                 end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, q_terms, a, nt, cur, lo, end_d, acc)
+                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_terms, a, nt, cur, lo,
+                            end_d, acc)
                 m = _tile_collect(acc, end_d - lo, lo, thr, cs, ci, m)
                 if m >= cap:
                     m, thr = _kth_cut(cs, ci, m, k)
@@ -504,6 +506,35 @@ def _field_args(postings: Postings, params: BM25Params):
     while len(args) < 4:
         args += [_EMPTY_I32, 0.0]
     return args
+
+
+_COMPACT: list = []  # the last few (norm, doc_len, dlc, ntab), newest last: one per index and (k1, b) in use
+_COMPACT_KEPT = 4
+
+
+def _compact_norm(postings: Postings, params: BM25Params, norm: np.ndarray):
+    """(dlc, ntab) with ntab[dlc[d]] == norm[d], bit for bit: each document's length as 16 bits and the norm of
+    each length -- the tiled and MaxScore adds read 2 bytes a document instead of norm's 8 (1M documents: 2 MB
+    against 8 MB to bring into cache, tile by tile, for every query). ``length_norm`` is elementwise, so the
+    table built over the lengths 0..max holds the very doubles norm holds; that is checked, and a corpus whose
+    lengths do not fit 16 bits (or a norm from elsewhere) gets the identity form (arange, norm): the same
+    values, read through one more index. Kept for the last few norm arrays (the engine keeps one per index and
+    (k1, b)), so a batch pays the check once."""
+    for entry in _COMPACT:
+        if entry[0] is norm and entry[1] is postings.doc_len:
+            return entry[2], entry[3]
+    dl = np.asarray(postings.doc_len)
+    dlc = ntab = None
+    if dl.size and int(dl.min()) >= 0 and int(dl.max()) < 65536:
+        dlc = dl.astype(np.uint16)
+        ntab = length_norm(np.arange(int(dl.max()) + 1, dtype=np.int64), postings.avgdl(), params.k1, params.b)
+        if not np.array_equal(ntab[dlc], norm):
+            dlc = None
+    if dlc is None:
+        dlc, ntab = np.arange(norm.shape[0], dtype=np.uint32), norm
+    _COMPACT.append((norm, postings.doc_len, dlc, ntab))
+    del _COMPACT[:-_COMPACT_KEPT]
+    return dlc, ntab
 
 
 # Largest posting table built at once; a bigger batch is scored in query chunks.
@@ -581,6 +612,7 @@ def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, 
     """The dense queries ``rows`` (their terms q_terms[q_indptr[i]:q_indptr[i + 1]]) into their rows of ``out``:
     MaxScore when k is small next to the corpus, else the tiles (a heap, or collection past a threshold)."""
     k1p1 = float(params.k1 + 1.0)
+    dlc, ntab = _compact_norm(postings, params, norm)
     if k * _PRUNE_DOCS_PER_K <= postings.n_docs:
         from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
 
@@ -595,17 +627,17 @@ def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, 
             term_bounds(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, need,
                         bounds)
         per_chunk = np.zeros((n_chunks, N_COUNTERS), dtype=np.int64)
-        topk_maxscore(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr,
-                      q_terms, rows, int(k), int(_PRUNE_TILE), int(_PRUNE_FIRST_TILE), int(lens.max()), n_chunks,
+        topk_maxscore(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1,
+                      q_indptr, q_terms, rows, int(k), int(_PRUNE_TILE), int(_PRUNE_FIRST_TILE), int(lens.max()), n_chunks,
                       out.ids, out.scores, per_chunk, bounds)
         if counters is not None:
             counters += per_chunk.sum(axis=0)
     elif k >= _COLLECT_MIN_K:
-        _topk_tiled_collect(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1,
-                            q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks, out.ids, out.scores)
+        _topk_tiled_collect(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab,
+                            k1p1, q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks, out.ids, out.scores)
     else:
-        _topk_tiled(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, q_indptr,
-                    q_terms, rows, int(k), tile, int(lens.max()), n_chunks, out.ids, out.scores)
+        _topk_tiled(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1,
+                    q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks, out.ids, out.scores)
 
 
 def _score_table(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2,
@@ -657,10 +689,11 @@ def warmup() -> None:
     score_topk(p, q, BM25Params(), 1)
     # The tiled kernel (corpora over _TILED_MIN_DOCS) on the same input, directly.
     out = TopK.empty(1, 1)
-    _topk_tiled(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
-                q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids, out.scores)
-    _topk_tiled_collect(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
-                        q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids,
+    one16 = np.zeros(1, dtype=np.uint16)
+    _topk_tiled(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16, np.ones(1),
+                2.0, q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids, out.scores)
+    _topk_tiled_collect(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16,
+                        np.ones(1), 2.0, q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids,
                         out.scores)
     score_topk(p, q, BM25Params(), 1, allowed=np.ones(1, dtype=bool))  # _topk_masked
     from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
@@ -668,6 +701,6 @@ def warmup() -> None:
     bounds = np.zeros(1)
     term_bounds(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
                 q.terms.astype(np.int64), bounds)
-    topk_maxscore(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
-                  q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _PRUNE_TILE, _PRUNE_FIRST_TILE,
+    topk_maxscore(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16,
+                  np.ones(1), 2.0, q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _PRUNE_TILE, _PRUNE_FIRST_TILE,
                   1, 1, out.ids, out.scores, np.zeros((1, N_COUNTERS), dtype=np.int64), bounds)
