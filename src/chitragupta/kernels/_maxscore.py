@@ -340,8 +340,8 @@ def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p
                 else:
                     cnt[1] += 1
                     size = _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, terms, nt,
-                                        order, rank, pre, ne, cur, send, pc, lo, thr, k, hs, hi, size, acc, bits, pres, posmap,
-                                        cand, cval, cnt)
+                                        order, rank, pre, ne, cur, send, pc, lo, thr, k, hs, hi, size, acc, bits, pres,
+                                        posmap, cand, cval, cnt)
                 for j in range(nt):
                     cur[j] = send[j]
                 lo = end_d

@@ -374,8 +374,8 @@ def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_indptr, q_terms, rows, k, tile,
-                max_terms, n_chunks, out_ids, out_scores):
+def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_indptr, q_terms, rows, k,
+                tile, max_terms, n_chunks, out_ids, out_scores):
     """Dense queries scored tile by tile (see the module docstring); no posting table.
 
     Query i's terms are q_terms[q_indptr[i]:q_indptr[i + 1]] (ascending ids: the reference's order),
@@ -445,8 +445,8 @@ def _kth_cut(cs, ci, m, k):
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_indptr, q_terms, rows, k, tile,
-                        max_terms, n_chunks, out_ids, out_scores):
+def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_indptr, q_terms, rows,
+                        k, tile, max_terms, n_chunks, out_ids, out_scores):
     """``_topk_tiled`` for large k: no heap. Hits reaching a threshold are collected per tile in ascending
     id; once the buffer holds 4k, it is cut to its best k (``_kth_cut``) and the threshold becomes their
     k-th score, a lower bound on the final one. The buffer never holds more than 4k plus a tile. The
@@ -628,8 +628,8 @@ def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, 
                         bounds)
         per_chunk = np.zeros((n_chunks, N_COUNTERS), dtype=np.int64)
         topk_maxscore(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1,
-                      q_indptr, q_terms, rows, int(k), int(_PRUNE_TILE), int(_PRUNE_FIRST_TILE), int(lens.max()), n_chunks,
-                      out.ids, out.scores, per_chunk, bounds)
+                      q_indptr, q_terms, rows, int(k), int(_PRUNE_TILE), int(_PRUNE_FIRST_TILE), int(lens.max()),
+                      n_chunks, out.ids, out.scores, per_chunk, bounds)
         if counters is not None:
             counters += per_chunk.sum(axis=0)
     elif k >= _COLLECT_MIN_K:
@@ -690,11 +690,11 @@ def warmup() -> None:
     # The tiled kernel (corpora over _TILED_MIN_DOCS) on the same input, directly.
     out = TopK.empty(1, 1)
     one16 = np.zeros(1, dtype=np.uint16)
+    row0 = np.zeros(1, dtype=np.int64)
     _topk_tiled(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16, np.ones(1),
-                2.0, q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids, out.scores)
+                2.0, q.indptr, q.terms.astype(np.int64), row0, 1, _TILE, 1, 1, out.ids, out.scores)
     _topk_tiled_collect(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16,
-                        np.ones(1), 2.0, q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _TILE, 1, 1, out.ids,
-                        out.scores)
+                        np.ones(1), 2.0, q.indptr, q.terms.astype(np.int64), row0, 1, _TILE, 1, 1, out.ids, out.scores)
     score_topk(p, q, BM25Params(), 1, allowed=np.ones(1, dtype=bool))  # _topk_masked
     from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
 
@@ -702,5 +702,5 @@ def warmup() -> None:
     term_bounds(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
                 q.terms.astype(np.int64), bounds)
     topk_maxscore(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16,
-                  np.ones(1), 2.0, q.indptr, q.terms.astype(np.int64), np.zeros(1, dtype=np.int64), 1, _PRUNE_TILE, _PRUNE_FIRST_TILE,
-                  1, 1, out.ids, out.scores, np.zeros((1, N_COUNTERS), dtype=np.int64), bounds)
+                  np.ones(1), 2.0, q.indptr, q.terms.astype(np.int64), row0, 1, _PRUNE_TILE, _PRUNE_FIRST_TILE, 1, 1,
+                  out.ids, out.scores, np.zeros((1, N_COUNTERS), dtype=np.int64), bounds)
