@@ -25,6 +25,13 @@ from numba.extending import intrinsic
 __all__ = ["prefetch", "PREFETCH", "max64", "MAX64_SIMD"]
 
 
+def _item_pointer(context, builder, signature, args):
+    """The address of array args[0]'s element args[1] (no wraparound, no bounds check: the caller's promise)."""
+    aryty = signature.args[0]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    return cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False)
+
+
 @intrinsic
 def _llvm_prefetch(typingctx, arr, idx):
     if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
@@ -32,9 +39,7 @@ def _llvm_prefetch(typingctx, arr, idx):
     sig = types.void(arr, idx)
 
     def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False)
+        ptr = _item_pointer(context, builder, signature, args)
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
@@ -82,9 +87,7 @@ def _llvm_max64(typingctx, arr, start):
     sig = types.float64(arr, start)
 
     def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False, boundscheck=False)
+        ptr = _item_pointer(context, builder, signature, args)
         vty = ir.VectorType(ir.DoubleType(), 8)
         vptr = builder.bitcast(ptr, vty.as_pointer())
         step = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty]), "llvm.maxnum.v8f64")
