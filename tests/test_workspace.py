@@ -76,6 +76,34 @@ def test_lock_busy_names_the_holder(tmp_path):
         pass
 
 
+def test_the_lock_nests_in_one_thread_and_still_excludes_other_threads(tmp_path):
+    """``index`` holds the lock across its steps, which take it again: a nested hold in the same thread
+    passes through, the outer hold keeps it (another thread is busy until the outer hold ends), and then
+    it is free."""
+    import threading
+
+    ws = Workspace.open(tmp_path)
+    seen = []
+
+    def other():
+        try:
+            with Workspace.open(tmp_path).lock("other", timeout=0):
+                seen.append("took it")
+        except WorkspaceBusy:
+            seen.append("busy")
+
+    with ws.lock("outer", timeout=0):
+        with ws.lock("inner", timeout=0):
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+        t = threading.Thread(target=other)  # the inner hold's end does not release the outer one
+        t.start()
+        t.join()
+    other()
+    assert seen == ["busy", "busy", "took it"]
+
+
 def test_missing_workspace_is_a_clear_error(tmp_path):
     with pytest.raises(WorkspaceError, match="does not exist"):
         Workspace.open(tmp_path / "nope")

@@ -45,13 +45,22 @@ def jobs_arg(text: str) -> int:
 
 
 def run(args) -> int:
-    from chitragupta.cli._common import open_workspace, print_notes, progress_bar
+    from chitragupta.cli._common import open_workspace
+
+    ws = open_workspace(args)
+    # One hold of the lock for the whole command: between its steps (the indexes, the shards, the references)
+    # another writer could otherwise take the workspace, and this one would end "busy" half done.
+    with ws.lock("index"):
+        return _run(args, ws)
+
+
+def _run(args, ws) -> int:
+    from chitragupta.cli._common import print_notes, progress_bar
     from chitragupta.engine.index.manage import refresh
     from chitragupta.engine.index.source import FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
 
     from chitragupta.engine.index.segments import available_cores
 
-    ws = open_workspace(args)
     jobs = args.jobs or available_cores()
     units = ["document", "passage"] if args.unit == "all" else [args.unit]
     for unit in units:

@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import stat
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -70,6 +71,9 @@ def _resolved(path: Path, what: str) -> Path:
     except (RuntimeError, OSError) as err:
         raise WorkspaceError(f"{path}: cannot follow {what} ({'a symlink loop' if isinstance(err, RuntimeError) else err})") \
             from None
+
+
+_HELD = threading.local()  # .paths: the lock files this thread holds
 
 
 @dataclass
@@ -143,12 +147,19 @@ class Workspace:
         return self.inside_content(self.root / rel)
 
     # -- the write lock -------------------------------------------------------------------------
+    # Re-entrant within a thread (``_HELD``): a command that holds the lock across its steps (``index``) calls
+    # steps that take it themselves; other threads and processes still wait for it.
     @contextmanager
     def lock(self, command: str, timeout: float | None = None) -> Iterator[None]:
         """Hold the workspace's exclusive write lock; wait up to ``timeout`` seconds, then WorkspaceBusy.
         A lock file that cannot be opened or locked (a read-only workspace, a folder named ``.lock``)
         is a WorkspaceError naming it."""
         lock_path = self.content / ".lock"
+        held = _HELD.__dict__.setdefault("paths", set())
+        key = os.path.abspath(lock_path)
+        if key in held:  # this thread holds it already (a command's steps nest): held until the outer hold ends
+            yield
+            return
         wait = self.config.workspace.lock_timeout if timeout is None else timeout
         if self.content.exists() and not self.content.is_dir():
             raise WorkspaceError(f"{self.content} is not a folder; move it away (the workspace keeps its data there)")
@@ -190,7 +201,11 @@ class Workspace:
                 os.pwrite(fd, f"{command} (pid {os.getpid()})".encode(), 0)
             except OSError:
                 pass
-            yield
+            held.add(key)
+            try:
+                yield
+            finally:
+                held.discard(key)
         finally:
             if acquired:
                 try:
