@@ -336,10 +336,13 @@ def test_probe_add_finds_each_candidate_where_a_search_does():
                                   lo + width + np.arange(pad)]).astype(np.int32)
         s, e = pad if lo >= pad else 0, (pad if lo >= pad else 0) + docs.size
         tf = rng.integers(1, 5, indices.size).astype(np.int32)
-        norm = rng.uniform(0.2, 3.0, lo + width + pad + 1)
+        # the compact norm (``cpu._compact_norm``): a length code a document, a norm a code
+        ntab = rng.uniform(0.2, 3.0, 50)
+        dlc = rng.integers(0, 50, lo + width + pad + 1).astype(np.uint16)
+        norm = ntab[dlc]
         cand = np.unique(rng.integers(0, width, int(rng.integers(0, 200)))).astype(np.int64)
         got = np.zeros(width)
-        _probe_add(indices, tf, empty, 0.0, empty, 0.0, norm, 1.7, 2.2, s, e, lo, got, cand, cand.size)
+        _probe_add(indices, tf, empty, 0.0, empty, 0.0, dlc, ntab, 1.7, 2.2, s, e, lo, got, cand, cand.size)
         want = np.zeros(width)
         for i in cand:
             p = s + int(np.searchsorted(indices[s:e], lo + i))

@@ -6,10 +6,10 @@ is harmless (no load happens). Built on LLVM's ``llvm.prefetch``; should that fa
 numba / llvmlite (checked by compiling a probe), ``prefetch`` is a no-op and ``PREFETCH`` is False: slower
 on sparse gathers, never different.
 
-``max64(arr, start)``: max(0, the 64 doubles arr[start:start + 64]), as eight <8 x double> ``llvm.maxnum``
-steps and one horizontal maximum -- what the dense selection and the tiles' offer ask of every block of an
-accumulator (``chitragupta.kernels._tiles._span_max``). numba keeps a running maximum scalar (its ``max`` is
-not LLVM's maxnum, so nothing vectorizes it): this is ~2.4x faster per value on AVX-512. A maximum is
+``max64(arr, start)``: max(0, the 64 doubles arr[start:start + 64]), as <8 x double> maxima reduced pairwise
+and one horizontal maximum -- what the dense selection and the tiles' offer ask of every block of an
+accumulator (``chitragupta.kernels._tiles._span_max``). numba keeps a running maximum scalar (nothing
+vectorizes its ``max``): the SIMD form is several times faster per value on AVX-512. A maximum is
 exact in any order, and accumulators hold no NaN and no -0.0, so it is the loop's value, bit for bit; the
 loop is the fallback (``MAX64_SIMD`` False) should it fail to compile or disagree on the probe.
 """
@@ -80,7 +80,12 @@ prefetch, PREFETCH = _choose()
 @intrinsic
 def _llvm_max64(typingctx, arr, start):
     """max(0, max of arr[start:start + 64]) (a C-contiguous float64 array; the caller keeps the span in
-    bounds): eight <8 x double> ``llvm.maxnum`` steps from a zero vector, then one horizontal maximum."""
+    bounds): eight <8 x double> loads and a zero vector reduced pairwise, then across the lanes by halves.
+
+    Each step is ``select(a > b, a, b)``, which x86 lowers to one ``maxpd`` (``llvm.maxnum``'s NaN rule
+    costs a compare and a blend more per step), and the pairwise tree is 4 steps deep where a running
+    maximum is 8 (1.6x faster per block than the maxnum chain; 1M documents, k = 100: ~3% of the kernel).
+    With no NaN in the span the maximum is the same value whatever the order."""
     if not (isinstance(arr, types.Array) and arr.dtype == types.float64 and arr.layout == "C"
             and isinstance(start, types.Integer)):
         return None
@@ -89,14 +94,22 @@ def _llvm_max64(typingctx, arr, start):
     def codegen(context, builder, signature, args):
         ptr = _item_pointer(context, builder, signature, args)
         vty = ir.VectorType(ir.DoubleType(), 8)
+        i32, i64 = ir.IntType(32), ir.IntType(64)
         vptr = builder.bitcast(ptr, vty.as_pointer())
-        step = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty, vty]), "llvm.maxnum.v8f64")
-        m = ir.Constant(vty, [0.0] * 8)
-        for j in range(8):
-            m = builder.call(step, [m, builder.load(builder.gep(vptr, [ir.Constant(ir.IntType(64), j)]), align=8)])
-        across = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.DoubleType(), [vty]),
-                                                "llvm.vector.reduce.fmax.v8f64")
-        return builder.call(across, [m])
+
+        def larger(a, b):
+            return builder.select(builder.fcmp_ordered(">", a, b), a, b)
+
+        vs = [builder.load(builder.gep(vptr, [ir.Constant(i64, j)]), align=8) for j in range(8)]
+        vs.append(ir.Constant(vty, [0.0] * 8))
+        while len(vs) > 1:  # 9 -> 5 -> 3 -> 2 -> 1
+            vs = [larger(vs[i], vs[i + 1]) for i in range(0, len(vs) - 1, 2)] + vs[len(vs) - len(vs) % 2:]
+        v = vs[0]
+        for half in (4, 2, 1):  # lane i against lane i + half
+            moved = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, 8),
+                                                             [i + half if i < half else i for i in range(8)]))
+            v = larger(v, moved)
+        return builder.extract_element(v, ir.Constant(i32, 0))
 
     return sig, codegen
 

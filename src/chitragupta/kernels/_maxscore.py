@@ -43,11 +43,12 @@ from numba import njit, prange
 
 from chitragupta.kernels._intrinsics import prefetch
 from chitragupta.kernels.types import N_COUNTERS
-from chitragupta.kernels._tiles import _contrib, _drain, _lower_bound, _push, _tile_add, _tile_offer
+from chitragupta.kernels._tiles import _contrib, _contrib_dl, _drain, _lower_bound, _push, _tile_add, _tile_offer
 
-__all__ = ["topk_maxscore", "term_bounds", "MARGIN", "N_COUNTERS"]
+__all__ = ["topk_maxscore", "term_bounds", "MARGIN", "MAX_TILE", "N_COUNTERS"]
 
 MARGIN = 1.0 + 1e-9
+MAX_TILE = 65536  # widest tile: ``_mark``'s offsets are 16 bits
 # counters[c] per thread chunk: see kernels.types.N_COUNTERS
 
 
@@ -112,11 +113,13 @@ def _ess_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, ac
 
 @njit(cache=True, error_model="numpy")
 def _mark(indices, s, e, lo, pres, posmap):
-    """Bitmap of the tile's documents in postings s:e, and each one's posting position."""
+    """Bitmap of the tile's documents in postings s:e, and each one's posting position as an offset from s
+    (below the tile's width, at most ``MAX_TILE``: 16 bits, a quarter of the cache lines a full position
+    would dirty)."""
     for p in range(s, e):
         i = np.uint64(indices[p] - lo)
         pres[i >> np.uint64(6)] |= np.uint64(1) << (i & np.uint64(63))
-        posmap[i] = p
+        posmap[i] = p - s
 
 
 @njit(cache=True, error_model="numpy")
@@ -145,20 +148,20 @@ def _extract(indices, s, e, lo, acc, cand, cval, m, need_with, need_without, pre
 
 
 @njit(cache=True, error_model="numpy")
-def _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits):
+def _stream_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc, bits):
     """acc += contribution for the postings s:e whose document is a candidate (bit set)."""
     for p in range(s, e):
         d = indices[p]
         i = np.uint64(d - lo)
         if (bits[i >> np.uint64(6)] >> (i & np.uint64(63))) & np.uint64(1):
-            acc[i] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
+            acc[i] += _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, p, d)
 
 
 _PROBE_AHEAD = 4  # candidates ahead whose postings line ``_probe_add`` prefetches
 
 
 @njit(cache=True, error_model="numpy")
-def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m):
+def _probe_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc, cand, m):
     """acc += contribution for the candidates cand[:m] (ascending) found in postings s:e.
 
     A non-essential term's postings are long and not in cache, and a gallop from the last hit waits on
@@ -181,7 +184,7 @@ def _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, 
         if p >= e:
             return
         if indices[p] == d:
-            acc[i] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)
+            acc[i] += _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, p, d)
 
 
 @njit(cache=True, error_model="numpy")
@@ -223,7 +226,7 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1
         i = cand[j]
         v = cval[j]
         if (pres[i >> 6] >> np.uint64(i & 63)) & np.uint64(1):
-            v += _contrib(tf, f1, d1, f2, d2, norm, wt, k1p1, posmap[i], lo + i)
+            v += _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, wt, k1p1, cur[jt] + np.int64(posmap[i]), lo + i)
         cand[n] = i
         cval[n] = v
         n += v + pre[ne - 1] >= thr_lo
@@ -243,10 +246,10 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1
             if 16 * m < e - s:
                 counters[5] += m
                 cand[:m].sort()
-                _probe_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, cand, m)
+                _probe_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc, cand, m)
             else:
                 counters[4] += e - s
-                _stream_add(indices, tf, f1, d1, f2, d2, norm, w, k1p1, s, e, lo, acc, bits)
+                _stream_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc, bits)
         m = _cut(acc, bits, cand, m, pre[r], thr_lo)
         r -= 1
     if m > 0:  # survivors: exact scores, every term in ascending id, documents ascending
@@ -264,7 +267,7 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1
                 p = _gallop(indices, pc[j], send[j], d)
                 pc[j] = p
                 if p < send[j] and indices[p] == d:
-                    sc += _contrib(tf, f1, d1, f2, d2, norm, idf[terms[j]], k1p1, p, d)
+                    sc += _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, idf[terms[j]], k1p1, p, d)
             if sc > 0.0:
                 size = _push(hs, hi, size, k, sc, d)
     return size
@@ -278,12 +281,14 @@ def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p
     bounds[t] is term t's ``term_bounds`` for every query term."""
     n_docs = norm.shape[0]
     n_q = q_indptr.shape[0] - 1
+    if max(tile, first_tile) > MAX_TILE:
+        raise ValueError("MaxScore's tiles are at most MAX_TILE (65,536) documents wide")
     for c in prange(n_chunks):
         width = max(tile, first_tile)
         acc = np.zeros(width, dtype=np.float64)
         bits = np.zeros((width + 63) // 64, dtype=np.uint64)
         pres = np.zeros((width + 63) // 64, dtype=np.uint64)
-        posmap = np.zeros(width, dtype=np.int64)
+        posmap = np.zeros(width, dtype=np.uint16)  # offsets into the marked term's tile postings
         cand = np.empty(width + 1, dtype=np.int64)
         cval = np.empty(width + 1, dtype=np.float64)
         mt = max(max_terms, 1)
