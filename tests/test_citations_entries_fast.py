@@ -582,7 +582,11 @@ TAIL_PIECES = ["Attention is all you need", "What's in a name?", "Dream?", "Wow!
                "Pattern Anal. Mach. Intell.", "Proc.", "Comput.", "Conf.", "NASA.", "ACM.", "Findings", "Advances",
                "pages", "Pages", "PP", "numbers", "number", "no", "no.", "nos", "art.", "article", "issue", "volume",
                "1999", "2019a", "2019a.", "2019.", "2020b,", "20", "3", "x" * 60, '"', '"Quoted,"', "_", "a_b",
-               ";", ":", ",", ".", "(", ")", "?", "!", "-", "  ", " ", "\t", "\u00e9t\u00e9", "\x7f"]
+               ";", ":", ",", ".", "(", ")", "?", "!", "-", "  ", " ", "\t", "\u00e9t\u00e9", "\x7f",
+               # non-ASCII: dashes and quotes (read as "~"), and what must not be (spaces, letters, digits, marks)
+               "\u2013", "5998\u20136008", "\u2019s", "\u2014", "\u2018x\u2019", "\u2026", "\u2022", "\u00a9", "\u201c",
+               "\u201d", "\u201e", "\u00a0", "\u2009", "\u3000", "\u017f", "\u212a", "\u0131", "\u0130", "\u00e9", "\u0663",
+               "\u00b2", "\u02c6", "\u0345", "\u24d0", "\u00c9. Dupont", "Proc.\u00a0X", "12\u00a0(3)", "I\u0307n"]
 
 
 def _random_tail(rng: random.Random) -> str:
@@ -596,11 +600,11 @@ def _kernel_tails(rests: list[str], titles: list) -> list[tuple]:
 
     if citefields.ABBREVIATIONS_BLOB[0].shape[0] == 0:
         citefields.set_abbreviations(E._ABBREVIATIONS)
-    pieces = [r if r.isascii() else "\x00" for r in rests]
-    lens = np.array([len(r) for r in pieces], dtype=np.int64)
+    lens = np.array([len(r) for r in rests], dtype=np.int64)
     ends = np.cumsum(lens)
     need = np.array([t is None for t in titles], dtype=np.bool_)
-    got = citefields.tails(np.frombuffer("".join(pieces).encode("ascii"), dtype=np.uint8), ends - lens, ends, need)
+    buf = "".join(rests).encode("ascii", E._AS_DASH_OR_NUL)
+    got = citefields.tails(np.frombuffer(buf, dtype=np.uint8), ends - lens, ends, need)
     out = []
     for rest, title, (status, ta, tb, va, vb) in zip(rests, titles, got.tolist()):
         if status:
@@ -624,6 +628,18 @@ def test_tails_in_numba_are_the_python_tails():
             assert k == E._tail(rest, title), (rest, title)
     printable = [k for r, k in zip(rests, got) if r.isascii() and r.isprintable()]
     assert sum(k is None for k in printable) < 0.2 * len(printable)
+    dashed = [k for r, k in zip(rests, got) if not r.isascii() and all(E._byte_of(c) == "~" for c in r if ord(c) > 127)]
+    assert len(dashed) > 1000 and sum(k is None for k in dashed) < 0.2 * len(dashed)
+
+
+def test_only_characters_no_tail_rule_can_tell_from_a_dash_read_as_one():
+    """``_byte_of``: "~" only for a character each of the tail rules' classes treats as it treats "~"."""
+    probes = [chr(c) for c in range(128, 0x3000)] + ["\U0001d7ce", "\U0001f600", "\ufeff", "\uff0c"]
+    classes = [re.compile(p) for p in (r"\s", r"\w", r"\d", r"[^\W\d_]", r"(?i)[a-z]", r"[\u201c\u201d\u201e\"]")]
+    for c in probes:
+        if E._byte_of(c) == "~":
+            assert not any(k.match(c) for k in classes) and not c.isalpha() and c.lower() == c == c.upper(), hex(ord(c))
+    assert E._byte_of("\u2013") == E._byte_of("\u2019") == "~" and E._byte_of("\u00a0") == "\x00"
 
 
 def test_lists_parsed_with_the_kernel_are_the_lists_parsed_in_python():

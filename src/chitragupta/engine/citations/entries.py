@@ -60,6 +60,7 @@ held to the plain rules in that test file.
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import re
 import sys
@@ -1223,7 +1224,32 @@ def _venue(rest: str) -> str | None:
 
 
 _KERNEL_FROM = 4  # entries in a list from which its tails go to ``kernels.citefields`` (once numba is loaded)
-_NOT_PRINTABLE = "\x00"  # a tail that is not ASCII, handed over as this (``kernels.citefields`` leaves it to Python)
+_AS_DASH_OR_NUL = "chitragupta-citefields"  # the codec error handler below
+_BYTE_OF: dict[str, str] = {}  # a non-ASCII character -> "~" or NUL (``_byte_of``), the last few kept
+
+
+def _byte_of(c: str) -> str:
+    """"~" for a non-ASCII character every tail rule (``_tail``: ``_title_end``, ``_venue``) reads as it reads
+    "~" -- not white space (``\\s``, ``str.isspace``), no word character (``\\w``, ``isalnum``: no letter or
+    digit of any kind), no cased character (nothing a case-blind pattern folds to a letter), no quote
+    ``_QUOTED`` opens or closes with: "\u2013", "\u2019" --, else a NUL (``kernels.citefields`` leaves a tail
+    holding one to Python)."""
+    got = _BYTE_OF.get(c)
+    if got is None:
+        plain = not (c.isspace() or c.isalnum() or c.isupper() or c.islower() or c.lower() != c or c.upper() != c
+                     or c.casefold() != c or c in "\u201c\u201d\u201e")
+        got = "~" if plain else "\x00"
+        if len(_BYTE_OF) >= 4096:
+            _BYTE_OF.clear()
+        _BYTE_OF[c] = got
+    return got
+
+
+def _as_dash_or_nul(err: UnicodeEncodeError) -> tuple[str, int]:
+    return "".join(map(_byte_of, err.object[err.start:err.end])), err.end
+
+
+codecs.register_error(_AS_DASH_OR_NUL, _as_dash_or_nul)
 
 
 def _parse_entries(raws: list[str]) -> list[Entry]:
@@ -1239,14 +1265,14 @@ def _parse_entries(raws: list[str]) -> list[Entry]:
     heads = list(map(_head, raws))
     rests = [h[6] for h in heads]
     joined = "".join(rests)
-    if not joined.isascii():
-        rests = [r if r.isascii() else _NOT_PRINTABLE for r in rests]
-        joined = "".join(rests)
+    # one byte a character: a non-ASCII one that no tail rule tells from a dash stands as "~", any other as a
+    # NUL (its tail left to Python)
+    buf = joined.encode("ascii") if joined.isascii() else joined.encode("ascii", _AS_DASH_OR_NUL)
     n = len(rests)
     lens = np.fromiter(map(len, rests), dtype=np.int64, count=n)
     ends = np.cumsum(lens)
     need = np.fromiter((h[2] is None for h in heads), dtype=np.bool_, count=n)
-    got = citefields.tails(np.frombuffer(joined.encode("ascii"), dtype=np.uint8), ends - lens, ends, need).tolist()
+    got = citefields.tails(np.frombuffer(buf, dtype=np.uint8), ends - lens, ends, need).tolist()
     out = []
     new, update = _new_entry, dict.update
     for k, ((authors, year, title, doi, arxiv, url, rest), (status, ta, tb, va, vb)) in enumerate(zip(heads, got)):
