@@ -585,7 +585,8 @@ TAIL_PIECES = ["Attention is all you need", "What's in a name?", "Dream?", "Wow!
                ";", ":", ",", ".", "(", ")", "?", "!", "-", "  ", " ", "\t", "\u00e9t\u00e9", "\x7f",
                # non-ASCII: dashes and quotes (read as "~"), and what must not be (spaces, letters, digits, marks)
                "\u2013", "5998\u20136008", "\u2019s", "\u2014", "\u2018x\u2019", "\u2026", "\u2022", "\u00a9", "\u201c",
-               "\u201d", "\u201e", "\u00a0", "\u2009", "\u3000", "\u017f", "\u212a", "\u0131", "\u0130", "\u00e9", "\u0663",
+               "\u201d", "\u201e", "\u00a0", "\u2009", "\u3000", "\u017f", "\u212a", "\u0131", "\u0130", "\u00e9",
+               "\u0663",
                "\u00b2", "\u02c6", "\u0345", "\u24d0", "\u00c9. Dupont", "Proc.\u00a0X", "12\u00a0(3)", "I\u0307n"]
 
 

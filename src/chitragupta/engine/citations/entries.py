@@ -55,7 +55,14 @@ for footnotes only where one may stand, and an entry's lines are joined in C unl
 hyphen and URL rules. A field's pattern is tried only where a plain test says it can match (a DOI where
 "10." stands, an arXiv id where "rxiv" or "abs/" does, no name prefix before a year with a digit before
 it, an ASCII string's digits looked for in its bytes, the venue's stop opening with its characters), each
-held to the plain rules in that test file.
+held to the plain rules in that test file. An author block (the text before an entry's year, or before its
+title) is kept with its name test and its family names in bounded memos (the same work's authors are printed
+alike by the entries that cite it; never an entry's whole text). Once numba is loaded in the process (by the
+index's numba build, past its small build), the tails of a list's entries -- the title after the author block
+and year where none was found, and the venue -- are read in one call of ``kernels.citefields`` over the list's
+tails as bytes (a non-ASCII character no tail rule tells from "~", a dash or a curly apostrophe, read as "~";
+a tail holding any other, an editor's mark or a leading quote left to ``_tail``); the kernel is held to
+``_tail`` in that test file too.
 """
 
 from __future__ import annotations
@@ -1079,7 +1086,9 @@ def _named_before(pre: str) -> bool:
     the same answer)."""
     got = _NAMED.get(pre)
     if got is None:
-        got = not _has_digit(pre) and _name_prefix(pre, True)
+        if _has_digit(pre):
+            return False  # (not kept: most such texts are a title and a venue, seen once)
+        got = _name_prefix(pre, True)
         if len(pre) <= _BLOCK_CHARS:
             if len(_NAMED) >= _BLOCKS_KEPT:
                 _NAMED.clear()
