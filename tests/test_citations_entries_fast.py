@@ -568,3 +568,98 @@ def test_a_run_on_list_and_a_10000_character_entry_get_notes_not_errors():
     entries, notes = E.parse_reference_list(long)
     assert [e.n for e in entries] == [1, 2] and len(entries[0].text) > 10000
     assert any("longer than" in n for n in notes)
+
+
+# -- the tails in numba (``kernels.citefields``) ----------------------------------------------------------
+
+TAIL_PIECES = ["Attention is all you need", "What's in a name?", "Dream?", "Wow!", " In Proceedings of the ACL",
+               "In", "in", "In:", "In :", "In  ", "Journal of Things 51, 2024.", "pages 237-989.", "vol. 3, no. 4",
+               "(pp. 1-10)", "( pp 3)", "(2019)", "(1899", "12(3):45-67", "12 (3)", "7:12", ", A. B. Editor, editors,",
+               ", A.B", ", A. x", "editors", " ed.", " (eds.)", "arXiv preprint arXiv", "ArXiv preprint  arXiv",
+               "arXiv:2103.93359.", "https://doi.org/10.18653/v1/N19-1423.", "10.1234/abc.", "10.123/x",
+               "10.1234567890/x", "http://www.example.org/a_b?c=d", "HTTPS://X.org", "www.x.org.", "Www.", "http://",
+               "CoRR", "Vol.", "Vol", "vs.", "pp.", "Eds.", "Inc.", "Xy.", "A.", "J. Mach. Learn. Res.", "IEEE Trans.",
+               "Pattern Anal. Mach. Intell.", "Proc.", "Comput.", "Conf.", "NASA.", "ACM.", "Findings", "Advances",
+               "pages", "Pages", "PP", "numbers", "number", "no", "no.", "nos", "art.", "article", "issue", "volume",
+               "1999", "2019a", "2019a.", "2019.", "2020b,", "20", "3", "x" * 60, '"', '"Quoted,"', "_", "a_b",
+               ";", ":", ",", ".", "(", ")", "?", "!", "-", "  ", " ", "\t", "\u00e9t\u00e9", "\x7f",
+               # non-ASCII: dashes and quotes (read as "~"), and what must not be (spaces, letters, digits, marks)
+               "\u2013", "5998\u20136008", "\u2019s", "\u2014", "\u2018x\u2019", "\u2026", "\u2022", "\u00a9", "\u201c",
+               "\u201d", "\u201e", "\u00a0", "\u2009", "\u3000", "\u017f", "\u212a", "\u0131", "\u0130", "\u00e9",
+               "\u0663",
+               "\u00b2", "\u02c6", "\u0345", "\u24d0", "\u00c9. Dupont", "Proc.\u00a0X", "12\u00a0(3)", "I\u0307n"]
+
+
+def _random_tail(rng: random.Random) -> str:
+    return "".join(rng.choice(TAIL_PIECES) + rng.choice(["", " ", ". ", ", ", "? "]) for _ in range(rng.randint(0, 9)))
+
+
+def _kernel_tails(rests: list[str], titles: list) -> list[tuple]:
+    import numpy as np
+
+    from chitragupta.kernels import citefields
+
+    if citefields.ABBREVIATIONS_BLOB[0].shape[0] == 0:
+        citefields.set_abbreviations(E._ABBREVIATIONS)
+    lens = np.array([len(r) for r in rests], dtype=np.int64)
+    ends = np.cumsum(lens)
+    need = np.array([t is None for t in titles], dtype=np.bool_)
+    buf = "".join(rests).encode("ascii", E._AS_DASH_OR_NUL)
+    got = citefields.tails(np.frombuffer(buf, dtype=np.uint8), ends - lens, ends, need)
+    out = []
+    for rest, title, (status, ta, tb, va, vb) in zip(rests, titles, got.tolist()):
+        if status:
+            out.append(None)
+            continue
+        out.append((rest[ta:tb] if title is None and ta >= 0 else title, rest[va:vb] if va >= 0 else None))
+    return out
+
+
+def test_tails_in_numba_are_the_python_tails():
+    """``kernels.citefields.tails`` finds the title and the venue ``_tail`` finds (``_title_end``, ``_venue``)
+    on seeded random tails, wherever it does not leave the tail to Python -- and it leaves few."""
+    rng = random.Random(46)
+    rests = [_random_tail(rng) for _ in range(30000)]
+    rests += ["", " ", "In", "In:", "In x", "x ed", "Proc. X", "arXiv preprint arXiv", "10.1234/x", "www.x", "Ab.",
+              "a" * 1000 + ". " + "b" * 400, "T. " * 200]
+    titles = [None if rng.random() < 0.7 else "Given" for _ in rests]
+    got = _kernel_tails(rests, titles)
+    for rest, title, k in zip(rests, titles, got):
+        if k is not None:
+            assert k == E._tail(rest, title), (rest, title)
+    printable = [k for r, k in zip(rests, got) if r.isascii() and r.isprintable()]
+    assert sum(k is None for k in printable) < 0.2 * len(printable)
+    dashed = [k for r, k in zip(rests, got) if not r.isascii() and all(E._byte_of(c) == "~" for c in r if ord(c) > 127)]
+    assert len(dashed) > 1000 and sum(k is None for k in dashed) < 0.2 * len(dashed)
+
+
+def test_only_characters_no_tail_rule_can_tell_from_a_dash_read_as_one():
+    """``_byte_of``: "~" only for a character each of the tail rules' classes treats as it treats "~"."""
+    probes = [chr(c) for c in range(128, 0x3000)] + ["\U0001d7ce", "\U0001f600", "\ufeff", "\uff0c"]
+    classes = [re.compile(p) for p in (r"\s", r"\w", r"\d", r"[^\W\d_]", r"(?i)[a-z]", r"[\u201c\u201d\u201e\"]")]
+    for c in probes:
+        if E._byte_of(c) == "~":
+            assert not any(k.match(c) for k in classes) and not c.isalpha() and c.lower() == c == c.upper(), hex(ord(c))
+    assert E._byte_of("\u2013") == E._byte_of("\u2019") == "~" and E._byte_of("\u00a0") == "\x00"
+
+
+def test_lists_parsed_with_the_kernel_are_the_lists_parsed_in_python():
+    """``_parse_entries`` (the tails in numba) gives ``_parse_entry``'s entries, on seeded random entries and
+    the bad inputs of a reference list, and through ``parse_reference_list`` once numba is loaded."""
+    import numba  # noqa: F401  (loaded: ``parse_reference_list`` takes the kernel's path)
+
+    rng = random.Random(47)
+    cases = [_random_entry(rng) for _ in range(20000)]
+    cases += ["", "[1]", "2019", "A. B. 2019. " + "word " * 2000, "Smith, J. 2019. A DOI. https://doi.org/10.1/AB.).;",
+              "A. Smith, \u201cA title,\u201d in Proc. X, 2019.", "J. Smith. 2019. T? In Proc. X, pp. 1-2."]
+    for i in range(0, len(cases), 37):
+        chunk = cases[i:i + 37]
+        assert E._parse_entries(chunk) == [E._parse_entry(r, n) for n, r in enumerate(chunk, start=1)]
+    text = "".join(f"[{i}] A. Author{i}, B. Writer. 20{i % 25:02d}. Title {i}? In Proc. X {i}, pages {i}-9.\n"
+                   for i in range(1, 60))
+    kernel_path = E.parse_reference_list(text)
+    old, E._KERNEL_FROM = E._KERNEL_FROM, 10 ** 9
+    try:
+        assert E.parse_reference_list(text) == kernel_path
+    finally:
+        E._KERNEL_FROM = old

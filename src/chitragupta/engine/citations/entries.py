@@ -55,13 +55,22 @@ for footnotes only where one may stand, and an entry's lines are joined in C unl
 hyphen and URL rules. A field's pattern is tried only where a plain test says it can match (a DOI where
 "10." stands, an arXiv id where "rxiv" or "abs/" does, no name prefix before a year with a digit before
 it, an ASCII string's digits looked for in its bytes, the venue's stop opening with its characters), each
-held to the plain rules in that test file.
+held to the plain rules in that test file. An author block (the text before an entry's year, or before its
+title) is kept with its name test and its family names in bounded memos (the same work's authors are printed
+alike by the entries that cite it; never an entry's whole text). Once numba is loaded in the process (by the
+index's numba build, past its small build), the tails of a list's entries -- the title after the author block
+and year where none was found, and the venue -- are read in one call of ``kernels.citefields`` over the list's
+tails as bytes (a non-ASCII character no tail rule tells from "~", a dash or a curly apostrophe, read as "~";
+a tail holding any other, an editor's mark or a leading quote left to ``_tail``); the kernel is held to
+``_tail`` in that test file too.
 """
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass
 
@@ -855,7 +864,21 @@ _AND = re.compile(r"\s(?:and|und)\s")
 
 
 def _authors(block: str) -> tuple[str, ...]:
-    """The family names of an author block (from an entry's text: its only white space single spaces)."""
+    """The family names of an author block (from an entry's text: its only white space single spaces):
+    ``_authors_of`` it, kept in ``_BLOCKS`` for the blocks met last (a pure function of the string: kept or
+    not, the same answer; the same work's authors are printed alike by the entries that cite it)."""
+    got = _BLOCKS.get(block)
+    if got is None:
+        got = _authors_of(block)
+        if len(block) <= _BLOCK_CHARS:
+            if len(_BLOCKS) >= _BLOCKS_KEPT:
+                _BLOCKS.clear()
+            _BLOCKS[block] = got
+    return got
+
+
+def _authors_of(block: str) -> tuple[str, ...]:
+    """``_authors``, worked out."""
     if "\\" in block or "{" in block:  # (``decode_latex``'s own test, without the call)
         block = decode_latex(block)
     low = block.lower()
@@ -935,6 +958,35 @@ def parse_entry(raw: str, n: int) -> Entry:
 
 def _parse_entry(text: str, n: int) -> Entry:
     """``parse_entry`` of an entry whose white space is collapsed already (``_split``'s entries are)."""
+    authors, year, title, doi, arxiv, url, rest = _head(text)
+    title, venue = _tail(rest, title)
+    # the frozen dataclass's fields set as its own __init__ sets them, in one update (one Entry per entry)
+    e = _new_entry(Entry)
+    e.__dict__.update(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
+                      arxiv=arxiv, url=url)
+    return e
+
+
+def _tail(rest: str, title: str | None) -> tuple[str | None, str | None]:
+    """(title, venue) from what follows an entry's author block and year (``rest``): the title there when
+    none was found before (a quoted one, else up to ``_title_end``), then the venue after it."""
+    if title is None:
+        head = rest[:5]  # (``_has_quote(rest, 5)``, inline)
+        q = _QUOTED.search(rest) if '"' in head or "\u201c" in head or "\u201e" in head else None
+        if q is not None and q.start() < 5:
+            title, rest = q.group("t").strip(" ,."), rest[q.end():]
+        else:
+            end, nxt = _title_end(rest)
+            t = rest[:end].strip(" ,.;:")
+            if t:
+                title = t[:500]
+            rest = rest[nxt:]
+    return title, _venue(rest)
+
+
+def _head(text: str) -> tuple:
+    """An entry's (authors, year, title or None, DOI, arXiv id, URL, the text after its author block and
+    year): all ``_parse_entry`` reads before ``_tail``."""
     lead = _LEAD_MARK.match(text)
     if lead is None:
         s = text[:MAX_ENTRY_CHARS]
@@ -987,7 +1039,9 @@ def _parse_entry(text: str, n: int) -> Entry:
     ys = -1 if y0 is None else y0.start()
     # (a digit before the year: no name prefix there, ``_name_prefix``'s every branch rejecting it -- found
     # by one search)
-    if ys > 0 and ((not _has_digit(pre := s[:ys]) and _name_prefix(pre, True)) or _GROUP_YEAR.match(s)):
+    # (kept per text before the year: an entry's author block is printed again by the other entries citing the
+    # same work)
+    if ys > 0 and (_named_before(s[:ys]) or _GROUP_YEAR.match(s)):
         block = s[:ys]
         year = int(s[ys:ys + 4])  # (the year's four digits: its match's first)
         rest = s[y0.end():]
@@ -1020,26 +1074,35 @@ def _parse_entry(text: str, n: int) -> Entry:
             authors = authors[:200]
     if year is None and y0 is not None:
         year = int(s[ys:ys + 4])
-    if title is None:
-        head = rest[:5]  # (``_has_quote(rest, 5)``, inline)
-        q = _QUOTED.search(rest) if '"' in head or "\u201c" in head or "\u201e" in head else None
-        if q is not None and q.start() < 5:
-            title, rest = q.group("t").strip(" ,."), rest[q.end():]
-        else:
-            end, nxt = _title_end(rest)
-            t = rest[:end].strip(" ,.;:")
-            if t:
-                title = t[:500]
-            rest = rest[nxt:]
-    venue = _venue(rest)
-    # the frozen dataclass's fields set as its own __init__ sets them, in one update (one Entry per entry)
-    e = _new_entry(Entry)
-    e.__dict__.update(n=n, text=text, authors=authors, year=year, title=title or None, venue=venue, doi=doi,
-                      arxiv=arxiv, url=url)
-    return e
+    return authors, year, title, doi, arxiv, url, rest
 
 
 _new_entry = object.__new__
+
+
+def _named_before(pre: str) -> bool:
+    """``not _has_digit(pre) and _name_prefix(pre, True)``: whether the text before an entry's first year is
+    its author block, kept in ``_NAMED`` for the texts met last (a pure function of the string: kept or not,
+    the same answer)."""
+    got = _NAMED.get(pre)
+    if got is None:
+        if _has_digit(pre):
+            return False  # (not kept: most such texts are a title and a venue, seen once)
+        got = _name_prefix(pre, True)
+        if len(pre) <= _BLOCK_CHARS:
+            if len(_NAMED) >= _BLOCKS_KEPT:
+                _NAMED.clear()
+            _NAMED[pre] = got
+    return got
+
+
+# an author block (the text before an entry's year or its title) -> whether it reads as names
+# (``_named_before``), and -> its family names (``_authors``): the last few kept, each at most
+# ``_BLOCK_CHARS`` long (the memory kept stays under ~10 MB)
+_NAMED: dict[str, bool] = {}
+_BLOCKS: dict[str, tuple[str, ...]] = {}
+_BLOCKS_KEPT = 1 << 14
+_BLOCK_CHARS = 400
 
 
 def _has_digit(s: str) -> bool:
@@ -1169,12 +1232,82 @@ def _venue(rest: str) -> str | None:
     return v[:300]
 
 
+_KERNEL_FROM = 4  # entries in a list from which its tails go to ``kernels.citefields`` (once numba is loaded)
+_AS_DASH_OR_NUL = "chitragupta-citefields"  # the codec error handler below
+_BYTE_OF: dict[str, str] = {}  # a non-ASCII character -> "~" or NUL (``_byte_of``), the last few kept
+
+
+def _byte_of(c: str) -> str:
+    """"~" for a non-ASCII character every tail rule (``_tail``: ``_title_end``, ``_venue``) reads as it reads
+    "~" -- not white space (``\\s``, ``str.isspace``), no word character (``\\w``, ``isalnum``: no letter or
+    digit of any kind), no cased character (nothing a case-blind pattern folds to a letter), no quote
+    ``_QUOTED`` opens or closes with: "\u2013", "\u2019" --, else a NUL (``kernels.citefields`` leaves a tail
+    holding one to Python)."""
+    got = _BYTE_OF.get(c)
+    if got is None:
+        plain = not (c.isspace() or c.isalnum() or c.isupper() or c.islower() or c.lower() != c or c.upper() != c
+                     or c.casefold() != c or c in "\u201c\u201d\u201e")
+        got = "~" if plain else "\x00"
+        if len(_BYTE_OF) >= 4096:
+            _BYTE_OF.clear()
+        _BYTE_OF[c] = got
+    return got
+
+
+def _as_dash_or_nul(err: UnicodeEncodeError) -> tuple[str, int]:
+    return "".join(map(_byte_of, err.object[err.start:err.end])), err.end
+
+
+codecs.register_error(_AS_DASH_OR_NUL, _as_dash_or_nul)
+
+
+def _parse_entries(raws: list[str]) -> list[Entry]:
+    """``[_parse_entry(r, n) for n, r in enumerate(raws, start=1)]``, each entry's ``_head`` here and the
+    tails (``_tail``: the title after the author block and year where none was found, and the venue) of all
+    of them in one call of ``kernels.citefields.tails``; a tail it leaves to Python read by ``_tail``."""
+    import numpy as np
+
+    from chitragupta.kernels import citefields
+
+    if citefields.ABBREVIATIONS_BLOB[0].shape[0] == 0:
+        citefields.set_abbreviations(_ABBREVIATIONS)
+    heads = list(map(_head, raws))
+    rests = [h[6] for h in heads]
+    joined = "".join(rests)
+    # one byte a character: a non-ASCII one that no tail rule tells from a dash stands as "~", any other as a
+    # NUL (its tail left to Python)
+    buf = joined.encode("ascii") if joined.isascii() else joined.encode("ascii", _AS_DASH_OR_NUL)
+    n = len(rests)
+    lens = np.fromiter(map(len, rests), dtype=np.int64, count=n)
+    ends = np.cumsum(lens)
+    need = np.fromiter((h[2] is None for h in heads), dtype=np.bool_, count=n)
+    got = citefields.tails(np.frombuffer(buf, dtype=np.uint8), ends - lens, ends, need).tolist()
+    out = []
+    new, update = _new_entry, dict.update
+    for k, ((authors, year, title, doi, arxiv, url, rest), (status, ta, tb, va, vb)) in enumerate(zip(heads, got)):
+        if status:
+            title, venue = _tail(rest, title)
+        else:
+            if title is None and ta >= 0:
+                title = rest[ta:tb]
+            venue = rest[va:vb] if va >= 0 else None
+        e = new(Entry)
+        update(e.__dict__, n=k + 1, text=raws[k], authors=authors, year=year, title=title or None, venue=venue,
+               doi=doi, arxiv=arxiv, url=url)
+        out.append(e)
+    return out
+
+
 def parse_reference_list(ref_text: str, *, words=None,
                          running: frozenset[str] = frozenset()) -> tuple[list[Entry], list[str]]:
     """The list's text (after its heading) -> its entries in order and notes on what could not be read
     (``words``, ``running``: as ``split_entries``)."""
     raw, notes = _split(ref_text, words, running)
-    entries = [_parse_entry(r, i) for i, (r, _style) in enumerate(raw, start=1)]  # (``_join``'s: spaces single)
+    # (``_join``'s entries: spaces single)
+    if len(raw) >= _KERNEL_FROM and "numba" in sys.modules:  # numba loaded already (by the index): its start is paid
+        entries = _parse_entries([r for r, _style in raw])
+    else:
+        entries = [_parse_entry(r, i) for i, (r, _style) in enumerate(raw, start=1)]
     long = [e.n for e in entries if len(e.text) > MAX_ENTRY_CHARS]
     if long:
         notes.append(f"{len(long)} entr{'y' if len(long) == 1 else 'ies'} longer than {MAX_ENTRY_CHARS} characters "
