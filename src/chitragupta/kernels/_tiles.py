@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from chitragupta.kernels._intrinsics import max64
+from chitragupta.kernels._intrinsics import max64, prefetch
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -145,6 +145,12 @@ def _lower_bound(a, lo, hi, x):
     return lo
 
 
+# Postings ahead a tile's add prefetches its postings: a term's run in a tile is a few thousand postings, and
+# the hardware prefetcher, trained anew at each run's start, left misses that a hint this far ahead covers
+# (1M documents, k = 100: ~4% of the kernel). An address past the array's end is harmless: nothing is read.
+_STREAM_AHEAD = np.uint64(96)
+
+
 @njit(cache=True, error_model="numpy")
 def _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, acc):
     """acc[d - lo] += c(t, d) for the postings s:e of one term (all inside the tile starting at lo).
@@ -157,6 +163,8 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, a
     if d1 == 0.0 and d2 == 0.0:
         # The common unweighted case: no field counts read, one predictable branch.
         for p in range(np.uint64(s), np.uint64(e)):
+            prefetch(indices, p + _STREAM_AHEAD)
+            prefetch(tf, p + _STREAM_AHEAD)
             d = indices[p]
             f = np.float64(tf[p])
             if f > 0.0:
