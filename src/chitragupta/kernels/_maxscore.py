@@ -91,15 +91,15 @@ def _seek(a, s, e, x, guess):
     return _lower_bound(a, max(p + 1, s), hi, x)
 
 
-_AHEAD = 16  # postings ahead the essential adds prefetch norm[d]: sparse terms miss cache on every gather
+_AHEAD = 16  # postings ahead the essential adds prefetch dlc[d]: sparse terms miss cache on every gather
 
 
 @njit(cache=True, error_model="numpy")
-def _ess_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, acc):
+def _ess_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc):
     """``chitragupta.kernels._tiles._tile_add`` (the same expression, the same bits) prefetching the documents'
     lengths _AHEAD postings ahead."""
     if d1 != 0.0 or d2 != 0.0:
-        _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, acc)
+        _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc)
         return
     stop = max(s, e - _AHEAD)
     for p in range(np.uint64(s), np.uint64(stop)):  # unsigned: no negative-index test on every read
@@ -108,7 +108,7 @@ def _ess_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, ac
         f = np.float64(tf[p])
         if f > 0.0:
             acc[np.uint64(d - lo)] += w * f * k1p1 / (f + ntab[np.uint64(dlc[np.uint64(d)])])
-    _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, stop, e, lo, acc)
+    _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, stop, e, lo, acc)
 
 
 @njit(cache=True, error_model="numpy")
@@ -210,7 +210,7 @@ def _pruned_tile(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1
     for j in range(nt):  # essential terms, ascending id
         if rank[j] >= ne and send[j] > cur[j]:
             t = terms[j]
-            _ess_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, idf[t], k1p1, cur[j], send[j], lo, acc)
+            _ess_add(indices, tf, f1, d1, f2, d2, dlc, ntab, idf[t], k1p1, cur[j], send[j], lo, acc)
             read += send[j] - cur[j]
     jt = order[ne - 1]  # the non-essential term with the largest bound
     _mark(indices, cur[jt], send[jt], lo, pres, posmap)
@@ -338,7 +338,7 @@ def topk_maxscore(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p
                     cnt[0] += 1
                     for j in range(nt):
                         if send[j] > cur[j]:
-                            _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, idf[terms[j]], k1p1, cur[j],
+                            _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, idf[terms[j]], k1p1, cur[j],
                                       send[j], lo, acc)
                             cnt[3] += send[j] - cur[j]
                     size = _tile_offer(acc, end_d - lo, lo, k, hs, hi, size)

@@ -152,11 +152,11 @@ _STREAM_AHEAD = np.uint64(96)
 
 
 @njit(cache=True, error_model="numpy")
-def _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, acc):
+def _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc):
     """acc[d - lo] += c(t, d) for the postings s:e of one term (all inside the tile starting at lo).
 
-    c is ``_contrib``, the expression ``cpu._posting_table`` writes, so every addend has the same bits. The
-    unweighted loop reads a document's norm as ntab[dlc[d]] (``cpu._compact_norm``: the same doubles as
+    c is ``_contrib``, the expression ``cpu._posting_table`` writes, so every addend has the same bits; a
+    document's norm is read as ntab[dlc[d]] (``_contrib_dl``; ``cpu._compact_norm``: the same doubles as
     norm[d], from a 16-bit length a document and a table a length -- a quarter of norm's bytes to bring in).
     """
     # Unsigned indices drop numba's negative-index wraparound test from the hot loop; d - lo >= 0 here.
@@ -172,7 +172,7 @@ def _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, w, k1p1, s, e, lo, a
     else:
         for p in range(np.uint64(s), np.uint64(e)):
             d = indices[p]
-            acc[np.uint64(d - lo)] += _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d)  # 0.0 where tf' <= 0
+            acc[np.uint64(d - lo)] += _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, p, d)  # 0.0 where tf' <= 0
 
 
 @njit(cache=True, error_model="numpy")

@@ -361,7 +361,7 @@ CHUNKS_PER_THREAD = 8  # dense queries' chunks per thread, scheduled dynamically
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_terms, a, nt, cur, lo, end_d, acc):
+def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, q_terms, a, nt, cur, lo, end_d, acc):
     """Add the query's terms q_terms[a:a + nt] (ascending id) into the tile [lo, end_d); each term's
     cursor cur[j] moves forward to the tile's end, found by binary search."""
     for j in range(nt):
@@ -370,7 +370,7 @@ def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1,
         e = _lower_bound(indices, s, indptr[t + 1], end_d)
         cur[j] = e
         if e > s:
-            _tile_add(indices, tf, f1, d1, f2, d2, norm, dlc, ntab, idf[t], k1p1, s, e, lo, acc)
+            _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, idf[t], k1p1, s, e, lo, acc)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -399,7 +399,7 @@ def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1,
             size = 0
             for lo in range(0, n_docs, tile):
                 end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_terms, a, nt, cur, lo,
+                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, q_terms, a, nt, cur, lo,
                             end_d, acc)
                 size = _tile_offer(acc, end_d - lo, lo, k, hs, hi, size)
             _drain(hs, hi, size, out_ids[rows[q]], out_scores[rows[q]])
@@ -470,7 +470,7 @@ def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, nta
             thr = 0.0
             for lo in range(0, n_docs, tile):
                 end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, q_terms, a, nt, cur, lo,
+                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, q_terms, a, nt, cur, lo,
                             end_d, acc)
                 m = _tile_collect(acc, end_d - lo, lo, thr, cs, ci, m)
                 if m >= cap:
