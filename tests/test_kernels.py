@@ -232,6 +232,57 @@ def test_tiled_path_equals_reference(monkeypatch, tile, density):
                 assert_same_topk(cpu.score_topk(pf, q, params, k), reference.score_topk(pf, q, params, k))
 
 
+@pytest.mark.parametrize("min_queries,budget_postings", [(1, 10 ** 9), (3, 400), (10 ** 9, 10 ** 9)])
+def test_tiles_reading_the_batchs_table_equal_reference(monkeypatch, min_queries, budget_postings):
+    """The unpruned tiles read the contributions of the terms many queries share from a table built once for
+    the batch (``cpu._hot_table``): every shared term, only some (a budget that stops part-way), or none.
+    Each table entry is the inline expression's double, so heap and collection paths, field weights
+    included, give the reference's ids and scores bit for bit."""
+    from chitragupta.kernels import cpu
+    from chitragupta.kernels._tiles import NO_TABLE
+
+    monkeypatch.setattr(cpu, "_TILE", 64)
+    monkeypatch.setattr(cpu, "TILED_DENSITY", 10 ** 9)  # every query tiled
+    monkeypatch.setattr(cpu, "_TILED_MIN_DOCS", 0)
+    monkeypatch.setattr(cpu, "_PRUNE_DOCS_PER_K", 10 ** 9)  # no MaxScore
+    monkeypatch.setattr(cpu, "_COLLECT_MIN_K", 20)
+    monkeypatch.setattr(cpu, "HOT_MIN_QUERIES", min_queries)
+    monkeypatch.setattr(cpu, "TABLE_BUDGET_BYTES", 8 * budget_postings)
+    p = zipf_postings(seed=51, n_docs=900, n_terms=120, fields=True)
+    q = zipf_queries(51, p.n_terms, 50)
+    q_terms = q.terms.astype(np.int64)
+    for params in (BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=2.0, b=1.0),
+                   BM25Params(field_weights=(("title", 3.0),)),
+                   BM25Params(k1=1.2, field_weights=(("title", 0.0), ("abstract", 2.5)))):
+        idf = bm25_idf(p.df(), p.n_docs)
+        norm = length_norm(p.doc_len, p.avgdl(), params.k1, params.b)
+        f1, d1, f2, d2 = cpu._field_args(p, params)
+        dlc, ntab = cpu._compact_norm(p, params, norm)
+        table, q_shift = cpu._hot_table(p, q_terms, f1, d1, f2, d2, idf, dlc, ntab, params.k1 + 1.0)
+        kept = np.unique(q_terms[q_shift != NO_TABLE])
+        uses = np.bincount(q_terms, minlength=p.n_terms)
+        if min_queries == 1 and budget_postings == 10 ** 9:
+            assert np.array_equal(kept, np.unique(q_terms))  # every term
+        elif min_queries == 10 ** 9:
+            assert kept.size == 0
+        else:
+            assert 0 < kept.size < np.count_nonzero(uses >= 3)  # the budget stopped it part-way
+            assert uses[kept].min() >= uses[np.setdiff1d(np.flatnonzero(uses >= 3), kept)].max()  # most shared first
+            assert table.size <= budget_postings
+        # each kept term's entries are its postings' contributions, the reference's expression
+        for i in np.flatnonzero(q_shift != NO_TABLE)[:40]:
+            t = q_terms[i]
+            for pos in range(int(p.indptr[t]), int(p.indptr[t + 1])):
+                d = int(p.indices[pos])
+                f = float(p.tf[pos])
+                for name, delta in params.active_fields():  # the kernels' order of addition
+                    f += delta * float(p.fields[name][pos])
+                want = idf[t] * f * (params.k1 + 1.0) / (f + norm[d]) if f > 0 else 0.0
+                assert table[pos + q_shift[i]] == want
+        for k in (1, 10, 40):  # heap, then collection past a threshold
+            assert_same_topk(cpu.score_topk(p, q, params, k, norm=norm), reference.score_topk(p, q, params, k))
+
+
 def zipf_postings(seed, n_docs, n_terms, ties=False, fields=False):
     """A corpus whose term frequencies follow a Zipf law, as real text does: a few terms in most
     documents (low idf, what MaxScore skips), many in a handful. ``ties`` repeats a quarter of the

@@ -151,16 +151,30 @@ def _lower_bound(a, lo, hi, x):
 _STREAM_AHEAD = np.uint64(96)
 
 
+# A term's ``shift`` when its contributions are not in the batch's table (``cpu._hot_table``).
+NO_TABLE = -(1 << 62)
+
+
 @njit(cache=True, error_model="numpy")
-def _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, s, e, lo, acc):
+def _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, table, shift, s, e, lo, acc):
     """acc[d - lo] += c(t, d) for the postings s:e of one term (all inside the tile starting at lo).
 
-    c is ``_contrib``, the expression ``cpu._posting_table`` writes, so every addend has the same bits; a
-    document's norm is read as ntab[dlc[d]] (``_contrib_dl``; ``cpu._compact_norm``: the same doubles as
-    norm[d], from a 16-bit length a document and a table a length -- a quarter of norm's bytes to bring in).
+    c is ``_contrib``, the expression ``cpu._posting_table`` writes, so every addend has the same bits.
+    With ``shift`` != NO_TABLE, c of posting p was computed once for the batch into table[p + shift]
+    (``cpu._hot_table``) and is read from there: a term many queries of the batch share is then not
+    recomputed by each (a stored addend is 0.0 where tf' <= 0; adding it leaves acc's bits, acc >= +0.0).
+    Otherwise a document's norm is read as ntab[dlc[d]] (``_contrib_dl``; ``cpu._compact_norm``: the same
+    doubles as norm[d], from a 16-bit length a document and a table a length -- a quarter of norm's bytes).
     """
     # Unsigned indices drop numba's negative-index wraparound test from the hot loop; d - lo >= 0 here.
-    if d1 == 0.0 and d2 == 0.0:
+    if shift != NO_TABLE:
+        us = np.uint64(s)
+        ut = np.uint64(s + shift)
+        for i in range(np.uint64(0), np.uint64(e - s)):
+            prefetch(indices, us + i + _STREAM_AHEAD)
+            prefetch(table, ut + i + _STREAM_AHEAD)
+            acc[np.uint64(indices[us + i] - lo)] += table[ut + i]
+    elif d1 == 0.0 and d2 == 0.0:
         # The common unweighted case: no field counts read, one predictable branch.
         for p in range(np.uint64(s), np.uint64(e)):
             prefetch(indices, p + _STREAM_AHEAD)
