@@ -186,10 +186,12 @@ def _collect_all(acc, k, ci, cs, out_ids, out_scores):
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, uterms, toff, table):
-    """BM25 contribution of every posting of the batch's distinct terms, computed once per batch.
+def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, uterms, toff, table):
+    """BM25 contribution of every posting of the given distinct terms, computed once per batch.
 
-    table[toff[j] + i] is the contribution of the i-th posting of term uterms[j]; 0 where tf' <= 0.
+    table[toff[j] + i] is the contribution of the i-th posting of term uterms[j]; 0 where tf' <= 0. The norm
+    is read as ntab[dlc[d]] (``_tiles._contrib_dl``, ``_compact_norm``: norm's doubles; at 1M documents norm's
+    8 MB missed cache on every read of a term's postings).
     """
     for j in prange(uterms.shape[0]):
         t = uterms[j]
@@ -197,7 +199,7 @@ def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, uterms,
         base = toff[j] - start
         w = idf[t]
         for p in range(start, indptr[t + 1]):
-            table[base + p] = _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, indices[p])
+            table[base + p] = _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, p, indices[p])
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -615,19 +617,6 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
     return out
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
-def _hot_fill(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, terms, toff, table):
-    """table[toff[j] + i] = the contribution of the i-th posting of terms[j] (``_tiles._contrib_dl``: the
-    tiles' expression, the norm read through the 16-bit lengths -- norm's 8 MB missed cache on every read)."""
-    for j in prange(terms.shape[0]):
-        t = terms[j]
-        s = indptr[t]
-        base = toff[j] - s
-        w = idf[t]
-        for p in range(s, indptr[t + 1]):
-            table[base + p] = _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, p, indices[p])
-
-
 # A term's contributions go into the batch's table (``_hot_table``) when at least this many of the batch's tiled
 # queries hold it: writing one costs ~5 ns (page faults included) and each read of it instead of the inline
 # expression saves ~0.6 ns (1M documents, one thread).
@@ -635,7 +624,7 @@ HOT_MIN_QUERIES = 16
 
 
 def _hot_table(postings: Postings, q_terms: np.ndarray, f1, d1, f2, d2, idf, dlc, ntab, k1p1: float):
-    """(table, q_shift): the contributions (``_hot_fill``: the one expression) of the terms the tiled
+    """(table, q_shift): the contributions (``_posting_table``: the one expression) of the terms the tiled
     queries q_terms share most, computed once for the batch; q_shift[i] (aligned with q_terms) is the offset
     with table[p + q_shift[i]] = posting p's contribution, or ``_tiles.NO_TABLE`` for a term left out.
 
@@ -658,7 +647,7 @@ def _hot_table(postings: Postings, q_terms: np.ndarray, f1, d1, f2, d2, idf, dlc
     toff = np.zeros(hot.shape[0] + 1, dtype=np.int64)
     np.cumsum(postings.indptr[hot + 1] - postings.indptr[hot], out=toff[1:])
     table = _anonymous_f64(int(toff[-1]))
-    _hot_fill(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, hot, toff, table)
+    _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, hot, toff, table)
     shift_of = np.full(postings.n_terms, NO_TABLE, dtype=np.int64)
     shift_of[hot] = toff[:-1] - postings.indptr[hot]
     return table, shift_of[q_terms]
@@ -719,6 +708,7 @@ def _score_table(postings: Postings, queries: QueryBatch, params: BM25Params, k:
                  df, out_ids, out_scores) -> None:
     """The posting-table path: rows of out_ids/out_scores (filled with -1 / -inf) get each query's top k."""
     budget = TABLE_BUDGET_BYTES // 8
+    dlc, ntab = _compact_norm(postings, params, norm)
     term_cum = np.zeros(queries.terms.shape[0] + 1, dtype=np.int64)
     np.cumsum(df[queries.terms], out=term_cum[1:])
     cum_postings = term_cum[queries.indptr]
@@ -735,7 +725,7 @@ def _score_table(postings: Postings, queries: QueryBatch, params: BM25Params, k:
         toff = np.zeros(uterms.shape[0] + 1, dtype=np.int64)
         np.cumsum(df[uterms], out=toff[1:])
         table = np.empty(int(toff[-1]), dtype=np.float64)
-        _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
+        _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, dlc, ntab,
                        float(params.k1 + 1.0), uterms, toff, table)
         slot_of[uterms] = np.arange(uterms.shape[0], dtype=np.int64)
         q_slots = slot_of[terms]
