@@ -258,7 +258,7 @@ def test_tiles_reading_the_batchs_table_equal_reference(monkeypatch, min_queries
         norm = length_norm(p.doc_len, p.avgdl(), params.k1, params.b)
         f1, d1, f2, d2 = cpu._field_args(p, params)
         dlc, ntab = cpu._compact_norm(p, params, norm)
-        table, q_shift = cpu._hot_table(p, q_terms, f1, d1, f2, d2, idf, dlc, ntab, params.k1 + 1.0)
+        table, q_shift = cpu._hot_table(p, np.diff(p.indptr), q_terms, f1, d1, f2, d2, idf, dlc, ntab, params.k1 + 1.0)
         kept = np.unique(q_terms[q_shift != NO_TABLE])
         uses = np.bincount(q_terms, minlength=p.n_terms)
         if min_queries == 1 and budget_postings == 10 ** 9:

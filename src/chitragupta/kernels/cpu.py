@@ -600,7 +600,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
         # thread the host descheduled, or a chunk of heavy queries, no longer sets the batch's wall alone.
         n_chunks = max(1, min(rows.size, numba.get_num_threads() * CHUNKS_PER_THREAD))
         with numba.parallel_chunksize(1):
-            _score_tiled(postings, params, k, idf, norm, f1, d1, f2, d2, q_indptr, q_terms, rows, lens, tile,
+            _score_tiled(postings, params, k, idf, norm, f1, d1, f2, d2, df, q_indptr, q_terms, rows, lens, tile,
                          n_chunks, bounds, counters, out)
     if rows.size < queries.n_queries:
         rest = np.flatnonzero(~tiled)
@@ -623,7 +623,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
 HOT_MIN_QUERIES = 16
 
 
-def _hot_table(postings: Postings, q_terms: np.ndarray, f1, d1, f2, d2, idf, dlc, ntab, k1p1: float):
+def _hot_table(postings: Postings, df: np.ndarray, q_terms: np.ndarray, f1, d1, f2, d2, idf, dlc, ntab, k1p1: float):
     """(table, q_shift): the contributions (``_posting_table``: the one expression) of the terms the tiled
     queries q_terms share most, computed once for the batch; q_shift[i] (aligned with q_terms) is the offset
     with table[p + q_shift[i]] = posting p's contribution, or ``_tiles.NO_TABLE`` for a term left out.
@@ -636,18 +636,15 @@ def _hot_table(postings: Postings, q_terms: np.ndarray, f1, d1, f2, d2, idf, dlc
         return _NO_TABLE_ARRAY, q_shift
     uses = np.bincount(q_terms, minlength=postings.n_terms)
     hot = np.flatnonzero(uses >= HOT_MIN_QUERIES)
+    hot = hot[np.argsort(-uses[hot], kind="stable")]  # most-shared first, then while the budget holds
+    hot = np.sort(hot[np.cumsum(df[hot]) <= TABLE_BUDGET_BYTES // 8])
     if hot.size == 0:
         return _NO_TABLE_ARRAY, q_shift
-    hot = hot[np.argsort(-uses[hot], kind="stable")]
-    df = postings.indptr[hot + 1] - postings.indptr[hot]
-    hot = hot[np.cumsum(df) <= TABLE_BUDGET_BYTES // 8]
-    if hot.size == 0:
-        return _NO_TABLE_ARRAY, q_shift
-    hot = np.sort(hot)
     toff = np.zeros(hot.shape[0] + 1, dtype=np.int64)
-    np.cumsum(postings.indptr[hot + 1] - postings.indptr[hot], out=toff[1:])
+    np.cumsum(df[hot], out=toff[1:])
     table = _anonymous_f64(int(toff[-1]))
-    _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, hot, toff, table)
+    _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, hot, toff,
+                   table)
     shift_of = np.full(postings.n_terms, NO_TABLE, dtype=np.int64)
     shift_of[hot] = toff[:-1] - postings.indptr[hot]
     return table, shift_of[q_terms]
@@ -666,8 +663,8 @@ def _anonymous_f64(n: int) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.float64, count=n)
 
 
-def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2, q_indptr, q_terms, rows,
-                 lens, tile: int, n_chunks: int, bounds, counters, out: TopK) -> None:
+def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2, df, q_indptr, q_terms,
+                 rows, lens, tile: int, n_chunks: int, bounds, counters, out: TopK) -> None:
     """The dense queries ``rows`` (their terms q_terms[q_indptr[i]:q_indptr[i + 1]]) into their rows of ``out``:
     MaxScore when k is small next to the corpus, else the tiles (a heap, or collection past a threshold)."""
     k1p1 = float(params.k1 + 1.0)
@@ -694,7 +691,7 @@ def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, 
         return
     # The unpruned tiles read every posting of every query: the terms many queries share are read from a table
     # (MaxScore reads about a third of them, mostly of the rarer terms: a table measured slower there).
-    table, q_shift = _hot_table(postings, q_terms, f1, d1, f2, d2, idf, dlc, ntab, k1p1)
+    table, q_shift = _hot_table(postings, df, q_terms, f1, d1, f2, d2, idf, dlc, ntab, k1p1)
     if k >= _COLLECT_MIN_K:
         _topk_tiled_collect(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab,
                             k1p1, table, q_shift, q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks,
