@@ -93,7 +93,7 @@ def _peer_index(ws_root: Path, folder: Path) -> Path:
 
 
 def _retriever(ws_root: Path):
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.search.bm25 import Retriever
 
     return Retriever.open(ws_root, update=False, backend="numba")
 

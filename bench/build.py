@@ -57,9 +57,9 @@ def _load() -> float:
 
 def child_ours(ws_root: Path, out: Path, jobs: int, positions: bool) -> dict:
     from chitragupta.engine.index import csr, doc, segments, store
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
     from chitragupta.engine.index.source import fingerprints
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.kernels import phrase
 
     stages = {"tokenize": 0.0, "merge": 0.0, "csr": 0.0, "positions": 0.0, "finish": 0.0, "save": 0.0}

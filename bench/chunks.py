@@ -21,8 +21,8 @@ __all__ = ["count_arm", "main"]
 def count_arm(name: str, work: Path) -> dict:
     from bench.data import data_dir
     from chitragupta.cli.main import main as cli
-    from chitragupta.engine.corpus.ledger import Ledger
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.ledger import Ledger
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.chunking import CHUNK_OVERLAP, CHUNK_WORDS, chunk_spans, document_text
     from chitragupta.enrich.encoders import model_spec
     from chitragupta.enrich.stream import chunker_for

@@ -152,8 +152,8 @@ def cli_batch(ws_root: Path, peer_dir: Path, qfile: Path, k: int, repeats: int, 
 
 def check_reference(ws_root: Path, qfile: Path, run_path: Path, k: int, n: int = 200) -> bool:
     """Our run's first ``n`` queries, byte for byte, against the per-line reference writer."""
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.runfile import format_run_lines
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.search.runfile import format_run_lines
 
     rows = [json.loads(x) for x in qfile.read_text(encoding="utf-8").splitlines()[:n]]
     r = Retriever.open(ws_root)
@@ -168,7 +168,7 @@ def api(ws_root: Path, peer_dir: Path, texts: list[str], k: int, repeats: int) -
     import numba
 
     from bench.peers import Bm25s
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.search.bm25 import Retriever
 
     r = Retriever.open(ws_root)  # the shipped config: acronym expansion on
     peer = Bm25s()
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
     from bench.data import WORK
     from bench.scale import DEFAULT_WS_ROOT, _settle, workspace
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     ws_root_dir = args.ws_root or DEFAULT_WS_ROOT
     out_dir = WORK / "cli_batch"

@@ -84,9 +84,9 @@ def keyword_arm(name: str, data: Path | None = None) -> Arm:
 
 def workspace_for(corpus: Path, name: str | None = None) -> Path:
     """A workspace holding ``corpus`` (imported once, re-imported incrementally), indexed."""
-    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.library.sync import import_jsonl
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     root = WORK / "ws" / (name or corpus.parent.name)
     root.mkdir(parents=True, exist_ok=True)

@@ -44,9 +44,9 @@ def run_arm(name: str, work: Path, *, fresh: bool = False, rerank_queries: int =
     from bench.arms import get
     from bench.data import data_dir
     from bench.metrics import evaluate
-    from chitragupta.engine.config import load_config
-    from chitragupta.engine.evaluation import collapse_by_source, read_trec_run
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.config import load_config
+    from chitragupta.engine.evaluation.measure import collapse_by_source, read_trec_run
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.embed import load_encoder
     from chitragupta.enrich.search import EmbedSearcher
 

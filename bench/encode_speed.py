@@ -47,8 +47,8 @@ def measure(n_docs: int, *, device: str = "cpu", work: Path | None = None) -> di
     import numpy as np
     import torch
 
-    from chitragupta.engine.corpus.sync import import_jsonl
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import import_jsonl
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.encoders import load_encoder
     from chitragupta.enrich.run import run as run_stages
     from chitragupta.enrich.store import load_store, store_folder

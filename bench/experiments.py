@@ -46,9 +46,9 @@ def counts(base_run, other_run, qrels, measure: str) -> str:
 
 
 def _retriever(root, **overrides):
-    from chitragupta.engine.config import load_config
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.config import load_config
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.library.workspace import Workspace
 
     cfg_path = root / "config.toml"
     cfg = load_config(cfg_path if cfg_path.exists() else None, overrides={"retrieval": overrides} if overrides else None)
@@ -187,7 +187,7 @@ def _unit_stats(r, arm, unit: str, k: int = 5, cap: int | None = None) -> dict:
     texts = [arm.queries[q] for q in qids]
     ranked = r.rank_many(texts, k, unit=unit, max_per_source=cap)
     hits = r.search_many(texts, k, unit="passage", max_per_source=cap) if unit == "passage" else None
-    from chitragupta.engine.evaluation import source_of
+    from chitragupta.engine.evaluation.measure import source_of
 
     def collapse(ids):
         return list(dict.fromkeys(map(source_of, ids)))

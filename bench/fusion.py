@@ -82,8 +82,8 @@ def collect_bm25(name: str, root: Path, cache: Path, queries: dict[str, str], de
     got = _cached(cache, qids, depth)
     if got is not None:
         return got
-    from chitragupta.engine.config import load_config
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.config import load_config
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.hybrid import open_bm25
 
     own = root / "config.toml"
@@ -112,7 +112,7 @@ def query_vectors(root: Path, cache: Path, queries: dict[str, str]) -> dict[str,
         z = np.load(cache, allow_pickle=False)
         if z["texts"].tolist() == texts:
             return dict(zip(texts, z["vectors"]))
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.embed import load_query_encoder
 
     t0 = time.perf_counter()
@@ -144,7 +144,7 @@ def collect_dense(name: str, root: Path, cache: Path, queries: dict[str, str], d
     got = _cached(cache, qids, depth)
     if got is not None:
         return got
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.search import EmbedSearcher
 
     texts = [queries[q] for q in qids]
@@ -334,9 +334,9 @@ def cost(root: Path, queries: list[str], repeats: int = 3) -> list[str]:
     (seconds, bytes of its live generation), and ms per query of hybrid search (k = 10, one batch of the
     first 20 queries) and of its BM25 side alone (every query), with ``bm25_stemmer`` "same" (the plain
     index) and "english", alternated ``repeats`` times, best of each."""
-    from chitragupta.engine.config import load_config
+    from chitragupta.engine.library.config import load_config
     from chitragupta.engine.index.manage import current_generation, index_folder, refresh
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.hybrid import HybridSearcher, bm25_workspace, open_bm25
 
     own_cfg = root / "config.toml"

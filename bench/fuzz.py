@@ -49,7 +49,7 @@ class Finding(Exception):
 
 
 def _check_bibtex(path: Path) -> None:
-    from chitragupta.engine.corpus.bibtex import read_bibtex
+    from chitragupta.engine.library.bibtex import read_bibtex
     from chitragupta.errors import CorpusError
 
     try:
@@ -71,7 +71,7 @@ def _check_bibtex(path: Path) -> None:
 
 
 def _check_sidecar(path: Path) -> None:
-    from chitragupta.engine.corpus.sidecar import SidecarError, dump_sidecar, read_sidecar
+    from chitragupta.engine.text.sidecar import SidecarError, dump_sidecar, read_sidecar
 
     try:
         items = read_sidecar(path)
@@ -92,7 +92,7 @@ def _check_sidecar(path: Path) -> None:
 
 
 def _check_jsonl(path: Path) -> None:
-    from chitragupta.engine.corpus.jsonl import iter_jsonl
+    from chitragupta.engine.library.jsonl import iter_jsonl
     from chitragupta.errors import CorpusError
 
     problems: list[str] = []
@@ -130,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     with atheris.instrument_imports():
         import bibtexparser  # noqa: F401  (the BibTeX reader's parser is what most of the input reaches)
 
-        import chitragupta.engine.corpus.bibtex  # noqa: F401
-        import chitragupta.engine.corpus.jsonl  # noqa: F401
-        import chitragupta.engine.corpus.sidecar  # noqa: F401
+        import chitragupta.engine.library.bibtex  # noqa: F401
+        import chitragupta.engine.library.jsonl  # noqa: F401
+        import chitragupta.engine.text.sidecar  # noqa: F401
 
     targets = TARGETS if args.target == "all" else (args.target,)
     work = Path(tempfile.mkdtemp(prefix="chitragupta-fuzz-"))

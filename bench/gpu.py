@@ -271,7 +271,7 @@ def run_tests(device: str, kernels: bool = True) -> dict:
     """``pytest -m gpu`` and, with ``kernels``, the numba kernel tests under this install's numba."""
     import numba
 
-    cmds = [["-m", "gpu"]] + ([["tests/test_kernels.py", "-m", "not slow"]] if kernels else [])
+    cmds = [["-m", "gpu"]] + ([["tests/kernels/test_dispatch.py", "-m", "not slow"]] if kernels else [])
     t0 = wall_clock()
     out = dict(command=" ; ".join("pytest -q " + " ".join(c) for c in cmds), numba=numba.__version__,
                returncode=0, summary=[], tail="")

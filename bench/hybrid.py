@@ -41,7 +41,7 @@ def _cli(*argv) -> float:
 
 
 def _run_docs(path: Path, collapse_chunks: bool = False) -> dict[str, list[str]]:
-    from chitragupta.engine.evaluation import collapse_by_source, read_trec_run
+    from chitragupta.engine.evaluation.measure import collapse_by_source, read_trec_run
 
     run = read_trec_run(path).ranked
     if collapse_chunks:
@@ -105,15 +105,15 @@ def passage_arm(root: Path, first: int = 0) -> list[dict]:
     dense (best chunk per source), hybrid over documents and over passages, with the shipped ``[hybrid]``."""
     from bench.metrics import evaluate
     from bench.units import keyword_queries
-    from chitragupta.engine.evaluation import collapse_by_source
-    from chitragupta.engine.search import BM25Searcher
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.evaluation.measure import collapse_by_source
+    from chitragupta.engine.search.bm25 import BM25Searcher
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.hybrid import HybridSearcher
     from chitragupta.enrich.search import EmbedSearcher
 
     ws = Workspace.open(root)
     if first:
-        from chitragupta.engine.corpus.ledger import Ledger
+        from chitragupta.engine.library.ledger import Ledger
 
         with Ledger(ws.ledger_path) as led:
             queries = {r.citekey: " ".join(r.keywords[:first]) for r in led.rows() if r.keywords}

@@ -130,7 +130,7 @@ async def _mcp_latencies(ws: Path, queries: list[str], engine: str) -> tuple[lis
 
 
 def warm(ws: Path, queries: list[str], engines: list[str]) -> dict:
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.search.bm25 import Retriever
 
     out = {}
     for engine in engines:
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
     from bench.data import WORK, data_dir, read_jsonl, workspace_for
     from bench.scale import _settle
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     given = dict(x.split("=", 1) for x in args.ws)
     parts, engines = set(args.parts.split(",")), args.engines.split(",")

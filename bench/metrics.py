@@ -1,6 +1,6 @@
 """Retrieval metrics over a run (qid -> ranked doc ids) and judgments (qid -> {doc: grade}).
 
-``evaluate`` is the package's own evaluation (``chitragupta.engine.evaluation.evaluate``: ir-measures on
+``evaluate`` is the package's own evaluation (``chitragupta.engine.evaluation.measure.evaluate``: ir-measures on
 exactly the run's order), the same code ``chitragupta eval`` and ``chitragupta sweep`` use. ``recall``,
 ``mrr``, ``ndcg`` and ``per_query`` are an independent implementation of Recall@k, MRR@k and nDCG@k as
 trec_eval defines them (linear gains = the grade, log2(rank + 1) discount, the ideal ranking over every
@@ -53,7 +53,7 @@ def per_query(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str,
 def evaluate(run, qrels, measures: Sequence[str] = STANDARD) -> dict[str, float]:
     """Means over judged queries of measures written like ``"nDCG@10"``, ``"R@100"``, ``"MRR@5"``: the
     package's evaluation (ir-measures underneath), so the bench and ``chitragupta eval`` agree."""
-    from chitragupta.engine.evaluation import evaluate as package_evaluate
+    from chitragupta.engine.evaluation.measure import evaluate as package_evaluate
 
     return package_evaluate(run, qrels, list(measures)).means
 

@@ -7,7 +7,7 @@ alike and leaves rankings unchanged.
 
 from __future__ import annotations
 
-from chitragupta.engine.tokenize import MIN_TOKEN_CHARS, STOPWORDS
+from chitragupta.engine.text.tokenize import MIN_TOKEN_CHARS, STOPWORDS
 
 SPLITTER = r"[a-z0-9]{%d,}" % MIN_TOKEN_CHARS
 
@@ -56,7 +56,7 @@ class RankBm25:
 
         from rank_bm25 import BM25Okapi
 
-        from chitragupta.engine.tokenize import tokenize
+        from chitragupta.engine.text.tokenize import tokenize
 
         class _Alike(BM25Okapi):
             def _calc_idf(self, nd):

@@ -30,7 +30,7 @@ DEFAULT_PHRASES = 200
 
 def _windows(root: Path, n: int, seed: int) -> list[str]:
     from chitragupta import Retriever
-    from chitragupta.engine.tokenize import DROPPED_RUNS, runs_bytes
+    from chitragupta.engine.text.tokenize import DROPPED_RUNS, runs_bytes
 
     r = Retriever.open(root)
     rnd = random.Random(seed)
@@ -63,7 +63,7 @@ def _quantiles(xs: list[float]) -> dict:
 
 def measure(root: Path, n: int, text_sample: int, seed: int = 0) -> dict:
     from chitragupta import Retriever
-    from chitragupta.engine.constraints import allowed_mask, phrase_in, read_syntax
+    from chitragupta.engine.search.constraints import allowed_mask, phrase_in, read_syntax
 
     phrases = _windows(root, n, seed)
     r = Retriever.open(root)
@@ -119,12 +119,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/out/phrase.json")
     args = ap.parse_args(argv)
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     if args.ws:
         root = Path(args.ws)
     else:  # a workspace of its own: the bench's shared ones read quotes as plain words (query_syntax false)
-        from chitragupta.engine.corpus.sync import import_jsonl
+        from chitragupta.engine.library.sync import import_jsonl
 
         from bench.data import data_dir
 

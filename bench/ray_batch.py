@@ -51,7 +51,7 @@ def in_process(ws_root: Path, texts: list[str], k: int, actors: int, repeats: in
     import ray
 
     from chitragupta.engine.index import shards
-    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.engine.search.bm25 import BM25Searcher
     from chitragupta.enrich.ray_search import RaySearcher
 
     ray.init(num_cpus=actors, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)

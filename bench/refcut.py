@@ -91,7 +91,7 @@ def _tail_words(text: str, n: int = 8) -> list[str]:
 
 
 def _docling_items(path: Path) -> list[dict] | None:
-    from chitragupta.engine.corpus.parsers import ParseError, parse
+    from chitragupta.engine.library.parsers import ParseError, parse
 
     try:
         return parse(path, "docling").items
@@ -102,7 +102,7 @@ def _docling_items(path: Path) -> list[dict] | None:
 
 def _sidecar_offset(items: list[dict]) -> int | None:
     """The sidecar cut as a character offset into ``join_items(items)`` (the ``.txt`` docling writes)."""
-    from chitragupta.engine.corpus.sidecar import ITEM_SEPARATOR
+    from chitragupta.engine.text.sidecar import ITEM_SEPARATOR
     from chitragupta.engine.text.refcut import reference_cut
 
     cut = reference_cut(items)
@@ -112,7 +112,7 @@ def _sidecar_offset(items: list[dict]) -> int | None:
 
 
 def semeval(data: Path, show: int) -> dict:
-    from chitragupta.engine.corpus.sidecar import join_items
+    from chitragupta.engine.text.sidecar import join_items
     from chitragupta.engine.text.refcut import kept_items, plain_reference_cut, reference_cut
 
     folder = data / "semeval2010-md" / "papers"
@@ -155,7 +155,7 @@ def semeval(data: Path, show: int) -> dict:
 
 
 def docling_outputs(data: Path) -> dict:
-    from chitragupta.engine.corpus.sidecar import join_items
+    from chitragupta.engine.text.sidecar import join_items
     from chitragupta.engine.text.refcut import plain_reference_cut
 
     base = data / "pdfs" / "docling"
@@ -179,7 +179,7 @@ def docling_outputs(data: Path) -> dict:
 
 
 def pdfs(data: Path) -> dict:
-    from chitragupta.engine.corpus.parsers import parse
+    from chitragupta.engine.library.parsers import parse
     from chitragupta.engine.text.refcut import plain_reference_cut
 
     counts = {"papers": 0, "correct": 0, "wrong": 0, "missed": 0}
@@ -228,7 +228,7 @@ def false_cuts(data: Path, show: int) -> dict:
 
 
 def guards(data: Path) -> dict:
-    from chitragupta.engine.corpus.parsers import parse
+    from chitragupta.engine.library.parsers import parse
     import chitragupta.engine.text.refcut as refcut
 
     texts = [rec["text"] for rec in read_jsonl(data / "semeval2010" / "corpus.jsonl")]
@@ -248,7 +248,7 @@ def guards(data: Path) -> dict:
 
 
 def _pdf_texts(data: Path) -> dict[str, str]:
-    from chitragupta.engine.corpus.parsers import parse
+    from chitragupta.engine.library.parsers import parse
 
     return {pdf.stem: parse(pdf, "pdftotext").text for pdf in sorted((data / "pdfs" / "papermage").glob("*.pdf"))}
 
@@ -357,7 +357,7 @@ def hyphens(texts: dict[str, str], show: int) -> dict:
 
 def front_matter(texts: dict[str, str]) -> dict:
     """Measurement 8."""
-    from chitragupta.engine.tokenize import query_terms
+    from chitragupta.engine.text.tokenize import query_terms
     from chitragupta.engine.text.front import plain_front_end
     from chitragupta.engine.text.hyphens import join_hyphens
     from chitragupta.engine.text.refcut import cut_plain

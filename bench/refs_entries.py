@@ -159,8 +159,8 @@ def _key(stem: str) -> str:
 
 
 def _pdf_workspace(root: Path, pdfs: list[Path]):
-    from chitragupta.engine.corpus.sync import sync
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.library.workspace import Workspace
 
     (root / "papers").mkdir(parents=True)
     lines = []
@@ -253,8 +253,8 @@ def _bibitems(folder: Path) -> int | None:
 
 def docling_markdown(data: Path, tmp: Path) -> None:
     from chitragupta.engine.citations import build_references, references_of
-    from chitragupta.engine.corpus.sync import sync
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.library.workspace import Workspace
 
     print("\n2. docling ground-truth Markdown (docling backend) against the bibliography's \\bibitem count")
     try:
@@ -324,9 +324,9 @@ def scale(data: Path, tmp: Path, n: int) -> None:
     index built, then the reference store, then the store again with nothing changed."""
     import json
 
-    from chitragupta.engine.corpus.parsers import parse
-    from chitragupta.engine.corpus.sync import import_jsonl
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.parsers import parse
+    from chitragupta.engine.library.sync import import_jsonl
+    from chitragupta.engine.library.workspace import Workspace
 
     texts = [(p.stem, parse(p, "pdftotext").text) for p in sorted((data / "pdfs" / "papermage").glob("*.pdf"))]
     root = tmp / "scale"
@@ -347,8 +347,8 @@ def scale(data: Path, tmp: Path, n: int) -> None:
 
 def semeval(data: Path, tmp: Path) -> None:
     """The same cost on a real corpus: SemEval-2010's 243 ACM papers (plain text, numbered lists), imported."""
-    from chitragupta.engine.corpus.sync import import_jsonl
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import import_jsonl
+    from chitragupta.engine.library.workspace import Workspace
 
     src = data / "semeval2010" / "corpus.jsonl"
     if not src.is_file():

@@ -159,8 +159,8 @@ def _prf(tp: int, predicted: int, truth: int) -> tuple[float, float]:
 def real_pdfs(data: Path) -> dict:
     from chitragupta import citation_graph
     from chitragupta.engine.citations.store import build_references
-    from chitragupta.engine.corpus.sync import sync
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.library.workspace import Workspace
 
     pdf_dir = data / "pdfs" / "papermage"
     with tempfile.TemporaryDirectory() as tmp:
@@ -257,10 +257,10 @@ def _children_cpu() -> float:
 def synthetic(n: int, n_entries: int, words: int, seed: int = 0, jobs: int = 1) -> dict:
     from chitragupta.engine.citations.graph import GRAPH_FILE, CitationGraph
     from chitragupta.engine.citations.store import build_references
-    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.library.sync import import_jsonl
     from chitragupta.engine.index.manage import refresh
     from chitragupta.engine.text import refcut
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     rng = random.Random(seed)
     lib = [(f"s{i:05d}", _title(rng), rng.randint(1995, 2024), _authors(rng)) for i in range(n)]

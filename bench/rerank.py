@@ -30,8 +30,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from bench.arms import get
     from bench.metrics import evaluate
-    from chitragupta.engine.config import load_config
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.config import load_config
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich.search import EmbedSearcher
     from tests.helpers import tiny_cross_encoder  # the tests' locally built model (bench runs from a checkout)
 

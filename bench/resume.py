@@ -96,8 +96,8 @@ def _same_store(a: Path, b: Path) -> float:
 
 
 def measure(n_docs: int, at: float, *, work: Path | None = None) -> dict:
-    from chitragupta.engine.corpus.sync import import_jsonl
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import import_jsonl
+    from chitragupta.engine.library.workspace import Workspace
 
     work = (work or WORK) / "resume"
     shutil.rmtree(work, ignore_errors=True)

@@ -15,8 +15,8 @@ __all__ = ["run", "sweep_runs", "scratch"]
 
 def run(arm: Arm, k: int = 100, *, unit: str = "document", root: Path | None = None, retriever=None):
     """qid -> ranked citekeys (passage hits collapsed to citekeys) with the workspace's own config."""
-    from chitragupta.engine.evaluation import collapse_by_source
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.evaluation.measure import collapse_by_source
+    from chitragupta.engine.search.bm25 import Retriever
 
     r = retriever or Retriever.open(root or arm.workspace())
     qids = list(arm.queries)
@@ -27,7 +27,7 @@ def run(arm: Arm, k: int = 100, *, unit: str = "document", root: Path | None = N
 
 def sweep_runs(arm: Arm, grid, k: int = 100, *, root: Path | None = None) -> list[dict[str, list[str]]]:
     """One run per grid point (document unit), every point from one pass over the postings."""
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.search.bm25 import Retriever
     from chitragupta.kernels.sweep import sweep
 
     r = Retriever.open(root or arm.workspace())

@@ -100,7 +100,7 @@ def _settle(ws_root: Path) -> None:
 
 def stress_queries(ws_root: Path, n: int = N_QUERIES, seed: int = 0) -> list[str]:
     """``bench.speed``'s stress set drawn from a workspace's parsed files: windows of 4-16 words."""
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     with Ledger(ws_root / "content" / "ledger.sqlite", create=False) as led:
         rows = [r for r in led.index_view() if r[2] == "parsed" and r[3]]
@@ -124,7 +124,7 @@ def _figures(n: int, wall: float, cpu: float) -> dict:
 # -- children ----------------------------------------------------------------------------------------------
 def child_build(ws_root: Path) -> dict:
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     ws = Workspace.open(ws_root)
     with stopwatch() as took:
@@ -135,9 +135,9 @@ def child_build(ws_root: Path) -> dict:
 
 
 def _retriever(ws_root: Path, expansion: bool):
-    from chitragupta.engine.config import load_config
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.config import load_config
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.library.workspace import Workspace
 
     cfg = ws_root / "config.toml"
     config = load_config(cfg if cfg.is_file() else None, overrides={"retrieval": {"acronym_expansion": expansion}})
@@ -174,7 +174,7 @@ def child_ours(ws_root: Path, qfile: Path, plan: dict) -> dict:
 
 def _read_corpus(ws_root: Path) -> tuple[list[str], list[str]]:
     """Citekeys and title + newline + text, from the corpus.jsonl the workspace was imported from."""
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     with Ledger(ws_root / "content" / "ledger.sqlite", create=False) as led:
         origin = led.get_meta("last_source")
@@ -237,7 +237,7 @@ def child_pair(ws_root: Path, qfile: Path, plan: dict) -> dict:
 
 def first_query(ws_root: Path, query: str) -> dict:
     from chitragupta.engine.index.manage import verified_path
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     exe = Path(sys.executable).with_name("chitragupta")
     cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "chitragupta.cli.main"]),

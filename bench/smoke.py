@@ -76,9 +76,9 @@ def _bm25s_agrees() -> list[str]:
 
 def _pdfs() -> list[str]:
     """The real PDFs in pdfs/papermage through a BibTeX file and ``sync`` (pdftotext backend)."""
-    from chitragupta.engine.corpus.sync import sync
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.library.workspace import Workspace
 
     folder = data_dir() / "pdfs" / "papermage"
     pdfs = sorted(folder.glob("*.pdf"))

@@ -54,9 +54,9 @@ def measure_ours(collection: Path, repeats: int) -> dict:
     import numba
 
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.tokenize import query_terms
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.text.tokenize import query_terms
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.kernels.dispatch import score_topk
 
     ws_root = workspace_for(collection / "corpus.jsonl", collection.name)

@@ -4,9 +4,9 @@
                           [--metric nDCG@10] [--k 100] [--out bench/out/sweeps]
 
 The built-in arms go through the same code as ``chitragupta sweep`` on one's own data
-(``chitragupta.engine.sweep``): every grid point is scored from one pass over the postings
+(``chitragupta.engine.evaluation.sweep``): every grid point is scored from one pass over the postings
 (``chitragupta.kernels.sweep``), the index is not rebuilt between points, each point's run is evaluated by
-``chitragupta.engine.evaluation`` (ir-measures), and the same writer makes the table, CSV and heat map. A
+``chitragupta.engine.evaluation.measure`` (ir-measures), and the same writer makes the table, CSV and heat map. A
 range is START:STOP:STEP (STOP included) or a comma list.
 """
 
@@ -31,8 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=100, help="ranking depth (default 100)")
     ap.add_argument("--out", default=str(WORK / "sweeps"))
     args = ap.parse_args(argv)
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.sweep import file_stem, parse_range, run_sweep, write_sweep
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.evaluation.sweep import file_stem, parse_range, run_sweep, write_sweep
 
     t0 = wall_clock()
     k1s, bs = parse_range(args.k1, "k1"), parse_range(args.b, "b", high=1.0)

@@ -24,7 +24,7 @@ Documents are generated in blocks of ``BLOCK`` with a generator seeded by ``(see
 
 The output folder is a normal workspace: ``corpus.jsonl`` at its root (BEIR layout, ``_id`` = ``syn0000042``),
 and ``content/`` as ``chitragupta import -w DIR DIR/corpus.jsonl`` leaves it: the product's own import
-writes it (its texts in a few packs, ``chitragupta.engine.corpus.texts``; the bulk writer that once
+writes it (its texts in a few packs, ``chitragupta.engine.library.texts``; the bulk writer that once
 wrote one file a document faster than import did is gone). The workspace is assembled in
 ``DIR.tmp-<pid>`` and renamed into place at the end.
 """
@@ -233,8 +233,8 @@ def write_workspace(stats: Stats, n: int, out: Path, *, seed: int = 0, log=None)
         t1 = wall_clock()
         if log:
             log(f"generated {n:,} documents into {corpus.name} in {t1 - t0:.1f} s")
-        from chitragupta.engine.corpus.sync import import_jsonl
-        from chitragupta.engine.workspace import Workspace
+        from chitragupta.engine.library.sync import import_jsonl
+        from chitragupta.engine.library.workspace import Workspace
 
         ws = Workspace.open(tmp)
         with ws.lock("synth import"):

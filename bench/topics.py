@@ -68,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refits", type=int, default=2, help="warm-cache runs after the first (default 2)")
     args = ap.parse_args(argv)
 
-    from chitragupta.engine.corpus.ledger import Ledger
-    from chitragupta.engine.corpus.sync import import_jsonl
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.ledger import Ledger
+    from chitragupta.engine.library.sync import import_jsonl
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.enrich import topics as tm
     from chitragupta.enrich.device import resolve_device
     from chitragupta.enrich.encoders import load_encoder

@@ -21,15 +21,14 @@ import shutil
 import statistics
 from pathlib import Path
 
-import numpy as np
 
 from bench.data import WORK, data_dir
 from bench.metrics import sentence_edges
 from bench.timer import stopwatch
 
 def sync_semeval_md(data: Path) -> Path:
-    from chitragupta.engine.corpus.sync import sync
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.library.workspace import Workspace
 
     root = WORK / "ws" / "semeval2010-md"
     root.mkdir(parents=True, exist_ok=True)
@@ -42,7 +41,7 @@ def sync_semeval_md(data: Path) -> Path:
 
 
 def keyword_queries(root: Path) -> dict[str, str]:
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     with Ledger(root / "content" / "ledger.sqlite") as led:
         return {r.citekey: " ".join(r.keywords) for r in led.rows() if r.keywords}
@@ -50,9 +49,9 @@ def keyword_queries(root: Path) -> dict[str, str]:
 
 def cut_share(items: list[dict]) -> tuple[int, int]:
     """(tokens before the cut, tokens in all kept-label items) of one sidecar."""
-    from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
+    from chitragupta.engine.text.sidecar import EXCLUDED_LABELS
     from chitragupta.engine.text.refcut import reference_span
-    from chitragupta.engine.tokenize import tokenize
+    from chitragupta.engine.text.tokenize import tokenize
 
     span = reference_span(items)
     total = kept = 0
@@ -67,7 +66,7 @@ def cut_share(items: list[dict]) -> tuple[int, int]:
 
 
 def cut_stats(sidecars: list[Path]) -> dict:
-    from chitragupta.engine.corpus.sidecar import read_sidecar
+    from chitragupta.engine.text.sidecar import read_sidecar
     from chitragupta.engine.text.refcut import reference_cut
 
     shares, kept_all, total_all, with_heading = [], 0, 0, 0
@@ -86,10 +85,9 @@ def cut_stats(sidecars: list[Path]) -> dict:
 def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5) -> dict:
     """Top-k document-unit snippets over the keyword queries, in a scratch copy when ``cut`` is off."""
     import chitragupta.engine.text.refcut as refcut
-    from chitragupta.engine.index.source import load_body
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.search.bm25 import Retriever
     from chitragupta.engine.text.windows import choose_windows
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     original = refcut.reference_cut
     scratch = None
@@ -140,8 +138,8 @@ def snippet_stats(root: Path, queries: dict[str, str], *, cut: bool, k: int = 5)
 
 def unit_costs(root: Path, queries: dict[str, str], repeats: int = 5) -> dict:
     from chitragupta.engine.index.manage import index_folder
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.library.workspace import Workspace
 
     ws = Workspace.open(root)
     r = Retriever.open(ws)
@@ -190,8 +188,8 @@ def main(argv=None) -> int:
 
 
 def _groundtruth_sidecars(data: Path) -> list[Path]:
-    from chitragupta.engine.corpus.sync import sync
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.library.workspace import Workspace
 
     root = WORK / "ws" / "docling-groundtruth"
     (root / "papers").mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Bench-only tokenizer variants: the token-length floor at 1, 2 or 3 characters.
 
-The product's floor is 2 (``chitragupta.engine.tokenize``). To measure the others, an in-memory index of a BEIR
+The product's floor is 2 (``chitragupta.engine.text.tokenize``). To measure the others, an in-memory index of a BEIR
 corpus is built with the engine's own accumulator and a different set of never-indexed runs; queries
 are tokenized with the same floor and scored by the same kernels. Floor 2 here reproduces the product
 exactly (a test and the experiment itself check it).
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chitragupta.engine.index.csr import Accumulator
-from chitragupta.engine.tokenize import STOPWORDS, runs_bytes
+from chitragupta.engine.text.tokenize import STOPWORDS, runs_bytes
 from chitragupta.kernels import BM25Params, Postings, QueryBatch, score_topk
 
 __all__ = ["FloorIndex", "build_floor_index"]

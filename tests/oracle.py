@@ -7,7 +7,6 @@ scorers cannot hide.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 
 STOP = set("a an and are as at be by for from in is of on that the to was with".split())

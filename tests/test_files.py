@@ -1,4 +1,4 @@
-"""chitragupta.engine.files: the one atomic writer (never through a symlink, the old file kept on a failure
+"""chitragupta.files: the one atomic writer (never through a symlink, the old file kept on a failure
 or a kill, the permission bits each writer asks for) and the one file-kind table."""
 
 from __future__ import annotations
@@ -11,9 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from chitragupta.engine import files
-from chitragupta.engine.files import FileRefused, atomic_write_bytes, kind_of, replacing, temp_beside
+from chitragupta import files
+from chitragupta.files import (
+    FileRefused,
+    atomic_write_bytes,
+    kind_of,
+    replacing,
+    temp_beside,
+)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -84,9 +89,9 @@ def test_the_embedding_store_segments_never_write_through_a_planted_symlink(outs
 
 
 def test_the_sweep_output_and_the_parsed_texts_never_write_through_a_symlink(outside, tmp_path):
-    from chitragupta.engine.corpus.committer import ParsedFolder
-    from chitragupta.engine.sweep import _replace_all
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.evaluation.sweep import _replace_all
+    from chitragupta.engine.library.committer import ParsedFolder
+    from chitragupta.engine.library.workspace import Workspace
 
     out, inside = outside
     (inside / "grid.csv").symlink_to(out)
@@ -121,7 +126,7 @@ def test_an_error_mid_write_leaves_the_old_file_and_no_temp(tmp_path):
 def test_a_process_killed_mid_write_leaves_the_old_file(tmp_path):
     p = tmp_path / "manifest.json"
     p.write_bytes(b"old")
-    code = ("import os, sys\nfrom chitragupta.engine.files import replacing\n"
+    code = ("import os, sys\nfrom chitragupta.files import replacing\n"
             "with replacing(sys.argv[1]) as f:\n    f.write(b'half'); f.flush(); os._exit(9)\n")
     r = subprocess.run([sys.executable, "-c", code, str(p)], env={**os.environ, "PYTHONPATH": SRC})
     assert r.returncode == 9
@@ -159,7 +164,7 @@ def test_permission_bits(tmp_path):
 def test_a_run_file_still_follows_its_symlink(tmp_path):
     """The documented difference: --run replaces the file a symlink points at, keeps the link, and keeps
     the permission bits of the file it replaces."""
-    from chitragupta.engine.runfile import open_output
+    from chitragupta.engine.search.runfile import open_output
 
     target = tmp_path / "real.run"
     target.write_bytes(b"old")
@@ -190,7 +195,7 @@ def test_kind_of_names_each_kind_once(tmp_path):
 
 def test_the_workspace_lock_is_never_taken_through_a_symlink(outside, tmp_path):
     """The lock file gets its holder's line written into it: a symlink there is refused, not followed."""
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.errors import WorkspaceError
 
     out, _ = outside
@@ -232,5 +237,5 @@ def test_npy_files_are_opened_under_the_one_lock(tmp_path, monkeypatch):
         t.join()
     assert errors == [] and out == [11] * 200 and all(held)
     for mod in ("engine/index/store.py", "enrich/store.py", "enrich/embed.py", "enrich/topics.py"):
-        src = (Path(files.__file__).parents[1] / mod).read_text(encoding="utf-8")
+        src = (Path(files.__file__).parent / mod).read_text(encoding="utf-8")
         assert "np.load(" not in src, mod

@@ -12,15 +12,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # layer -> the chitragupta modules it may import (by prefix); "bottom" is errors, extras, device
-BOTTOM = ("chitragupta.errors", "chitragupta.extras", "chitragupta.device")
+BOTTOM = ("chitragupta.errors", "chitragupta.notes", "chitragupta.extras", "chitragupta.device",
+          "chitragupta.files")
 ALLOWED = {
     "bottom": BOTTOM,
     "kernels": BOTTOM + ("chitragupta.kernels",),
     "engine": BOTTOM + ("chitragupta.kernels", "chitragupta.engine"),
     "enrich": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich"),
     "service": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich", "chitragupta.service"),
+    "serve": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich", "chitragupta.service",
+                       "chitragupta.serve"),
     "cli": BOTTOM + ("chitragupta.kernels", "chitragupta.engine", "chitragupta.enrich", "chitragupta.service",
-                     "chitragupta.cli"),
+                     "chitragupta.serve", "chitragupta.cli"),
     # chitragupta/__init__.py re-exports the engine's names and the service's open_searcher, loaded on first use
     "root": ("chitragupta.engine", "chitragupta.service"),
 }
@@ -31,7 +34,7 @@ PKG = ROOT / "src" / "chitragupta"
 
 def _layer(path: Path) -> str:
     rel = path.relative_to(PKG).parts
-    if rel[0] in ("cli", "service", "kernels", "engine", "enrich"):
+    if rel[0] in ("cli", "serve", "service", "kernels", "engine", "enrich"):
         return rel[0]
     return "root" if rel[0] == "__init__.py" else "bottom"
 
@@ -66,6 +69,28 @@ def test_every_installed_module_imports_only_its_layer_and_below():
                 bad.append(where + " (a top-level name: not installed)")
             elif top == "chitragupta" and not any(name == p or name.startswith(p + ".") for p in ALLOWED[layer]):
                 bad.append(where)
+    assert bad == []
+
+
+# engine's folders, lowest first: each imports only itself and the folders before it (citations and
+# evaluation are siblings at the top)
+ENGINE_FOLDERS = {"text": 0, "library": 1, "index": 2, "search": 3, "citations": 4, "evaluation": 4}
+
+
+def test_engine_folders_import_only_themselves_and_the_folders_below():
+    bad = []
+    engine = PKG / "engine"
+    assert sorted(p.name for p in engine.iterdir() if (p / "__init__.py").exists()) == sorted(ENGINE_FOLDERS)
+    for path in sorted(engine.rglob("*.py")):
+        rel = path.relative_to(engine).parts
+        if len(rel) < 2:
+            continue
+        for line, name in _imports(path):
+            parts = name.split(".")
+            if parts[:2] != ["chitragupta", "engine"] or len(parts) < 3 or parts[2] == rel[0]:
+                continue
+            if ENGINE_FOLDERS.get(parts[2], 99) >= ENGINE_FOLDERS[rel[0]]:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: engine/{rel[0]} imports {name}")
     assert bad == []
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import ROOT
-
+from helpers import ROOT
 
 SCANNED = ("src", "bench", "tools")
 

@@ -10,7 +10,7 @@ workspace (N drawn per stratum of the uninterrupted run's write count, from a se
 the workspace is checked as a reader would find it (every parsed file and sidecar is the old version or
 the new one, whole; the index opens and answers as the old index or the new one), the same command is
 run again, and the result -- ledger rows, parsed files, index arrays, search hits with scores and
-snippets -- must equal a run that was never interrupted. ``tests/test_reliability.py`` runs the same
+snippets -- must equal a run that was never interrupted. ``tools/tests/test_reliability.py`` runs the same
 campaign with fewer kills.
 
 ``sync-case`` (``case_campaign``) is harsher: a bibliography whose case-colliding citekeys (``Lo2000``,
@@ -115,7 +115,7 @@ def _write_jsonl(path: Path, records) -> None:
 
 def _write_bib_sources(papers: Path, records: list[dict], kind: str) -> None:
     """``records`` as documents in ``papers/`` (PDFs, or Markdown for docling) plus bibliography.bib."""
-    from chitragupta.engine.demo.tinypdf import write_pdf
+    from chitragupta.engine.library.demo.tinypdf import write_pdf
 
     papers.mkdir(parents=True, exist_ok=True)
     wanted = set()
@@ -286,7 +286,7 @@ def _h(data: bytes) -> str:
 
 
 def _results(ws_dir: Path, units, *, with_snippets: bool) -> dict:
-    from chitragupta.engine.search import Retriever
+    from chitragupta.engine.search.bm25 import Retriever
 
     out = {}
     r = Retriever.open(ws_dir, update=False, backend="numpy")
@@ -301,12 +301,12 @@ def _results(ws_dir: Path, units, *, with_snippets: bool) -> dict:
 
 def snapshot(ws_dir: Path, units=("document", "passage")) -> dict:
     """Everything a run leaves that a reader can see, made comparable across folders."""
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
     from chitragupta.engine.index import store
     from chitragupta.engine.index.manage import index_folder
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
-    from chitragupta.engine.corpus.texts import is_ref, read_ref
+    from chitragupta.engine.library.texts import is_ref, read_ref
 
     ws = Workspace.open(ws_dir)
     prefix = str(ws.root.parent)
@@ -441,9 +441,9 @@ def allowed_files(before: dict, after: dict) -> dict[str, set]:
 def _packed_check(ws_dir: Path) -> list[str]:
     """Every row whose text is packed (``import``'s packs) points at bytes that are there, whole: the text
     its ``source_hash`` stands for."""
-    from chitragupta.engine.corpus.importer import text_hash
-    from chitragupta.engine.corpus.ledger import Ledger
-    from chitragupta.engine.corpus.texts import is_ref, read_ref
+    from chitragupta.engine.library.importer import text_hash
+    from chitragupta.engine.library.ledger import Ledger
+    from chitragupta.engine.library.texts import is_ref, read_ref
 
     out = []
     with Ledger(ws_dir / "content" / "ledger.sqlite", create=False) as led:
@@ -459,7 +459,7 @@ def _packed_check(ws_dir: Path) -> list[str]:
 
 def reader_check(ws_dir: Path, allowed: dict[str, set], answers: list[dict]) -> list[str]:
     """What a reader would see right after a kill: each problem found (empty when all is whole)."""
-    from chitragupta.engine.corpus.sidecar import SidecarError, read_sidecar
+    from chitragupta.engine.text.sidecar import SidecarError, read_sidecar
 
     problems = []
     parsed = ws_dir / "content" / "parsed"
@@ -621,7 +621,7 @@ def _case_bib(papers: Path, version: dict[str, int]) -> None:
 
 def _case_start(base: Path, seed: int, groups: int, plain: int) -> tuple[Path, dict, dict]:
     """``base/start/ws``: the PDFs, the first version synced and indexed."""
-    from chitragupta.engine.demo.tinypdf import write_pdf
+    from chitragupta.engine.library.demo.tinypdf import write_pdf
 
     a, b, n_pdfs = _case_versions(seed, groups, plain)
     ws = base / "start" / "ws"
@@ -769,7 +769,7 @@ def concurrent_writers(name: str, base: Path, *, runs: int = 2, seed: int = 0, n
 
 _SEARCHER = r"""
 import json, sys, os
-from chitragupta.engine.search import Retriever
+from chitragupta.engine.search.bm25 import Retriever
 ws, stop, out, queries = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 n = 0
 with open(out, "w") as f:
@@ -873,7 +873,7 @@ def _docling_bib(text: str, link: tuple[str, str] | None = None):
 def _synced_then(bib: str):
     """A workspace synced from four PDFs, then its bibliography replaced by ``bib``."""
     def setup(d: Path):
-        from chitragupta.engine.demo.tinypdf import write_pdf
+        from chitragupta.engine.library.demo.tinypdf import write_pdf
 
         papers = d / "ws" / "papers"
         papers.mkdir(parents=True)
@@ -909,8 +909,8 @@ def _indexed(extra=None, records=None, *, packed: bool = True):
         if packed:
             _check(cli(["import", "-w", d / "ws", d / "c.jsonl"]), "import")
         else:
-            from chitragupta.engine.corpus.sync import import_jsonl
-            from chitragupta.engine.workspace import Workspace
+            from chitragupta.engine.library.sync import import_jsonl
+            from chitragupta.engine.library.workspace import Workspace
 
             report = import_jsonl(Workspace.open(d / "ws", create=True), d / "c.jsonl", packed=False)
             if report.problems:

@@ -15,7 +15,7 @@ from bench.arms.keywords import jsonl
 
 def vocabulary(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The packaged acronym list (what a default install expands), plus ``extra``."""
-    from chitragupta.engine.expand import packaged_vocabulary
+    from chitragupta.engine.search.expand import packaged_vocabulary
 
     vocab = packaged_vocabulary()
     vocab.update(extra or {})

@@ -8,7 +8,7 @@ from typing import Iterable, Iterator
 
 
 def open_workspace(args, *, create: bool = False):
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     return Workspace.open(args.workspace, args.config, create=create)
 

@@ -21,15 +21,15 @@ def run(args) -> int:
 
     from chitragupta.cli._common import print_notes, print_problems
     from chitragupta.cli.search_cmd import _table
-    from chitragupta.engine.corpus.sync import sync
-    from chitragupta.engine.demo.build import MARKER, build_sources, load_queries
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.library.demo.build import MARKER, build_sources, load_queries
     from chitragupta.errors import UsageError
     from chitragupta.engine.index.manage import refresh
-    from chitragupta.engine.search import Retriever
-    from chitragupta.engine.evaluation import first_relevant, mean_reciprocal_rank, read_trec_run
-    from chitragupta.engine.files import atomic_write_text
-    from chitragupta.engine.runfile import format_run_lines, open_output
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.search.bm25 import Retriever
+    from chitragupta.engine.evaluation.measure import first_relevant, mean_reciprocal_rank, read_trec_run
+    from chitragupta.files import atomic_write_text
+    from chitragupta.engine.search.runfile import format_run_lines, open_output
+    from chitragupta.engine.library.workspace import Workspace
 
     root = Path(DEFAULT_DIR if args.workspace == "." else args.workspace).expanduser()
     if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():

@@ -29,7 +29,7 @@ def run(args) -> int:
     import json
 
     from chitragupta.cli._common import print_notes
-    from chitragupta.engine.evaluation import (collapse_by_source, evaluate, parse_measures, passage_hint,
+    from chitragupta.engine.evaluation.measure import (collapse_by_source, evaluate, parse_measures, passage_hint,
                                                read_qrels, read_trec_run, split_measures)
 
     measures = parse_measures(split_measures(args.metrics))

@@ -16,8 +16,8 @@ def run(args) -> int:
     import json
 
     from chitragupta.cli._common import open_workspace, print_notes
-    from chitragupta.engine.dossier import LogRow, append_rows, expanded_text, payload_chars
-    from chitragupta.engine.searcher import check_k
+    from chitragupta.engine.library.dossier import LogRow, append_rows, expanded_text, payload_chars
+    from chitragupta.engine.search.searcher import check_k
     from chitragupta.service import open_searcher
     from chitragupta.service.request import Limits
 

@@ -47,7 +47,7 @@ def run(args) -> int:
     import json
 
     from chitragupta.cli._common import open_workspace, progress_bar
-    from chitragupta.engine.explain import explain
+    from chitragupta.engine.search.explain import explain
     from chitragupta.service import open_searcher
     from chitragupta.service.request import Limits
 

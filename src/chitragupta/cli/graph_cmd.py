@@ -17,7 +17,7 @@ def run(args) -> int:
     import sys
 
     from chitragupta.cli._common import open_workspace, print_notes
-    from chitragupta.engine.runfile import check_destination, describe, open_output
+    from chitragupta.engine.search.runfile import check_destination, describe, open_output
     from chitragupta.errors import UsageError
     from chitragupta.service import citations
 

@@ -11,8 +11,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from chitragupta.cli._common import open_workspace, print_problems, progress_bar
-    from chitragupta.engine.corpus.jsonl import open_input
-    from chitragupta.engine.corpus.sync import import_jsonl
+    from chitragupta.engine.library.jsonl import open_input
+    from chitragupta.engine.library.sync import import_jsonl
     from chitragupta.errors import WorkspaceError
 
     path = Path(args.file)

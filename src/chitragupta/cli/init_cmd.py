@@ -10,9 +10,9 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from chitragupta.engine.config import defaults_text
-    from chitragupta.engine.expand import STARTER
-    from chitragupta.engine.workspace import CONFIG_NAME, atomic_write_text
+    from chitragupta.engine.library.config import defaults_text
+    from chitragupta.engine.search.expand import STARTER
+    from chitragupta.engine.library.workspace import CONFIG_NAME, atomic_write_text
     from chitragupta.errors import UsageError, WorkspaceError
 
     root = Path(args.workspace).expanduser()

@@ -37,7 +37,7 @@ def run(args) -> int:
     from chitragupta.cli._common import open_workspace
     from chitragupta.cli.refs_cmd import print_rows
     from chitragupta.cli.search_cmd import filters_of
-    from chitragupta.engine.runfile import check_destination, describe, open_output
+    from chitragupta.engine.search.runfile import check_destination, describe, open_output
     from chitragupta.service import citations
 
     f = filters_of(args)

@@ -10,7 +10,7 @@ import sys
 
 def add_arguments(p) -> None:
     from chitragupta.device import DEVICES
-    from chitragupta.engine.searcher import UNIT_HELP
+    from chitragupta.engine.search.searcher import UNIT_HELP
     from chitragupta.kernels.dispatch import BACKENDS
     from chitragupta.service import registry
 
@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
 
 
 def add_filter_arguments(p) -> None:
-    """The metadata filter flags (``engine/filters.py``); ``filters_of(args)`` reads them."""
+    """The metadata filter flags (``engine/search/filters.py``); ``filters_of(args)`` reads them."""
     g = p.add_argument_group("filters", "only sources whose metadata match (different flags: all must hold; a "
                              "source with no value for a filtered field is excluded, and a note says how many)")
     g.add_argument("--year", metavar="RANGE", help="a year (2019) or a range: 2015..2020, 2015.., ..2020")
@@ -61,7 +61,7 @@ def add_filter_arguments(p) -> None:
 
 def filters_of(args):
     """The filters the flags ask for (a ``Filters``), or None."""
-    from chitragupta.engine.filters import to_filters
+    from chitragupta.engine.search.filters import to_filters
 
     d = {name: getattr(args, name) for name in ("year", "author", "keyword", "venue", "type")
          if getattr(args, name, None) is not None}
@@ -127,7 +127,7 @@ def _single(args, req, searcher, ws) -> int:
     resp = req.run_one(searcher, args.query)
     print_response(resp, args.json)
     if args.log:
-        from chitragupta.engine.dossier import LogRow, append_rows, expanded_text, payload_chars
+        from chitragupta.engine.library.dossier import LogRow, append_rows, expanded_text, payload_chars
 
         append_rows(ws, args.log, [LogRow(_command(args), _unit_label(req), args.query, expanded_text(resp.notes),
                                           req.k_for(False), len(resp.hits), payload_chars(resp.hits))])
@@ -138,13 +138,14 @@ def _batch(args, req, searcher, ws) -> int:
     from pathlib import Path
 
     from chitragupta.cli._common import print_notes, print_problems
-    from chitragupta.engine.corpus.jsonl import read_queries
-    from chitragupta.engine.runfile import check_destination, describe, open_output
+    from chitragupta.engine.library.jsonl import read_queries
+    from chitragupta.engine.search.filters import to_filters
+    from chitragupta.engine.search.runfile import check_destination, describe, open_output
 
     check_destination(args.run)  # before the work: a run that cannot be written is said now
     problems: list[str] = []
     own: list = []  # each query's own filters (a line's "filters")
-    queries = read_queries(Path(args.queries), problems, own)
+    queries = read_queries(Path(args.queries), problems, own, to_filters)
     if not queries:  # one line: the first refusal says why
         from chitragupta.errors import UsageError
 
@@ -163,8 +164,8 @@ def _batch(args, req, searcher, ws) -> int:
     counts = ranked.counts()
     notes = searcher.index_notes(unit)
     if args.log:
-        from chitragupta.engine.dossier import LogRow, append_rows, expanded_text
-        from chitragupta.engine.runfile import format_run_lines
+        from chitragupta.engine.library.dossier import LogRow, append_rows, expanded_text
+        from chitragupta.engine.search.runfile import format_run_lines
 
         all_notes = ranked.notes
         append_rows(ws, args.log, [
@@ -174,7 +175,7 @@ def _batch(args, req, searcher, ws) -> int:
     unmatched = ranked.unmatched() if ranked.engine == "bm25" else 0
     if unmatched:
         notes.append(f"{unmatched} of {len(queries)} queries had no indexable term that the index holds, and got no hits")
-    from chitragupta.engine.filters import filter_notes
+    from chitragupta.engine.search.filters import filter_notes
 
     notes.extend(dict.fromkeys(n.text for q in range(len(queries)) for n in filter_notes(ranked, q)))
     print_notes(notes)

@@ -36,11 +36,11 @@ def run(args) -> int:
     from pathlib import Path
 
     from chitragupta.cli._common import open_workspace, print_notes, print_problems, progress_bar
-    from chitragupta.engine.corpus.jsonl import read_queries
-    from chitragupta.engine.evaluation import parse_measures, read_qrels
-    from chitragupta.engine.searcher import check_k
+    from chitragupta.engine.library.jsonl import read_queries
+    from chitragupta.engine.evaluation.measure import parse_measures, read_qrels
+    from chitragupta.engine.search.searcher import check_k
     from chitragupta.service import open_searcher
-    from chitragupta.engine.sweep import (MAX_GRID_POINTS, check_grid_size, check_out_dir, file_stem,
+    from chitragupta.engine.evaluation.sweep import (MAX_GRID_POINTS, check_grid_size, check_out_dir, file_stem,
                                           judged_queries, parse_range, run_sweep, write_sweep)
     from chitragupta.errors import UsageError
 

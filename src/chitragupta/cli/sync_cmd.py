@@ -38,7 +38,7 @@ def _name(items: list[tuple[str, str]], what: str, more: str, limit: int | None)
 
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, print_problems, progress_bar
-    from chitragupta.engine.corpus.sync import sync
+    from chitragupta.engine.library.sync import sync
     from chitragupta.engine.index.segments import available_cores
 
     ws = open_workspace(args)

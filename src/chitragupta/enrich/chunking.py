@@ -41,7 +41,7 @@ import re
 from pathlib import Path
 
 from chitragupta.engine.index.source import row_body
-from chitragupta.engine.workspace import Workspace, safe_name
+from chitragupta.engine.library.workspace import Workspace, safe_name
 
 __all__ = ["chunk_spans", "document_text", "docling_name", "docling_paths", "CHUNK_WORDS", "CHUNK_OVERLAP",
            "TokenChunker", "token_chunker", "load_tokenizer", "CHUNK_OVERLAP_TOKENS", "MIN_CHUNK_TOKENS"]

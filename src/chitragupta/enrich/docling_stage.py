@@ -5,7 +5,7 @@
     content/docling/manifest.json  per citekey: the file name and the source's path, size and mtime
 
 ``<name>`` is the row's parsed-file stem (``safe_name`` of the citekey unless sync had to break a case
-collision). Conversion goes through ``chitragupta.engine.corpus.docling_convert``, the converter the docling parser
+collision). Conversion goes through ``chitragupta.engine.library.docling_convert``, the converter the docling parser
 backend uses. A source is converted again only when its path, size or mtime changed or an output is
 missing. Rows imported from a JSONL corpus have no source document and are skipped, and so is a PDF when
 ``[parser].docling_artifacts_path`` does not hold docling's models (the converter says how to get them).
@@ -19,9 +19,9 @@ import json
 import time
 from pathlib import Path
 
-from chitragupta.engine.corpus.parsers import ParseError
-from chitragupta.engine.corpus.sync import docling_artifacts_path
-from chitragupta.engine.workspace import Workspace, atomic_write_text
+from chitragupta.engine.library.parsers import ParseError
+from chitragupta.engine.library.sync import docling_artifacts_path
+from chitragupta.engine.library.workspace import Workspace, atomic_write_text
 
 __all__ = ["run_stage", "MANIFEST"]
 
@@ -64,7 +64,7 @@ def is_imported(row) -> bool:
 def run_stage(ws: Workspace, rows, *, device: str, progress=None) -> list[str]:
     """Convert every row's source document that changed; returns the report lines. ``device`` is unused
     (docling's PDF models choose their own), kept for the one stage signature."""
-    from chitragupta.engine.corpus import docling_convert as dc
+    from chitragupta.engine.library import docling_convert as dc
     from chitragupta.enrich.chunking import docling_paths
 
     folder = ws.inside_content(ws.content / "docling")

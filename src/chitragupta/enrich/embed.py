@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chitragupta.engine.files import load_npy
+from chitragupta.files import load_npy
 from chitragupta.enrich.encoders import (DEFAULT_MODEL, Encoder, ModelSpec, QueryEncoder, load_encoder,  # noqa: F401
                                          load_query_encoder, model_slug, model_spec, offline_env,
                                          resolve_model_source)

@@ -294,7 +294,7 @@ class ModelSpec:
 
 
 def _json_file(path: Path):
-    from chitragupta.engine.files import read_small
+    from chitragupta.files import read_small
 
     try:
         return json.loads(read_small(path, 1 << 20))

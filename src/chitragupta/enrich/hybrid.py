@@ -41,11 +41,12 @@ from typing import Sequence
 
 import numpy as np
 
-from chitragupta.engine.config import FUSION_METHODS, Config
-from chitragupta.engine.results import Note, Ranked, SearchResponse, SearchResult
-from chitragupta.engine.search import BM25Searcher
-from chitragupta.engine.searcher import Searcher, check_k, check_max_per_source
-from chitragupta.engine.workspace import Workspace
+from chitragupta.engine.library.config import FUSION_METHODS, Config
+from chitragupta.notes import Note
+from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
+from chitragupta.engine.search.bm25 import BM25Searcher
+from chitragupta.engine.search.searcher import Searcher, check_k, check_max_per_source
+from chitragupta.engine.library.workspace import Workspace
 from chitragupta.errors import ConfigError, UsageError
 from chitragupta.kernels.types import TopK
 
@@ -366,7 +367,7 @@ class HybridSearcher(Searcher):
         list (0: absent), its best BM25 passage and its best chunk (-1: none). A fused list holds each
         source once, so any ``max_per_source`` (checked as every engine checks it) is met. ``filters``
         (as BM25's) are applied on both sides, each before its top-k; the notes are BM25's."""
-        from chitragupta.engine.filters import per_query
+        from chitragupta.engine.search.filters import per_query
 
         k = check_k(k)
         check_max_per_source(max_per_source)
@@ -460,7 +461,7 @@ def coverage_note(ws: Workspace, dense) -> Note | None:
     found: with 25% of scifact encoded, hybrid nDCG@10 was .4012 against BM25's .6624 (RESULTS.md).
     A parsed text that is empty (a file, or a packed reference of length 0) is not counted (the embed stage
     skips it too)."""
-    from chitragupta.engine.corpus.texts import split_ref
+    from chitragupta.engine.library.texts import split_ref
     from chitragupta.engine.index.source import has_text
 
     lacking = 0

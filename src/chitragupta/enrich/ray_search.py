@@ -36,7 +36,7 @@ from typing import Sequence
 import numpy as np
 
 from chitragupta.engine.index import shards as shard_index
-from chitragupta.engine.results import Ranked
+from chitragupta.engine.search.results import Ranked
 from chitragupta.errors import UsageError
 from chitragupta.kernels.shardmerge import merge_topk, offset_ids, stack_rows
 from chitragupta.kernels.types import QueryBatch, TopK
@@ -224,8 +224,8 @@ def _get(ray, futures):
 def rank_sharded(searcher, queries: Sequence[str], k: int, targets, filters=None) -> Ranked:
     """``queries`` ranked to ``k`` documents as ``BM25Scorer.rank`` ranks them, the scoring done by
     ``targets`` (``LocalTargets`` or ``RayTargets``); ``filters``: None or per query None or a ``Filters``."""
-    from chitragupta.engine.query import QueryPlan
-    from chitragupta.engine.scoring import _Rebuilt  # a damaged index rebuilt on the way: plan again
+    from chitragupta.engine.search.query import QueryPlan
+    from chitragupta.engine.search.scoring import _Rebuilt  # a damaged index rebuilt on the way: plan again
 
     scorer = searcher.scorer
     queries = list(queries)
@@ -318,8 +318,8 @@ class RaySearcher:
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
                   max_per_source: int | None = None, filters=None) -> Ranked:
-        from chitragupta.engine.filters import per_query
-        from chitragupta.engine.searcher import check_k
+        from chitragupta.engine.search.filters import per_query
+        from chitragupta.engine.search.searcher import check_k
 
         k = check_k(k)
         if self._searcher.check_unit(unit) != "document":

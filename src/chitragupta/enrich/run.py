@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from typing import Callable, ContextManager, Iterable
 
 from chitragupta.errors import UsageError
-from chitragupta.engine.workspace import Workspace
+from chitragupta.engine.library.workspace import Workspace
 
 __all__ = ["STAGES", "parse_stages", "corpus_header", "run"]
 
@@ -67,7 +67,7 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
     a tqdm bar on a terminal, else a line every ~10 s or 5 %). ``encode_stream``: the embed and bertopic
     stages' encoding step (``chitragupta.enrich.stream.EncodeStream``, e.g. a Ray cluster's); None: the
     local model."""
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     names = parse_stages(stages)
     say = echo or (lambda _line: None)

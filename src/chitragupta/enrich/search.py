@@ -26,13 +26,14 @@ from typing import Sequence
 
 import numpy as np
 
-from chitragupta.engine.config import Config
-from chitragupta.engine.filters import per_query
+from chitragupta.engine.library.config import Config
+from chitragupta.engine.search.filters import per_query
 from chitragupta.errors import UsageError, WorkspaceError
-from chitragupta.engine.results import Note, Ranked, SearchResponse, SearchResult
-from chitragupta.engine.searcher import Searcher, check_k, check_max_per_source, deepen_capped
+from chitragupta.notes import Note
+from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
+from chitragupta.engine.search.searcher import Searcher, check_k, check_max_per_source, deepen_capped
 from chitragupta.engine.text.windows import choose_windows, normalize_ws
-from chitragupta.engine.workspace import Workspace
+from chitragupta.engine.library.workspace import Workspace
 from chitragupta.extras import require
 from chitragupta.kernels.types import TopK
 
@@ -90,7 +91,7 @@ class EmbedSearcher(Searcher):
         self._table = None
         self._seen: tuple | None = None  # (the store's signature, the workspace's stamp) when opened
         self._live, self._titles, self._notes = self._ledger_view()
-        from chitragupta.engine.stem import get_stemmer
+        from chitragupta.engine.text.stem import get_stemmer
 
         self._stem = get_stemmer(ws.config.retrieval.stemmer)
 
@@ -146,7 +147,7 @@ class EmbedSearcher(Searcher):
 
     # -- the ledger: every hit must still be a ledger row ---------------------------------------------
     def _ledger_view(self) -> tuple[np.ndarray, list[str], list[Note]]:
-        from chitragupta.engine.corpus.ledger import Ledger
+        from chitragupta.engine.library.ledger import Ledger
 
         store = self.store
         titles = list(store.titles)
@@ -271,9 +272,9 @@ class EmbedSearcher(Searcher):
         filter for this searcher's life (a changed ledger or store opens a new searcher)."""
         if fl is None:
             return None, None
-        from chitragupta.engine.corpus.ledger import Ledger
-        from chitragupta.engine.corpus.metadata import Facets, facets
-        from chitragupta.engine.filters import FacetTable
+        from chitragupta.engine.library.ledger import Ledger
+        from chitragupta.engine.library.metadata import Facets, facets
+        from chitragupta.engine.search.filters import FacetTable
 
         if getattr(self, "_facet_table", None) is None:
             if self.workspace.ledger_path.exists():
@@ -319,7 +320,7 @@ class EmbedSearcher(Searcher):
         """The ``k`` chunks nearest the mean of ``citekey``'s chunk vectors (re-normalised), capped per source
         as ``rank_many`` caps, ``citekey``'s own chunks left out, only chunks of sources ``filters`` (None
         or a ``Filters``) allow (an exact scan). No cross-encoder: there is no query text."""
-        from chitragupta.engine.search import near_citekeys
+        from chitragupta.engine.search.bm25 import near_citekeys
 
         k = check_k(k)
         cap = check_max_per_source(max_per_source)
@@ -404,7 +405,7 @@ class EmbedSearcher(Searcher):
     # -- citable hits --------------------------------------------------------------------------------
     def query_terms(self, query: str) -> list[str]:
         """The words of ``query`` a snippet window looks for (worked out once per query, not per hit)."""
-        from chitragupta.engine.tokenize import query_terms
+        from chitragupta.engine.text.tokenize import query_terms
 
         return query_terms(query)[0]
 

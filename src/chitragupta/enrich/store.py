@@ -19,7 +19,7 @@ While the embed stage encodes, what it has finished is committed as *segments* b
                       "none"), model, dim, recipe, per document its citekey, title, text hash, text and
                       chunk spans, the .npy's byte length and blake2b, and a blake2b of all of that
 
-Each file is written to a temp name, fsynced and renamed (``chitragupta.engine.files``' atomic writer,
+Each file is written to a temp name, fsynced and renamed (``chitragupta.files``' atomic writer,
 which never writes through a symlink); the .json is written last, so a segment exists only once whole.
 A rerun reads the store plus its segments (a later segment wins for a
 document), encodes only what is still missing, then writes one complete store (the compaction,
@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from chitragupta.errors import ChitraguptaError
-from chitragupta.engine.files import FileRefused, atomic_write_bytes, fsync_dir, load_npy, read_limited, read_small
+from chitragupta.files import FileRefused, atomic_write_bytes, fsync_dir, load_npy, read_limited, read_small
 from chitragupta.extras import require
 
 __all__ = ["Store", "StoreCorrupt", "SCHEMA", "load_store", "save_store", "build_index", "store_folder", "recover",

@@ -89,9 +89,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from chitragupta.engine.files import load_npy
+from chitragupta.files import load_npy
 from chitragupta.errors import CorpusError, UsageError
-from chitragupta.engine.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
+from chitragupta.engine.library.workspace import Workspace, atomic_write_bytes, atomic_write_text, safe_name
 from chitragupta.extras import require
 from chitragupta.enrich.device import cuml_available, cuml_status, resolve_device
 from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream, as_stream, checked_blocks,

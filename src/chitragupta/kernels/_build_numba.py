@@ -6,7 +6,7 @@ stream's triples split by term range) is a counting sort here: the destinations 
 build already has, and records are placed in the order they arrive, so the output is the stable sort's
 to the byte. The field counts are aligned with the main postings by walking the two rows together
 (both ascending) instead of searching int64 keys, and the positions' ids are mapped and counted in the
-same pass. ``tests/test_kernels_build.py`` holds each against the numpy it replaced.
+same pass. ``tests/kernels/test_build.py`` holds each against the numpy it replaced.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ Per tile of documents (the first one ``first_tile`` wide, so that thr is high be
 Cutting uses the partial sums (another order of addition than the reference's), so every bound is
 inflated by ``MARGIN`` (1e-9 relative, far above the ~n * 1e-16 rounding of a sum of n terms) and thr
 deflated by it: a document whose exact score reaches thr is never cut. Pruning skips work, never changes
-the answer; ``tests/test_kernels.py`` checks the ids and scores bit for bit against the reference.
+the answer; ``tests/kernels/test_dispatch.py`` checks the ids and scores bit for bit against the reference.
 """
 
 from __future__ import annotations

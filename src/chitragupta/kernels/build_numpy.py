@@ -4,7 +4,7 @@ same results to the byte, for a small build that need not start numba (``kernels
 Each numba counting sort is here the stable ``argsort`` it replaced (by 16-bit digits: ``stable_order``),
 and each tally a ``bincount``: at a small corpus's size (a few hundred thousand postings) a pass costs
 about a millisecond, against numba's half a second to start. Arguments updated in place (``nxt``, ``cur``, the counts) are updated the same
-way. ``tests/test_kernels_build.py`` holds both modules against the same numpy references.
+way. ``tests/kernels/test_build.py`` holds both modules against the same numpy references.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ only when resolved, so importing ``kernels`` costs neither numba's nor torch's i
 ``"auto"`` means one thing, said once in ``AUTO`` and applied by one function, ``backend_name``: the
 fastest backend that ranks exactly as the reference does, for the job at hand -- a batch ("batch"): torch
 on CUDA when ``chitragupta.device`` finds one, else numba (numpy when numba does not import); a few
-queries in a process that has not loaded numba ("few", decided by ``chitragupta.engine.search``): numpy,
+queries in a process that has not loaded numba ("few", decided by ``chitragupta.engine.search.bm25``): numpy,
 which loads no JIT kernel; a sweep's grid ("grid"): numba. ``resolve`` logs the choice at info. It is
 speed only: auto runs torch in float64, which sums in the reference's order and ranks exactly as numba
 does; an explicit ``"torch"`` on CUDA defaults to float32 (about 1e-6 relative from the reference, so

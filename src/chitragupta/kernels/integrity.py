@@ -19,7 +19,7 @@ boundaries); nothing is allocated per posting.
 
 Below that (one chunk), while numba is not loaded in this process, the same checks run in numpy
 (``_numba_now``): a small index is built and opened without numba's start, about half a second, for a
-pass of a few milliseconds; the results are the same (``tests/test_kernels_integrity.py``). The numba
+pass of a few milliseconds; the results are the same (``tests/kernels/test_integrity.py``). The numba
 kernels are in ``kernels._integrity_numba``.
 """
 

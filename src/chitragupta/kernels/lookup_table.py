@@ -4,7 +4,7 @@ The same table to the byte: each string's FNV-1a hash is computed for all string
 step per byte position, uint64 arithmetic wraps as the kernel's does), and the strings are placed in id
 order with linear probing in a Python loop (a table at most half full: about 1.5 probes a string). Used
 below ``NUMPY_BELOW`` strings while numba is not loaded, so that a small index is built without numba's
-start; else the numba kernel. ``tests/test_kernels_lookup_table.py`` holds the two equal.
+start; else the numba kernel. ``tests/kernels/test_lookup_table.py`` holds the two equal.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Three paths with one answer: numpy (a gather of the candidates' slices, compared
 time; no JIT to load, for a cold query's few candidates), numba over each candidate's whole slice, and
 numba from the anchor's occurrences (the rarest indexed word of the phrase: only the places it occurs
 are compared, so a phrase with one common word does not read every candidate's every word).
-``phrase_units`` picks by the number of ids to read; ``tests/test_phrase_positions.py`` holds them equal.
+``phrase_units`` picks by the number of ids to read; ``tests/engine/index/test_doc_positions.py`` holds them equal.
 Only the offsets the candidates name are trusted after a check (``PositionsDamaged`` otherwise); numpy
 bounds-checks the gather and numba reads inside the checked spans.
 """

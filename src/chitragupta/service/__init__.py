@@ -25,7 +25,7 @@ _EXPORTS = {
     "register": "chitragupta.service.registry",
     "engine": "chitragupta.service.registry",
     "names": "chitragupta.service.registry",
-    "Searcher": "chitragupta.engine.searcher",
+    "Searcher": "chitragupta.engine.search.searcher",
     "citation_graph": "chitragupta.service.citations",
 }
 
@@ -34,7 +34,7 @@ def open_searcher(workspace=".", engine: str = "bm25", *, config=None, update: b
                   backend: str | None = None, device: str | None = None, progress=None):
     """Open engine ``engine`` (a registry name: ``chitragupta.service.names()``) on a workspace (a path or
     an open ``Workspace``). ``backend`` is BM25's scoring backend, for the engines that use it."""
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
     from chitragupta.errors import UsageError
     from chitragupta.service import registry
 

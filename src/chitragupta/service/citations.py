@@ -28,14 +28,14 @@ _LOCK = threading.Lock()
 
 
 def _workspace(workspace, config=None):
-    from chitragupta.engine.workspace import Workspace
+    from chitragupta.engine.library.workspace import Workspace
 
     return workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
 
 
 def _signature(ws) -> tuple:
     from chitragupta.engine.citations.store import refs_folder
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     with Ledger(ws.ledger_path, create=False) as ledger:
         stamp = ledger.change_stamp()
@@ -98,7 +98,7 @@ def cites(workspace, citekey: str) -> dict:
 def cited_by(workspace, citekey: str, filters=None) -> dict:
     """``{"cited_by": [{"citekey", "title", "text"}], "notes": [...]}``: only citing sources ``filters``
     allow."""
-    from chitragupta.engine.filters import to_filters
+    from chitragupta.engine.search.filters import to_filters
 
     f = to_filters(filters)
     g = citation_graph(workspace)
@@ -108,7 +108,7 @@ def cited_by(workspace, citekey: str, filters=None) -> dict:
 def missing(workspace, min_count: int = 2, k: int = 50, filters=None) -> dict:
     """``{"missing": [{"title", "year", "authors", "citing", "count"}], "notes": [...]}``: counting only
     citing sources ``filters`` allow."""
-    from chitragupta.engine.filters import to_filters
+    from chitragupta.engine.search.filters import to_filters
 
     f = to_filters(filters)
     g = citation_graph(workspace)

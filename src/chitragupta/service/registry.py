@@ -51,7 +51,7 @@ class EngineSpec:
 
 
 def _open_bm25(ws, opts: OpenOptions):
-    from chitragupta.engine.search import BM25Searcher
+    from chitragupta.engine.search.bm25 import BM25Searcher
 
     return BM25Searcher.open(ws, update=opts.update, backend=opts.backend, device=opts.device, progress=opts.progress)
 

@@ -5,7 +5,7 @@ the same error texts.
     req = SearchRequest.checked(engine="hybrid", unit="passage", k=20)   # UsageError on a bad field
     resp = req.run_one(searcher, "digital twin fidelity")
 
-A field is added here (and in ``engine/searcher.py``'s ``Searcher`` calls, which every engine
+A field is added here (and in ``engine/search/searcher.py``'s ``Searcher`` calls, which every engine
 inherits), and reaches every surface from here.
 
 The limits of one request (``Limits``: a query's length, k, the queries of a server's batch call) are
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from chitragupta.engine.searcher import (DEFAULT_BATCH_K, DEFAULT_K, UNIT_HELP, check_k, check_max_per_source,
+from chitragupta.engine.search.searcher import (DEFAULT_BATCH_K, DEFAULT_K, UNIT_HELP, check_k, check_max_per_source,
                                          check_snippet_chars)
-from chitragupta.engine.filters import Filters, to_filters
+from chitragupta.engine.search.filters import Filters, to_filters
 from chitragupta.errors import UsageError
 from chitragupta.service import registry
 
@@ -72,7 +72,7 @@ class SearchRequest:
     """``engine`` (a registry name), ``unit`` (None: the engine's default), ``k`` (None: ``DEFAULT_K`` for
     one query, ``DEFAULT_BATCH_K`` for a batch), ``snippet_chars`` (None: the configured width, 0: none),
     ``max_per_source`` (None: the engine's configured cap), ``filters`` (None, or metadata filters: a
-    ``Filters`` or a dict of its fields, ``engine/filters.py``; kept as a ``Filters`` once checked)."""
+    ``Filters`` or a dict of its fields, ``engine/search/filters.py``; kept as a ``Filters`` once checked)."""
 
     engine: str = registry.DEFAULT_ENGINE
     unit: str | None = None

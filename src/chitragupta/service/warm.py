@@ -18,7 +18,7 @@ Threads: the calls may come from many threads at once (the MCP server's worker p
 side. Each engine has its own lock, held only while it is opened (or reopened), so engines open once
 even when the first calls arrive together, and a call to one engine never waits for another engine's
 open; an open searcher is read by many threads (what its reads cache is built whole before it is shared:
-``engine/hits.py``, ``engine/scoring.py``, ``enrich/search.py``). Where numba has no thread-safe
+``engine/search/hits.py``, ``engine/search/scoring.py``, ``enrich/search.py``). Where numba has no thread-safe
 threading layer (neither TBB nor OpenMP loads: its workqueue layer aborts on concurrent kernels) the
 calls run one at a time.
 """
@@ -80,7 +80,7 @@ class WarmEngines:
         return (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
 
     def workspace(self):
-        from chitragupta.engine.workspace import Workspace
+        from chitragupta.engine.library.workspace import Workspace
 
         sig = self._config_signature()
         with self._state:
@@ -176,7 +176,7 @@ class WarmEngines:
     def search(self, query: str, k: int = 10, engine: str = registry.DEFAULT_ENGINE, unit: str | None = None,
                snippet_chars: int | None = None, filters: dict | None = None) -> dict:
         """One query's hits and notes, as ``chitragupta search --json`` gives them (notes as objects);
-        ``filters``: metadata filters (``engine/filters.py``'s fields and value syntax)."""
+        ``filters``: metadata filters (``engine/search/filters.py``'s fields and value syntax)."""
         req = SearchRequest.checked(engine=engine, unit=unit, k=k, snippet_chars=snippet_chars, filters=filters)
         with self._call():
             resp = req.run_one(self.searcher(req.engine), query)
@@ -202,7 +202,7 @@ class WarmEngines:
 
     def explain(self, query: str, citekey: str) -> dict:
         """Each query term's share of ``citekey``'s BM25 score, as ``chitragupta explain --json`` gives it."""
-        from chitragupta.engine.explain import explain
+        from chitragupta.engine.search.explain import explain
 
         with self._call():
             r = self.searcher("bm25")

@@ -47,7 +47,7 @@ Proc. of ...", "..., in IEEE ...") is split from the title. Only the first ``MAX
 characters of an entry are read for fields; its text is always kept whole.
 
 **Cost** (tens of thousands of entries per library; every shortcut gives the plain rule's answer, pinned
-in ``tests/test_citations_entries_fast.py``): a token's kind for the author-list test and an author part's
+in ``tests/engine/citations/test_entries_fast.py``): a token's kind for the author-list test and an author part's
 family name are kept per string in bounded memos (names repeat across a library; never an entry's text);
 patterns open with a character, their look-behinds after it (Python's ``re`` searches for a leading
 character, but tries a leading look-around at every position); a list's lines are looked at one by one

@@ -9,7 +9,7 @@ that the library lacks.
 
 Resolution is ``resolve.py``'s. Nodes are the library's sources (ids: their citekeys) and the missing works
 cited by at least ``min_count`` sources; an edge is one citing source's entry naming the target (a source
-citing the same work twice gives one edge, the first entry's). Filters (``engine/filters.py``) apply to the
+citing the same work twice gives one edge, the first entry's). Filters (``engine/search/filters.py``) apply to the
 citing sources: ``cited_by`` lists only citing sources that match, ``missing`` counts only them. An unknown
 citekey is the UsageError ``similar`` gives (naming the closest citekeys).
 
@@ -137,8 +137,8 @@ class CitationGraph:
     def open(cls, ws) -> "CitationGraph":
         """The graph of a workspace (an open ``Workspace``): its ledger and its stored entries."""
         from chitragupta.engine.citations.store import all_references, refs_folder
-        from chitragupta.engine.corpus.ledger import Ledger
-        from chitragupta.engine.corpus.metadata import facets
+        from chitragupta.engine.library.ledger import Ledger
+        from chitragupta.engine.library.metadata import facets
 
 
         with no_gc():
@@ -178,7 +178,7 @@ class CitationGraph:
         whole library; nobody else's entries read): what a one-off command about one source needs, at a
         fraction of ``open``'s cost. ``cited_by`` and ``missing`` need ``open``."""
         from chitragupta.engine.citations.store import references_of, refs_folder
-        from chitragupta.engine.corpus.ledger import Ledger
+        from chitragupta.engine.library.ledger import Ledger
 
         with Ledger(ws.ledger_path, create=False) as ledger:
             rows = ledger.rows()
@@ -194,7 +194,7 @@ class CitationGraph:
     # -- questions -----------------------------------------------------------------------------------
     def _check(self, citekey: str) -> None:
         if not isinstance(citekey, str) or citekey not in self._rows:
-            from chitragupta.engine.search import near_citekeys
+            from chitragupta.engine.search.bm25 import near_citekeys
 
             raise UsageError(f"unknown citekey {citekey!r}" + near_citekeys(str(citekey), _Keys(sorted(self._rows))))
 
@@ -261,12 +261,12 @@ class CitationGraph:
                 for name, n in missing.items() if n]
 
     def _filters(self, filters):
-        from chitragupta.engine.filters import to_filters
+        from chitragupta.engine.search.filters import to_filters
 
         return to_filters(filters)
 
     def _table(self):
-        from chitragupta.engine.filters import FacetTable
+        from chitragupta.engine.search.filters import FacetTable
 
         fac = self._facets
         if callable(fac):
@@ -434,7 +434,7 @@ def _bib_fields(w) -> tuple[str, list[tuple[str, str]]]:
 
 
 def _bibkey(w, taken: set[str]) -> str:
-    from chitragupta.engine.corpus.metadata import fold
+    from chitragupta.engine.library.metadata import fold
 
     fam = re.sub(r"[^a-z0-9]", "", fold(w.authors[0])) if w.authors else ""
     word = next((t for t in re.sub(r"[^a-z0-9 ]", " ", fold(w.title)).split()
@@ -477,7 +477,7 @@ def _save_resolution(path, key: str, res: Resolution, refs: dict[str, list]) -> 
     cannot be written keeps none."""
     import json
 
-    from chitragupta.engine.files import atomic_write_bytes
+    from chitragupta.files import atomic_write_bytes
 
     pos: dict[int, tuple[str, int]] = {}  # made only for a work that does not carry its positions
 

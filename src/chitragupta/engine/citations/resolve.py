@@ -35,7 +35,7 @@ one ASCII buffer (``_Packed``: non-ASCII runs replaced as ``_tokens`` replaces t
 run) and ``kernels/citewords.py`` reads it in one pass each: the library words each entry holds
 (``vocab_pairs``), the normalised titles (``normalised``) and the blocking overlaps (``pair_overlaps``);
 an entry with a text that stays non-ASCII is read per entry, as every entry is on the other path, and
-``tests/test_citations_resolve.py`` holds the two paths equal. The entries' fields are read as columns,
+``tests/engine/citations/test_resolve.py`` holds the two paths equal. The entries' fields are read as columns,
 an entry with no candidate and no identifier is settled first, missing works are clustered over
 (title, year) nodes and their fields counted for all works at once (``_modes``). The bench
 (``python -m bench refs_graph``) times 1,000 sources x 40 entries beside indexing them.
@@ -54,7 +54,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from chitragupta.engine.corpus.metadata import _NO_DECOMPOSE, norm_doi
+from chitragupta.engine.library.metadata import _NO_DECOMPOSE, norm_doi
 
 __all__ = ["norm_title", "arxiv_of", "Library", "LibrarySource", "Resolution", "MissingWork", "resolve",
            "TITLE_MIN", "TITLE_MIN_NO_YEAR", "AMBIGUOUS_GAP"]
@@ -120,7 +120,7 @@ def _fold_run(m) -> str:
 
 
 def fold_text(s: str) -> str:
-    """``chitragupta.engine.corpus.metadata.fold`` (accents dropped, case folded, white space collapsed),
+    """``chitragupta.engine.library.metadata.fold`` (accents dropped, case folded, white space collapsed),
     the same string, made per character: NFKD decomposes, and case folding maps, one character at a time,
     and canonical reordering moves only combining marks, which are dropped; so each non-ASCII character's
     folded form is found once (and kept), and only the runs of them are replaced (the entries' texts are

@@ -30,7 +30,7 @@ one that cannot hold a reference heading (``may_have_heading``: refcut's ``may_h
 packed text whose pack has no sidecar beside it (an import's) is read with its reference split and its
 pack looked up once. The entries a build writes are handed to ``all_references`` in the same process
 (``_Handover``: a script or the API that builds, then opens the graph) while their files are as written.
-Written with the one atomic writer (``chitragupta.engine.files``), under the workspace lock. Hyphens
+Written with the one atomic writer (``chitragupta.files``), under the workspace lock. Hyphens
 split at a line end are judged by the list's own words, and running titles by
 the whole document's pages (``entries.running_lines``).
 """
@@ -64,7 +64,7 @@ def refs_folder(ws) -> Path:
 
 
 def _name(citekey: str, parsed_path: str | None) -> str:
-    from chitragupta.engine.workspace import safe_name
+    from chitragupta.engine.library.workspace import safe_name
 
     if parsed_path:
         stem = parsed_path.rsplit("/", 1)[-1]
@@ -112,7 +112,7 @@ def _input(root: Path, parsed_path: str | None, texts: "_Texts | None" = None) -
         return _Input(None, None, frozenset(), _fingerprint(None))
     if whole is None and texts.has_sidecar(parsed_path):
         from chitragupta.engine.citations.entries import LazyWords
-        from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
+        from chitragupta.engine.text.sidecar import EXCLUDED_LABELS, SidecarError, read_sidecar
         from chitragupta.engine.index.source import sidecar_path
 
         side = sidecar_path(root / parsed_path)
@@ -185,7 +185,7 @@ may_have_heading = may_hold_heading
 class _Texts:
     """The file facts of one build's texts, found once per pack: a packed text's stamp, whether it is
     whole and whether a sidecar stands beside it come from its pack's one ``stat`` (packs are never
-    rewritten in place: ``engine.corpus.texts``), and its bytes from the pack's one open file, where the
+    rewritten in place: ``engine.library.texts``), and its bytes from the pack's one open file, where the
     same functions per row (``engine.index.source.text_stamp``, ``has_text``, ``is_regular``,
     ``read_text``) would stat and open the pack each time; a file of its own is stat'ed and read as
     before. Held for one build (or one worker's chunk), then ``close``d: the workspace lock keeps the
@@ -224,7 +224,7 @@ class _Texts:
 
     def _ref(self, parsed_path: str):
         if self._last[0] != parsed_path:
-            from chitragupta.engine.corpus.texts import split_ref
+            from chitragupta.engine.library.texts import split_ref
 
             self._last = (parsed_path, split_ref(parsed_path))
         return self._last[1]
@@ -354,7 +354,7 @@ def read_json(path: Path, limit: int = 1 << 30):
     """The JSON value of the file at ``path``; ``_NO_FILE`` when there is no file; ValueError("not a
     readable JSON file") when it cannot be read (an OS error, over ``limit`` bytes, not a regular file), is
     not UTF-8 or is not JSON. The one reader of the files kept here and of the graph's kept resolution."""
-    from chitragupta.engine.files import FileRefused, read_limited
+    from chitragupta.files import FileRefused, read_limited
 
     try:
         return json.loads(read_limited(path, limit))
@@ -451,7 +451,7 @@ def _read_unlocated(folder: Path, check: bool = True) -> "_Unlocated | None":
     ``check``: make sure the records are in key order (a reader of one record skips it)."""
     import numpy as np
 
-    from chitragupta.engine.files import FileRefused, read_limited
+    from chitragupta.files import FileRefused, read_limited
 
     path = folder / UNLOCATED
     try:
@@ -532,7 +532,7 @@ _PAGE = 1 << 16  # ledger rows read at a time
 def _row_pages(ws, size: int | None = None):
     """The ledger's (citekey, status, parsed_path), in citekey order, a list of at most ``size``
     (``_PAGE``) at a time (a build holds one page, never every row)."""
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     size = size or _PAGE
     with Ledger(ws.ledger_path, create=False) as ledger:
@@ -546,7 +546,7 @@ def _row_pages(ws, size: int | None = None):
 
 
 def _row_count(ws) -> int:
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     with Ledger(ws.ledger_path, create=False) as ledger:
         return ledger.count()
@@ -556,7 +556,7 @@ def references_of(workspace, citekey: str) -> list[Entry] | None:
     """The parsed entries of ``citekey``'s reference list, in order; None when no list was located for it
     (no parsed text, no reference heading, an unknown citekey). Read from its artifact when that is
     current, else parsed from the text now (nothing written: a reader holds no lock)."""
-    from chitragupta.engine.corpus.ledger import Ledger
+    from chitragupta.engine.library.ledger import Ledger
 
     with Ledger(workspace.ledger_path, create=False) as ledger:
         row = ledger.get(citekey)
@@ -730,7 +730,7 @@ def _small(root: Path, items: list, limit: int) -> bool:
     """Whether the texts of ``items`` hold fewer than ``limit`` bytes (a packed reference's length, a file's
     size), counted until the sum reaches it: a process pool's start (~0.1-0.2 s) costs more than it saves
     on a library of abstracts (11,429 short texts: ~0.2 s of work in all)."""
-    from chitragupta.engine.corpus.texts import text_size
+    from chitragupta.engine.library.texts import text_size
 
     total = 0
     for pp, _fp in items:
@@ -766,7 +766,7 @@ def _read_packed(root: Path, paths: list, texts: "_Texts") -> dict[int, tuple]:
     ASCII), with one reference split a text. A text left out (another kind, a pack that reads short) is
     read by ``_input`` as before. The texts read are kept in ``texts`` (``_Texts.keep``): a later call of
     the same page, and ``_Texts.packed_alone``, take them from there."""
-    from chitragupta.engine.corpus.texts import read_stretches, split_ref
+    from chitragupta.engine.library.texts import read_stretches, split_ref
     from chitragupta.engine.index.source import _inside_content
 
     refs = []  # (j, pack, offset, length, inode), in order
@@ -820,7 +820,7 @@ def _quick_page(root: Path, page: list, base: int, texts: "_Texts", present: set
     got = _read_packed(root, [pp for _i, _k, pp in rows], texts)
     if len(got) != len(rows):
         return None
-    from chitragupta.engine.workspace import safe_name
+    from chitragupta.engine.library.workspace import safe_name
 
     blake = hashlib.blake2b
     prefix = blake(f"rules={RULES}\n".encode(), digest_size=16)  # (``_fingerprint``'s first bytes)
@@ -859,7 +859,7 @@ def _parse_some(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts")
             yield _parsed(root, pp, fp, texts)
         return
     if "ex" not in pool:
-        from chitragupta.engine.workers import process_pool
+        from chitragupta.engine.library.workers import process_pool
 
         pool["cm"] = process_pool(jobs)
         pool["ex"] = pool["cm"].__enter__()
@@ -875,7 +875,7 @@ def _parse_some(root: Path, items: list, jobs: int, pool: dict, texts: "_Texts")
 def _build(workspace, progress: Progress | None, jobs: int = 1) -> dict:
     import numpy as np
 
-    from chitragupta.engine.files import fsync_dir, replace_in_folder
+    from chitragupta.files import fsync_dir, replace_in_folder
 
     built = kept = none = total = removed = 0
     folder = refs_folder(workspace)
@@ -1056,7 +1056,7 @@ def _source_json(key: str, stamp: str, fp: str, located, entries: list, notes) -
     the dataclass's own ``__init__`` set them; the authors a tuple or list of strings, the year an int or
     None): the entries' JSON written field by field with the encoder's own string function (the general
     encoder looks at each key and value's type; these are known). Pinned to ``_DUMPS`` in
-    ``tests/test_citations_cost.py``."""
+    ``tests/engine/citations/test_store_cost.py``."""
     enc = _ENC
     parts = []
     for d in entries:

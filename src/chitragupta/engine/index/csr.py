@@ -13,7 +13,7 @@ from itertools import count
 
 import numpy as np
 
-from chitragupta.engine.tokenize import DROPPED_RUNS
+from chitragupta.engine.text.tokenize import DROPPED_RUNS
 from chitragupta.kernels.build import passes as build_passes
 from chitragupta.kernels.types import Postings
 
@@ -225,7 +225,7 @@ _PRESTEMMED = b"\x00"  # prefix of a provisional key that is already an indexed 
 class Accumulator:
     """Streams units' tokens into (unit, term, count) triples with a provisional vocabulary.
 
-    Runs arrive as bytes (``chitragupta.engine.tokenize.runs_bytes``); the never-indexed runs (short ones and
+    Runs arrive as bytes (``chitragupta.engine.text.tokenize.runs_bytes``); the never-indexed runs (short ones and
     stopwords) are seeded as the first provisional ids and masked out in bulk, so the per-token work is
     one C-level dictionary lookup. Besides the main stream, named *field* streams (title, abstract)
     count the tokens a unit has inside that field; ``finish`` aligns them with the main postings. A

@@ -28,8 +28,8 @@ from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.index.csr import Accumulator, Sequences, add_reused, matching_documents
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.errors import IndexDamaged
-from chitragupta.engine.stem import NONE, get_stemmer
-from chitragupta.engine.tokenize import TOKENIZER_ID
+from chitragupta.engine.text.stem import NONE, get_stemmer
+from chitragupta.engine.text.tokenize import TOKENIZER_ID
 
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]

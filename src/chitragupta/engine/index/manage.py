@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from chitragupta.engine.corpus.ledger import Ledger
+from chitragupta.engine.library.ledger import Ledger
 from chitragupta.errors import WorkspaceBusy, WorkspaceError
 from chitragupta.engine.index import doc as doc_index
 from chitragupta.engine.index import store
 from chitragupta.engine.index.source import fingerprints
-from chitragupta.engine.results import Note
-from chitragupta.engine.workspace import Workspace, atomic_write_text
+from chitragupta.notes import Note
+from chitragupta.engine.library.workspace import Workspace, atomic_write_text
 
 __all__ = ["OpenedIndex", "LedgerRows", "UNITS", "RACY_NS", "refresh", "open_current", "doc_folder", "index_folder",
            "stamp", "verified_path", "rebuild", "current_generation"]

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from chitragupta.engine.corpus.sidecar import HEADING_LABELS
+from chitragupta.engine.text.sidecar import HEADING_LABELS
 from chitragupta.engine.index import store
 from chitragupta.engine.index.csr import Accumulator, add_reused, matching_documents
 from chitragupta.engine.index.doc import citekeys_digest
@@ -28,9 +28,9 @@ from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, 
                                  fingerprints, load_body)
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
-from chitragupta.engine.stem import NONE, get_stemmer
+from chitragupta.engine.text.stem import NONE, get_stemmer
 from chitragupta.engine.text.refcut import kept_items
-from chitragupta.engine.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
+from chitragupta.engine.text.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
 __all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "build_passages", "open_passages"]
 

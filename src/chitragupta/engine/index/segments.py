@@ -43,7 +43,7 @@ import numpy as np
 
 from chitragupta.engine.index.csr import SEQ_BREAK, Accumulator, ChunkFile, Sequences, _chunk
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, DocSource, load_body, plain_body
-from chitragupta.engine.tokenize import iter_runs_bytes, runs_bytes
+from chitragupta.engine.text.tokenize import iter_runs_bytes, runs_bytes
 from chitragupta.kernels.build import passes as build_passes
 from chitragupta.kernels.charset import TOKEN_BYTES
 
@@ -71,7 +71,7 @@ def small_text(sources, todo: np.ndarray, limit: int) -> bool:
     """Whether the documents ``todo`` hold fewer than ``limit`` bytes of text (titles, and the parsed texts'
     sizes: a packed reference's length, a file's size), counted until the sum reaches ``limit``: a
     corpus past it is told after its first few thousand documents."""
-    from chitragupta.engine.corpus.texts import text_size
+    from chitragupta.engine.library.texts import text_size
 
     total = 0
     for src in (sources if len(todo) == len(sources) else [sources[i] for i in todo.tolist()]):
@@ -266,7 +266,7 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
                 progress(b, n)
         return
     from chitragupta.engine.index import tokenize_fast
-    from chitragupta.engine.workers import process_pool
+    from chitragupta.engine.library.workers import process_pool
 
     tokenize_fast.warm(fields)  # (the workers fork with the kernels loaded)
     window = 2 * jobs  # finished blocks waiting are bounded: memory does not grow with the corpus

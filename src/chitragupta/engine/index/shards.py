@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chitragupta.engine.files import atomic_write_text, read_small
+from chitragupta.files import atomic_write_text, read_small
 from chitragupta.engine.index import doc as doc_index
 from chitragupta.engine.index import store
 from chitragupta.engine.index.store import IndexCorrupt

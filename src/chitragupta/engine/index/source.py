@@ -7,7 +7,7 @@ reported even when a search is served wholly from the cache. Rows that are not p
 
 The fingerprint is cheap by design -- title, parsed_path, ledger status, the parsed file's size and
 mtime, and its sidecar's when there is one -- not the content. A packed text (``import``'s packs,
-``chitragupta.engine.corpus.texts``: ``parsed_path`` is ``content/parsed/packs/<pack>#<offset>+<length>``)
+``chitragupta.engine.library.texts``: ``parsed_path`` is ``content/parsed/packs/<pack>#<offset>+<length>``)
 is fingerprinted by that reference and its pack's inode, one ``stat`` per pack and none per row (packs
 are append-only and never rewritten in place); a pack gone or shorter than the reference reads as
 missing text (``FLAG_TEXT_MISSING``). A packed text has no sidecar; every reader here (``read_text``,
@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from chitragupta.engine.corpus.texts import PACKS_DIR, pack_stats, read_ref, split_ref
+from chitragupta.engine.library.texts import PACKS_DIR, pack_stats, read_ref, split_ref
 
 __all__ = ["RowView", "DocSource", "Body", "FLAG_TEXT_MISSING", "FLAG_NOT_PARSED", "FLAG_BAD_SIDECAR",
            "FLAG_NO_SIDECAR", "FLAG_HAS_ABSTRACT", "fingerprints", "read_text", "load_body", "plain_body",
@@ -92,7 +92,7 @@ def is_regular(path: "Path | str") -> bool:
 
 
 def has_text(path: "Path | str") -> bool:
-    """Whether ``path`` -- a parsed file, or a packed reference (``engine.corpus.texts``) -- has a text to
+    """Whether ``path`` -- a parsed file, or a packed reference (``engine.library.texts``) -- has a text to
     read: a regular file, or a pack that holds the whole reference."""
     ref = split_ref(path)
     if ref is None:
@@ -190,7 +190,7 @@ def fingerprints(root: Path, rows: list[RowView]) -> tuple[np.ndarray, np.ndarra
                     if pack:
                         ref = (head, int(a), int(b))
             if ref is not None:
-                # A packed text (engine.corpus.texts): the reference and its pack's inode, no stat of its
+                # A packed text (engine.library.texts): the reference and its pack's inode, no stat of its
                 # own; a pack gone, or shorter than the reference, reads as missing text.
                 if packs is None:
                     packs = pack_stats(str(root / PACKS_DIR))
@@ -278,7 +278,7 @@ def load_body(text_path: Path | None) -> Body:
         return plain_body(text_path)
     side = sidecar_path(text_path)
     if is_regular(side):  # a FIFO or a device there is no sidecar, and is never opened
-        from chitragupta.engine.corpus.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
+        from chitragupta.engine.text.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
         from chitragupta.engine.text.front import items_front_end
         from chitragupta.engine.text.hyphens import document_words, join_hyphens
         from chitragupta.engine.text.refcut import kept_items, reference_span

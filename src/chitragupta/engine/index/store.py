@@ -49,8 +49,8 @@ from typing import Iterator
 
 import numpy as np
 
-from chitragupta.engine.files import atomic_write_text, fsync_dir, load_npy
-from chitragupta.engine.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
+from chitragupta.files import atomic_write_text, fsync_dir, load_npy
+from chitragupta.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
 from chitragupta.errors import WorkspaceError
 
 __all__ = ["IndexCorrupt", "StoredIndex", "save", "writing", "NewGeneration", "ArrayFile", "load", "check_manifest", "read_small", "CHECKSUM_LIMIT"]

@@ -21,7 +21,7 @@ import numpy as np
 
 from chitragupta.engine.index.store import IndexCorrupt
 from chitragupta.engine.index.strings import StringTable
-from chitragupta.engine.stem import NONE, get_stemmer
+from chitragupta.engine.text.stem import NONE, get_stemmer
 from chitragupta.kernels.types import Postings, QueryBatch, bm25_idf, length_norm
 
 __all__ = ["TermIndex", "check_arrays", "check_postings", "check_sorted", "array_of", "check_string_table",
@@ -218,13 +218,6 @@ class TermIndex:
         flat = [self.index_term(t) for terms in term_lists for t in terms]
         lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
         return QueryBatch.from_ids(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
-
-    def query_batch_from_strings(self, queries, expander=None) -> QueryBatch:
-        """Raw query strings as a ``QueryBatch``: ``chitragupta.engine.query.QueryPlan``'s batch (the same
-        terms as ``query_batch`` of each query's typed terms plus what ``expander`` adds)."""
-        from chitragupta.engine.query import QueryPlan
-
-        return QueryPlan(queries, self, expander).batch
 
     def expansion_arrays(self, expander):
         """The acronym keys as a lookup table and the vocabulary ids each adds, for the numba lookup;

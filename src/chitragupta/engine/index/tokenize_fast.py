@@ -18,12 +18,12 @@ cuts a stream into chunks of ``_FLUSH_TOKENS`` pending runs, so a document can a
 build sums such pairs when it finishes, and the arrays it writes are the same), and a body longer than
 ``iter_runs_bytes``'s piece is handed over in the same pieces.
 
-Packed texts (``engine.corpus.texts``) are read a stretch at a time: the rows of a block whose references
+Packed texts (``engine.library.texts``) are read a stretch at a time: the rows of a block whose references
 follow one another in a pack (an import writes them so) are read with one ``pread`` of their byte range
 (``packed_texts``), not one open and read per document; each text is decoded as ``read_text`` decodes it,
 and a pack missing or shorter than a stretch leaves its rows to ``plain_body``'s own read.
 
-``tests/test_tokenize_fast.py`` holds the two paths equal on random, Unicode, hyphenated and edge texts.
+``tests/engine/index/test_tokenize_fast.py`` holds the two paths equal on random, Unicode, hyphenated and edge texts.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, load_body, plain_body
-from chitragupta.engine.tokenize import DROPPED_RUNS, iter_runs_bytes
+from chitragupta.engine.text.tokenize import DROPPED_RUNS, iter_runs_bytes
 from chitragupta.kernels.charset import SEPARATE
 
 __all__ = ["block_parts", "packed_texts", "warm", "FIELDS"]
@@ -78,7 +78,7 @@ def _kernels():
 def packed_texts(sources) -> dict[int, str]:
     """k -> the text of ``sources[k]`` for the packed rows read as plain bodies (``FLAG_NO_SIDECAR``), read
     a stretch of a pack at a time (see the module docstring); a row left out is read by ``plain_body``."""
-    from chitragupta.engine.corpus.texts import read_stretches, split_ref
+    from chitragupta.engine.library.texts import read_stretches, split_ref
 
     refs = []  # (k, pack, offset, length), in block order
     heads: dict[str, bool] = {}  # the part before "#" -> it names a pack (``split_ref`` asked once a pack)

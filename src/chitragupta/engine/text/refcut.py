@@ -50,7 +50,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
-from chitragupta.engine.corpus.sidecar import EXCLUDED_LABELS
+from chitragupta.engine.text.sidecar import EXCLUDED_LABELS
 
 __all__ = ["is_reference_heading", "is_appendix_heading", "reference_cut", "reference_span", "kept_items",
            "may_hold_heading", "HEADING_WORDS", "plain_reference_cut", "plain_reference_span", "cut_plain", "blank",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chitragupta.engine.text.tables import render_block, table_blocks
-from chitragupta.engine.tokenize import TOKEN_CHARS, TOKEN_CLASS, term_pattern
+from chitragupta.engine.text.tokenize import TOKEN_CHARS, TOKEN_CLASS, term_pattern
 
 __all__ = ["Window", "choose_windows", "lower_same_length", "normalize_ws"]
 

@@ -1,1 +1,0 @@
-"""See the modules in this package."""

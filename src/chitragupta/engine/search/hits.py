@@ -1,0 +1,133 @@
+"""BM25's ids as citable hits: a document's title and the snippet window holding most of the query's
+terms, a passage's whole paragraph with its page and item number, and one source's evidence.
+
+The text a hit quotes is the text the index read (``engine.index.source.load_body``: the reference list
+cut, hyphens joined, the front matter known), kept per parsed file while the file and its sidecar are
+unchanged, up to ``BODY_CHARS`` characters in all, least recently used out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from chitragupta.engine.index.source import FLAG_TEXT_MISSING, load_body, sidecar_path
+from chitragupta.notes import Note
+from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
+from chitragupta.engine.search.searcher import check_k
+from chitragupta.engine.text.windows import choose_windows
+
+__all__ = ["HitBuilder", "BODY_CHARS"]
+
+BODY_CHARS = 1 << 24  # characters of text kept (16M: scifact whole, ~300 full-text papers), least recent out
+
+_SIDECAR_SUFFIX = sidecar_path(Path("x.txt")).name[1:]  # what replaces ".txt" in a parsed file's sidecar
+
+
+def _stat_key(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class HitBuilder:
+    """Turns a ``BM25Scorer``'s ids into ``SearchResult`` s (module docstring)."""
+
+    def __init__(self, scorer):
+        self.scorer = scorer
+        self._root = str(scorer.workspace.root)
+        self._bodies: dict = {}  # (path, its stat, its sidecar's stat) -> Body, least recently used first
+        self._body_chars = 0
+        self._lock = threading.Lock()  # the kept bodies, for a warm server's worker threads
+
+    # -- the text a hit quotes -----------------------------------------------------------------------
+    def body(self, doc_id: int):
+        """The ``Body`` the document index read for row ``doc_id`` (empty when its text is not on disk)."""
+        _key, _title, _status, rel = self.scorer.rows["document"][doc_id]
+        if not rel or self.scorer.index.flags[doc_id] & FLAG_TEXT_MISSING:
+            return load_body(None)
+        return self.load_body(rel)
+
+    def load_body(self, rel: str):
+        """``load_body`` of a parsed file, kept while the file and its sidecar are unchanged (size,
+        mtime and inode of both, checked on every use). A warm server answers many queries from the
+        same sources: the bodies it read are kept up to ``BODY_CHARS`` characters in all."""
+        path = os.path.join(self._root, rel)
+        side = path[:-4] + _SIDECAR_SUFFIX if path.endswith(".txt") else str(sidecar_path(Path(path)))
+        key = (rel, _stat_key(path), _stat_key(side))
+        with self._lock:
+            got = self._bodies.pop(key, None)
+            if got is not None:
+                self._bodies[key] = got  # most recent last
+                return got
+        got = load_body(Path(path))
+        if key[1] is None:
+            return got
+        with self._lock:
+            if key not in self._bodies:  # (another thread may have read it meanwhile)
+                self._body_chars += len(got.text)
+                while self._bodies and self._body_chars > BODY_CHARS:
+                    self._body_chars -= len(self._bodies.pop(next(iter(self._bodies))).text)
+            self._bodies[key] = got
+        return got
+
+    # -- hits ----------------------------------------------------------------------------------------
+    def doc_hit(self, doc_id: int, score: float, terms: list[str], width: int | None) -> SearchResult:
+        """Document ``doc_id`` as a citable hit: its title and the ``width``-character window holding most
+        of ``terms`` (0 or None: no snippet)."""
+        key, title, _status, _rel = self.scorer.rows["document"][doc_id]
+        snippet, page = "", None
+        if width:
+            body = self.body(doc_id)
+            wins = choose_windows(body.text, terms, width, 1, stem=self.scorer.index.stem, body_start=body.front)
+            if wins:
+                snippet, page = wins[0].text, body.page_at(wins[0].anchor)
+        return SearchResult(citekey=key, title=title, score=float(score), snippet=snippet, page=page)
+
+    def passage_hit(self, u: int, score: float, cache: dict) -> SearchResult:
+        """Passage ``u`` as a citable hit: its whole paragraph, page and item number. ``cache`` keeps the
+        sidecars read across calls."""
+        pidx = self.scorer.passage_index()
+        d, item = int(pidx.p_doc[u]), int(pidx.p_item[u])
+        key, title, _status, rel = self.scorer.rows["passage"][d]
+        if d not in cache:
+            body = self.load_body(rel) if rel else load_body(None)
+            cache[d] = body.items or ()
+        items = cache[d]
+        it = items[item] if item < len(items) else {"text": "", "page": None}
+        return SearchResult(citekey=key, title=title, score=float(score), snippet=it["text"], page=it["page"],
+                            passage=item)
+
+    def responses(self, ranked: Ranked, width: int) -> list[SearchResponse]:
+        """``ranked`` as citable hits: documents with a ``width`` window (0: none), passages whole."""
+        terms, notes = ranked.terms, ranked.notes
+        out, cache = [], {}
+        for q, query in enumerate(ranked.queries):
+            ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
+            if ranked.unit == "passage":
+                hits = [self.passage_hit(int(u), float(s), cache) for u, s in zip(ids, scores) if u >= 0]
+            else:
+                hits = [self.doc_hit(int(d), float(s), terms[q], width) for d, s in zip(ids, scores) if d >= 0]
+            out.append(SearchResponse(query=query, hits=hits, notes=list(notes[q]), terms=terms[q], unit=ranked.unit))
+        return out
+
+    def evidence(self, doc_id: int, citekey: str, query: str, *, n: int, width: int) -> SearchResponse:
+        """Up to ``n`` windows of ``width`` characters of document ``doc_id`` bearing on ``query``
+        (``BM25Searcher.evidence``)."""
+        n = check_k(n, "n")
+        width = check_k(width, "width")
+        plan = self.scorer.plan([query])
+        terms, notes = plan.terms[0], list(plan.notes()[0])
+        body = self.body(doc_id)
+        title = self.scorer.rows["document"][doc_id][1]
+        hits = [SearchResult(citekey=citekey, title=title, score=float(w.covered), snippet=w.text,
+                             page=body.page_at(w.anchor))
+                for w in choose_windows(body.text, terms, width, n, stem=self.scorer.index.stem,
+                                        body_start=body.front)]
+        if terms and not hits:
+            notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
+                                           + (" (its text is not on disk)" if not body.text else "")))
+        return SearchResponse(query=query, hits=hits, notes=notes, terms=terms, unit="evidence")

@@ -1,0 +1,181 @@
+"""A batch of queries tokenized, expanded and looked up once, against one index.
+
+    plan = QueryPlan(["digital twin fidelity", "DT soil"], index, expander)
+    plan.batch                 # QueryBatch: each query's distinct known term ids, what every scorer takes
+    plan.terms[1]              # what query 1 scores: its typed terms, then what expansion added
+    plan.notes("document")[1]  # dropped words, unknown terms, the expansion
+
+A small batch (fewer than ``LOOKUP_MIN`` queries, or any batch over a stemmed index) is cut into its
+``[a-z0-9]`` runs once per query in Python; from those runs come the typed terms, the dropped words, the
+acronym expansion and the vocabulary ids, so nothing is tokenized, expanded or looked up twice and no
+JIT kernel is loaded. A larger batch over an unstemmed index goes through the numba lookup
+(``chitragupta.kernels.lookup``: runs, expansion and the vocabulary's stored hash table in one pass, no
+Python per query); its words and notes are worked out only when asked for, by the same Python pass (a
+20,000-query batch writing a run needs none). Both give the same batch (tested).
+
+Query syntax (``engine/search/constraints.py``: ``"a phrase"``, ``+word``, ``-word``) is read when ``syntax`` is
+set (BM25 search sets it; a sweep reads plain text, as before):
+the queries that may use it are found in one numpy pass over the joined batch (``syntax_rows``), each of
+those is read once, what is planned is its scored text (its words and phrases, exclusions left out), and
+``constraints[q]`` holds what it must and must not contain. A batch without syntax takes exactly the path
+it took before (``constraints`` is None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from chitragupta.engine.search.constraints import Constraints, read_syntax, syntax_rows
+from chitragupta.notes import Note
+from chitragupta.engine.text.tokenize import query_words, runs_bytes
+from chitragupta.errors import IndexDamaged
+from chitragupta.kernels.types import QueryBatch
+
+__all__ = ["QueryPlan", "ParsedQuery", "LOOKUP_MIN"]
+
+LOOKUP_MIN = 32  # queries; below this the Python pass (no numba kernel to load for a few queries)
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """One query as the plan read it."""
+
+    typed: tuple[str, ...]  # distinct indexable words, in first-seen order
+    dropped: tuple[str, ...]  # distinct words the tokenizer drops (stopwords, shorter than 2 characters)
+    expansion: object  # chitragupta.engine.search.expand.Expansion, or None when expansion is off
+    ids: tuple[int, ...]  # the vocabulary id of each typed term, then of each added one (-1: not indexed)
+
+    @property
+    def terms(self) -> list[str]:
+        """What is scored: the typed terms, then the ones acronym expansion added."""
+        return list(self.typed) + (list(self.expansion.added) if self.expansion is not None else [])
+
+    @property
+    def unknown(self) -> list[str]:
+        """Typed terms the index does not hold."""
+        return [t for t, i in zip(self.typed, self.ids) if i < 0]
+
+
+def parse(query: str, vocab_ids, expander=None) -> ParsedQuery:
+    """Cut ``query`` into its runs once and read everything off them; ``vocab_ids(words)`` gives the
+    index's id of each word (-1 for none)."""
+    runs = runs_bytes(query)
+    typed, dropped = query_words(runs)
+    expansion = expander.expand_runs(runs) if expander is not None else None
+    added = list(expansion.added) if expansion is not None else []
+    ids = tuple(vocab_ids(typed + added)) if typed else ()
+    return ParsedQuery(tuple(typed), tuple(dropped), expansion, ids)
+
+
+class QueryPlan:
+    """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off); with
+    ``syntax``, phrases and signed words are read (search does; a sweep and the tokenizer's helpers read
+    plain text, as before)."""
+
+    def __init__(self, queries: Sequence[str], index, expander=None, *, syntax: bool = False):
+        self.queries = list(queries)
+        # per query, its constraints (None: none); None for a batch that uses no syntax at all
+        self.constraints: list[Constraints | None] | None = None
+        self.scored = self.queries  # what is tokenized and scored: the queries less their syntax
+        rows = syntax_rows(self.queries) if syntax else None
+        if rows:
+            read = {q: read_syntax(self.queries[q]) for q in rows}
+            if any(c is not None for _s, c in read.values()):
+                self.scored = list(self.queries)
+                self.constraints = [None] * len(self.queries)
+                for q, (scored, cons) in read.items():
+                    self.scored[q], self.constraints[q] = scored, cons
+        self.index = index
+        self.expander = expander
+        self._parsed: list[ParsedQuery] | None = None
+        self._terms: list[list[str]] | None = None
+        self._expansions: list | None = None
+        self._notes: dict[str, list[list[Note]]] = {}
+        if index.stem is None and len(self.scored) >= LOOKUP_MIN:
+            self.batch = self._lookup()
+        else:
+            parsed = self.parsed
+            lengths = np.fromiter((len(p.ids) for p in parsed), dtype=np.int64, count=len(parsed))
+            ids = np.fromiter((i for p in parsed for i in p.ids), dtype=np.int64, count=int(lengths.sum()))
+            self.batch: QueryBatch = QueryBatch.from_ids(ids, lengths)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def _vocab_ids(self, words: list[str]) -> list[int]:
+        index = self.index
+        return index.vocab.find_many([index.index_term(w) for w in words])
+
+    def _lookup(self) -> QueryBatch:
+        from chitragupta.engine.index.store import IndexCorrupt
+        from chitragupta.kernels.lookup import TableCorrupt, lookup_batch
+
+        index = self.index
+        try:
+            index.check_deep()  # the lookup kernel reads the vocabulary's hash table
+        except IndexCorrupt as err:
+            raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
+        encoded = [q.lower().encode("ascii", "replace") for q in self.scored]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(lengths + 1, out=starts[1:])
+        buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
+        try:
+            indptr, terms = lookup_batch(buf, starts, index.vocab.blob, index.vocab.offsets, index.slots,
+                                         index.expansion_arrays(self.expander))
+        except TableCorrupt as err:
+            raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
+        return QueryBatch(indptr=indptr, terms=terms)
+
+    # -- per query, read once ------------------------------------------------------------------------
+    @property
+    def parsed(self) -> list[ParsedQuery]:
+        if self._parsed is None:
+            self._parsed = [parse(q, self._vocab_ids, self.expander) for q in self.scored]
+        return self._parsed
+
+    @property
+    def terms(self) -> list[list[str]]:
+        """Each query's scored terms: what it typed, then what expansion added (worked out once)."""
+        if self._terms is None:
+            self._terms = [p.terms for p in self.parsed]
+        return self._terms
+
+    @property
+    def expansions(self) -> list | None:
+        """Each query's ``Expansion``, or None when expansion is off."""
+        if self.expander is None:
+            return None
+        if self._expansions is None:
+            self._expansions = [p.expansion for p in self.parsed]
+        return self._expansions
+
+    def unmatched(self) -> int:
+        """How many queries hold no term the index knows (and so can have no hits)."""
+        return int(np.count_nonzero(np.diff(self.batch.indptr) == 0))
+
+    def notes(self, unit: str = "document") -> list[list[Note]]:
+        """Each query's notes: words dropped, no indexable term, terms in no ``unit``, the expansion."""
+        got = self._notes.get(unit)
+        if got is not None:
+            return got
+        out = []
+        for query, p in zip(self.queries, self.parsed):
+            notes = []
+            if p.dropped:
+                notes.append(Note("dropped", "query words not indexed (stopwords or shorter than 2 characters): "
+                                             + ", ".join(p.dropped)))
+            if not p.typed:
+                notes.append(Note("no-terms", f"no indexable term in {query!r}; no hits"))
+            elif p.unknown:
+                notes.append(Note("unknown-terms", f"in no indexed {unit}: " + ", ".join(p.unknown)))
+            if p.expansion is not None and p.expansion.pairs:
+                notes.append(Note("expansion", p.expansion.note()))
+            if self.constraints is not None and self.constraints[len(out)] is not None:
+                notes.extend(self.constraints[len(out)].notes())
+            out.append(notes)
+        self._notes[unit] = out
+        return out

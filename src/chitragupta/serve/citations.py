@@ -1,0 +1,84 @@
+"""The MCP server's citation tools (``chitragupta serve``), answering what the CLI's ``refs``, ``cited-by``
+and ``missing`` answer, through the service (``chitragupta.service.citations``):
+
+    references  {citekey}                                   -> {"references": [...], "notes": [...]}
+    cited_by    {citekey, filters?}                         -> {"cited_by": [...], "notes": [...]}
+    missing     {min_count=2, k=50, filters?}               -> {"missing": [...], "notes": [...]}
+
+``filters`` are the search tool's (year, author, keyword, venue, type, keys) and choose the citing sources.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+__all__ = ["add_citation_tools"]
+
+
+def add_citation_tools(server, call, warm_or_workspace) -> None:
+    """Add the tools to ``server`` (an MCPServer). ``call(fn, *args)`` runs ``fn`` and turns a ChitraguptaError
+    into a tool error (it may return the answer or a coroutine giving it); ``warm_or_workspace``: a
+    ``WarmEngines`` (its current workspace is used) or a workspace path."""
+    from typing import Annotated
+
+    from pydantic import Field
+
+    Citekey = Annotated[str, Field(description="a citekey of the library (an unknown one is an error naming the "
+                                               "closest)")]
+    MinCount = Annotated[int, Field(description="only works cited by at least this many of the library's sources "
+                                                "(default 2)")]
+    K = Annotated[int, Field(description="at most this many works, most cited first (default 50)")]
+
+    def ws():
+        get = getattr(warm_or_workspace, "workspace", None)
+        return get() if callable(get) else warm_or_workspace
+
+    from chitragupta.serve.models import filters_model
+
+    CitingFilters = filters_model("Metadata filters on the CITING sources: only those that match every field "
+                                  "given count.")
+
+    def own(filters):
+        return None if filters is None else filters.model_dump(exclude_none=True)
+
+    async def answer(fn, *args):
+        """``call``'s answer, whether ``call`` answers at once or is a coroutine (a worker-thread caller)."""
+        got = call(fn, *args)
+        return await got if inspect.isawaitable(got) else got
+
+    from chitragupta.service import citations
+
+    async def references(citekey: str) -> dict[str, Any]:
+        return await answer(citations.references, ws(), citekey)
+
+    references.__annotations__ = {"citekey": Citekey, "return": dict[str, Any]}
+    references.__doc__ = (
+        "A source's reference list, in order: per entry its number n, raw text, authors (family names), year, "
+        "title, venue, doi, arxiv, url as far as the entry prints them, and citekey: the library source it "
+        "resolves to (by DOI or arXiv id, else by title with the year within one), or null when the library "
+        "lacks it or the match is ambiguous. citekey: the source (an unknown one is an error naming the "
+        "closest).")
+    server.tool()(references)
+
+    async def cited_by(citekey: str, filters: CitingFilters | None = None) -> dict[str, Any]:
+        return await answer(citations.cited_by, ws(), citekey, own(filters))
+
+    cited_by.__annotations__ = {"citekey": Citekey, "filters": CitingFilters | None, "return": dict[str, Any]}
+    cited_by.__doc__ = (
+        "The library's sources that cite a source: per citing source its citekey, title and the text of the "
+        "entry that cites it. citekey: the cited source. filters: only citing sources whose metadata match "
+        "(e.g. {\"year\": \"2019..\"}); a note says how many lacked a filtered field.")
+    server.tool()(cited_by)
+
+    async def missing(min_count: int = 2, k: int = 50, filters: CitingFilters | None = None) -> dict[str, Any]:
+        return await answer(citations.missing, ws(), min_count, k, own(filters))
+
+    missing.__annotations__ = {"min_count": MinCount, "k": K, "filters": CitingFilters | None,
+                               "return": dict[str, Any]}
+    missing.__doc__ = (
+        "Works the library lacks that several of its sources cite (reading candidates), most cited first: "
+        "title, year, authors, citing (the citekeys) and count. min_count: cited by at least this many sources "
+        "(default 2). k: at most this many works (default 50). filters: count only citing sources whose "
+        "metadata match.")
+    server.tool()(missing)

@@ -1,0 +1,159 @@
+"""The Model Context Protocol server (``chitragupta serve -w WS``): over stdio, that keeps the workspace's
+engines warm (``chitragupta.service.warm``) for an agent skill calling it again and again.
+
+Tools, each answering JSON (structured content, and the same JSON as text):
+
+    search    {query, k=10, engine=one of the registry's (default "bm25"), unit? (the engine's first),
+               snippet_chars?, filters? {year, author, keyword, venue, type, keys} (engine/search/filters.py)}
+              -> {"hits": [{citekey, title, score, snippet, page, passage}], "notes": [{kind, text}]}
+    similar   {citekey, k=10, engine?, snippet_chars?, filters?} -> as search: the sources most like citekey,
+               never itself
+    evidence  {citekey, query, n=2, width=600}  -> {"hits": [...], "notes": [...]}
+    explain   {query, citekey}                  -> each query term's tf, idf and contribution, the rank
+    source    {citekey}                         -> the ledger row (title, authors, year, status, ...)
+
+A bad argument (an unknown citekey, k = 0, an engine that does not exist, an unknown tool) is a tool
+error carrying the one-line message the CLI would print; the server keeps serving. A line that is not
+JSON-RPC is answered with its JSON-RPC error (``serve/stdio.py``, the front before the SDK). Tool
+calls run in a pool of ``[serve].workers`` threads, each within ``[serve].call_timeout_s``; requests are
+bounded by ``[serve]``'s limits (``service/request.py``). Nothing is written to stdout but the protocol;
+logs go to stderr. Needs the ``serve`` extra (the official ``mcp`` SDK).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = ["build_server", "calls_for", "serve"]
+
+INSTRUCTIONS = (
+    "Search this researcher's bibliography (a chitragupta workspace). `search` ranks sources for a query and "
+    "returns citable hits (citekey, title, score, snippet); `evidence` quotes one source's passages on a query; "
+    "`explain` says why a source scored what it did; `source` gives a citekey's bibliographic record. Cite only "
+    "citekeys these tools return."
+)
+
+
+def calls_for(warm):
+    """The worker pool of ``warm``'s workspace: ``[serve].workers`` threads (0: the cores), each call
+    within ``[serve].call_timeout_s``."""
+    from chitragupta.serve.stdio import Calls, default_workers
+
+    cfg = warm.workspace().config.serve
+    return Calls(cfg.workers or default_workers(), cfg.call_timeout_s)
+
+
+def build_server(warm, calls=None) -> Any:
+    """An ``mcp`` MCPServer whose tools call ``warm`` (a ``WarmEngines``) in ``calls`` (a
+    ``serve_stdio.Calls``; by default ``calls_for(warm)``)."""
+    from chitragupta.extras import require
+
+    require("mcp", "serve", "chitragupta serve")
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from chitragupta.serve.stdio import CallTimeout
+    from chitragupta.errors import ChitraguptaError
+
+    class Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            if self._tool_manager.get_tool(name) is None:
+                tools = ", ".join(sorted(t.name for t in self._tool_manager.list_tools()))
+                raise ToolError(f"unknown tool {name!r}; the tools: {tools}")
+            return await super().call_tool(name, arguments, context)
+
+    server = Server("chitragupta", instructions=INSTRUCTIONS, log_level="WARNING")
+    calls = calls_for(warm) if calls is None else calls
+
+    # A tool's work runs in a worker thread (the event loop stays free to read the next call and answer
+    # the quick ones); the engines are shared between the threads (service/warm.py says how).
+    def work(fn, args, kwargs) -> dict[str, Any]:
+        try:
+            return fn(*args, **kwargs)
+        except ChitraguptaError as err:  # what the CLI prints as "error: ..."
+            raise ToolError(str(err)) from None
+
+    async def call(fn, *args, **kwargs) -> dict[str, Any]:
+        try:
+            return await calls.run(work, fn, args, kwargs)
+        except CallTimeout as err:
+            raise ToolError(str(err)) from None
+
+    from chitragupta.engine.search.searcher import UNIT_HELP
+    from chitragupta.service import registry
+
+    Engine = Literal[registry.names()]  # the registry's engines, whatever they are when the server starts
+    Unit = Literal[registry.all_units()]
+
+    from chitragupta.serve.models import filters_model
+
+    SearchFilters = filters_model()
+
+    async def search(query: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE, unit: Unit | None = None,
+                     snippet_chars: int | None = None, filters: SearchFilters | None = None) -> dict[str, Any]:
+        own = None if filters is None else filters.model_dump(exclude_none=True)
+        return await call(warm.search, query, k=k, engine=engine, unit=unit, snippet_chars=snippet_chars, filters=own)
+
+    # the annotations as objects (this module's annotations are strings, and these two are local names)
+    search.__annotations__ = {"query": str, "k": int, "engine": Engine, "unit": Unit | None,
+                              "snippet_chars": int | None, "filters": SearchFilters | None,
+                              "return": dict[str, Any]}
+    search.__doc__ = (
+        "Rank the bibliography's sources for a query. engine: "
+        + "; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values())
+        + ". unit (default: the engine's first): "
+        + "; ".join(f"{u}: {UNIT_HELP.get(u, u)} (engine {' or '.join(s.name for s in registry.ENGINES.values() if u in s.units)})"
+                    for u in registry.all_units())
+        + ". snippet_chars: the snippet width (default: the configured one; 0: none). "
+          "filters: only sources whose metadata match (fields combine with AND; a source without a value for a "
+          "filtered field is excluded, and a note says how many). Returns citable hits, best first, and notes.")
+    server.tool()(search)
+
+    async def similar(citekey: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE,
+                      snippet_chars: int | None = None, filters: SearchFilters | None = None) -> dict[str, Any]:
+        own = None if filters is None else filters.model_dump(exclude_none=True)
+        return await call(warm.similar, citekey, k=k, engine=engine, snippet_chars=snippet_chars, filters=own)
+
+    similar.__annotations__ = {"citekey": str, "k": int, "engine": Engine, "snippet_chars": int | None,
+                               "filters": SearchFilters | None, "return": dict[str, Any]}
+    similar.__doc__ = ("Papers like this one: the k sources most like the citekey, never itself. engine: "
+                       + "; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values())
+                       + ". bm25 uses the source's most distinctive terms, embed the mean of its chunk vectors, "
+                         "hybrid fuses both. filters: as search's (only among the sources they allow). Returns "
+                         "citable hits, best first, and notes; an unknown citekey is an error naming the closest ones.")
+    server.tool()(similar)
+
+    @server.tool()
+    async def evidence(citekey: str, query: str, n: int = 2, width: int = 600) -> dict[str, Any]:
+        """Quote up to n passages (about width characters each) of one source that bear on the query."""
+        return await call(warm.evidence, citekey, query, n=n, width=width)
+
+    @server.tool()
+    async def explain(query: str, citekey: str) -> dict[str, Any]:
+        """Why a source scored what it did for a query under BM25: each term's tf, idf and contribution
+        (they sum to the score), and the source's rank."""
+        return await call(warm.explain, query, citekey)
+
+    @server.tool()
+    async def source(citekey: str) -> dict[str, Any]:
+        """A citekey's record in the workspace's ledger: title, authors, year, parse status, abstract, keywords."""
+        return await call(warm.source, citekey)
+
+    from chitragupta.serve.citations import add_citation_tools
+    add_citation_tools(server, call, warm)  # references, cited_by, missing (issue 31)
+    return server
+
+
+def serve(workspace, config=None, *, update: bool = True, device: str | None = None) -> None:
+    """Serve the workspace's tools over stdio until the client closes it."""
+    import logging
+
+    import anyio
+
+    from chitragupta.serve.stdio import serve_stdio
+    from chitragupta.service.warm import WarmEngines
+
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    warm = WarmEngines(workspace, config, update=update, device=device)
+    warm.workspace()  # a missing folder or a bad config.toml is one error line now, not a failing tool later
+    anyio.run(serve_stdio, build_server(warm))

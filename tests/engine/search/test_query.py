@@ -1,0 +1,165 @@
+"""engine/search/query.py: a batch of queries tokenized, expanded and looked up once (``QueryPlan``, ``parse``).
+
+The two paths (the Python pass for a few queries or a stemmed index, the numba lookup for a larger batch)
+give the same batch; each query is cut into runs once; the notes say what was dropped, unknown or expanded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from chitragupta.engine.search.bm25 import Retriever
+from chitragupta.engine.search.expand import Expander
+from chitragupta.engine.search.query import LOOKUP_MIN, QueryPlan, parse
+from chitragupta.engine.text.tokenize import query_terms
+from chitragupta.errors import IndexDamaged
+
+from helpers import SAMPLE_QUERIES, indexed_workspace, make_workspace, random_docs
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    return make_workspace(tmp_path_factory.mktemp("query"), random_docs(5, 300, vocab=60))
+
+
+@pytest.fixture(scope="module")
+def retriever(ws):
+    return Retriever.open(ws)
+
+
+ACRONYMS = {"dt": "digital twin", "ml": "machine learning model", "gpu": "graphics processing unit",
+            "llm": "large language model", "ocean9": "ocean heat", "zz": "the of"}
+
+
+def _reference_batch(index, queries, expander):
+    terms = [query_terms(q)[0] + (list(expander.expand(q).added) if expander else []) for q in queries]
+    return index.query_batch(terms)
+
+
+def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    index = retriever.index
+    expander = Expander(ACRONYMS)
+    words = index.vocab.to_list()[:80] + list(ACRONYMS) + ["DT", "Gpu", "the", "a", "x", "naïve", "dt-ml"]
+
+    @given(st.lists(st.lists(st.sampled_from(words + [" ", ", ", "\n", "-"]), max_size=10).map("".join),
+                    min_size=32, max_size=90))
+    @settings(max_examples=60, deadline=None)
+    def check(queries):
+        got = QueryPlan(queries, index, expander).batch  # >= 32 queries: the numba lookup
+        want = _reference_batch(index, queries, expander)
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.terms, want.terms)
+        small = QueryPlan(queries[:5], index, expander).batch  # the Python path
+        ref = _reference_batch(index, queries[:5], expander)
+        assert np.array_equal(small.terms, ref.terms) and np.array_equal(small.indptr, ref.indptr)
+
+    check()
+
+
+@pytest.mark.parametrize("damage", ["slot", "offsets", "full"])
+def test_a_damaged_lookup_table_is_an_error_not_a_crash(retriever, damage):
+    from chitragupta.engine.index.terms import TermIndex
+
+    index = retriever.index
+    arrays = {"vocab_blob": np.asarray(index.vocab.blob), "vocab_offsets": np.asarray(index.vocab.offsets).copy(),
+              "vocab_slots": np.asarray(index.slots).copy(), "indptr": index.postings.indptr,
+              "indices": index.postings.indices, "tf": index.postings.tf, "doc_len": index.postings.doc_len}
+    if damage == "slot":
+        arrays["vocab_slots"][arrays["vocab_slots"] >= 0] = 10**9
+    elif damage == "offsets":
+        arrays["vocab_offsets"][1:] = 10**12
+    else:
+        arrays["vocab_slots"][:] = 0  # no empty slot: probing must still stop
+        arrays["vocab_offsets"][1:] = 10**12
+    broken = TermIndex(arrays, {})
+    with pytest.raises(IndexDamaged, match="index --force"):
+        QueryPlan(["zzzz twin model qq"] * 40, broken).batch
+
+
+def test_a_query_is_tokenized_expanded_and_looked_up_once(tmp_path, monkeypatch):
+    import chitragupta.engine.search.query as query_mod
+    from chitragupta.engine.index.strings import StringTable
+    from chitragupta.engine.search.expand import Expander
+
+    r = Retriever.open(indexed_workspace(tmp_path))
+    calls = {"runs": 0, "expand": 0, "find": 0}
+    real_runs, real_expand, real_find = query_mod.runs_bytes, Expander.expand_runs, StringTable.find_many
+
+    def runs(text):
+        calls["runs"] += 1
+        return real_runs(text)
+
+    def expand(self, rs):
+        calls["expand"] += 1
+        return real_expand(self, rs)
+
+    def find(self, strings):
+        calls["find"] += 1
+        return real_find(self, strings)
+
+    monkeypatch.setattr(query_mod, "runs_bytes", runs)
+    monkeypatch.setattr(Expander, "expand_runs", expand)
+    monkeypatch.setattr(StringTable, "find_many", find)
+    resp = r.search("DT twin of the model zzzz", k=5)
+    assert calls == {"runs": 1, "expand": 1, "find": 1}, calls
+    kinds = {n.kind for n in resp.notes}
+    assert {"dropped", "unknown-terms", "expansion"} <= kinds
+    assert resp.terms[:3] == ["dt", "twin", "model"] and "digital" in resp.terms
+
+
+def test_the_numba_lookup_plan_gives_the_python_plan(tmp_path):
+    r = Retriever.open(indexed_workspace(tmp_path))
+    many = (SAMPLE_QUERIES * 8)[:max(LOOKUP_MIN, 40)]
+    big = QueryPlan(many, r.index, r.expander())  # numba lookup
+    assert big._parsed is None  # nothing per query worked out yet
+    small = [QueryPlan([q], r.index, r.expander()) for q in many]
+    for q, p in enumerate(small):
+        lo, hi = big.batch.indptr[q], big.batch.indptr[q + 1]
+        assert big.batch.terms[lo:hi].tolist() == p.batch.terms.tolist()
+        assert big.notes()[q] == p.notes()[0] and big.terms[q] == p.terms[0]
+
+
+# -- parse: one query read off its runs once -------------------------------------------------------------
+KNOWN = {"dt": 0, "twin": 1, "model": 2, "digital": 3}
+
+
+def _ids(words):
+    return [KNOWN.get(w, -1) for w in words]
+
+
+def test_parse_keeps_distinct_words_in_first_seen_order_and_says_what_it_dropped():
+    p = parse("The DT dt twin a x Twin-model zzz", _ids)
+    assert p.typed == ("dt", "twin", "model", "zzz")  # lower-cased, distinct, split at the hyphen
+    assert p.dropped == ("the", "a", "x")  # a stopword and words shorter than 2 characters
+    assert p.ids == (0, 1, 2, -1) and p.unknown == ["zzz"]
+    assert p.expansion is None and p.terms == ["dt", "twin", "model", "zzz"]
+
+
+def test_parse_appends_what_expansion_added_after_the_typed_terms():
+    p = parse("The DT twin", _ids, Expander({"dt": "digital twin"}))
+    assert p.typed == ("dt", "twin") and p.expansion.added == ("digital",)
+    assert p.terms == ["dt", "twin", "digital"] and p.ids == (0, 1, 3)  # added terms looked up with the rest
+    assert parse("the of a", _ids).ids == ()  # nothing typed: nothing looked up
+
+
+def test_plan_notes_say_dropped_no_terms_unknown_and_expansion(retriever):
+    plan = QueryPlan(["the of a", "twin zzzzq", "dt twin"], retriever.index, retriever.expander())
+    kinds = [[n.kind for n in notes] for notes in plan.notes("document")]
+    assert kinds[0] == ["dropped", "no-terms"]
+    assert kinds[1] == ["unknown-terms"] and "zzzzq" in plan.notes()[1][0].text
+    assert "expansion" in kinds[2] and plan.terms[2][:2] == ["dt", "twin"] and "digital" in plan.terms[2]
+    assert "in no indexed passage" in plan.notes("passage")[1][0].text  # the unit named in the note
+    assert plan.unmatched() == 1 and len(plan) == 3
+    assert QueryPlan(["twin"], retriever.index, None).expansions is None  # expansion off
+
+
+def test_a_stemmed_index_takes_the_python_pass_even_for_a_large_batch(tmp_path):
+    r = Retriever.open(indexed_workspace(tmp_path, '[retrieval]\nstemmer = "english"\n'))
+    assert r.index.stem is not None
+    plan = QueryPlan(SAMPLE_QUERIES * LOOKUP_MIN, r.index, r.expander())
+    assert plan._parsed is not None  # read per query in Python (the numba lookup holds no stemmer)
+    one = QueryPlan(SAMPLE_QUERIES[:1], r.index, r.expander())
+    n = one.batch.indptr[1]
+    assert plan.batch.terms[:n].tolist() == one.batch.terms.tolist()

@@ -1,0 +1,93 @@
+"""A request's limits (``[serve]``: a query's length, k, a server batch's size) are checked in the service
+layer: the CLI and the MCP server refuse the same requests with the same words, and a workspace's config
+sets them for both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from chitragupta.errors import UsageError
+from chitragupta.service.request import Limits, SearchRequest
+
+from helpers import make_workspace, random_docs, run_cli, write_jsonl
+
+DOCS = random_docs(31, 30, vocab=40)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory) -> Path:
+    root = make_workspace(tmp_path_factory.mktemp("limits"), DOCS)
+    run_cli("index", "-w", root, check=True)
+    return root
+
+
+def test_the_limits_and_their_words():
+    lim = Limits()
+    assert (lim.max_query_chars, lim.max_k, lim.max_batch_queries) == (10_000, 10_000, 1_000)
+    lim.check_k(10_000)
+    lim.check_queries(["x" * 10_000, "y"], batch=True)
+    with pytest.raises(UsageError, match=r"^-k must be at most 10000 \(\[serve\]\.max_k\), got 10001$"):
+        lim.check_k(10_001, "-k")
+    with pytest.raises(UsageError, match=r"^the query is 10,001 characters long; at most 10,000 "):
+        lim.check_queries(["x" * 10_001])
+    with pytest.raises(UsageError, match=r"^query 3 is 20,000 characters long; at most 10,000 "):
+        lim.check_queries(["a", "b", "x" * 20_000, "y" * 30_000], batch=True)
+    lim.check_queries(["q"] * 5_000, batch=True)  # the CLI's batch: not bounded in size
+    with pytest.raises(UsageError, match=r"^a batch of 1,001 queries; at most 1,000 in one call"):
+        lim.check_queries(["q"] * 1_001, batch=True, bounded=True)
+
+
+def test_the_config_sets_the_limits_for_the_cli_and_the_server_alike(tmp_path):
+    from chitragupta.service.warm import WarmEngines
+
+    root = make_workspace(tmp_path, DOCS)
+    (root / "config.toml").write_text("[serve]\nmax_k = 5\nmax_query_chars = 12\n", encoding="utf-8")
+    run_cli("index", "-w", root, check=True)
+    warm = WarmEngines(root)
+    assert len(warm.search("twin", k=5)["hits"]) == 5
+    with pytest.raises(UsageError, match=r"^k must be at most 5 \(\[serve\]\.max_k\), got 6$"):
+        warm.search("twin", k=6)
+    with pytest.raises(UsageError, match=r"^k must be at most 5"):
+        warm.similar(DOCS[0]["_id"], k=6)
+    with pytest.raises(UsageError, match=r"^the query is 13 characters long; at most 12 "):
+        warm.search("twin model xy", k=5)
+    for call in (lambda: warm.evidence(DOCS[0]["_id"], "twin model xy"), lambda: warm.explain("twin model xy", DOCS[0]["_id"])):
+        with pytest.raises(UsageError, match=r"^the query is 13 characters long; at most 12 "):
+            call()
+    assert warm.explain("twin model", DOCS[0]["_id"])["citekey"] == DOCS[0]["_id"]
+    p = run_cli("search", "-w", root, "twin", "-k", "6")
+    assert p.returncode == 1 and p.stderr == "error: -k must be at most 5 ([serve].max_k), got 6\n"
+    p = run_cli("search", "-w", root, "twin model xy", "-k", "5")
+    assert p.returncode == 1 and "the query is 13 characters long; at most 12 ([serve].max_query_chars)" in p.stderr
+    # a batch names the query; its default k (100) is over this limit too
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "a", "text": "twin"}, {"_id": "b", "text": "x" * 40}])
+    p = run_cli("search", "-w", root, "--queries", queries, "--run", tmp_path / "run.trec", "-k", "5")
+    assert p.returncode == 1 and "query 2 is 40 characters long; at most 12" in p.stderr
+    assert not (tmp_path / "run.trec").exists()
+    p = run_cli("search", "-w", root, "--queries", queries, "--run", "-")
+    assert p.returncode == 1 and "-k must be at most 5 ([serve].max_k), got 100" in p.stderr
+    for cmd in (["evidence", "-w", root, "twin model xy", "--citekey", DOCS[0]["_id"]],
+                ["explain", "-w", root, "twin model xy", "--citekey", DOCS[0]["_id"]]):
+        p = run_cli(*cmd)  # the CLI's evidence and explain refuse as the server's tools do
+        assert p.returncode == 1 and "the query is 13 characters long; at most 12 ([serve].max_query_chars)" in p.stderr
+
+
+def test_within_the_limits_nothing_changes(ws, tmp_path):
+    from chitragupta.service.warm import WarmEngines
+
+    q = "twin " * 1999 + "model"  # 10,000 characters
+    cli = json.loads(run_cli("search", "-w", ws, q, "-k", "10000", "--json", check=True).stdout)
+    assert WarmEngines(ws).search(q, k=10_000)["hits"] == cli and cli
+    from chitragupta import open_searcher
+
+    searcher = open_searcher(ws, "bm25")
+    ranked = SearchRequest.checked(k=3).run_many(searcher, ["twin"] * 1_000, server=True)  # a server's batch
+    assert ranked.topk.ids.shape == (1_000, 3)
+    with pytest.raises(UsageError, match=r"^a batch of 1,001 queries; at most 1,000 in one call"):
+        SearchRequest.checked(k=3).run_many(searcher, ["twin"] * 1_001, server=True)
+    assert SearchRequest.checked(k=3).run_many(searcher, ["twin"] * 1_001).topk.ids.shape == (1_001, 3)  # the CLI's
+    req = SearchRequest.checked(k=10_000)
+    assert req.with_(engine="bm25").flags is False
+    assert SearchRequest.checked(flags=True, k=3).with_(k=4).flags is True  # the CLI's words kept
