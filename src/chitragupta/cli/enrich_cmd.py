@@ -21,28 +21,17 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, progress_bar
-    from chitragupta.enrich.run import parse_stages, run as run_pipeline
+    from chitragupta.enrich.run import parse_stages
+    from chitragupta.service.enrich import enrich
 
-    stages = parse_stages(args.stages)  # an unknown stage is refused before the workspace is touched
+    parse_stages(args.stages)  # an unknown stage is refused before the workspace is touched
     ws = open_workspace(args)
-    address = args.ray if args.ray is not None else ws.config.enrich.ray_address
-    encode_stream = None
-    if address:
-        from chitragupta.errors import UsageError
-
-        if "embed" not in stages and "bertopic" not in stages:
-            raise UsageError("--ray (or [enrich].ray_address) applies to the embed and bertopic stages; add one "
-                             "of them to --stages")
-        from chitragupta.enrich.ray_encode import RayEncodeStream
-
-        # the actors get the device asked for ("auto": each actor resolves it on its own node)
-        encode_stream = RayEncodeStream(ws.config.enrich, address, device=args.device or ws.config.enrich.device)
     # SIGTERM stops the run as Ctrl-C does: the embed stage commits the documents it has finished on
     # the way out (a SIGKILL loses at most one commit interval), then "interrupted", exit 130.
     restore = _on_sigterm()
     try:
-        run_pipeline(ws, stages, device=args.device, echo=lambda line: print(line, flush=True),
-                     progress=lambda desc, unit: progress_bar(desc, unit), encode_stream=encode_stream)
+        enrich(ws, args.stages, device=args.device, ray=args.ray, echo=lambda line: print(line, flush=True),
+               progress=lambda desc, unit: progress_bar(desc, unit))
     finally:
         restore()
     sys.stdout.flush()

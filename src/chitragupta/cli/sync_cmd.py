@@ -38,12 +38,11 @@ def _name(items: list[tuple[str, str]], what: str, more: str, limit: int | None)
 
 def run(args) -> int:
     from chitragupta.cli._common import open_workspace, print_problems, progress_bar
-    from chitragupta.engine.library.sync import sync
-    from chitragupta.engine.index.segments import available_cores
+    from chitragupta.service.library import sync
 
     ws = open_workspace(args)
-    with ws.lock("sync"), progress_bar("parsing") as cb:
-        report = sync(ws, progress=cb, jobs=getattr(args, "jobs", None) or available_cores())
+    with progress_bar("parsing") as cb:
+        report = sync(ws, progress=cb, jobs=getattr(args, "jobs", None))
     verbose = bool(getattr(args, "verbose", False))
     limit = None if verbose else _SHOWN
     print_problems(report.problems)

@@ -6,7 +6,10 @@ through to reach an engine.
     resp = s.search("digital twin fidelity", k=10)         # the same calls on every engine
 
 ``registry`` (the engines: name, units, how to open), ``request`` (a search request's fields, defaults
-and checks, once), ``warm`` (engines kept open for a long-lived caller). Layers: the service sits above
+and checks, once), ``warm`` (engines kept open for a long-lived caller), ``citations`` (the citation graph's
+questions), and the use cases that write a workspace, each returning a report the surfaces print:
+``library`` (``sync``, ``import_corpus``), ``index`` (``build``: the indexes and the references under one
+lock), ``enrich`` (``enrich``: the optional stages). Layers: the service sits above
 ``enrich`` and ``engine`` and below ``cli``. Names load on first use: importing it is instant.
 """
 

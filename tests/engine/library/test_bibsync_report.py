@@ -62,7 +62,8 @@ def test_index_says_the_abstract_it_counts_is_the_sidecars(tmp_path):
         "@misc{a, title={A}, abstract={A BibTeX abstract about twins}, file={p0.pdf}}\n@misc{b, title={B}}\n",
         encoding="utf-8")
     assert run_main("sync", "-w", tmp_path).returncode == 0
-    p = run_main("index", "-w", tmp_path)
+    assert "Abstract section" not in run_main("index", "-w", tmp_path).stdout  # said with -v only
+    p = run_main("index", "-w", tmp_path, "-v")
     assert p.returncode == 0, p.stderr
     line = next(line for line in p.stdout.splitlines() if "Abstract section" in line)
     assert line.startswith("index: 0 of 2 documents have an Abstract section in their docling sidecar")

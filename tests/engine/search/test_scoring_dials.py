@@ -91,7 +91,7 @@ def test_field_counts_never_exceed_the_document_and_abstracts_are_counted(ws):
     for f in ("title", "abstract"):
         assert (np.asarray(p.fields[f]) <= np.asarray(p.tf)).all() and np.asarray(p.fields[f]).sum() > 0
     assert r.index.count_flag(FLAG_HAS_ABSTRACT) == 2
-    out = run_cli("index", "-w", ws.root, "--force", check=True).stdout
+    out = run_cli("index", "-w", ws.root, "--force", "-v", check=True).stdout
     assert "2 of 4 documents have an Abstract section in their docling sidecar" in out
 
 
