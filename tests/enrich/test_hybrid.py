@@ -247,7 +247,8 @@ def test_hybrid_equals_the_shipped_fusion_of_the_two_rankings_by_hand(hybrid_ws)
     want = _by_hand(hybrid_ws, QUERIES, 5)
     assert hr.keys() == [[c for c, _ in w] for w in want]
     for q, w in enumerate(want):
-        assert np.allclose(hr.topk.scores[q, :len(w)], [s for _, s in w], rtol=1e-12)
+        # by hand each query is encoded alone, by hybrid in a batch: float32 sums in another order
+        assert np.allclose(hr.topk.scores[q, :len(w)], [s for _, s in w], rtol=1e-5, atol=1e-6)
     # every source at most once, and the fused list is never shorter than either list's distinct sources
     assert all(len(set(keys)) == len(keys) for keys in hr.keys())
 
