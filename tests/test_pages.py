@@ -118,6 +118,12 @@ def test_graph_page_in_a_browser_names_every_source_and_marks_the_missing(browse
     details = ev("document.getElementById('details').textContent")
     assert missing[0]["title"] in details and "not in your library" in details
     assert "Missing work 0, as src00 cites it." in details
+    # the click centred it: a pointer there shows its title, authors, year and count
+    x, y = ev("(r => [r.x + r.width / 2, r.y + r.height / 2])(canvas.getBoundingClientRect())")
+    browser.call("Input.dispatchMouseEvent", session=True, type="mouseMoved", x=x, y=y)
+    assert ev("document.getElementById('tip').style.display") == "block"
+    assert ev("document.getElementById('tip').textContent") == f"{missing[0]['title']}Gone, Away1990 \u00b7 not in your library \u00b7 cited by " \
+                                    f"{missing[0]['count']} of your sources"
     # the search box and the year filter
     ev("q.value = 'number 3'; q.dispatchEvent(new Event('input'))")
     assert ev("[...document.querySelectorAll('#source-list li:not(.hidden)')].map(li => li.dataset.id)") == \

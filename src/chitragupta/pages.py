@@ -44,7 +44,7 @@ def _page(title: str, body: str, data: dict, script: str) -> str:
     import html
 
     blob = base64.b64encode(gzip.compress(json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-                                          .encode("utf-8"), mtime=0)).decode("ascii")
+                                          .encode("utf-8"), 6, mtime=0)).decode("ascii")
     csp = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data: blob:"
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
@@ -62,11 +62,11 @@ def layout(n: int, links, seed: int = 0, steps: int = STEPS):
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    pos = rng.uniform(-1, 1, (n, 2)) * np.sqrt(max(n, 1))
+    x, y = rng.uniform(-1, 1, (2, n)) * np.sqrt(max(n, 1))
     if n < 2:
         return np.zeros((n, 2))
     e = np.asarray(links, dtype=np.int64).reshape(-1, 2)
-    e = np.unique(np.sort(e[e[:, 0] != e[:, 1]], axis=1), axis=0)
+    a, b = (np.ascontiguousarray(c) for c in np.unique(np.sort(e[e[:, 0] != e[:, 1]], axis=1), axis=0).T)
     side = 2 * GRID  # twice the grid: the circular convolution of a GRID-wide mass never wraps onto itself
     d = np.fft.fftfreq(side, 1 / side)
     dx, dy = np.meshgrid(d, d, indexing="ij")
@@ -74,21 +74,25 @@ def layout(n: int, links, seed: int = 0, steps: int = STEPS):
     kx, ky = np.fft.rfft2(dx / r2), np.fft.rfft2(dy / r2)
     heat = np.sqrt(n) / 2
     for _ in range(steps):
-        h = max(float(np.ptp(pos, axis=0).max()) / (GRID - 1), 1e-9)
-        cell = np.minimum(((pos - pos.min(axis=0)) / h).astype(np.int64), GRID - 1)
-        flat = cell[:, 0] * side + cell[:, 1]
+        x0, y0 = x.min(), y.min()
+        h = max(x.max() - x0, y.max() - y0, 1e-6) / (GRID - 1)
+        flat = np.minimum((x - x0) / h, GRID - 1).astype(np.int64) * side + \
+            np.minimum((y - y0) / h, GRID - 1).astype(np.int64)
         mass = np.fft.rfft2(np.bincount(flat, minlength=side * side).reshape(side, side))
-        move = np.stack([np.fft.irfft2(mass * k, s=(side, side)).ravel()[flat] for k in (kx, ky)], axis=1) / h
-        if len(e):
-            d = pos[e[:, 0]] - pos[e[:, 1]]
-            pull = d * np.sqrt((d * d).sum(axis=1))[:, None]
-            for c in range(2):
-                move[:, c] += np.bincount(e[:, 1], pull[:, c], n) - np.bincount(e[:, 0], pull[:, c], n)
-        move -= pos * 0.02  # a weak pull to the centre keeps separate parts of the graph in view
-        length = np.maximum(np.sqrt((move * move).sum(axis=1)), 1e-9)
-        pos += move * (np.minimum(length, heat) / length)[:, None]
+        mx, my = (np.fft.irfft2(mass * k, s=(side, side)).ravel()[flat] / h for k in (kx, ky))
+        dx, dy = x[a] - x[b], y[a] - y[b]
+        r = np.hypot(dx, dy)
+        dx *= r
+        dy *= r
+        # the pull along the links, and a weak pull to the centre that keeps separate parts in view
+        mx += np.bincount(b, dx, n) - np.bincount(a, dx, n) - 0.02 * x
+        my += np.bincount(b, dy, n) - np.bincount(a, dy, n) - 0.02 * y
+        length = np.maximum(np.hypot(mx, my), 1e-9)
+        step = np.minimum(length, heat) / length
+        x += mx * step
+        y += my * step
         heat = max(heat * 0.97, 0.01)
-    return pos - pos.mean(axis=0)
+    return np.stack([x - x.mean(), y - y.mean()], axis=1)
 
 
 def render_graph(graph: dict, *, title: str = "Citation graph", bibtex: str | None = None,

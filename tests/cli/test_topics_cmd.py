@@ -58,6 +58,9 @@ def test_missing_damaged_and_map_less_files_say_what_to_run(ws, tmp_path):
     one_error_line(run_main("topics", "-w", ws), "no content/topics.json", "enrich --stages embed,bertopic")
     (ws / "content" / "topics.json").write_text("{not json", encoding="utf-8")
     one_error_line(run_main("topics", "-w", ws), "content/topics.json is not a topics file", "enrich --stages bertopic")
+    for shape in ({"schema": 2}, {"schema": 1, "assignments": {}, "topics": [{"id": 0}]}, [1]):
+        (ws / "content" / "topics.json").write_text(json.dumps(shape), encoding="utf-8")
+        one_error_line(run_main("topics", "-w", ws), "content/topics.json is not a topics file")
     write_topics(ws, with_map=False)
     assert run_main("topics", "-w", ws).returncode == 0  # a file from before maps still lists
     one_error_line(run_main("topics", "-w", ws, "--html", tmp_path / "t.html"), "no 2-D map", "--stages bertopic")

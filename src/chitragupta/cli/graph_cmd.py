@@ -1,10 +1,13 @@
 """``chitragupta graph``: the library's whole citation graph -- its sources (ids: citekeys) and the works
 at least ``--min`` of them cite that it lacks, as nodes; citations as edges -- as JSON (``{"nodes",
 "edges"}``), GraphML (networkx, Gephi), DOT (Graphviz) or a self-contained HTML page to open in a browser
-(``chitragupta.pages.render_graph``: sources with their ledger authors, missing works with their BibTeX),
-to stdout or ``--out FILE``."""
+(``chitragupta.pages.render_graph``: sources with their ledger authors, missing works with their BibTeX up
+to ``BIBTEX_LIMIT`` of them -- beyond, the page names the ``missing --bib`` command), to stdout or
+``--out FILE``."""
 
 from __future__ import annotations
+
+BIBTEX_LIMIT = 1000  # missing works whose BibTeX entries the page carries (4,853 cost seconds to write)
 
 
 def add_arguments(p) -> None:
@@ -52,7 +55,7 @@ def run(args) -> int:
 
 def _page(ws, g, min_count: int) -> str:
     """The graph's page: its JSON, each source node given the ledger's authors, and the missing works'
-    BibTeX (``missing --bib``'s entries, in the JSON's order)."""
+    BibTeX (``missing --bib``'s entries, in the JSON's order) when there are at most ``BIBTEX_LIMIT``."""
     from chitragupta.engine.library.ledger import Ledger
     from chitragupta.pages import render_graph
 
@@ -63,6 +66,6 @@ def _page(ws, g, min_count: int) -> str:
         if nd["kind"] == "source":
             nd.setdefault("authors", authors.get(nd["id"], []))
     k = sum(nd["kind"] == "missing" for nd in data["nodes"])
-    bib = g.missing_bibtex(g.missing(min_count, k)) if k else None
+    bib = g.missing_bibtex(g.missing(min_count, k)) if 0 < k <= BIBTEX_LIMIT else None
     return render_graph(data, title=f"Citation graph: {ws.root.resolve().name}", bibtex=bib,
                         command=f"chitragupta missing --min {min_count} -k {max(k, 1)} --bib missing.bib")

@@ -25,26 +25,26 @@ def read(ws) -> dict:
     from chitragupta.errors import UsageError
 
     path = ws.content / TOPICS_NAME
-    where = f"{ws.relative(path)}"
+    where = ws.relative(path)
     if not path.exists():
         raise UsageError(f"no {where}: run `chitragupta enrich --stages embed,bertopic` first (the enrich extra)")
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        titles = {r.citekey: r.title for r in ledger.rows()}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"schema {data.get('schema')!r}, this version reads {SCHEMA_VERSION}")
         topics = sorted(data["topics"], key=lambda t: (t["id"] == -1, t["id"]))
         labels = topic_labels(topics)
-        coords = (data.get("map") or {}).get("coords") or {}
         assigned = {k: int(t) for k, t in data["assignments"].items()}
+        rows = [{"id": t["id"], "label": labels[t["id"]], "size": int(t["size"]), "words": t["words"],
+                 "examples": [{"citekey": k, "title": titles.get(k, "")} for k in t.get("examples", ())]}
+                for t in topics]
+        docs = [{"citekey": k, "title": titles.get(k, ""), "topic": assigned[k], "x": float(x), "y": float(y)}
+                for k, (x, y) in ((data.get("map") or {}).get("coords") or {}).items() if k in assigned]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise UsageError(f"{where} is not a topics file this version reads ({type(err).__name__}: {err}); "
                          "run `chitragupta enrich --stages bertopic` again") from None
-    with Ledger(ws.ledger_path, create=False) as ledger:
-        titles = {r.citekey: r.title for r in ledger.rows()}
-    rows = [{"id": t["id"], "label": labels[t["id"]], "size": t["size"], "words": t["words"],
-             "examples": [{"citekey": k, "title": titles.get(k, "")} for k in t.get("examples", ())]} for t in topics]
-    docs = [{"citekey": k, "title": titles.get(k, ""), "topic": assigned[k], "x": xy[0], "y": xy[1]}
-            for k, xy in coords.items() if k in assigned]
     return {"topics": rows, "documents": docs, "n_docs": data.get("n_docs"), "n_outliers": data.get("n_outliers"),
             "model": data.get("model"), "created": data.get("created"), "has_map": bool(docs), "file": where}
 

@@ -2,8 +2,9 @@
 /* What the graph and topic pages share: the data, a pannable and zoomable canvas, hit testing, DOM helpers. */
 
 async function loadData() {
-  const raw = document.getElementById("data").textContent.trim();
-  const bytes = Uint8Array.from(atob(raw), (c) => c.charCodeAt(0));
+  const raw = atob(document.getElementById("data").textContent.trim());
+  const bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
   return JSON.parse(await new Response(stream).text());
 }
