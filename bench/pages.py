@@ -4,22 +4,24 @@ cost, and the time until the page's scripts are done.
     python -m bench pages [--sources 2000 10] [--entries 40] [--opens 5]
 
 For each size, a synthetic library written as ``refs_graph``'s is (``--sources`` full-text sources, each
-1,000 words of text (fewer, and the reference cut takes the list for the body) and a numbered reference list
-of ``--entries`` entries, a quarter citing other sources of the library by
-title, the rest drawn from a Zipf-distributed pool of outside works), imported and indexed in a temporary
-workspace; then ``chitragupta graph --format html --out FILE`` runs as a child process (wall and CPU
-seconds: the graph read back, the layout, the page written), and the page is opened ``--opens`` times in
-one headless Chromium (``tools/browser.py``: network off), each time a new navigation: ``ready_ms`` is
-the page's own ``performance.now()`` when its scripts were done (decoding, inflating and parsing the data,
-the lists built, the first paint), ``wall_s`` the time from the navigation command to seeing it. Reported:
-the median and the worst of each, node and citation counts, the page's bytes, and whether the page made a
-request or logged an error. JSON on stdout.
+1,000 words of text -- fewer, and the reference cut takes the list for the body -- and a numbered reference
+list of ``--entries`` entries, a quarter citing other sources of the library by title, the rest drawn from a
+Zipf-distributed pool of outside works), imported and indexed in a temporary workspace; then
+``chitragupta graph --format html --out FILE`` runs as a child process (wall and CPU seconds: the graph
+read back, the layout, the page written; the layout is also timed alone in this process), and the page is
+opened ``--opens`` times in one headless Chromium (``tools/browser.py``: network off), each time a new
+navigation: ``ready_ms`` is the page's own ``performance.now()`` when its scripts were done (decoding,
+inflating and parsing the data, the lists built, the first paint), ``wall_s`` the time from the navigation
+command to seeing it. Reported: the median and the worst of each, node and citation counts, the page's
+bytes, and whether the page made a request or logged an error. JSON on stdout. The host's load average
+is printed with each size: on a shared host the browser's times stretch with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -27,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from bench.refs_graph import _authors, _entry, _title
-from bench.timer import run_timed
+from bench.timer import run_timed, stopwatch
 
 
 def library(n: int, n_entries: int, words: int = 1000, seed: int = 0) -> list[dict]:
@@ -50,6 +52,7 @@ def library(n: int, n_entries: int, words: int = 1000, seed: int = 0) -> list[di
 
 
 def measure(n: int, n_entries: int, opens: int) -> dict:
+    from chitragupta.pages import layout
     from tools.browser import Chromium
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,6 +66,9 @@ def measure(n: int, n_entries: int, opens: int) -> dict:
         run_timed(cli + ["graph", "-w", str(root), "--format", "json", "--out", str(Path(tmp) / "g.json")])
         took = run_timed(cli + ["graph", "-w", str(root), "--format", "html", "--out", str(page)])
         g = json.loads((Path(tmp) / "g.json").read_text(encoding="utf-8"))
+        at = {nd["id"]: i for i, nd in enumerate(g["nodes"])}
+        with stopwatch() as t_layout:  # the layout alone, in this process, as render_graph computes it
+            layout(len(g["nodes"]), [(at[e["source"]], at[e["target"]]) for e in g["edges"]])
         ready, walls, errors, requests = [], [], [], set()
         with Chromium() as b:
             for _ in range(opens):
@@ -76,10 +82,11 @@ def measure(n: int, n_entries: int, opens: int) -> dict:
                 "nodes": len(g["nodes"]), "missing_nodes": sum(nd["kind"] == "missing" for nd in g["nodes"]),
                 "citations": len(g["edges"]), "json_bytes": (Path(tmp) / "g.json").stat().st_size,
                 "page_bytes": page.stat().st_size, "graph_html_wall_s": took["wall_s"],
-                "graph_html_cpu_s": took["cpu_s"], "ready_ms_median": statistics.median(ready),
+                "graph_html_cpu_s": took["cpu_s"], "layout_s": t_layout.wall, "layout_cpu_s": t_layout.cpu,
+                "ready_ms_median": statistics.median(ready),
                 "ready_ms_max": max(ready), "open_wall_s_median": statistics.median(walls),
                 "open_wall_s_max": max(walls), "opens": opens, "drawn_on_open": drawn,
-                "errors": errors, "requests_leaving_the_file": sorted(requests)}
+                "errors": errors, "requests_leaving_the_file": sorted(requests), "load_average": os.getloadavg()[0]}
 
 
 def main(argv=None) -> int:
@@ -94,9 +101,11 @@ def main(argv=None) -> int:
         out.append(r)
         print(f"{n} sources: {r['nodes']} nodes ({r['missing_nodes']} missing works), {r['citations']} citations; "
               f"page {r['page_bytes'] / 1e6:.2f} MB (JSON {r['json_bytes'] / 1e6:.2f} MB); graph --format html "
-              f"{r['graph_html_wall_s']:.2f} s wall ({r['graph_html_cpu_s']:.2f} CPU); scripts done after "
+              f"{r['graph_html_wall_s']:.2f} s wall ({r['graph_html_cpu_s']:.2f} CPU; the layout {r['layout_cpu_s']:.2f}); "
+              f"scripts done after "
               f"{r['ready_ms_median']:.0f} ms (worst {r['ready_ms_max']} of {r['opens']}); "
-              f"{len(r['errors'])} errors, {len(r['requests_leaving_the_file'])} requests", file=sys.stderr)
+              f"{len(r['errors'])} errors, {len(r['requests_leaving_the_file'])} requests; load average "
+              f"{r['load_average']:.1f}", file=sys.stderr)
     print(json.dumps(out, indent=1))
     return 0
 
