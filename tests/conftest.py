@@ -59,3 +59,15 @@ def stream_of(monkeypatch):
         monkeypatch.setattr(stream_module, "adaptive_blocks", lambda enc, texts, **_kw: stream(texts))
 
     return install
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium (tools/browser.py: the network off) for the session's page tests; they skip, with
+    the reason, where no browser is installed (CI installs Debian's chromium: .ci/run)."""
+    from tools.browser import Chromium, chromium_binary
+
+    if chromium_binary() is None:
+        pytest.skip("no Chromium to open the pages in: apt-get install chromium (or set $CHROMIUM)")
+    with Chromium() as b:
+        yield b

@@ -764,3 +764,22 @@ CASES = [
     dict(seed=3, n_docs=200, n_terms=30, density=0.3, ties=True),
     dict(seed=4, n_docs=1, n_terms=5, density=1.0),
 ]
+
+
+def open_page(browser, path: Path, region: str = "#stage") -> dict:
+    """Open ``path`` in the session's Chromium and wait for its scripts: it must log no error, ask for nothing
+    but itself, and paint more than its background inside ``region`` (a CSS selector) of a screenshot.
+    ``{"ready": ms since navigation, "wall_s"}``."""
+    import io
+
+    from matplotlib.image import imread
+
+    got = browser.open(path)
+    assert browser.errors == []
+    assert [u for u in browser.requests if u != path.resolve().as_uri()] == []
+    x, y, w, h = browser.evaluate(f"(r => [r.x, r.y, r.width, r.height].map(Math.round))"
+                                  f"(document.querySelector({json.dumps(region)}).getBoundingClientRect())")
+    px = (imread(io.BytesIO(browser.screenshot()), format="png")[y:y + h, x:x + w, :3] * 255).round().astype(np.uint32)
+    colours, counts = np.unique((px[..., 0] << 16 | px[..., 1] << 8 | px[..., 2]).ravel(), return_counts=True)
+    assert w * h > 0 and len(colours) > 10 and counts.max() < 0.995 * w * h, (len(colours), counts.max(), w * h)
+    return got

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # layer -> the chitragupta modules it may import (by prefix); "bottom" is errors, extras, device
 BOTTOM = ("chitragupta.errors", "chitragupta.notes", "chitragupta.extras", "chitragupta.device",
-          "chitragupta.files")
+          "chitragupta.files", "chitragupta.pages")
 ALLOWED = {
     "bottom": BOTTOM,
     "kernels": BOTTOM + ("chitragupta.kernels",),

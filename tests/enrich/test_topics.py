@@ -23,7 +23,7 @@ for _name in ("bertopic", "umap", "hdbscan"):
 from chitragupta.engine.library.ledger import Ledger  # noqa: E402
 from chitragupta.engine.library.workspace import Workspace  # noqa: E402
 from chitragupta.enrich import topics as tm  # noqa: E402
-from chitragupta.enrich.topics import TopicParams, fit_topics, run_stage  # noqa: E402
+from chitragupta.enrich.topics import TopicParams, fit_topics, run_stage, topic_labels  # noqa: E402
 from chitragupta.errors import CorpusError, UsageError  # noqa: E402
 
 from helpers import make_workspace  # noqa: E402
@@ -155,6 +155,11 @@ def check_schema(doc: dict, citekeys: list[str], min_topic_size: int = 10) -> No
     assert p["hdbscan"]["min_cluster_size"] == min_topic_size
     assert p["chunking"]["unit"] == "model word pieces"  # the embed stage's cut
     assert p["dim"] == 384
+    if p["umap"] is None:
+        assert "map" not in doc  # no UMAP, no map (and a file without one still reads: cli/topics_cmd.py)
+    else:
+        assert sorted(doc["map"]["coords"]) == sorted(citekeys) and doc["map"]["umap"]["n_components"] == 2
+        assert all(len(xy) == 2 and np.isfinite(xy).all() for xy in doc["map"]["coords"].values())
 
 
 # -- fit_topics on synthetic vectors --------------------------------------------------------------
@@ -222,6 +227,36 @@ def test_fit_is_reproducible():
     a = fit_topics(X, group_docs(groups), keys, TopicParams(), "cpu")
     b = fit_topics(X.copy(), group_docs(groups), keys, TopicParams(), "cpu")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+@pytest.mark.slow  # UMAP compile, two fits
+def test_a_map_that_fails_leaves_the_topics_and_warns(monkeypatch, caplog):
+    real = tm.BACKENDS["umap-learn+hdbscan"]
+
+    class Broken:
+        def fit_transform(self, X):
+            raise MemoryError("no room for a map")
+
+    def builder(umap_kw, hdbscan_kw):
+        reducer, clusterer = real(umap_kw, hdbscan_kw)
+        return (Broken() if umap_kw["n_components"] == 2 else reducer), clusterer
+
+    monkeypatch.setitem(tm.BACKENDS, "umap-learn+hdbscan", builder)
+    X, groups = blobs([25, 20, 15])
+    with caplog.at_level(logging.WARNING):
+        out = fit_topics(X, group_docs(groups), [f"k{i:02d}" for i in range(60)], TopicParams(), "cpu")
+    assert out["n_topics"] == 3 and "map" not in out
+    assert "no 2-D map (MemoryError: no room for a map)" in caplog.text
+
+
+def test_labels_lead_with_the_words_few_topics_share():
+    topics = [{"id": -1, "words": ["the"]}] + [{"id": t, "words": ["data", w, "study", f"x{t}", f"y{t}"]}
+                                               for t, w in enumerate(["soil", "ocean", "vaccine", "dose"])]
+    got = topic_labels(topics)
+    assert got == {-1: "outliers (no topic)", 0: "soil, x0, y0, data", 1: "ocean, x1, y1, data",
+                   2: "vaccine, x2, y2, data", 3: "dose, x3, y3, data"}
+    assert topic_labels(topics[:3], words=2) == {-1: "outliers (no topic)", 0: "data, soil", 1: "data, ocean"}
+    assert topic_labels([{"id": 0, "words": []}]) == {0: "topic 0"}
 
 
 @pytest.mark.slow  # pays UMAP's first compile in the quick subset
@@ -379,6 +414,13 @@ def test_fifty_documents_find_the_themes(fifty):
         assert len(members) == 1, (t, members)
         assert theme_words[members.pop()] & set(t["words"][:5]), t
     assert any(f"{doc['n_topics']} topics, {doc['n_outliers']} outliers" in line for line in lines)
+    # on the 2-D map, the documents of a topic lie nearer its middle than any other topic's
+    xy = {k: np.array(v) for k, v in doc["map"]["coords"].items()}
+    middle = {t: np.median([xy[k] for k, v in doc["assignments"].items() if v == t], axis=0)
+              for t in range(doc["n_topics"])}
+    near = [min(middle, key=lambda t: np.linalg.norm(xy[k] - middle[t])) == v
+            for k, v in doc["assignments"].items() if v != -1]
+    assert sum(near) >= 0.9 * len(near)
 
 
 @pytest.mark.slow  # the fifty fixture fits BERTopic

@@ -61,8 +61,16 @@ n_docs) and HDBSCAN sees the document vectors directly. What actually ran is rec
          "examples": ["key1", "key2", "key3"]}     # up to 3 citekeys nearest the topic's mean vector
       ],
       "assignments": {"key1": 0, "key2": -1, ...}, # every clustered citekey -> topic id
+      "map": {"method": "umap-learn+hdbscan (cpu): UMAP of the document vectors to 2-D", "umap": {...},
+              "coords": {"key1": [3.1416, -0.5], ...}},   # every clustered citekey -> its point on a 2-D map
       "skipped": {"key9": "no text and no abstract (status no-file)"}   # not clustered, and why
     }
+
+``map`` (added in place, schema still 1: a reader that does not know it ignores it; absent from a file
+written before, or when no fit ran or UMAP could not run): the documents' points for ``topics --html``, a
+second UMAP of the same document vectors to two dimensions (cosine, the same neighbours and seed,
+``min_dist`` 0.1 so points do not pile up), on the backend that clustered them. It costs a second UMAP fit
+(the fit time reported includes it).
 
 Topic ids are BERTopic's: 0 is the largest topic. ``words``/``scores`` are c-TF-IDF, rounded to 6 places.
 
@@ -98,7 +106,7 @@ from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream,
                                        chunker_for, document_chunks, encode_input, recipe)
 
 __all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedCache", "no_topic_possible",
-           "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
+           "topic_labels", "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +212,8 @@ def fit_topics(doc_vectors: np.ndarray, docs: list[str], citekeys: list[str], pa
     ``doc_vectors``: float, ``(n_docs, dim)``, one (normalised) vector per document; ``docs``: the texts
     c-TF-IDF reads; ``citekeys``: unique, one per row. ``device`` is a resolved device (``"cpu"`` or
     ``"cuda"``). Returns the ``topics.json`` fields ``backend, fallback, n_docs, n_topics, n_outliers,
-    params, topics, assignments`` (see the module docstring). At least two documents, else UsageError.
+    params, topics, assignments``, and ``map`` when UMAP ran (see the module docstring). At least two
+    documents, else UsageError.
     """
     X = np.asarray(doc_vectors, dtype=np.float32)
     if X.ndim != 2:
@@ -265,6 +274,7 @@ def fit_topics(doc_vectors: np.ndarray, docs: list[str], citekeys: list[str], pa
     else:
         model, labels = fit(name)
     labels = [int(t) for t in labels]
+    coords = _map(X, citekeys, umap_kw, hdbscan_kw, name, label) if umap_kw is not None else None
 
     sizes: dict[int, int] = {}
     for t in labels:
@@ -292,7 +302,36 @@ def fit_topics(doc_vectors: np.ndarray, docs: list[str], citekeys: list[str], pa
         },
         "topics": topics,
         "assignments": dict(zip(citekeys, labels)),
+        **({"map": coords} if coords is not None else {}),
     }
+
+
+def _map(X: np.ndarray, citekeys: list[str], umap_kw: dict, hdbscan_kw: dict, name: str, label: str):
+    """topics.json's ``map``: the documents' 2-D UMAP coordinates; None (with a warning) when that UMAP
+    fails, so the topics are never lost for a map."""
+    flat = {**umap_kw, "n_components": 2, "min_dist": 0.1, "init": "spectral" if len(citekeys) > 3 else "random"}
+    try:
+        xy = np.asarray(BACKENDS[name](flat, hdbscan_kw)[0].fit_transform(X), dtype=np.float64)
+    except Exception as err:  # noqa: BLE001 -- cuML's limits on small inputs are not umap-learn's
+        log.warning("bertopic: no 2-D map (%s: %s); the topics are kept", type(err).__name__, err)
+        return None
+    return {"method": f"{label}: UMAP of the document vectors to 2-D", "umap": flat,
+            "coords": dict(zip(citekeys, xy.round(4).tolist()))}
+
+
+def topic_labels(topics: list[dict], words: int = 4) -> dict[int, str]:
+    """``{topic id: label}`` for ``topics.json``'s topics: a topic's first ``words`` c-TF-IDF words that few
+    other topics share (a word among the top words of more than a quarter of the topics, and of at least
+    three, names none of them), then its shared words when too few remain; topic -1 is the outliers."""
+    real = [t for t in topics if t["id"] != -1]
+    seen: dict[str, int] = {}
+    for t in real:
+        for w in set(t["words"]):
+            seen[w] = seen.get(w, 0) + 1
+    shared = {w for w, c in seen.items() if c > max(2, len(real) // 4)}
+    return {t["id"]: "outliers (no topic)" if t["id"] == -1 else
+            ", ".join(([w for w in t["words"] if w not in shared] + [w for w in t["words"] if w in shared])[:words])
+            or f"topic {t['id']}" for t in topics}
 
 
 def _examples(X: np.ndarray, labels: list[int], citekeys: list[str], tid: int) -> list[str]:
@@ -604,7 +643,7 @@ def run_stage(ws: Workspace, rows, *, device: str, progress: Progress | None = N
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "model": spec.model_name,
            **{k: fitted[k] for k in ("backend", "fallback", "n_docs", "n_topics", "n_outliers", "params",
-                                     "topics", "assignments")},
+                                     "topics", "assignments", "map") if k in fitted},
            "skipped": skipped}
     atomic_write_text(path, json.dumps(out, ensure_ascii=False, indent=1) + "\n")
 
