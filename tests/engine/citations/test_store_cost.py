@@ -152,7 +152,7 @@ def _workers_for_small_libraries(monkeypatch):
 def test_a_small_library_is_parsed_here_whatever_jobs_says(tmp_path, monkeypatch):
     """Below ``POOL_FROM_BYTES`` of text, ``jobs=2`` starts no process pool, and the files are those a
     build by the workers writes."""
-    from chitragupta.engine import workers
+    from chitragupta.engine.library import workers
     from chitragupta.engine.citations import store
 
     n = 69

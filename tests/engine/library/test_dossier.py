@@ -34,7 +34,7 @@ def test_log_of_a_batch_with_lone_surrogates(tmp_path):
 
 
 def test_log_on_a_full_disk_is_one_line(tmp_path, monkeypatch):
-    from chitragupta.engine import dossier
+    from chitragupta.engine.library import dossier
 
     ws = built_workspace(tmp_path)
     monkeypatch.setattr(dossier.os, "write", enospc)
