@@ -61,8 +61,8 @@ def add_filter_arguments(p, *, topic: bool = False) -> None:
     g.add_argument("--venue", metavar="TEXT", help="text the venue (journal, proceedings) holds, case-insensitive")
     g.add_argument("--type", metavar="TYPE", action="append",
                    help="a BibTeX entry type: article, inproceedings, ... (repeatable: any of them)")
-    g.add_argument("--keys", metavar="FILE", help="only the citekeys listed in FILE, one a line (a regular file or "
-                   f"a pipe, - for stdin; at most {KEYS_BYTES >> 20} MiB and {KEYS_LINES:,} citekeys)")
+    g.add_argument("--keys", metavar="FILE", help=f"only the citekeys listed in FILE, one a line (at most "
+                   f"{KEYS_BYTES >> 20} MiB and {KEYS_LINES:,} of them)")
     if topic:
         g.add_argument("--topic", metavar="N", type=int, action="append",
                        help="a topic id of `chitragupta enrich --stages bertopic` (content/topics.json; -1: the "
@@ -70,46 +70,26 @@ def add_filter_arguments(p, *, topic: bool = False) -> None:
 
 
 def read_keys(path: str) -> list[str]:
-    """The citekeys of a ``--keys`` file, one a line (blank lines skipped); what is not a regular file or a
-    pipe is refused by what it is and never read, and a file past ``KEYS_BYTES`` or ``KEYS_LINES`` is
-    refused with the cap named: one UsageError line each."""
-    import os
-
+    """The citekeys of a ``--keys`` file, one a line (blank lines skipped). What is not a regular file (a
+    device, a pipe, a folder) is refused by what it is and never read, a file past ``KEYS_BYTES`` before a
+    byte is read, one past ``KEYS_LINES`` lines before it is split: one UsageError line each, naming the cap."""
     from chitragupta.errors import UsageError
-    from chitragupta.files import FileRefused, LineTooLong, iter_lines, open_lines
+    from chitragupta.files import FileRefused, read_limited
 
-    where = f"--keys {path}"
-    cap = f"at most {KEYS_BYTES >> 20} MiB and {KEYS_LINES:,} citekeys, one a line"
+    where, cap = f"--keys {path}", f"at most {KEYS_BYTES >> 20} MiB and {KEYS_LINES:,} lines"
     try:
-        f = open_lines(path)
+        text = read_limited(path, KEYS_BYTES, follow=True).decode("utf-8-sig")
     except FileRefused as err:
-        raise UsageError(f"{where}: it is {err.kind}, not a file of citekeys ({cap})") from None
+        what = (f"{err.kind}, not a file of citekeys" if err.kind else
+                f"{err.size:,} bytes" if err.size >= 0 else "growing past the cap")
+        raise UsageError(f"{where}: it is {what} ({cap})") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{where}: not UTF-8 text at byte {err.start} ({err.reason})") from None
     except OSError as err:
         raise UsageError(f"{where}: cannot read it ({err.strerror or err})") from None
-    try:
-        size = os.fstat(f.fileno()).st_size
-        if size > KEYS_BYTES:  # (a regular file: refused before a byte is read; a pipe's size is 0)
-            raise UsageError(f"{where}: it is {size:,} bytes, more than the {KEYS_BYTES >> 20} MiB allowed ({cap})")
-        keys, total = [], 0
-        for n, raw in iter_lines(f, KEYS_BYTES):
-            total += len(raw)
-            if total > KEYS_BYTES or len(keys) >= KEYS_LINES:
-                raise UsageError(f"{where}: more than {KEYS_BYTES >> 20} MiB or {KEYS_LINES:,} citekeys by line "
-                                 f"{n}; stopped reading there ({cap})")
-            try:
-                key = raw.decode("utf-8-sig" if n == 1 else "utf-8").strip()
-            except UnicodeDecodeError as err:
-                raise UsageError(f"{where}: line {n} is not UTF-8 text ({err.reason})") from None
-            if key:
-                keys.append(key)
-        return keys
-    except LineTooLong as err:
-        raise UsageError(f"{where}: line {err.line} is longer than {KEYS_BYTES >> 20} MiB ({cap})") from None
-    except OSError as err:
-        raise UsageError(f"{where}: cannot read it ({err.strerror or err})") from None
-    finally:
-        if f is not sys.stdin.buffer:
-            f.close()
+    if text.count("\n") > KEYS_LINES:
+        raise UsageError(f"{where}: more than {KEYS_LINES:,} lines ({cap})")
+    return [k for k in map(str.strip, text.splitlines()) if k]
 
 
 def filters_of(args):

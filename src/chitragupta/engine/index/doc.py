@@ -204,7 +204,8 @@ def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), ve
     if arrays["fingerprints"].shape[1] != 2:
         raise store.IndexCorrupt("array fingerprints is not (documents, 2)")
     array_of(arrays, "flags", np.uint8, length=n_docs)
-    filter_columns.check(arrays, n_docs)
+    if "shard" not in stored.manifest:  # (a shard has none: its filter masks are cut from the whole index's)
+        filter_columns.check(arrays, n_docs)
     nnz = arrays["indices"].shape[0]
     for f in FIELDS:
         array_of(arrays, f"tf_{f}", np.int32, length=nnz)

@@ -8,11 +8,11 @@ lock, it answers from the previous index and says so.
 
 Is the index current? The full answer reads every ledger row and stats every parsed file, compares the
 per-document fingerprints (``chitragupta.engine.index.source``) and the citekey sequence: about 3 us a document, so
-seconds at a million; the document index's filter columns are compared with the ledger's metadata
-(``engine.index.facets.LedgerFacets``: its digest, ~3.5 us a source, only when the ledger was written since
-they were built), so a metadata change without a text change rebuilds it too. After any full check or build that finds the index current, the *stamp* of what it
-read is recorded beside the index (``content/index/<kind>/VERIFIED``: the generation and the stamp), and
-the next open compares stamps only:
+seconds at a million; and it compares the document index's filter columns with the ledger's metadata
+(``engine.index.facets.LedgerFacets``: a digest, ~3.5 us a source, read only when the ledger was written since
+they were built), so a metadata change without a text change rebuilds that index too. After any full check
+or build that finds the index current, the *stamp* of what it read is recorded beside the index
+(``content/index/<kind>/VERIFIED``: the generation and the stamp), and the next open compares stamps only:
 
     the ledger's change stamp   a counter bumped by triggers on every row written, the ledger's random
                                 id, and its schema cookie (``Ledger.change_stamp``)

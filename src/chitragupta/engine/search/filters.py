@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -384,22 +385,14 @@ class FacetTable:
                                f"{', '.join(shown)}{more}")]
 
     def _nearest(self, key: str) -> str | None:
-        """The library citekey closest to ``key`` (difflib's ratio at least 0.75), or None: among all of
-        them in a library of up to ``NEAREST_ALL`` sources, else among those that sort next to ``key``'s
-        prefixes (a typo past the first letters is found)."""
-        table = self.citekeys
+        """The library citekey closest to ``key`` (difflib's ratio at least 0.75) among all of them in a
+        library of up to ``NEAREST_ALL`` sources, else among the 64 that sort next to it; or None."""
+        table = self.citekeys if hasattr(self.citekeys, "find") else sorted(self.citekeys)
         if len(table) <= NEAREST_ALL:
-            near = table.to_list() if hasattr(table, "to_list") else list(table)
+            near = table.to_list() if hasattr(table, "to_list") else table
         else:
-            if not hasattr(table, "find_many"):
-                table = self._sorted = getattr(self, "_sorted", None) or sorted(table)
-            near = []
-            for end in range(len(key), 0, -1):
-                lo, hi = 0, len(table)
-                while lo < hi:  # (bisect on a StringTable, which decodes only the strings it looks at)
-                    mid = (lo + hi) // 2
-                    lo, hi = (mid + 1, hi) if table[mid] < key[:end] else (lo, mid)
-                near += [table[i] for i in range(max(0, lo - 4), min(len(table), lo + 12))]
+            at = bisect_left(table, key)  # (a StringTable decodes only the strings the search looks at)
+            near = [table[i] for i in range(max(0, at - 32), min(len(table), at + 32))]
         got = difflib.get_close_matches(key, near, n=1, cutoff=0.75)
         return got[0] if got else None
 
