@@ -291,10 +291,11 @@ class EmbedSearcher(Searcher):
                 masks.append(None)
                 notes.append([])
                 continue
-            got = self._chunk_masks.get(f)
+            key = (f, self._facet_table.stamp(f))  # (a rewritten topics.json: masks made again)
+            got = self._chunk_masks.get(key)
             if got is None:
                 docs, missing = self._facet_table.mask(f)
-                got = self._chunk_masks[f] = ((docs & self._live)[doc] if doc.size else np.zeros(0, dtype=bool),
+                got = self._chunk_masks[key] = ((docs & self._live)[doc] if doc.size else np.zeros(0, dtype=bool),
                                               self._facet_table.notes(f, docs, missing))
             masks.append(got[0])
             notes.append(list(got[1]))

@@ -541,6 +541,9 @@ def test_the_topic_filter_narrows_to_a_topic_and_refuses_without_topics(corpus):
         hits = r.search("twin model", k=50, filters={"topic": -1}).hits
         assert hits and all(assign[h.citekey] == -1 for h in hits)
         assert _filter_notes(r, {"topic": [1, 7]})[-1] == "no topic 7 in topics.json: its topics are -1..2"
+        topics.write_text(json.dumps({"topics": [{"id": 0}], "assignments": {keys[5]: 0}}))  # fitted again
+        assert [keys[d] for d in np.flatnonzero(r.scorer.filter_mask("document", Filters.from_dict({"topic": 0}))[0])] \
+            == [keys[5]]  # the same open searcher (a warm server) reads the new topics
         with pytest.raises(UsageError, match="filters.topic: bad value"):
             Filters.from_dict({"topic": "x"})
         topics.write_text("[1, 2")

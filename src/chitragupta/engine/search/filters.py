@@ -233,28 +233,39 @@ class FacetTable:
         self._doc_of_key: dict | None = None
 
     def _field(self, name: str) -> tuple:
-        """(ptr, ids, table, has) of a text field, (year, has) or (topic, has, topic ids that exist);
-        verified on first use."""
+        """(ptr, ids, table, has) of a text field, (year, has) or (topic, has, the topic ids that exist,
+        ``stamp``); verified on first use."""
         from chitragupta.engine.index.facets import NO_YEAR, names_of
         from chitragupta.engine.index.strings import StringTable
 
         got = self._ready.get(name)
-        if got is None:
-            if name == "topic":
-                got = self._topic_column()
+        if name == "topic":
+            now = self.stamp(("topic",))
+            if got is None or got[3] != now:  # (read again when enrich rewrote it)
+                got = self._ready[name] = self._topic_column() + (now,)
+        elif got is None:
+            a, names = self._arrays, names_of(name)
+            if self._verify is not None:
+                self._verify(name)
+            if name == "year":
+                year = np.asarray(a["facet_year"])
+                got = (year, year != NO_YEAR)
             else:
-                a = self._arrays
-                names = names_of(name)
-                if self._verify is not None:
-                    self._verify(name)
-                if name == "year":
-                    year = np.asarray(a["facet_year"])
-                    got = (year, year != NO_YEAR)
-                else:
-                    ptr = np.asarray(a[names[0]])
-                    got = (ptr, np.asarray(a[names[1]]), StringTable(a[names[2]], a[names[3]]), ptr[1:] != ptr[:-1])
+                ptr = np.asarray(a[names[0]])
+                got = (ptr, np.asarray(a[names[1]]), StringTable(a[names[2]], a[names[3]]), ptr[1:] != ptr[:-1])
             self._ready[name] = got
         return got
+
+    def stamp(self, fields) -> tuple | None:
+        """What a mask over ``fields`` (a Filters, or field names) depends on beyond the index: the topics
+        file's size, mtime and inode when a topic is filtered (a cache of masks keys on it), else None."""
+        if "topic" not in (fields.fields_used() if isinstance(fields, Filters) else fields) or self._topics is None:
+            return None
+        try:
+            st = self._topics.stat()
+        except OSError:
+            return ()
+        return st.st_size, st.st_mtime_ns, st.st_ino
 
     def _topic_column(self) -> tuple:
         """Each document's topic (``content/topics.json``'s assignments; -2: none), who has one, the ids."""

@@ -368,7 +368,7 @@ class BM25Scorer:
         return self._filter_mask(unit, filters)[:2]
 
     def _filter_mask(self, unit: str, filters) -> tuple[np.ndarray, dict[str, int], list]:
-        key = (unit, self._generation(unit), filters)
+        key = (unit, self._generation(unit), filters, self.facet_table(unit).stamp(filters))
         got = self._filter_masks.get(key)
         if got is None:
             for attempt in range(2):
@@ -382,7 +382,7 @@ class BM25Scorer:
                         raise IndexDamaged(f"{self.index.where}: {err} again after a rebuild; run "
                                            "`chitragupta index --force`") from None
                     self.repair("document", str(err))
-            key = (unit, self._generation(unit), filters)
+            key = (unit, self._generation(unit), filters, table.stamp(filters))
             if unit == "passage":
                 p_doc = np.asarray(self.index_of(unit).p_doc)
                 units = docs[p_doc] if p_doc.size else np.zeros(0, dtype=bool)
