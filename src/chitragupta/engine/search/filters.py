@@ -271,19 +271,19 @@ class FacetTable:
         """Each document's topic (``content/topics.json``'s assignments; -2: none), who has one, the ids."""
         from chitragupta.files import read_limited
 
-        fix = "run `chitragupta enrich --stages bertopic` first"
         if self._topics is None:
             raise UsageError("the topic filter is not available here (it needs the workspace's content/topics.json)")
+        shown, fix = f"{self._topics.parent.name}/{self._topics.name}", "run `chitragupta enrich --stages bertopic`"
         try:
             d = json.loads(read_limited(self._topics, TOPICS_LIMIT, follow=True))
             topics = {t["id"] for t in d["topics"]}
             pairs = [(k, t) for k, t in d["assignments"].items() if type(t) is int]
         except FileNotFoundError:
-            raise UsageError(f"the topic filter: this workspace has no topics ({self._topics} is missing); {fix}") \
+            raise UsageError(f"the topic filter: this workspace has no topics ({shown} is missing); {fix} first") \
                 from None
         except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as err:
-            raise UsageError(f"the topic filter: {self._topics} is not a topics file ({type(err).__name__}: "
-                             f"{str(err)[:120]}); {fix}") from None
+            raise UsageError(f"the topic filter: {shown} is not a topics file ({type(err).__name__}: "
+                             f"{str(err)[:120]}); {fix} again") from None
         col = np.full(self.n, -2, dtype=np.int64)
         docs = self._doc_ids([k for k, _ in pairs])
         ok = docs >= 0
@@ -375,10 +375,11 @@ class FacetTable:
                     near = [self._field("keyword")[2][i] for i in self._containing("keyword", k, 3)]
                     out.append(Note("filter", f"no source has the keyword {k!r} (a keyword matches whole)"
                                     + (f"; keywords holding it: {', '.join(map(repr, near))}" if near else "")))
-            gone = [t for t in g.topic if t not in self._field("topic")[2]]
+            have = self._field("topic")[2] if g.topic else {}
+            gone = [t for t in g.topic if t not in have]
             if gone:
-                out.append(Note("filter", f"no topic {', '.join(map(str, gone))} in {self._topics.name}: its "
-                                          f"topics are {_ranges(sorted(self._field('topic')[2]))}"))
+                what = f"its topics are {min(have)}..{max(have)}" if have else "it holds none"
+                out.append(Note("filter", f"no topic {', '.join(map(str, gone))} in {self._topics.name}: {what}"))
         if self.n and not mask.any():
             out.append(Note("filter", f"the filters ({f.describe()}) excluded every source"))
         return out
@@ -406,18 +407,6 @@ class FacetTable:
             near = [table[i] for i in range(max(0, at - 32), min(len(table), at + 32))]
         got = difflib.get_close_matches(key, near, n=1, cutoff=0.75)
         return got[0] if got else None
-
-
-def _ranges(ids: list[int]) -> str:
-    """``-1, 0..11`` for a sorted list of integers."""
-    out, i = [], 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(str(ids[i]) if j == i else f"{ids[i]}..{ids[j]}")
-        i = j + 1
-    return ", ".join(out) or "none"
 
 
 def per_query(filters, n: int, where: str = "filters") -> list | None:
