@@ -167,11 +167,13 @@ def test_search_takes_filters_as_typed_described_properties(tmp_path):
         got = tool_json(await c.call_tool("search", {"query": "twin model sensor", "k": 20, "filters": filters}))
         bad = await c.call_tool("search", {"query": "twin", "filters": {"year": "20x5"}})
         unknown = await c.call_tool("search", {"query": "twin", "filters": {"yaer": 2001}})
-        return tool.input_schema, got, bad, unknown
+        no_topics = await c.call_tool("search", {"query": "twin", "filters": {"topic": 1}})
+        return tool.input_schema, got, bad, unknown, no_topics
 
-    schema, got, bad, unknown = drive_server(root, script)
+    schema, got, bad, unknown, no_topics = drive_server(root, script)
     text = json.dumps(schema)
-    for name in ("year", "author", "keyword", "venue", "type", "keys"):
+    assert no_topics.is_error and "this workspace has no topics" in no_topics.content[0].text
+    for name in ("year", "author", "keyword", "venue", "type", "keys", "topic"):
         assert f'"{name}"' in text
     assert "2015..2020" in text and "family name" in text  # described
     cli = json.loads(run_cli("search", "-w", root, "twin model sensor", "-k", "20", "--json", "--year", "2000..2010",

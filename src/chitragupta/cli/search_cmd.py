@@ -42,11 +42,16 @@ def add_arguments(p) -> None:
                    help="score a --queries batch on Ray actors that memory-map the index (one per shard of "
                         "`index --shards N`, else query blocks over the whole index): auto, ray://HOST:10001 or "
                         "HOST:6379; every node must see the workspace at the same path (the run is the same)")
-    add_filter_arguments(p)
+    add_filter_arguments(p, topic=True)
 
 
-def add_filter_arguments(p) -> None:
-    """The metadata filter flags (``engine/search/filters.py``); ``filters_of(args)`` reads them."""
+KEYS_BYTES = 64 << 20  # a --keys file at most (a million citekeys take about 16 MiB)
+KEYS_LINES = 1_000_000  # and at most this many citekeys
+
+
+def add_filter_arguments(p, *, topic: bool = False) -> None:
+    """The metadata filter flags (``engine/search/filters.py``); ``filters_of(args)`` reads them. ``topic``:
+    with ``--topic`` (a command whose engines read ``content/topics.json``)."""
     g = p.add_argument_group("filters", "only sources whose metadata match (different flags: all must hold; a "
                              "source with no value for a filtered field is excluded, and a note says how many)")
     g.add_argument("--year", metavar="RANGE", help="a year (2019) or a range: 2015..2020, 2015.., ..2020")
@@ -56,23 +61,45 @@ def add_filter_arguments(p) -> None:
     g.add_argument("--venue", metavar="TEXT", help="text the venue (journal, proceedings) holds, case-insensitive")
     g.add_argument("--type", metavar="TYPE", action="append",
                    help="a BibTeX entry type: article, inproceedings, ... (repeatable: any of them)")
-    g.add_argument("--keys", metavar="FILE", help="only the citekeys listed in FILE, one a line")
+    g.add_argument("--keys", metavar="FILE", help=f"only the citekeys listed in FILE, one a line (at most "
+                   f"{KEYS_BYTES >> 20} MiB and {KEYS_LINES:,} of them)")
+    if topic:
+        g.add_argument("--topic", metavar="N", type=int, action="append",
+                       help="a topic id of `chitragupta enrich --stages bertopic` (content/topics.json; -1: the "
+                            "outliers; repeatable: any of them)")
+
+
+def read_keys(path: str) -> list[str]:
+    """The citekeys of a ``--keys`` file, one a line (blank lines skipped). What is not a regular file (a
+    device, a pipe, a folder) is refused by what it is and never read, a file past ``KEYS_BYTES`` before a
+    byte is read, one past ``KEYS_LINES`` lines before it is split: one UsageError line each, naming the cap."""
+    from chitragupta.errors import UsageError
+    from chitragupta.files import FileRefused, read_limited
+
+    where, cap = f"--keys {path}", f"at most {KEYS_BYTES >> 20} MiB and {KEYS_LINES:,} lines"
+    try:
+        text = read_limited(path, KEYS_BYTES, follow=True).decode("utf-8-sig")
+    except FileRefused as err:
+        what = (f"{err.kind}, not a file of citekeys" if err.kind else
+                f"{err.size:,} bytes" if err.size >= 0 else "growing past the cap")
+        raise UsageError(f"{where}: it is {what} ({cap})") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{where}: not UTF-8 text at byte {err.start} ({err.reason})") from None
+    except OSError as err:
+        raise UsageError(f"{where}: cannot read it ({err.strerror or err})") from None
+    if text.count("\n") > KEYS_LINES:
+        raise UsageError(f"{where}: more than {KEYS_LINES:,} lines ({cap})")
+    return [k for k in map(str.strip, text.splitlines()) if k]
 
 
 def filters_of(args):
     """The filters the flags ask for (a ``Filters``), or None."""
     from chitragupta.engine.search.filters import to_filters
 
-    d = {name: getattr(args, name) for name in ("year", "author", "keyword", "venue", "type")
+    d = {name: getattr(args, name) for name in ("year", "author", "keyword", "venue", "type", "topic")
          if getattr(args, name, None) is not None}
-    if getattr(args, "keys", None):
-        from chitragupta.errors import UsageError
-
-        try:
-            with open(args.keys, encoding="utf-8") as f:
-                d["keys"] = [line.strip() for line in f if line.strip()]
-        except (OSError, UnicodeDecodeError) as err:
-            raise UsageError(f"--keys {args.keys}: cannot read it ({err.strerror if isinstance(err, OSError) else err})")
+    if getattr(args, "keys", None) is not None:
+        d["keys"] = read_keys(args.keys)
     return to_filters(d, "--")
 
 

@@ -21,7 +21,7 @@ def add_arguments(p) -> None:
     p.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where the embedding model runs for --engine embed / hybrid ([enrich].device)")
     p.add_argument("--no-update", action="store_true", help="use the index as it is, even if the ledger changed")
-    add_filter_arguments(p)
+    add_filter_arguments(p, topic=True)
 
 
 def run(args) -> int:

@@ -283,7 +283,7 @@ class EmbedSearcher(Searcher):
             else:  # no ledger: no source has metadata
                 got = Facets([], [], [], [], [], [], [])
             self._chunk_masks = {}  # first: another thread reads it once the table is set
-            self._facet_table = FacetTable(got, list(self.store.citekeys))
+            self._facet_table = FacetTable(got, list(self.store.citekeys), topics=self.workspace.content / "topics.json")
         doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
         masks, notes = [], []
         for f in fl:
@@ -291,14 +291,14 @@ class EmbedSearcher(Searcher):
                 masks.append(None)
                 notes.append([])
                 continue
-            got = self._chunk_masks.get(f)
+            key = (f, self._facet_table.stamp(f))  # (a rewritten topics.json: masks made again)
+            got = self._chunk_masks.get(key)
             if got is None:
                 docs, missing = self._facet_table.mask(f)
-                got = self._chunk_masks[f] = ((docs & self._live)[doc] if doc.size else np.zeros(0, dtype=bool),
-                                              missing)
+                got = self._chunk_masks[key] = ((docs & self._live)[doc] if doc.size else np.zeros(0, dtype=bool),
+                                              self._facet_table.notes(f, docs, missing))
             masks.append(got[0])
-            notes.append([Note("filter", f"{n} source(s) have no {name} and were excluded by the {name} filter")
-                          for name, n in got[1].items() if n])
+            notes.append(list(got[1]))
         return masks, notes
 
     def _masked_scan(self, q: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 __all__ = ["filters_model"]
 
 
-def filters_model(doc: str = "Metadata filters: only sources that match every field given."):
+def filters_model(doc: str = "Metadata filters: only sources that match every field given.", *, topic: bool = False):
     """A tool's ``filters`` argument (search, similar, and the citation tools with their own ``doc``):
     engine/search/filters.py's fields as typed, described properties (checked again, with the CLI's words, by
-    ``Filters.from_dict``)."""
+    ``Filters.from_dict``); ``topic``: with the ``topic`` field (a tool whose engines read content/topics.json)."""
     from pydantic import BaseModel, ConfigDict, Field
 
     class SearchFilters(BaseModel):
@@ -24,4 +24,14 @@ def filters_model(doc: str = "Metadata filters: only sources that match every fi
             None, description="a BibTeX entry type (article, inproceedings, ...) or a list (any of them)")
         keys: list[str] | None = Field(None, description="only these citekeys")
 
-    return SearchFilters
+    if not topic:
+        return SearchFilters
+
+    class TopicFilters(SearchFilters):
+        __doc__ = doc
+
+        topic: int | list[int] | None = Field(
+            None, description="a topic id from `chitragupta enrich --stages bertopic` (-1: the outliers), or a "
+                              "list (any of them); an error when the workspace has no topics")
+
+    return TopicFilters

@@ -87,7 +87,7 @@ def build_server(warm, calls=None) -> Any:
 
     from chitragupta.serve.models import filters_model
 
-    SearchFilters = filters_model()
+    SearchFilters = filters_model(topic=True)
 
     async def search(query: str, k: int = 10, engine: Engine = registry.DEFAULT_ENGINE, unit: Unit | None = None,
                      snippet_chars: int | None = None, filters: SearchFilters | None = None) -> dict[str, Any]:

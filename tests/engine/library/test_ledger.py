@@ -222,3 +222,21 @@ def test_a_hand_edited_metadata_value_is_read_around(tmp_path, edit, field, want
     with Ledger(ws_dir / "content" / "ledger.sqlite", create=False) as led:
         assert getattr(led.get("d1"), field) == want
         assert len(led.metadata_view()) == 4
+
+
+@pytest.mark.parametrize("edit, moves", [(EDITS["title BLOB"], False), (EDITS["size as text"], False),
+                                         (EDITS["path BLOB, keywords BLOB"], True), (EDITS["citekey BLOB"], True),
+                                         ("UPDATE sources SET year = '1999' WHERE citekey = 'd2'", True),
+                                         ("UPDATE sources SET venue = 'Nature' WHERE citekey = 'd2'", True),
+                                         ("DELETE FROM sources WHERE citekey = 'd3'", True)])
+def test_the_metadata_digest_follows_what_filters_read_and_nothing_else(tmp_path, edit, moves):
+    ws_dir = _edited(tmp_path, "SELECT 1")
+    path = ws_dir / "content" / "ledger.sqlite"
+    with Ledger(path, create=False) as led:
+        before = led.metadata_digest()
+    db = sqlite3.connect(path)
+    db.execute(edit)
+    db.commit()
+    db.close()
+    with Ledger(path, create=False) as led:
+        assert (led.metadata_digest() != before) == moves

@@ -149,6 +149,24 @@ def test_mask_matches_a_plain_reading_of_the_records(corpus, f):
     assert set(missing) == {n for n in f if n != "keys"}
 
 
+def test_the_index_columns_give_the_masks_of_the_ledgers_facets_read_now(corpus):
+    """The columns written with the index (memory-mapped) against a FacetTable built from the ledger's
+    facets at this moment: the same mask and counts, bit for bit, for every filter above."""
+    from chitragupta.engine.library.ledger import Ledger
+    from chitragupta.engine.library.metadata import facets
+    from chitragupta.engine.search.filters import FacetTable
+
+    ws, _truth = corpus
+    r = Retriever.open(ws, backend="numpy")
+    stored = r.scorer.facet_table("document")
+    assert stored._arrays is r.index.facet_arrays and r.index.facet_arrays["facet_year"].base is not None
+    with Ledger(r.workspace.ledger_path, create=False) as led:
+        fresh = FacetTable(facets(led), r.index.citekeys.to_list())
+    for f in FILTERS + [{"venue": "o"}, {"keyword": ["fidelity"], "year": (None, 2000)}]:
+        a, b = stored.mask(Filters.from_dict(_as_dict(f))), fresh.mask(Filters.from_dict(_as_dict(f)))
+        assert a[0].tobytes() == b[0].tobytes() and a[1] == b[1]
+
+
 def test_merged_filters_mask_is_the_and_of_both(corpus):
     ws, truth = corpus
     r = Retriever.open(ws, backend="numpy")
@@ -395,3 +413,142 @@ def test_filtered_passages_are_the_unfiltered_ranking_restricted(passages, f):
                 m = int(got.counts()[q])
                 assert [(int(u), s) for u, s in zip(got.ids[q, :m], got.scores[q, :m])] == want[:k]
                 assert np.asarray(got.scores[q, :m]).tobytes() == np.asarray([s for _u, s in want[:k]]).tobytes()
+
+
+# -- the columns follow the ledger, and a damaged one is rebuilt -------------------------------------------------
+def _small(tmp_path, n=40):
+    docs, truth = _records(21, n)
+    return make_workspace(tmp_path, docs), docs, truth
+
+
+def test_a_metadata_change_without_a_text_change_updates_the_columns(tmp_path):
+    from chitragupta.engine.index.manage import open_current
+    from chitragupta.engine.library.workspace import Workspace
+
+    from helpers import import_jsonl, write_jsonl
+
+    root, docs, _truth = _small(tmp_path)
+    r = Retriever.open(root, backend="numpy")
+    f = Filters.from_dict({"year": "3000"})
+    assert not r.scorer.filter_mask("document", f)[0].any()
+    docs[3] = dict(docs[3], year=3000, authors=["Zed, Ann"])  # the same file imported again: its metadata alone changed
+    import_jsonl(Workspace.open(root), write_jsonl(tmp_path / "corpus.jsonl", docs))
+    opened = open_current(Workspace.open(root))
+    assert opened.check == "built" and opened.report.retokenized == 0  # the texts reused, the columns new
+    r = Retriever.open(root, backend="numpy")
+    keys = r.index.citekeys.to_list()
+    assert [keys[d] for d in np.flatnonzero(r.scorer.filter_mask("document", f)[0])] == [docs[3]["_id"]]
+    assert r.search("twin", k=50, filters={"author": "zed"}).hits[0].citekey == docs[3]["_id"]
+    assert open_current(Workspace.open(root)).check in ("stamp", "scan")  # and then nothing to do
+
+
+@pytest.mark.parametrize("how", ["damaged", "missing"])
+def test_a_damaged_or_missing_filter_column_is_rebuilt_with_a_note(tmp_path, how):
+    import json
+
+    root, _docs, truth = _small(tmp_path)
+    r = Retriever.open(root, backend="numpy")
+    gen = r.index.path
+    want = [h.citekey for h in r.search("twin model", k=40, filters={"author": "smith"}).hits]
+    assert want and all("smith" in truth[k].get("author", ()) for k in want)
+    del r
+    if how == "damaged":  # a byte rotted in place: size, mtime and inode as they were
+        p = gen / "facet_author_ids.npy"
+        st = p.stat()
+        raw = bytearray(p.read_bytes())
+        raw[-1] ^= 0x7F
+        p.write_bytes(bytes(raw))
+        import os
+
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:  # an index written before the columns existed
+        manifest = json.loads((gen / "manifest.json").read_text())
+        for name in [n for n in manifest["files"] if n.startswith("facet_")]:
+            del manifest["files"][name]
+            (gen / f"{name}.npy").unlink()
+        (gen / "manifest.json").write_text(json.dumps(manifest))
+    r = Retriever.open(root, backend="numpy")
+    resp = r.search("twin model", k=40, filters={"author": "smith"})
+    assert [h.citekey for h in resp.hits] == want
+    said = [n.text for n in resp.notes if n.kind == "index"] + [n.text for n in r.index_notes()]
+    assert any("facet_author" in t or "filter column" in t for t in said), said
+    assert r.index.path != gen
+
+
+# -- notes: what a filter did that its user would not guess ------------------------------------------------------
+def _filter_notes(r, f) -> list[str]:
+    return [n.text for n in r.search("twin model", k=5, filters=f).notes if n.kind == "filter"]
+
+
+def test_a_filter_that_excludes_every_source_says_so(corpus):
+    r = Retriever.open(corpus[0], backend="numpy")
+    notes = _filter_notes(r, {"year": 2030})
+    assert notes[-1] == "the filters (year 2030..2030) excluded every source"
+    assert not any("excluded every source" in t for t in _filter_notes(r, {"year": "2000.."}))
+
+
+def test_citekeys_not_in_the_library_are_named_with_the_nearest_one(corpus):
+    r = Retriever.open(corpus[0], backend="numpy")
+    notes = _filter_notes(r, {"keys": ["d0007", "d0013x", "zzz-nothing"]})
+    assert notes[0] == "2 of 3 citekey(s) are not in the library: d0013x (did you mean 'd0013'?), zzz-nothing"
+    assert not any("excluded every source" in t for t in notes)
+    assert _filter_notes(r, {"keys": []})[0] == "the citekeys filter lists no citekey, so it excluded every source"
+    assert _filter_notes(r, {"keys": ["d0001"]}) == []
+
+
+def test_a_partial_keyword_is_told_which_keywords_hold_it(corpus):
+    r = Retriever.open(corpus[0], backend="numpy")
+    notes = _filter_notes(r, {"keyword": ["twin"]})
+    assert notes[1] == "no source has the keyword 'twin' (a keyword matches whole); keywords holding it: 'digital twin'"
+    assert not any("no source has" in t for t in _filter_notes(r, {"keyword": ["Digital Twin"]}))
+
+
+def test_zero_width_characters_fold_away_like_accents(tmp_path):
+    docs = random_docs(3, 6, vocab=20)
+    docs[0]["authors"] = ["Smi\u200bth, John"]
+    docs[1]["authors"] = ["M\u00fcl\u200dler, Anna"]
+    docs[2]["venue"] = "Na\ufefftu\u00adre"
+    r = Retriever.open(make_workspace(tmp_path, docs), backend="numpy")
+    keys = r.index.citekeys.to_list()
+
+    def allowed(f):
+        return [keys[d] for d in np.flatnonzero(r.scorer.filter_mask("document", Filters.from_dict(f))[0])]
+
+    assert allowed({"author": "smith"}) == allowed({"author": "Sm\u200bith"}) == [docs[0]["_id"]]
+    assert allowed({"author": "MULLER"}) == [docs[1]["_id"]]
+    assert allowed({"venue": "nature"}) == [docs[2]["_id"]]
+
+
+# -- topics: content/topics.json's assignments --------------------------------------------------------------------
+def test_the_topic_filter_narrows_to_a_topic_and_refuses_without_topics(corpus):
+    import json
+
+    ws, _truth = corpus
+    r = Retriever.open(ws, backend="numpy")
+    topics = r.workspace.content / "topics.json"
+    topics.unlink(missing_ok=True)
+    with pytest.raises(UsageError, match=r"this workspace has no topics .*enrich --stages bertopic"):
+        r.search("twin", k=5, filters={"topic": 0})
+    keys = r.index.citekeys.to_list()
+    assign = {k: (i % 4) - 1 for i, k in enumerate(keys[:-10])}  # the last ten clustered by no fit
+    topics.write_text(json.dumps({"schema": 1, "topics": [{"id": t} for t in (-1, 0, 1, 2)],
+                                  "assignments": dict(assign, ghost=1)}))
+    try:
+        r = Retriever.open(ws, backend="numpy")
+        m, missing = r.scorer.filter_mask("document", Filters.from_dict({"topic": [0, 2]}))
+        assert [keys[d] for d in np.flatnonzero(m)] == [k for k, t in assign.items() if t in (0, 2)]
+        assert missing == {"topic": 10}
+        hits = r.search("twin model", k=50, filters={"topic": -1}).hits
+        assert hits and all(assign[h.citekey] == -1 for h in hits)
+        assert _filter_notes(r, {"topic": [1, 7]})[-1] == "no topic 7 in topics.json: its topics are -1..2"
+        topics.write_text(json.dumps({"topics": [{"id": 0}], "assignments": {keys[5]: 0}}))  # fitted again
+        assert [keys[d] for d in np.flatnonzero(r.scorer.filter_mask("document", Filters.from_dict({"topic": 0}))[0])] \
+            == [keys[5]]  # the same open searcher (a warm server) reads the new topics
+        with pytest.raises(UsageError, match="filters.topic: bad value"):
+            Filters.from_dict({"topic": "x"})
+        topics.write_text("[1, 2")
+        r = Retriever.open(ws, backend="numpy")
+        with pytest.raises(UsageError, match="is not a topics file"):
+            r.search("twin", k=5, filters={"topic": 0})
+    finally:
+        topics.unlink()

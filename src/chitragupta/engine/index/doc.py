@@ -4,7 +4,8 @@ Layout (all arrays, see ``chitragupta.engine.index.store``): the vocabulary and 
 (term id = vocabulary position, document id = citekey position, so ties by id are ties by citekey); a
 term-major CSR of raw term frequencies (``indptr``, ``indices``, ``tf``: a term's row is its posting
 list); document lengths; one fingerprint and one flag byte per document. BM25 itself is applied at query
-time, so k1 and b change without a rebuild.
+time, so k1 and b change without a rebuild. Beside them, the values metadata filters compare, as columns
+(``chitragupta.engine.index.facets``).
 
 An update re-tokenizes only documents whose fingerprint changed and rebuilds the arrays canonically
 (sorted vocabulary, citekey order, ascending document ids per term), so an incrementally updated index
@@ -21,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from chitragupta.engine.index import facets as filter_columns
 from chitragupta.engine.index import store
 from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
                                  fingerprints)
@@ -85,6 +87,17 @@ class DocIndex(TermIndex):
         self.citekeys = StringTable(arrays["citekeys_blob"], arrays["citekeys_offsets"])
         self.fingerprints = arrays["fingerprints"]
         self.flags = arrays["flags"]
+        self.facet_arrays = {name: arrays[name] for name in filter_columns.NAMES if name in arrays}
+        self._facets_sound: set[str] = set()
+
+    def verify_facets(self, field: str) -> None:
+        """IndexCorrupt unless the filter columns of ``field`` ("year" or one of ``facets.FIELDS``) match
+        their checksums and pass ``facets.check``'s deep checks; once (a filter reads only its fields')."""
+        if field not in self._facets_sound:
+            if self.path is not None:
+                store.verify_checksums(self.path, self.manifest, filter_columns.names_of(field))
+            filter_columns.check(self.facet_arrays, self.n_docs, deep=(field,))
+            self._facets_sound.add(field)
 
     @property
     def positions(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -191,6 +204,8 @@ def open_index(folder: Path, settings: dict, *, fields: tuple[str, ...] = (), ve
     if arrays["fingerprints"].shape[1] != 2:
         raise store.IndexCorrupt("array fingerprints is not (documents, 2)")
     array_of(arrays, "flags", np.uint8, length=n_docs)
+    if "shard" not in stored.manifest:  # (a shard has none: its filter masks are cut from the whole index's)
+        filter_columns.check(arrays, n_docs)
     nnz = arrays["indices"].shape[0]
     for f in FIELDS:
         array_of(arrays, f"tf_{f}", np.int32, length=nnz)
@@ -252,11 +267,13 @@ def is_current(index: DocIndex, rows, fps: np.ndarray) -> bool:
     )
 
 
-def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | None = None,
-          progress: Progress | None = None, scanned=None, jobs: int = 1) -> tuple[DocIndex, IndexReport]:
+def build(root: Path, rows, folder: Path, settings: dict, *, metadata: filter_columns.LedgerFacets,
+          old: DocIndex | None = None, progress: Progress | None = None, scanned=None,
+          jobs: int = 1) -> tuple[DocIndex, IndexReport]:
     """Build (or update from ``old``) the index of ``rows`` and save it under ``folder``.
 
-    rows: the ledger's (citekey, title, status, parsed_path) in citekey order; ``scanned``: their
+    rows: the ledger's (citekey, title, status, parsed_path) in citekey order; ``metadata``: that
+    ledger's, for the filter columns (``old``'s copied when they hold it); ``scanned``: their
     ``fingerprints(root, rows)`` if already computed. The caller holds the workspace lock. Returns the
     opened new index and a report. ``jobs``: worker processes that tokenize (``segments``; 1: in this
     process); the arrays are the same for any number.
@@ -287,6 +304,12 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
     # a small build (less than POOL_FROM_BYTES of text in all, reused documents included) runs without
     # numba: numpy forms of the tokenizer's kernels and of the passes, the same arrays (``kernels.build``)
     small_build = small_text(sources, np.arange(n), POOL_FROM_BYTES)
+    keys_digest = citekeys_digest(rows)
+    if old is not None and old.manifest.get("citekeys_digest") == keys_digest and metadata.holds(old.manifest):
+        filter_columns.check(old.facet_arrays, n, deep=filter_columns.FIELDS)  # (and ``old``'s every checksum)
+        columns = old.facet_arrays
+    else:
+        columns = filter_columns.columns(metadata.read(), [r[0] for r in rows])
 
     spill = Spill(folder)
     sums = {f: [0, 0] for f in FIELDS}
@@ -339,7 +362,7 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
                     seqs.finish(*args, sink=gen)
                 spill.close()
                 for name, arr in dict(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps,
-                                      flags=flags).items():
+                                      flags=flags, **columns).items():
                     gen.put(name, arr)
                 report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(small["indptr"][-1])
                 report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
@@ -347,7 +370,8 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
                 report.not_parsed = int(np.count_nonzero(flags & FLAG_NOT_PARSED))
                 manifest = dict(
                     expected_manifest(settings),
-                    citekeys_digest=citekeys_digest(rows),
+                    **metadata.manifest(),
+                    citekeys_digest=keys_digest,
                     field_sums=sums,
                     stats={"n_docs": n, "n_terms": len(vocab), "nnz": report.nnz,
                            "avgdl": float(small["doc_len"].mean()) if n else 0.0,
@@ -359,5 +383,5 @@ def build(root: Path, rows, folder: Path, settings: dict, *, old: DocIndex | Non
         finally:
             spill.close()
     report.seconds = time.perf_counter() - t0
-    index = DocIndex(arrays, dict(manifest), path)
+    index = DocIndex(arrays, dict(manifest, files=dict(gen.files)), path)
     return index, report

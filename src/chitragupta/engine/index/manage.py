@@ -8,9 +8,11 @@ lock, it answers from the previous index and says so.
 
 Is the index current? The full answer reads every ledger row and stats every parsed file, compares the
 per-document fingerprints (``chitragupta.engine.index.source``) and the citekey sequence: about 3 us a document, so
-seconds at a million. After any full check or build that finds the index current, the *stamp* of what it
-read is recorded beside the index (``content/index/<kind>/VERIFIED``: the generation and the stamp), and
-the next open compares stamps only:
+seconds at a million; and it compares the document index's filter columns with the ledger's metadata
+(``engine.index.facets.LedgerFacets``: a digest, ~3.5 us a source, read only when the ledger was written since
+they were built), so a metadata change without a text change rebuilds that index too. After any full check
+or build that finds the index current, the *stamp* of what it read is recorded beside the index
+(``content/index/<kind>/VERIFIED``: the generation and the stamp), and the next open compares stamps only:
 
     the ledger's change stamp   a counter bumped by triggers on every row written, the ledger's random
                                 id, and its schema cookie (``Ledger.change_stamp``)
@@ -42,6 +44,7 @@ from chitragupta.engine.library.ledger import Ledger
 from chitragupta.errors import WorkspaceBusy, WorkspaceError
 from chitragupta.engine.index import doc as doc_index
 from chitragupta.engine.index import store
+from chitragupta.engine.index.facets import LedgerFacets
 from chitragupta.engine.index.source import fingerprints
 from chitragupta.notes import Note
 from chitragupta.engine.library.workspace import Workspace, atomic_write_text
@@ -258,19 +261,31 @@ def _record(ws: Workspace, unit: str, index, current: dict | None, rows) -> None
         pass  # the check is only an optimization; a read-only workspace scans every time
 
 
+def _metadata(ws: Workspace, unit: str) -> LedgerFacets | None:
+    """What the document index's filter columns are checked against and built from (``engine.index.facets``)."""
+    return LedgerFacets(ws.ledger_path) if unit == "document" else None
+
+
+def _is_current(kind: _Kind, index, rows, fps, metadata: LedgerFacets | None) -> bool:
+    """The index was built from these rows and fingerprints, and (the document index) this metadata."""
+    return kind.is_current(index, rows, fps) and (metadata is None or metadata.holds(index.manifest))
+
+
 def _update_locked(ws: Workspace, unit: str, notes: list[Note], *, force: bool,
                    progress: Progress | None, jobs: int = 1) -> OpenedIndex:
     kind = UNITS[unit]
     current = stamp(ws)  # before the rows: a change while they are read leaves a stamp that will not match
+    metadata = _metadata(ws, unit)
     rows = _rows(ws)
     scanned = fingerprints(ws.root, rows)
     # what is reused, or declared current, is verified whole first: a byte rotted in place must not be
     # copied into a new checksummed generation. --force reads nothing of the old one.
     old = None if force else _try_open(ws, unit, notes, verify=True)
-    if old is not None and kind.is_current(old, rows, scanned[0]):
+    if old is not None and _is_current(kind, old, rows, scanned[0], metadata):
         _record(ws, unit, old, current, rows)
         return OpenedIndex(old, rows, True, None, notes, "scan")
-    more = {"jobs": jobs} if unit == "document" else {}  # (the passage index is built in this process)
+    # (the passage index is built in this process)
+    more = {"jobs": jobs, "metadata": metadata} if unit == "document" else {}
     index, report = kind.build(ws.root, rows, index_folder(ws, unit), kind.settings(ws),
                                old=old, progress=progress, scanned=scanned, **more)
     notes += [Note("sidecar", n) for n in report.notes]
@@ -306,9 +321,10 @@ def open_current(ws: Workspace, *, unit: str = "document", update: bool = True,
     current = stamp(ws)
     if index is not None and _stamp_matches(ws, unit, index, current):
         return OpenedIndex(index, LedgerRows(ws.ledger_path, index.citekeys), True, None, notes, "stamp")
+    metadata = _metadata(ws, unit)
     rows = _rows(ws)
     scanned = fingerprints(ws.root, rows)
-    if index is not None and kind.is_current(index, rows, scanned[0]):
+    if index is not None and _is_current(kind, index, rows, scanned[0], metadata):
         _record(ws, unit, index, current, rows)
         return OpenedIndex(index, rows, True, None, notes, "scan")
     if not update:

@@ -18,7 +18,8 @@ generation (each array file's size, mtime and inode), and later loads skip the r
 unchanged -- a rewritten, replaced or truncated file has a new mtime or inode. A file younger than
 ``RACY_NS`` is never vouched for this way (a change in the same clock tick would keep its mtime). The
 note cannot see a byte that rots in place (size, mtime and inode unchanged), so a caller names the
-arrays to verify on every load anyway (``always``: the small ones, cheap to read) and checks the rest
+arrays to verify on every load anyway (``always``: the small ones, cheap to read), those only some
+queries read when it first reads them (``verify_checksums``: the filter columns), and checks the rest
 for what its kernels index with (``chitragupta.engine.index.terms``); a writer about to build from a
 generation, or to declare it current, loads it with ``verify=True``: every checksum, whatever the note
 or the size.
@@ -53,7 +54,8 @@ from chitragupta.files import atomic_write_text, fsync_dir, load_npy
 from chitragupta.files import read_small  # re-exported: CURRENT, manifest.json, CHECKED
 from chitragupta.errors import WorkspaceError
 
-__all__ = ["IndexCorrupt", "StoredIndex", "save", "writing", "NewGeneration", "ArrayFile", "load", "check_manifest", "read_small", "CHECKSUM_LIMIT"]
+__all__ = ["IndexCorrupt", "StoredIndex", "save", "writing", "NewGeneration", "ArrayFile", "load", "verify_checksums",
+           "check_manifest", "read_small", "CHECKSUM_LIMIT"]
 
 CHECKSUM_LIMIT = 256 * 1024 * 1024
 RACY_NS = 2_000_000_000
@@ -456,12 +458,7 @@ def load(folder: Path, *, expect: dict, mmap: bool = True, verify: bool = False,
     for arr_name, meta in files.items():
         p = gen / f"{arr_name}.npy"
         if check_all or arr_name in always:
-            try:
-                crc = _crc(p)
-            except OSError as err:
-                raise IndexCorrupt(f"array {arr_name} is unreadable ({err.strerror or err})") from None
-            if crc != meta["crc32"]:
-                raise IndexCorrupt(f"array {arr_name} fails its checksum")
+            verify_checksums(gen, manifest, [arr_name])
         try:
             arr = load_npy(p, mmap_mode="r" if mmap else None)
         except (ValueError, OSError, EOFError, TypeError, SyntaxError, OverflowError, MemoryError) as err:
@@ -473,6 +470,22 @@ def load(folder: Path, *, expect: dict, mmap: bool = True, verify: bool = False,
     if check_all and total < CHECKSUM_LIMIT:
         _note_checked(gen, seen)
     return StoredIndex(manifest=manifest, arrays=arrays, path=gen)
+
+
+def verify_checksums(gen: Path, manifest: dict, names) -> None:
+    """IndexCorrupt unless each array of ``names`` in generation ``gen`` is named by ``manifest`` (a loaded
+    one's) and matches its checksum: what ``load`` checks, for arrays a reader checks when it first reads
+    them (the document index's filter columns)."""
+    for name in names:
+        meta = manifest["files"].get(name)
+        if meta is None:
+            raise IndexCorrupt(f"array {name} is missing from the manifest")
+        try:
+            crc = _crc(gen / f"{name}.npy")
+        except OSError as err:
+            raise IndexCorrupt(f"array {name} is unreadable ({err.strerror or err})") from None
+        if crc != meta["crc32"]:
+            raise IndexCorrupt(f"array {name} fails its checksum")
 
 
 def _checked_before(gen: Path, seen: dict) -> bool:

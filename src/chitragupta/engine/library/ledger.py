@@ -42,6 +42,7 @@ the new columns without parsing any document again.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import secrets
@@ -209,19 +210,20 @@ def names_json(names) -> str | None:
     return json.dumps([list(n) for n in names], ensure_ascii=False) if names else None
 
 
-def _names(stored, authors: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _names(stored, authors) -> tuple[tuple[str, str], ...]:
     """The stored (family, given) pairs; where there are none (a ledger from before schema 3, until a sync
-    or import fills them), the display names split as BibTeX would (``split_name``), braces dropped."""
+    or import fills them), the display names split as BibTeX would (``split_name``), braces dropped.
+    ``authors``: the display names, or their stored JSON (read only when needed)."""
     if stored:
         try:
             got = json.loads(stored)
         except (ValueError, RecursionError, TypeError):
             got = None
-        if isinstance(got, list):
+        if type(got) is list:  # (what json.loads makes: exact types)
             return tuple((p[0], p[1]) for p in got
-                         if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p))
+                         if type(p) is list and len(p) == 2 and type(p[0]) is str and type(p[1]) is str)
     out = []
-    for a in authors:
+    for a in (authors if isinstance(authors, tuple) else _string_list(authors)):
         if a.strip().lower() == "others":
             continue
         fam, given = split_name(a)
@@ -624,10 +626,31 @@ class Ledger:
         out = []
         for key, authors, names, year, kws, venue, typ, doi in self._db.execute(
                 f"SELECT citekey, {cols} FROM sources" + self._keyed()):
-            out.append((key, _names(names, _string_list(authors)), year_of(year), _string_list(kws),
+            out.append((key, _names(names, authors), year_of(year), _string_list(kws),
                         venue or None, typ or None, doi or None))
         out.sort(key=itemgetter(0))
         return out
+
+    @_checked
+    def metadata_digest(self) -> str:
+        """A digest of every row's citekey and the metadata ``metadata_view`` reads for filters (authors,
+        author_names, year, keywords, venue, type) as stored: it changes when any of them does. Joined by
+        SQLite a page of rows at a time, no Python object per row (~3.5 us a row on this host, a fifth
+        of ``metadata_view``)."""
+        added = self._missing()
+        row = " || char(31) || ".join(f"coalesce({'NULL' if c in added else _as_text(c)}, char(30))" for c in
+                                      ("citekey", "authors", "author_names", "year", "keywords", "venue", "type"))
+        h = hashlib.blake2b(digest_size=16)
+        after = None
+        while True:
+            where = self._keyed("" if after is None else "citekey > ?")
+            last, text, n = self._db.execute(
+                f"SELECT max(k), group_concat(x, char(29)), count(*) FROM (SELECT citekey AS k, {row} AS x "
+                f"FROM sources{where} ORDER BY citekey LIMIT 65536)", () if after is None else (after,)).fetchone()
+            if not n:
+                return h.hexdigest()
+            h.update(text.encode("utf-8", "surrogatepass") + b"\x1d")
+            after = last
 
     @_checked
     def get_meta(self, key: str) -> str | None:

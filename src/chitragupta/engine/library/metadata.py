@@ -194,11 +194,12 @@ _NO_DECOMPOSE = str.maketrans({"ø": "o", "Ø": "o", "ł": "l", "Ł": "l", "đ":
 
 
 def fold(s: str) -> str:
-    """``s`` for comparing: accents dropped (``Müller`` -> ``muller``, ``Łukasz`` -> ``lukasz``), case
-    folded (``ß`` -> ``ss``), white space collapsed."""
+    """``s`` for comparing: accents dropped (``Müller`` -> ``muller``, ``Łukasz`` -> ``lukasz``) and so
+    are invisible format characters (zero-width spaces and joiners, soft hyphens, bidi controls: Unicode
+    category Cf), case folded (``ß`` -> ``ss``), white space collapsed."""
     if not s.isascii():
         s = "".join(c for c in unicodedata.normalize("NFKD", s.translate(_NO_DECOMPOSE))
-                    if not unicodedata.combining(c))
+                    if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
     return " ".join(s.casefold().split())
 
 
@@ -235,14 +236,30 @@ class Facets:
 
 
 def facets(ledger) -> Facets:
-    """The ``Facets`` of every source in ``ledger`` (an open ``Ledger``), in citekey order."""
+    """The ``Facets`` of every source in ``ledger`` (an open ``Ledger``), in citekey order. Each distinct
+    name, keyword and venue is folded once (they repeat across a library)."""
     keys, fams, years, kws, venues, types, dois = [], [], [], [], [], [], []
+    by_family: dict[str, tuple[str, ...]] = {}
+    by_text: dict[str, str] = {}
+
+    def folded(s: str) -> str:
+        got = by_text.get(s)
+        if got is None:
+            got = by_text[s] = fold(s)
+        return got
+
     for key, names, year, keywords, venue, typ, doi in ledger.metadata_view():
         keys.append(key)
-        fams.append(tuple(dict.fromkeys(k for fam, _ in names for k in family_keys(fam))))
+        got: tuple = ()
+        for fam, _ in names:
+            k = by_family.get(fam)
+            if k is None:
+                k = by_family[fam] = family_keys(fam)
+            got += k
+        fams.append(tuple(dict.fromkeys(got)) if len(got) > 1 else got)
         years.append(year)
-        kws.append(tuple(dict.fromkeys(f for f in map(fold, keywords) if f)))
-        venues.append(fold(venue) or None if venue else None)
+        kws.append(tuple(dict.fromkeys(f for f in map(folded, keywords) if f)) if keywords else ())
+        venues.append(folded(venue) or None if venue else None)
         types.append(typ)
         dois.append(doi)
     return Facets(keys, fams, years, kws, venues, types, dois)

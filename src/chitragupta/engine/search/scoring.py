@@ -138,6 +138,7 @@ class BM25Scorer:
     def install(self, unit: str, opened: OpenedIndex) -> None:
         """Take ``opened`` as ``unit``'s index (opened, or rebuilt after damage), with its aligned rows."""
         self.rows[unit] = _aligned_rows(opened)
+        self._facet_tables = {}  # (a passage index's come from the document index's columns)
         self.opened[unit] = opened  # last: another thread takes a unit in ``opened`` as ready
 
     @property
@@ -339,27 +340,49 @@ class BM25Scorer:
         return path.name if path is not None else id(index)
 
     def facet_table(self, unit: str):
-        """The ``FacetTable`` of ``unit``'s index's documents (read from the ledger once per generation)."""
-        from chitragupta.engine.library.ledger import Ledger
-        from chitragupta.engine.library.metadata import facets
+        """The ``FacetTable`` of ``unit``'s index's documents: the document index's filter columns (a
+        passage index built from the same rows shares them), else read from the ledger once per generation."""
         from chitragupta.engine.search.filters import FacetTable
 
         key = (unit, self._generation(unit))
         table = self._facet_tables.get(key)
         if table is None:
-            with Ledger(self.workspace.ledger_path, create=False) as ledger:
-                got = facets(ledger)
+            doc, index = self.index, self.index_of(unit)
+            topics = self.workspace.content / "topics.json"
+            if index.manifest.get("citekeys_digest") == doc.manifest.get("citekeys_digest"):
+                table = FacetTable(None, index.citekeys, doc.facet_arrays, doc.verify_facets, topics=topics)
+            else:
+                from chitragupta.engine.library.ledger import Ledger
+                from chitragupta.engine.library.metadata import facets
+
+                with Ledger(self.workspace.ledger_path, create=False) as ledger:
+                    table = FacetTable(facets(ledger), index.citekeys, topics=topics)
             self._facet_tables = {k: v for k, v in self._facet_tables.items() if k[0] != unit}
-            table = self._facet_tables[key] = FacetTable(got, self.index_of(unit).citekeys)
+            self._facet_tables[key] = table
         return table
 
     def filter_mask(self, unit: str, filters) -> tuple[np.ndarray, dict[str, int]]:
         """(the (n_units,) bool mask of the units of ``unit`` whose source ``filters`` allow, {field: how
-        many sources have no value for it}), cached per (filters, index generation)."""
-        key = (unit, self._generation(unit), filters)
+        many sources have no value for it}), cached per (filters, index generation) with the filter's
+        notes (``FacetTable.notes``)."""
+        return self._filter_mask(unit, filters)[:2]
+
+    def _filter_mask(self, unit: str, filters) -> tuple[np.ndarray, dict[str, int], list]:
+        key = (unit, self._generation(unit), filters, self.facet_table(unit).stamp(filters))
         got = self._filter_masks.get(key)
         if got is None:
-            docs, missing = self.facet_table(unit).mask(filters)
+            for attempt in range(2):
+                try:
+                    table = self.facet_table(unit)
+                    docs, missing = table.mask(filters)
+                    notes = table.notes(filters, docs, missing)
+                    break
+                except IndexCorrupt as err:  # a filter column damaged: the index rebuilt (a note), then again
+                    if attempt:
+                        raise IndexDamaged(f"{self.index.where}: {err} again after a rebuild; run "
+                                           "`chitragupta index --force`") from None
+                    self.repair("document", str(err))
+            key = (unit, self._generation(unit), filters, table.stamp(filters))
             if unit == "passage":
                 p_doc = np.asarray(self.index_of(unit).p_doc)
                 units = docs[p_doc] if p_doc.size else np.zeros(0, dtype=bool)
@@ -367,13 +390,11 @@ class BM25Scorer:
                 units = docs
             if len(self._filter_masks) >= 4096:
                 self._filter_masks.clear()
-            got = self._filter_masks[key] = (units, missing)
+            got = self._filter_masks[key] = (units, missing, notes)
         return got
 
     def filtered(self, unit: str, filters: list | None, allowed: list | None):
         """(``allowed`` ANDed with each query's filter mask, the filter notes per query)."""
-        from chitragupta.notes import Note
-
         if filters is None or all(f is None for f in filters):
             return allowed, None
         out, notes = [], []
@@ -383,13 +404,15 @@ class BM25Scorer:
                 out.append(own)
                 notes.append([])
                 continue
-            mask, missing = self.filter_mask(unit, f)
+            mask, _missing, said = self._filter_mask(unit, f)
             out.append(mask if own is None else own & mask)
-            notes.append([Note("filter", f"{n} source(s) have no {name} and were excluded by the {name} filter")
-                          for name, n in missing.items() if n])
+            notes.append(list(said))
         return out, notes
 
     def _rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None = None) -> Ranked:
+        for f in dict.fromkeys(filters or ()):  # first: a damaged filter column rebuilds the index before the plan
+            if f is not None:
+                self._filter_mask(unit, f)
         index = self.index_of(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         k = min(k, max(1, index.n_units))
