@@ -31,19 +31,26 @@ import sys
 import threading
 from pathlib import Path
 
+from chitragupta.notes import note_dicts
 from chitragupta.service import registry
 from chitragupta.service.request import Limits, SearchRequest
 
 __all__ = ["WarmEngines"]
 
 
-def _notes(notes) -> list[dict]:
-    return [{"kind": n.kind, "text": n.text} if hasattr(n, "kind") else {"kind": "note", "text": str(n)}
-            for n in notes]
-
-
 def _response(resp) -> dict:
-    return {"hits": [h.to_dict() for h in resp.hits], "notes": _notes(resp.notes)}
+    return {"hits": [h.to_dict() for h in resp.hits], "notes": note_dicts(resp.notes)}
+
+
+def _relative(path: str | None, root: Path) -> str | None:
+    """``path`` relative to the workspace folder ``root`` (``../`` where it lies outside): no reply names
+    an absolute path."""
+    if not path or not os.path.isabs(path):
+        return path
+    try:
+        return Path(os.path.relpath(path, root)).as_posix()
+    except ValueError:  # another drive (Windows): its name alone
+        return Path(path).name
 
 
 class WarmEngines:
@@ -159,6 +166,31 @@ class WarmEngines:
     def hybrid(self, unit: str = "document"):
         return self.searcher("hybrid")
 
+    def served_units(self) -> dict[str, tuple[str, ...]]:
+        """Each engine's units that this workspace can serve now (what the MCP search tool advertises): a
+        unit whose index would hold nothing is left out -- the passage unit when BM25's passage index has
+        no passage, the chunk unit when no embedding store exists."""
+        known: dict[str, bool] = {}
+        for spec in registry.ENGINES.values():
+            for unit in spec.units:
+                if unit not in known:
+                    known[unit] = self._serves(unit)
+        return {name: tuple(u for u in spec.units if known[u]) for name, spec in registry.ENGINES.items()}
+
+    def _serves(self, unit: str) -> bool:
+        from chitragupta.errors import ChitraguptaError
+
+        try:
+            if unit == "passage":
+                return self.searcher("bm25").scorer.passage_index().n_passages > 0
+            if unit == "chunk":
+                from chitragupta.enrich.search import store_signature
+
+                return store_signature(self.workspace()) is not None
+        except ChitraguptaError:
+            return False
+        return True
+
     # -- the calls ------------------------------------------------------------------------------------
     def _limits(self) -> Limits:
         return Limits.of(self.workspace().config)
@@ -210,14 +242,16 @@ class WarmEngines:
             return explain(r, query, citekey).to_dict()
 
     def source(self, citekey: str) -> dict:
-        """The ledger's row for ``citekey``."""
+        """The ledger's row for ``citekey``, its paths relative to the workspace folder."""
         with self._call():
             row = self.searcher("bm25").source(citekey)
+        root = self.workspace().root
         return {"citekey": row.citekey, "title": row.title, "authors": list(row.authors), "year": row.year,
                 "author_names": [{"family": f, "given": g} for f, g in row.author_names], "venue": row.venue,
                 "type": row.type, "doi": row.doi,
                 "status": row.status, "reason": row.reason, "abstract": row.abstract, "keywords": list(row.keywords),
-                "origin": row.origin, "source_path": row.source_path, "parsed_path": row.parsed_path}
+                "origin": _relative(row.origin, root), "source_path": _relative(row.source_path, root),
+                "parsed_path": row.parsed_path}
 
 
 _SERIAL = threading.Lock()
