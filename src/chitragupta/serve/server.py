@@ -74,14 +74,16 @@ def build_server(warm, calls=None) -> Any:
             return await super().call_tool(name, arguments, context)
 
         async def list_tools(self):
-            """The tools, the search tool's units and syntax as the workspace serves them now."""
+            """The tools, the search tool's units and syntax as the workspace serves them now; each
+            description on one line (a docstring's indentation is no use to an agent)."""
             tools = await super().list_tools()
             try:
                 served, syntax = await calls.run(lambda: (warm.served_units(),
                                                           warm.workspace().config.retrieval.query_syntax))
             except Exception:  # the workspace cannot say now: every unit, as the engines name them
                 served, syntax = None, True
-            return [advertised(t, served, syntax) if t.name == "search" else t for t in tools]
+            tools = [advertised(t, served, syntax) if t.name == "search" else t for t in tools]
+            return [t.model_copy(update={"description": " ".join(t.description.split())}) for t in tools]
 
     server = Server("chitragupta", instructions=INSTRUCTIONS, log_level="WARNING")
     calls = calls_for(warm) if calls is None else calls
