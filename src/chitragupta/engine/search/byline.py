@@ -45,9 +45,9 @@ def _ledger(path):
 def with_bylines(workspace, responses: list) -> list:
     """``responses`` (``SearchResponse`` s) with each hit's ``authors`` and ``year`` from the ledger of
     ``workspace``; unchanged when it has no ledger to read."""
-    keys = {h.citekey for r in responses for h in r.hits}
     path = getattr(workspace, "ledger_path", None)
-    if not keys or path is None:
+    keys = {h.citekey for r in responses for h in r.hits} if path is not None else None
+    if not keys:
         return responses
     from chitragupta.errors import ChitraguptaError
 
