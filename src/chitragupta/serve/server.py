@@ -172,14 +172,21 @@ _HIT = ("Each hit: citekey, title, authors (family names; \"others\" after five)
         "compare scores within one reply only), snippet, page and passage (where the unit knows them).")
 
 
+def _units(served: dict | None) -> tuple[dict, list[str]]:
+    """(each engine's units, every unit once) as ``served`` says (None: every unit the engines name)."""
+    from chitragupta.service import registry
+
+    served = served or {s.name: s.units for s in registry.ENGINES.values()}
+    return served, list(dict.fromkeys(u for us in served.values() for u in us))
+
+
 def search_doc(served: dict | None, syntax: bool) -> str:
     """The search tool's description: ``served`` maps each engine to the units the workspace serves now (None:
     every unit the engines name); ``syntax``: whether ``[retrieval].query_syntax`` reads phrases and signs."""
     from chitragupta.engine.search.searcher import UNIT_HELP
     from chitragupta.service import registry
 
-    served = served or {s.name: s.units for s in registry.ENGINES.values()}
-    units = list(dict.fromkeys(u for us in served.values() for u in us))
+    served, units = _units(served)
     how = ("query: words, any case and form; syntax (BM25, and hybrid's BM25 side; embed reads the query as "
            'plain text): "an exact phrase" and +word must occur, -word and -"a phrase" must not; they narrow the '
            'hits and never change a score; a sign standing alone ("CD4 + T cells") is punctuation. '
@@ -202,11 +209,8 @@ def advertised(tool, served: dict | None, syntax: bool):
     workspace serves them (``search_doc``)."""
     import copy
 
-    from chitragupta.service import registry
-
-    units = list(dict.fromkeys(u for us in (served or {s.name: s.units for s in registry.ENGINES.values()}).values()
-                               for u in us)) or ["document"]
     schema = copy.deepcopy(tool.input_schema)
+    units = _units(served)[1] or ["document"]
     schema["properties"]["unit"] = {"anyOf": [{"type": "string", "enum": units}, {"type": "null"}], "default": None,
                                     "title": "Unit"}
     return tool.model_copy(update={"description": search_doc(served, syntax), "input_schema": schema})

@@ -168,28 +168,19 @@ class WarmEngines:
 
     def served_units(self) -> dict[str, tuple[str, ...]]:
         """Each engine's units that this workspace can serve now (what the MCP search tool advertises): a
-        unit whose index would hold nothing is left out -- the passage unit when BM25's passage index has
-        no passage, the chunk unit when no embedding store exists."""
-        known: dict[str, bool] = {}
-        for spec in registry.ENGINES.values():
-            for unit in spec.units:
-                if unit not in known:
-                    known[unit] = self._serves(unit)
-        return {name: tuple(u for u in spec.units if known[u]) for name, spec in registry.ENGINES.items()}
-
-    def _serves(self, unit: str) -> bool:
+        unit that would hold nothing is left out -- chunks without an embedding store; passages without a
+        passage in BM25's passage index (hybrid's passages also come from the embedding store's chunks)."""
+        from chitragupta.enrich.search import store_signature
         from chitragupta.errors import ChitraguptaError
 
         try:
-            if unit == "passage":
-                return self.searcher("bm25").scorer.passage_index().n_passages > 0
-            if unit == "chunk":
-                from chitragupta.enrich.search import store_signature
-
-                return store_signature(self.workspace()) is not None
+            passages = self.searcher("bm25").scorer.passage_index().n_passages > 0
         except ChitraguptaError:
-            return False
-        return True
+            passages = False
+        store = store_signature(self.workspace()) is not None
+        has = {"passage": passages, "chunk": store}
+        return {name: tuple(u for u in spec.units if has.get(u, True) or (u == "passage" and name == "hybrid" and store))
+                for name, spec in registry.ENGINES.items()}
 
     # -- the calls ------------------------------------------------------------------------------------
     def _limits(self) -> Limits:
