@@ -28,7 +28,7 @@ def test_import_index_search_batch_and_json(tmp_path):
     assert "up to date" in p.stdout
     p = run_cli("search", "-w", ws, "twin model", "-k", "3", "--json", check=True)
     hits = json.loads(p.stdout)
-    assert len(hits) == 3 and set(hits[0]) == {"citekey", "title", "score", "snippet", "page", "passage"}
+    assert len(hits) == 3 and set(hits[0]) == {"citekey", "title", "authors", "year", "score", "snippet", "page", "passage"}
     p = run_cli("search", "-w", ws, "twin model", "-k", "3", check=True)
     assert hits[0]["citekey"] in p.stdout
     queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "twin model"}, {"_id": "q2", "text": "the of"},

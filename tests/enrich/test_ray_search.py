@@ -97,3 +97,21 @@ def test_an_actor_that_cannot_open_its_index_is_one_clear_error(local_ray, tmp_p
         assert "\n" not in str(err.value)
     finally:
         targets.close()
+
+
+def test_a_damaged_shard_is_cut_again_by_the_index_command_the_error_names(local_ray, tmp_path):
+    from chitragupta.engine.index import shards
+
+    ws = indexed_workspace(tmp_path, n=60, seed=9, vocab=40)
+    q = _query_file(tmp_path / "q.jsonl", n=50)
+    _run(ws.root, q, tmp_path / "one.trec")
+    assert run_main("index", "-w", ws.root, "--shards", "2").returncode == 0
+    got = shards.read_set(shards.folder_of(ws))
+    gen = next(p for p in got.shard_folder(1).iterdir() if p.is_dir())
+    (gen / "tf.npy").unlink()
+    r = run_main("search", "-w", ws.root, "--queries", q, "--run", tmp_path / "bad.trec", "--ray", "auto")
+    assert r.returncode != 0 and "index shard 1 is not usable (array tf is missing); run `chitragupta index`" in r.stderr
+    r = run_main("index", "-w", ws.root)
+    assert r.returncode == 0 and "index shards repaired: 1 damaged shard(s) cut again: 0001" in r.stderr
+    _run(ws.root, q, tmp_path / "ray.trec", "--ray", "auto")
+    assert (tmp_path / "ray.trec").read_bytes() == (tmp_path / "one.trec").read_bytes()

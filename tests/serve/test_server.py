@@ -183,3 +183,95 @@ def test_search_takes_filters_as_typed_described_properties(tmp_path):
     assert {h["citekey"] for h in cli} <= allowed
     assert bad.is_error and "filters.year: bad value '20x5'" in bad.content[0].text
     assert unknown.is_error
+
+
+CITED = [dict(d, year=2000 + i % 20, authors=[f"Fam{j}, Given{j}" for j in range(1 + i % 7)])
+         for i, d in enumerate(random_docs(11, 60, vocab=50))]
+
+
+def test_replies_an_agent_can_afford(tmp_path):
+    root = make_workspace(tmp_path, CITED)
+    (root / "config.toml").write_text("[serve]\nmax_reply_chars = 3000\n")
+    run_cli("index", "-w", root, check=True)
+    key = CITED[6]["_id"]  # seven authors
+
+    async def script(c):
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        out = {"tools": tools}
+        for name, args in [("search", {"query": "twin model", "k": 3}), ("search", {"query": "twin", "k": 40}),
+                           ("evidence", {"citekey": key, "query": "twin model", "n": 30, "width": 400}),
+                           ("similar", {"citekey": key, "k": 2}), ("source", {"citekey": key}),
+                           ("cited_by", {"citekey": key}), ("missing", {}), ("references", {"citekey": key}),
+                           ("explain", {"query": "twin model sensor", "citekey": key})]:
+            out[(name, json.dumps(args))] = await c.call_tool(name, args)
+        out["bad"] = [await c.call_tool(name, args) for name, args in [
+            ("search", {"query": "twin", "k": True}), ("search", {"query": "twin", "k": "5"}),
+            ("search", {"query": "twin", "snippet_chars": False}), ("similar", {"citekey": key, "k": True}),
+            ("evidence", {"citekey": key, "query": "twin", "n": True}),
+            ("evidence", {"citekey": key, "query": "twin", "width": "600"}),
+            ("missing", {"min_count": True}), ("missing", {"k": True})]]
+        return out
+
+    out = drive_server(root, script)
+    replies = {k: r for k, r in out.items() if isinstance(k, tuple)}
+    # every reply within its cap (the text the agent reads, and the structured content beside it), no
+    # absolute path anywhere, notes as {kind, text} everywhere
+    for (name, args), r in replies.items():
+        text = r.content[0].text
+        assert len(text) <= 3000, (name, len(text))
+        assert str(tmp_path) not in text and str(tmp_path) not in json.dumps(r.structured_content or {}), name
+        if not r.is_error:
+            assert all(set(n) == {"kind", "text"} for n in r.structured_content.get("notes", [])), name
+    # a list longer than the cap is cut to a prefix of the whole answer, and a note says so
+    big = tool_json(replies[("search", json.dumps({"query": "twin", "k": 40}))])
+    cli = json.loads(run_cli("search", "-w", root, "twin", "-k", "40", "--json", check=True).stdout)
+    assert 0 < len(big["hits"]) < len(cli) and big["hits"] == cli[:len(big["hits"])]
+    assert any(n["kind"] == "truncated" and f"of {len(cli)} hits" in n["text"] and "max_reply_chars = 3,000" in n["text"]
+               for n in big["notes"])
+    # hits carry authors (family names, "others" past five) and year, on every tool that gives hits
+    small = tool_json(replies[("search", json.dumps({"query": "twin model", "k": 3}))])
+    by_key = {d["_id"]: d for d in CITED}
+    for h in small["hits"] + big["hits"]:
+        d = by_key[h["citekey"]]
+        fams = [a.split(",")[0] for a in d["authors"]]
+        assert h["year"] == d["year"] and h["authors"] == (fams if len(fams) <= 5 else fams[:5] + ["others"])
+    ev = tool_json(replies[("evidence", json.dumps({"citekey": key, "query": "twin model", "n": 30, "width": 400}))])
+    assert ev["hits"] and all(h["authors"] == ["Fam0", "Fam1", "Fam2", "Fam3", "Fam4", "others"] for h in ev["hits"])
+    assert all(0 < h["score"] <= 1 for h in ev["hits"])  # the share of the query's words the passage holds
+    sim = tool_json(replies[("similar", json.dumps({"citekey": key, "k": 2}))])
+    assert all(h["year"] == by_key[h["citekey"]]["year"] for h in sim["hits"])
+    src = tool_json(replies[("source", json.dumps({"citekey": key}))])
+    assert src["origin"] == "../corpus.jsonl" and src["parsed_path"].startswith("content/")
+    # an integer given as true, false or a string is refused, as the Python API refuses k=True
+    for r in out["bad"]:
+        assert r.is_error and "must be an integer, got " in r.content[0].text, r.content[0].text
+    # the search tool says its syntax and units, and what a hit holds
+    desc = out["tools"]["search"].description
+    for needle in ('"an exact phrase"', "+word", "-word", "authors", "year", "notes as {kind, text}"):
+        assert needle in desc, needle
+    assert "share of the query's distinct words" in out["tools"]["evidence"].description
+
+
+def test_the_search_tool_advertises_the_units_the_workspace_serves(tmp_path):
+    plain = make_workspace(tmp_path / "plain", DOCS)
+    with_sidecars = make_workspace(tmp_path / "sidecars", DOCS)
+    first = sorted((with_sidecars / "content" / "parsed").glob("*.txt"))[0]
+    paragraph = " ".join(["twin ocean summaries heat model sensor"] * 5)
+    first.with_suffix(".passages.json").write_text(json.dumps(
+        [{"text": paragraph, "label": "text", "page": p} for p in (1, 2)]))
+    for root in (plain, with_sidecars):
+        run_cli("index", "-w", root, check=True)
+
+    async def script(c):
+        tool = next(t for t in (await c.list_tools()).tools if t.name == "search")
+        passage = tool_json(await c.call_tool("search", {"query": "twin ocean summaries heat", "unit": "passage"}))
+        return tool, passage
+
+    for root in (plain, with_sidecars):
+        tool, passage = drive_server(root, script)
+        units = tool.input_schema["properties"]["unit"]["anyOf"][0]["enum"]
+        assert "document" in units and "chunk" not in units  # no embedding store here
+        assert ("passage" in units) == bool(passage["hits"]), (root, units)  # advertised iff it answers
+        assert ("passage:" in tool.description) == ("passage" in units)
+        assert "embed: " in tool.description and "(nothing to serve in this workspace now)" in tool.description
+    assert "passage" in units  # the sidecars' workspace serves passages

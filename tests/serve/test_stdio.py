@@ -120,3 +120,40 @@ def test_the_limits_are_tool_errors_with_the_clis_words(ws):
     assert "k must be at most 10000 ([serve].max_k), got 1000000000000" in texts[3]["content"][0]["text"]
     cli = json.loads(run_cli("search", "-w", ws, "twin", "-k", "10000", "--json", check=True).stdout)
     assert texts[4]["structuredContent"]["hits"] == cli and cli
+
+
+def _nested(depth: int) -> str:
+    return '{"a":' * depth + '"x"' + "}" * depth
+
+
+def test_every_request_is_answered_however_deep_it_nests(ws):
+    # the SDK's JSON reader refuses past ~200 levels and a lone surrogate escape, and used to drop such a
+    # line without a word; Python's json gives up near 1,000. Each is answered, with its id where readable.
+    depths = [50, 150, 200, 500, 999, 10_000, 100_000]
+    s = RawServer(serve_argv(ws))
+    try:
+        s.initialise()
+        for i, depth in enumerate(depths, start=1):
+            s.send('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search","arguments":'
+                   '{"query":"twin","filters":%s}}}' % (i, _nested(depth)))
+        s.send('{"jsonrpc":"2.0","id":"sur","method":"tools/call","params":{"name":"search","arguments":'
+               '{"query":"twin \\ud800"}}}')
+        s.send('{"jsonrpc":"2.0","id":"meta","method":"ping","params":{"_meta":%s}}' % _nested(400))
+        s.call("after", "search", {"query": "twin", "k": 2})
+        got = [s.next() for _ in range(len(depths) + 3)]
+        s.request("last", "ping")
+        assert s.next() == {"jsonrpc": "2.0", "id": "last", "result": {}}  # nothing more was written before it
+    finally:
+        s.close()
+    by_id = {}
+    for m in got:
+        by_id.setdefault(m.get("id"), []).append(m)
+    assert len(by_id.pop("after")[0]["result"]["structuredContent"]["hits"]) == 2  # the server kept serving
+    assert by_id.pop(1)[0]["result"]["isError"] and by_id.pop(2)[0]["result"]["isError"]  # the tool's own error
+    for key in (3, 4, "sur", "meta"):  # read by json, refused by the SDK's reader: answered with the id
+        code, _id, text = _error(by_id.pop(key)[0])
+        assert code == -32700 and text.startswith("Parse error"), (key, text)
+    # deeper than json reads here: a parse error, its id null (JSON-RPC's rule) where it could not be read
+    rest = [m for ms in by_id.values() for m in ms]
+    assert len(rest) == 3 and set(by_id) <= {5, 6, 7, None}
+    assert all(_error(m)[0] == -32700 and "nested too deeply" in _error(m)[2] for m in rest)

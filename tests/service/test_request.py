@@ -91,3 +91,33 @@ def test_within_the_limits_nothing_changes(ws, tmp_path):
     req = SearchRequest.checked(k=10_000)
     assert req.with_(engine="bm25").flags is False
     assert SearchRequest.checked(flags=True, k=3).with_(k=4).flags is True  # the CLI's words kept
+
+
+@pytest.mark.parametrize("bad", [True, False, "5", 2.5])
+def test_an_integer_given_as_a_bool_a_string_or_a_fraction_is_refused_on_every_surface(ws, bad):
+    from chitragupta import open_searcher
+    from chitragupta.service import citations
+    from chitragupta.service.warm import WarmEngines
+
+    warm, key = WarmEngines(ws), DOCS[0]["_id"]
+    calls = [lambda: SearchRequest.checked(k=bad), lambda: SearchRequest.checked(snippet_chars=bad),
+             lambda: open_searcher(ws, "bm25").search("twin", k=bad), lambda: warm.search("twin", k=bad),
+             lambda: warm.search("twin", snippet_chars=bad), lambda: warm.similar(key, k=bad),
+             lambda: warm.evidence(key, "twin", n=bad), lambda: warm.evidence(key, "twin", width=bad),
+             lambda: citations.missing(ws, min_count=bad), lambda: citations.missing(ws, k=bad)]
+    for call in calls:
+        with pytest.raises(UsageError, match=r"must be (an integer|a whole number)"):
+            call()
+
+
+def test_the_servers_tools_refuse_what_the_sdk_would_coerce():
+    pytest.importorskip("mcp")
+    from chitragupta.serve.server import strict_integers
+
+    schema = {"properties": {"k": {"type": "integer", "default": 10},
+                             "snippet_chars": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                             "year": {"anyOf": [{"type": "integer"}, {"type": "string"}]}, "query": {"type": "string"}}}
+    for args in ({"k": True}, {"k": "5"}, {"snippet_chars": False}, {"snippet_chars": "0"}):
+        with pytest.raises(UsageError, match=r"^(k|snippet_chars) must be an integer, got (true|false|\"5\"|\"0\")$"):
+            strict_integers(schema, args, UsageError)
+    strict_integers(schema, {"k": 5, "snippet_chars": None, "year": "2019..", "query": "true", "other": True}, UsageError)

@@ -12,8 +12,8 @@ def add_arguments(p) -> None:
                         "the index is the same for any N")
     p.add_argument("--shards", type=shards_arg, default=None, metavar="N",
                    help="also write the document index as N shards of consecutive documents with the whole "
-                        "index's statistics, for `search --ray` (one actor per shard); kept, and cut again by "
-                        "later runs, until --shards 0 removes them")
+                        "index's statistics, for `search --ray` (one actor per shard; at most one shard a "
+                        "document); kept, checked and cut again by later runs, until --shards 0 removes them")
 
 
 def shards_arg(text: str) -> int:

@@ -4,6 +4,8 @@ worker pool the tool calls run in.
 The front reads stdin line by line and answers, itself, every line the SDK would drop without a word:
 
     not JSON (or not UTF-8)                        -> -32700 Parse error, id null
+    JSON the SDK's reader refuses (nested deeper
+    than it reads, a lone surrogate escape)        -> -32700 Parse error, its id when one is readable
     JSON but not a request, notification or
     response (an array: batches are not part of
     MCP; an object without "method"; "jsonrpc"
@@ -141,7 +143,7 @@ def check_line(line: bytes | str, initialised: bool) -> tuple[dict | None, dict 
         msg = json.loads(line)
     except (ValueError, RecursionError) as err:
         return None, _error(PARSE_ERROR, f"Parse error: not JSON ({err})" if isinstance(err, ValueError)
-                            else "Parse error: nested too deep")
+                            else "Parse error: nested too deeply to read")
     if isinstance(msg, list):
         return None, _error(INVALID_REQUEST, "Invalid Request: a JSON array (a batch); MCP takes one message a line")
     if not isinstance(msg, dict):
@@ -166,8 +168,15 @@ def check_line(line: bytes | str, initialised: bool) -> tuple[dict | None, dict 
     try:
         import mcp_types
 
-        mcp_types.jsonrpc_message_adapter.validate_python(msg, by_name=False)
-    except Exception as err:  # what the SDK would drop without an answer
+        # the line as the SDK's reader takes it (its JSON parser nests less deep than json's, and refuses
+        # a lone surrogate escape): whatever it would drop without an answer is answered here
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as err:
+        errors = err.errors() if hasattr(err, "errors") else []
+        if errors and errors[0].get("type") == "json_invalid":
+            why = str(errors[0].get("ctx", {}).get("error", "not JSON"))
+            hint = "nested too deeply for the server's JSON reader: " if "recursion limit" in why else ""
+            return None, _error(PARSE_ERROR, f"Parse error: {hint}{why}", id_)
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return None, _error(INVALID_REQUEST, f"Invalid Request: {first}", id_)
     if "id" in msg and not initialised and method not in _BEFORE_INIT:

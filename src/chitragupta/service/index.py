@@ -86,7 +86,7 @@ def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
             got = UnitReport(name, size, opened.report, list(opened.notes),
                              title_only=idx.count_flag(FLAG_TEXT_MISSING), unparsed=idx.count_flag(FLAG_NOT_PARSED),
                              abstracts=(idx.n_docs, idx.n_docs - no_sidecar, idx.count_flag(FLAG_HAS_ABSTRACT)))
-            _shards(ws, idx, shards, report)
+            got.notes += _shards(ws, idx, shards, report)
         else:
             size = f"{idx.n_passages} passages from {len(set(idx.p_doc.tolist()))} documents, {len(idx.vocab)} terms"
             got = UnitReport(name, size, opened.report, list(opened.notes))
@@ -102,13 +102,21 @@ def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
     return report
 
 
-def _shards(ws, idx, count, report: IndexReport) -> None:
+def _shards(ws, idx, count, report: IndexReport) -> list[str]:
+    """The shards refreshed into ``report``; the notes to print (fewer shards than asked, damaged ones)."""
     from chitragupta.engine.index.shards import refresh as refresh_shards
 
     got, done = refresh_shards(ws, idx, count)
     report.shards_removed = done == "removed"
+    notes = []
     if got is not None:
         report.shards = (got.count, idx.n_docs // got.count, "cut" if done == "cut" else "up to date")
+        if count and got.count < count:
+            notes.append(f"--shards {count}: the index holds {idx.n_docs:,} documents, so {got.count:,} shards (a "
+                         "shard is never empty)")
+        if done and done.startswith("repaired"):
+            notes.append(f"index shards {done}")
+    return notes
 
 
 def _hybrid_index(ws):

@@ -31,19 +31,26 @@ import sys
 import threading
 from pathlib import Path
 
+from chitragupta.notes import note_dicts
 from chitragupta.service import registry
 from chitragupta.service.request import Limits, SearchRequest
 
 __all__ = ["WarmEngines"]
 
 
-def _notes(notes) -> list[dict]:
-    return [{"kind": n.kind, "text": n.text} if hasattr(n, "kind") else {"kind": "note", "text": str(n)}
-            for n in notes]
-
-
 def _response(resp) -> dict:
-    return {"hits": [h.to_dict() for h in resp.hits], "notes": _notes(resp.notes)}
+    return {"hits": [h.to_dict() for h in resp.hits], "notes": note_dicts(resp.notes)}
+
+
+def _relative(path: str | None, root: Path) -> str | None:
+    """``path`` relative to the workspace folder ``root`` (``../`` where it lies outside): no reply names
+    an absolute path."""
+    if not path or not os.path.isabs(path):
+        return path
+    try:
+        return Path(os.path.relpath(path, root)).as_posix()
+    except ValueError:  # another drive (Windows): its name alone
+        return Path(path).name
 
 
 class WarmEngines:
@@ -159,6 +166,22 @@ class WarmEngines:
     def hybrid(self, unit: str = "document"):
         return self.searcher("hybrid")
 
+    def served_units(self) -> dict[str, tuple[str, ...]]:
+        """Each engine's units that this workspace can serve now (what the MCP search tool advertises): a
+        unit that would hold nothing is left out -- chunks without an embedding store; passages without a
+        passage in BM25's passage index (hybrid's passages also come from the embedding store's chunks)."""
+        from chitragupta.enrich.search import store_signature
+        from chitragupta.errors import ChitraguptaError
+
+        try:
+            passages = self.searcher("bm25").scorer.passage_index().n_passages > 0
+        except ChitraguptaError:
+            passages = False
+        store = store_signature(self.workspace()) is not None
+        has = {"passage": passages, "chunk": store}
+        return {name: tuple(u for u in spec.units if has.get(u, True) or (u == "passage" and name == "hybrid" and store))
+                for name, spec in registry.ENGINES.items()}
+
     # -- the calls ------------------------------------------------------------------------------------
     def _limits(self) -> Limits:
         return Limits.of(self.workspace().config)
@@ -210,14 +233,16 @@ class WarmEngines:
             return explain(r, query, citekey).to_dict()
 
     def source(self, citekey: str) -> dict:
-        """The ledger's row for ``citekey``."""
+        """The ledger's row for ``citekey``, its paths relative to the workspace folder."""
         with self._call():
             row = self.searcher("bm25").source(citekey)
+        root = self.workspace().root
         return {"citekey": row.citekey, "title": row.title, "authors": list(row.authors), "year": row.year,
                 "author_names": [{"family": f, "given": g} for f, g in row.author_names], "venue": row.venue,
                 "type": row.type, "doi": row.doi,
                 "status": row.status, "reason": row.reason, "abstract": row.abstract, "keywords": list(row.keywords),
-                "origin": row.origin, "source_path": row.source_path, "parsed_path": row.parsed_path}
+                "origin": _relative(row.origin, root), "source_path": _relative(row.source_path, root),
+                "parsed_path": row.parsed_path}
 
 
 _SERIAL = threading.Lock()

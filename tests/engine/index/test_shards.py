@@ -176,19 +176,78 @@ def test_index_records_the_count_and_cuts_again_after_a_change(tmp_path):
     assert r.returncode != 0 and "--shards wants a whole number of shards" in r.stderr
 
 
-def test_more_shards_than_documents_still_score_as_the_whole(tmp_path):
+def test_more_shards_than_documents_are_one_a_document_and_score_as_the_whole(tmp_path):
     from chitragupta.engine.search.bm25 import BM25Searcher
     from chitragupta.enrich.ray_search import LocalTargets, rank_sharded
 
     ws = indexed_workspace(tmp_path, n=5, vocab=20)
     searcher = BM25Searcher.open(ws)
     got, _ = shards.refresh(ws, searcher.scorer.index, 8)
-    opened = [shards.open_shard(got, i, ws.config.index_settings(), deep=True) for i in range(8)]
-    assert sorted(s.index.n_docs for s in opened) == [0, 0, 0, 1, 1, 1, 1, 1]
+    assert got.count == 5 and shards.refresh(ws, searcher.scorer.index, 8) == (got, None)  # asked again: kept
+    opened = [shards.open_shard(got, i, ws.config.index_settings(), deep=True) for i in range(got.count)]
+    assert [s.index.n_docs for s in opened] == [1] * 5  # no empty shard
+    assert sorted(p.name for p in got.folder.iterdir()) == ["0000", "0001", "0002", "0003", "0004", "SET"]
     qs = _queries(30)
     want = searcher.rank_many(qs, 10)
     ranked = rank_sharded(searcher, qs, 10, LocalTargets(opened))
     assert np.array_equal(ranked.topk.ids, want.topk.ids) and np.array_equal(ranked.topk.scores, want.topk.scores)
+
+
+def test_index_with_more_shards_than_documents_cuts_one_a_document_and_says_so(tmp_path):
+    ws = indexed_workspace(tmp_path, n=9, vocab=20)
+    r = run_main("index", "-w", ws.root, "--shards", str(shards.MAX_SHARDS), "--jobs", "1")
+    assert r.returncode == 0, r.stderr
+    assert f"--shards {shards.MAX_SHARDS}: the index holds 9 documents, so 9 shards (a shard is never empty)" in r.stderr
+    assert "index: 9 shards of about 1 documents cut" in r.stdout
+    assert len([p for p in shards.folder_of(ws).iterdir() if p.is_dir()]) == 9
+
+
+def _damage(path, at: int) -> None:
+    """Flip a byte of ``path`` in place, keeping its size and mtime (a sector gone bad, not a write)."""
+    import os
+
+    st = os.stat(path)
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("how", ["a byte flipped", "an array gone", "the shard gone"])
+def test_index_finds_a_damaged_shard_and_cuts_it_again(tmp_path, how):
+    import shutil
+
+    from chitragupta.engine.search.bm25 import BM25Searcher
+    from chitragupta.enrich.ray_search import LocalTargets, rank_sharded
+
+    ws = indexed_workspace(tmp_path, n=60, seed=5, vocab=40)
+    assert run_main("index", "-w", ws.root, "--shards", "3", "--jobs", "1").returncode == 0
+    folder = shards.folder_of(ws)
+    got = shards.read_set(folder)
+    gen = next(p for p in got.shard_folder(1).iterdir() if p.is_dir())
+    if how == "a byte flipped":
+        _damage(gen / "indices.npy", -3)
+    elif how == "an array gone":
+        (gen / "tf.npy").unlink()
+    else:
+        shutil.rmtree(got.shard_folder(1))
+    settings = ws.config.index_settings()
+    with pytest.raises(IndexCorrupt):
+        shards.open_shard(got, 1, settings, deep=True, verify=True)
+    r = run_main("index", "-w", ws.root, "--jobs", "1")  # what a search on the damaged shard advises
+    assert r.returncode == 0, r.stderr
+    assert "index shards repaired: 1 damaged shard(s) cut again: 0001 (" in r.stderr
+    assert "index: 3 shards of about 20 documents up to date" in r.stdout
+    again = shards.read_set(folder)
+    assert again == got  # the same set, shard 0001 written again
+    opened = [shards.open_shard(again, i, settings, deep=True, verify=True) for i in range(3)]
+    searcher = BM25Searcher.open(ws)
+    qs = _queries(40)
+    want = searcher.rank_many(qs, 10)
+    ranked = rank_sharded(searcher, qs, 10, LocalTargets(opened))
+    assert np.array_equal(ranked.topk.ids, want.topk.ids) and np.array_equal(ranked.topk.scores, want.topk.scores)
+    r = run_main("index", "-w", ws.root, "--jobs", "1")
+    assert "repaired" not in r.stderr and "index: 3 shards of about 20 documents up to date" in r.stdout
 
 
 # -- the --ray options, without a cluster ---------------------------------------------------------------------------

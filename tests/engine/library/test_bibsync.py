@@ -207,6 +207,23 @@ def test_citekeys_with_whitespace_or_control_characters_are_skipped(tmp_path):
     assert p.returncode == 0 and "'a b' holds white space" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("char", ["\u202e", "\u2066", "\u200f", "\u200b", "\u2060", "\ufeff", "\u00ad"])
+def test_a_citekey_with_an_invisible_or_bidi_character_is_refused_naming_it_escaped(tmp_path, char):
+    # "smith2020<RLO>fdp.exe" would show in a table, a DOT label or a run as another key than it is
+    key = f"smith2020{char}fdp"
+    ws = bib_workspace_at(tmp_path, f"@misc{{good, title={{Good}}}}\n@misc{{{key}, title={{Spoofed}}}}\n")
+    rep = sync(ws)
+    assert set(ledger_rows(ws)) == {"good"}
+    assert any("bibliography.bib:2:" in p and repr(key) in p and f"U+{ord(char):04X}" in p
+               and "invisible format character" in p for p in rep.problems), rep.problems
+    p = run_main("sync", "-w", tmp_path)
+    assert p.returncode == 0 and repr(key) in p.stderr and char not in p.stderr, p.stderr  # shown escaped
+    src = write_jsonl(tmp_path / "c.jsonl", [{"_id": key, "text": "twin"}, {"_id": "ok", "text": "twin"}])
+    p = run_main("import", "-w", tmp_path / "imported", src)
+    assert p.returncode == 0 and "import: 1 entry" in p.stdout, p.stderr
+    assert f"{src}:1: '_id' {key!r} holds an invisible format character" in p.stderr and char not in p.stderr
+
+
 def test_a_batch_search_over_a_synced_bib_with_a_spaced_key_works(tmp_path):
     ws = bib_workspace_at(tmp_path, "@misc{ok, title={Twin bridges}}\n@misc{bad key, title={Twin rivers}}\n")
     sync(ws)

@@ -19,8 +19,11 @@ document's contributions in the same term order, so a shard's scores are the who
 ids follow citekey order and shards are consecutive ranges, so the global id is ``start + local id`` and
 the tie-break (score descending, then id ascending) survives the merge (``kernels.shardmerge``).
 
-``chitragupta index --shards N`` writes the set after the document index; the count stays recorded in
-``SET``, and a later ``index`` cuts the set again from its new generation (``--shards 0`` removes it). A
+``chitragupta index --shards N`` writes the set after the document index, at most one shard a document (no
+shard is empty: each would still hold the whole vocabulary); the count stays recorded in ``SET``, and a
+later ``index`` cuts the set again from its new generation (``--shards 0`` removes it), or, when the set is
+current, verifies every shard whole (checksums and the pass over the postings, as the index itself is
+verified) and cuts again any that is damaged. A
 reader checks that every shard names the set's source generation; a set cut from another generation than
 the current index is stale (``ShardSet.source``), and the shards are cut again or the search refused.
 """
@@ -42,7 +45,7 @@ from chitragupta.engine.index.store import IndexCorrupt
 from chitragupta.kernels.types import Postings, bm25_idf, length_norm
 
 __all__ = ["FOLDER", "SET_NAME", "Shard", "ShardSet", "ranges", "cut", "write", "read_set", "read_set_or_none",
-           "open_shard", "whole", "remove", "refresh", "folder_of", "MAX_SHARDS"]
+           "open_shard", "whole", "remove", "refresh", "repair", "shard_count", "folder_of", "MAX_SHARDS"]
 
 FOLDER = "shards"
 SET_NAME = "SET"
@@ -58,8 +61,10 @@ def folder_of(ws) -> Path:
 def refresh(ws, index, count: int | None) -> tuple[ShardSet | None, str | None]:
     """Keep the shard set of ``ws`` in step with ``index`` (its current document index, verified, as
     ``manage.refresh`` returns it): ``count`` None -- the recorded count, cut again when the set is stale
-    (nothing without a set); 0 -- the set removed; N -- N shards. Returns (the set or None, what was done:
-    "cut", "removed" or None when nothing was). Takes the workspace lock."""
+    (nothing without a set); 0 -- the set removed; N -- N shards, at most one a document (``shard_count``).
+    A current set is verified whole, as the index is, and a damaged shard cut again. Returns (the set or
+    None, what was done: "cut", "removed", "repaired ..." naming the shards and why, or None when nothing
+    was). Takes the workspace lock."""
     folder = folder_of(ws)
     with ws.lock("index (the shards)"):
         got = read_set_or_none(folder)
@@ -69,9 +74,30 @@ def refresh(ws, index, count: int | None) -> tuple[ShardSet | None, str | None]:
             if got is None:
                 return None, None
             count = got.count
-        if got is not None and got.count == count and got.current_for(index):
-            return got, None
+        if got is not None and got.count == shard_count(index.n_docs, count) and got.current_for(index):
+            return got, repair(got, index)
         return write(folder, index, count), "cut"
+
+
+def shard_count(n_docs: int, count: int) -> int:
+    """The shards ``count`` asks for, at most one a document: no shard is empty (one for an empty index)."""
+    return max(1, min(count, n_docs))
+
+
+def repair(shard_set: "ShardSet", index) -> str | None:
+    """Open every shard of ``shard_set`` with every check and checksum; cut again from ``index`` (the
+    current document index the set was cut from) each that fails. None when all passed, else "repaired"
+    with the shards and why."""
+    settings = index.manifest["settings"]
+    damaged = []
+    for i, (start, stop) in enumerate(shard_set.spans):
+        try:
+            open_shard(shard_set, i, settings, fields=doc_index.FIELDS, deep=True, verify=True)
+        except IndexCorrupt as err:
+            arrays = cut(index, start, stop)
+            store.save(shard_set.shard_folder(i), _manifest_of(index, arrays, i, shard_set.count, start, stop), arrays)
+            damaged.append(f"{shard_set.shard_folder(i).name} ({err})")
+    return f"repaired: {len(damaged)} damaged shard(s) cut again: {'; '.join(damaged)}" if damaged else None
 
 
 def read_set_or_none(folder: Path) -> "ShardSet | None":
@@ -177,11 +203,13 @@ def _manifest_of(index, arrays: dict, i: int, count: int, start: int, stop: int)
 
 def write(folder: Path, index, count: int) -> ShardSet:
     """Cut ``index`` (the current, verified ``DocIndex``, opened from its generation) into ``count`` shards
-    under ``folder`` and name them in ``SET`` (last). The caller holds the workspace lock."""
+    (``shard_count``: at most one a document) under ``folder`` and name them in ``SET`` (last). The caller
+    holds the workspace lock."""
     if not 1 <= count <= MAX_SHARDS:
         raise ValueError(f"a shard count must be within 1..{MAX_SHARDS}, got {count}")
     if getattr(index, "path", None) is None:
         raise ValueError("the index to cut has no generation on disk")
+    count = shard_count(index.n_docs, count)
     spans = ranges(index.n_docs, count)
     for i, (start, stop) in enumerate(spans):
         arrays = cut(index, start, stop)
@@ -277,13 +305,14 @@ def whole(index) -> Shard:
 
 
 def open_shard(shard_set: ShardSet, i: int, settings: dict, *, fields: tuple[str, ...] = (),
-               deep: bool = False) -> Shard:
+               deep: bool = False, verify: bool = False) -> Shard:
     """Open shard ``i`` of ``shard_set`` with ``settings`` (the workspace's index settings): every check
-    ``doc.open_index`` makes, and that it is the shard the set names (cut from the set's source, over its
-    range), with a ``global_df`` of the vocabulary's length. IndexCorrupt otherwise."""
+    ``doc.open_index`` makes (``verify``: every checksum), and that it is the shard the set names (cut from
+    the set's source, over its range), with a ``global_df`` of the vocabulary's length. IndexCorrupt
+    otherwise."""
     if not 0 <= i < shard_set.count:
         raise IndexCorrupt(f"the shard set has {shard_set.count} shards, not a shard {i}")
-    index = doc_index.open_index(shard_set.shard_folder(i), settings, fields=fields, deep=deep)
+    index = doc_index.open_index(shard_set.shard_folder(i), settings, fields=fields, deep=deep, verify=verify)
     start, stop = shard_set.spans[i]
     meta = index.manifest.get("shard")
     if not isinstance(meta, dict):

@@ -73,7 +73,8 @@ _WS = re.compile(r"\s+")
 
 def bad_citekey(key: str) -> str | None:
     """Why ``key`` cannot be a citekey, or None when it can: the rule of a JSONL ``_id`` (``bad_id``):
-    empty, white space (which splits a TREC run line), a control character, or a lone surrogate."""
+    empty, white space (which splits a TREC run line), a control character, an invisible format character, or
+    a lone surrogate."""
     return bad_id(key)
 
 

@@ -153,6 +153,7 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "max_query_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),
         "max_k": Setting(int, "an integer >= 1", lambda v: v >= 1),
         "max_batch_queries": Setting(int, "an integer >= 1", lambda v: v >= 1),
+        "max_reply_chars": Setting(int, "an integer >= 1000", lambda v: v >= 1000),
     },
 }
 

@@ -10,7 +10,8 @@ __all__ = ["bad_id"]
 
 def bad_id(key: str) -> str | None:
     """Why ``key`` cannot be an ``_id`` (a citekey or a query id a TREC run carries), or None when it can:
-    empty, white space (which splits a TREC line), a control character, or a lone surrogate."""
+    empty, white space (which splits a TREC line), a control character, an invisible format character (a
+    right-to-left override, a zero-width space: a key shown spoofed), or a lone surrogate."""
     if not key:
         return "is empty"
     if key.isascii() and key.isprintable() and " " not in key:
@@ -22,6 +23,10 @@ def bad_id(key: str) -> str | None:
             return f"holds white space (U+{ord(c):04X}), which a TREC run cannot carry"
         if c == "\x00":
             return "holds a NUL byte"
-        if unicodedata.category(c) == "Cc":
+        cat = unicodedata.category(c)
+        if cat == "Cc":
             return f"holds a control character (U+{ord(c):04X})"
+        if cat == "Cf":  # bidi controls (U+202E), zero-width and other invisible characters
+            return (f"holds an invisible format character (U+{ord(c):04X} {unicodedata.name(c, '')}), which would "
+                    "show the key as other than it is")
     return None

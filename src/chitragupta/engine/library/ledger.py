@@ -582,6 +582,20 @@ class Ledger:
         return out
 
     @_checked
+    def cited_as(self, citekeys: Iterable[str]) -> dict[str, tuple[tuple[str, ...], int | None]]:
+        """citekey -> (the family names of its authors, as ``LedgerRow.author_names`` reads them; its year)
+        for the given citekeys that exist: what a hit carries to be cited ("Lo et al. (2020)")."""
+        keys = list(dict.fromkeys(citekeys))
+        cols = ", ".join("NULL" if c in self._missing() else _as_text(c) for c in ("authors", "author_names", "year"))
+        out = {}
+        for at in range(0, len(keys), 500):  # within SQLite's bound on a statement's parameters
+            part = keys[at:at + 500]
+            sql = f"SELECT citekey, {cols} FROM sources WHERE citekey IN ({', '.join('?' * len(part))})"
+            for key, authors, names, year in self._db.execute(sql, part):
+                out[key] = (tuple(f for f, _g in _names(names, _string_list(authors))), year_of(year))
+        return out
+
+    @_checked
     def import_state(self) -> dict[str, tuple]:
         """citekey -> (origin, status, parsed_path, source_hash, keywords, then the metadata as stored:
         authors, year, venue, type, doi, author_names) of every row: what ``import`` compares a record with,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from chitragupta.engine.index.source import FLAG_TEXT_MISSING, load_body, sidecar_path
 from chitragupta.notes import Note
+from chitragupta.engine.search.byline import with_bylines
 from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
 from chitragupta.engine.search.searcher import check_k
 from chitragupta.engine.text.windows import choose_windows
@@ -116,17 +117,20 @@ class HitBuilder:
 
     def evidence(self, doc_id: int, citekey: str, query: str, *, n: int, width: int) -> SearchResponse:
         """Up to ``n`` windows of ``width`` characters of document ``doc_id`` bearing on ``query``
-        (``BM25Searcher.evidence``)."""
+        (``BM25Searcher.evidence``), in the order the text holds them; each one's score is the share of
+        the query's distinct terms it holds (1.0: every one)."""
         n = check_k(n, "n")
         width = check_k(width, "width")
         plan = self.scorer.plan([query])
         terms, notes = plan.terms[0], list(plan.notes()[0])
         body = self.body(doc_id)
         title = self.scorer.rows["document"][doc_id][1]
-        hits = [SearchResult(citekey=citekey, title=title, score=float(w.covered), snippet=w.text,
+        stem = self.scorer.index.stem
+        distinct = max(1, len({stem(t) for t in terms} if stem else set(terms)))  # as the window chooser counts
+        hits = [SearchResult(citekey=citekey, title=title, score=w.covered / distinct, snippet=w.text,
                              page=body.page_at(w.anchor))
-                for w in choose_windows(body.text, terms, width, n, stem=self.scorer.index.stem,
-                                        body_start=body.front)]
+                for w in choose_windows(body.text, terms, width, n, stem=stem, body_start=body.front)]
+        hits = with_bylines(self.scorer.workspace, [SearchResponse(query, hits)])[0].hits
         if terms and not hits:
             notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
                                            + (" (its text is not on disk)" if not body.text else "")))

@@ -34,7 +34,8 @@ __all__ = ["SearchResult", "SearchResponse", "Ranked"]
 
 @dataclass(frozen=True)
 class SearchResult:
-    """One citable hit. ``page`` and ``passage`` are set by units that know them (passages, chunks)."""
+    """One citable hit. ``page`` and ``passage`` are set by units that know them (passages, chunks);
+    ``authors`` (family names) and ``year`` from the ledger (``engine/search/byline.py``)."""
 
     citekey: str
     title: str
@@ -42,11 +43,13 @@ class SearchResult:
     snippet: str
     page: int | None = None
     passage: int | None = None
+    authors: tuple[str, ...] = ()
+    year: int | None = None
 
     def to_dict(self) -> dict:
         # the fields by hand: dataclasses.asdict deep-copies each value, a tenth of a warm query's time
-        return {"citekey": self.citekey, "title": self.title, "score": self.score, "snippet": self.snippet,
-                "page": self.page, "passage": self.passage}
+        return {"citekey": self.citekey, "title": self.title, "authors": list(self.authors), "year": self.year,
+                "score": self.score, "snippet": self.snippet, "page": self.page, "passage": self.passage}
 
 
 @dataclass

@@ -23,6 +23,8 @@ engine and have the same defaults:
                     every query, or a list with one entry (None, a Filters or a dict) per query; applied as a
                     mask before top-k. Each query's notes say how many sources had no value for a filtered field
 
+Every hit ``search`` and ``similar`` give carries its source's authors and year (``byline.py``).
+
 The service layer (``chitragupta.service``) checks a request with these same functions before it
 reaches an engine; an engine called directly checks it again, with the same words.
 """
@@ -33,6 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from chitragupta.engine.search.byline import with_bylines
 from chitragupta.errors import UsageError
 
 __all__ = ["Searcher", "check_k", "check_snippet_chars", "check_max_per_source", "deepen_capped",
@@ -156,7 +159,7 @@ class Searcher:
             f = to_filters(filters, "filters")
             kw = {} if f.is_empty() else {"filters": f}
         ranked = self.rank_similar(citekey, k, **kw)
-        resp = self.responses(ranked, snippet_chars=snippet_chars)[0]
+        resp = with_bylines(getattr(self, "workspace", None), self.responses(ranked, snippet_chars=snippet_chars))[0]
         resp.notes.extend(filter_notes(ranked, 0))
         resp.notes[:0] = self.index_notes(None)
         return resp
@@ -170,7 +173,7 @@ class Searcher:
         check_snippet_chars(snippet_chars)
         kw = {} if filters is None else {"filters": filters}  # an engine written before filters takes none
         ranked = self.rank_many(queries, k, unit=unit, max_per_source=max_per_source, **kw)
-        out = self.responses(ranked, snippet_chars=snippet_chars)
+        out = with_bylines(getattr(self, "workspace", None), self.responses(ranked, snippet_chars=snippet_chars))
         for q, resp in enumerate(out):
             resp.notes.extend(filter_notes(ranked, q))
         return out
