@@ -14,7 +14,7 @@ def filters_model(doc: str = "Metadata filters: only sources that match every fi
     class SearchFilters(BaseModel):
         __doc__ = doc
 
-        model_config = ConfigDict(extra="forbid")
+        model_config = ConfigDict(extra="forbid", strict=True)  # true is no year, "3" no topic
         year: int | str | None = Field(None, description='a year (2019) or a range "2015..2020", "2015..", "..2020"')
         author: str | list[str] | None = Field(
             None, description="an author's family name, case- and accent-insensitive, or a list (any of them)")
