@@ -140,7 +140,7 @@ class _ScoreActor:
         try:
             top = self.shard.score(batch, params, k, allowed)
         except IndexCorrupt as err:  # its deep check, before the kernel reads it
-            raise UsageError(f"{self.where} is damaged ({err}); run `chitragupta index --force`") from None
+            raise UsageError(f"{self.where} is damaged ({err}); run `chitragupta index` (it checks every shard and cuts a damaged one again)") from None
         return top.ids, top.scores
 
 
