@@ -9,7 +9,10 @@ item number is its position in ``passage_items(body)``. Passages are laid out in
 order, so ties by passage id are ties by citekey, then item. N, document frequencies and avgdl are
 computed over passages, so its scores are not comparable with the document unit's.
 
-Its own cache (``content/index/passage/``) and schema version; updated incrementally on the same
+An imported text (``chitragupta import``'s packs) is not split (``FLAG_IMPORTED``): a BEIR-style corpus is
+abstracts, one paragraph a document, and splitting costs about a millisecond a document in Python (a
+million imported abstracts: minutes added to every ``index``) for a unit that would repeat the document
+unit. Its own cache (``content/index/passage/``) and schema version; updated incrementally on the same
 per-document fingerprints as the document index. A sidecar that is not the documented shape is skipped
 and counted (its source's ``.txt`` is not split either: the document unit reads it uncut).
 """
@@ -32,17 +35,20 @@ from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, 
 from chitragupta.engine.text.paragraphs import plain_paragraphs
 from chitragupta.engine.index.segments import POOL_FROM_BYTES, small_text
 from chitragupta.engine.index.strings import StringTable
+from chitragupta.engine.library.texts import is_ref
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.engine.text.stem import NONE, get_stemmer
 from chitragupta.kernels.build import numpy_passes
 from chitragupta.engine.text.refcut import kept_items
 from chitragupta.engine.text.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
-__all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "build_passages", "open_passages", "passage_items"]
+__all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "FLAG_IMPORTED", "build_passages", "open_passages",
+           "passage_items"]
 
 SCHEMA_VERSION = 4  # 2: the vocabulary lookup table; 3: appendices after the reference list, hyphens joined;
 # 4: paragraphs of plain text
 KIND = "passage"
+FLAG_IMPORTED = 32  # (the passage index's own flag, beside engine.index.source's) an imported text: not split
 _DROPPED = frozenset(DROPPED_RUNS)
 
 Progress = Callable[[int, int | None], None]
@@ -175,6 +181,9 @@ def _add_all(acc, sources, flags, reuse_of, old, report, min_tokens, progress, p
     new_units: list[np.ndarray] = []
     old_units: list[np.ndarray] = []
     for i, src in enumerate(sources):
+        if src.text_file is not None and is_ref(src.text_file):
+            flags[i] |= FLAG_IMPORTED
+            continue
         j = reuse_of.get(i)
         if j is not None:
             a, b = old.passages_of(j)
@@ -197,7 +206,7 @@ def _add_all(acc, sources, flags, reuse_of, old, report, min_tokens, progress, p
             if item["label"] in HEADING_LABELS:
                 continue
             runs = runs_bytes(item["text"])
-            if sum(1 for r in runs if r not in _DROPPED) < min_tokens:
+            if len(runs) - sum(map(_DROPPED.__contains__, runs)) < min_tokens:
                 continue
             acc.add_runs(len(p_doc), runs)
             p_doc.append(i)

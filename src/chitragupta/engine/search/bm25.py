@@ -176,16 +176,25 @@ class BM25Searcher(Searcher):
         return notes
 
     def _passage_notes(self) -> list[Note]:
+        from chitragupta.engine.index.passage import FLAG_IMPORTED
+
         pidx = self.passage_index()
         notes = list(self.scorer.opened["passage"].notes)
         floor = self.workspace.config.retrieval.min_passage_tokens
+        flags = np.asarray(pidx.flags)
         none = np.bincount(np.asarray(pidx.p_doc), minlength=len(pidx.citekeys)) == 0
+        imported = int(np.count_nonzero(flags & FLAG_IMPORTED))
+        without = [pidx.citekeys[int(i)] for i in np.flatnonzero(none & ((flags & FLAG_IMPORTED) == 0))]
         bad = pidx.keys_with_flag(FLAG_BAD_SIDECAR)
-        without = [pidx.citekeys[int(i)] for i in np.flatnonzero(none)]
         if pidx.n_passages == 0:
-            notes.append(Note("no-passages", "the passage unit has nothing to search: no source has a paragraph of "
-                                             f"{floor} indexed words or more ([retrieval].min_passage_tokens)"))
-        elif without:
+            why = (f"no source has a paragraph of {floor} indexed words or more ([retrieval].min_passage_tokens)"
+                   if not imported or without else "its texts are imported (`chitragupta import`), and an "
+                   "imported text is not split into passages; search the document unit")
+            notes.append(Note("no-passages", f"the passage unit has nothing to search: {why}"))
+        if imported and (pidx.n_passages or without):
+            notes.append(Note("no-passage", f"{imported} imported source(s) are not split into passages and cannot "
+                                            "be returned by the passage unit"))
+        if without and pidx.n_passages:
             notes.append(Note("no-passage", f"{len(without)} source(s) have no paragraph of {floor} indexed words or "
                                             "more (or no parsed text) and cannot be returned by the passage unit: "
                                             f"{_names(without)}"))
