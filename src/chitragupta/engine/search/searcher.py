@@ -49,7 +49,7 @@ SNIPPET_MAX = 2**31 - 1  # as [retrieval].snippet_chars allows
 # What each unit is, for help and error texts (the engines that serve a unit are in the service registry).
 UNIT_HELP = {
     "document": "whole sources",
-    "passage": "a source's paragraphs from its docling sidecar",
+    "passage": "a source's paragraphs, each with its page (not an imported text's)",
     "chunk": "the embedding index's chunks (each hit names its chunk as citekey#n)",
 }
 
@@ -168,7 +168,7 @@ class Searcher:
     def search_many(self, queries: Sequence[str], k: int = DEFAULT_K, *, unit: str | None = None,
                     snippet_chars: int | None = None, max_per_source: int | None = None, filters=None) -> list:
         """Batched search with citable hits (``responses`` of ``rank_many``): documents and chunks with a
-        ``snippet_chars`` window (None: the configured width, 0: none), passages as their whole paragraph."""
+        ``snippet_chars`` window (None: the configured width, 0: none); a passage's window is in its paragraph."""
         from chitragupta.engine.search.filters import filter_notes
 
         check_snippet_chars(snippet_chars)
