@@ -50,7 +50,7 @@ def build_cost(root: Path) -> dict:
     idx = got.index
     lengths = []
     for d in sorted(set(idx.p_doc.tolist()))[:50]:  # a sample of sources: the lengths of their passages
-        rel = [r for r in got.rows if r[0] == idx.citekeys[d]][0][3]
+        rel = next(r for r in got.rows if r[0] == idx.citekeys[d])[3]
         items = passage_items(load_body(root / rel))
         a, b = idx.passages_of(d)
         lengths += [len(items[int(i)]["text"]) for i in idx.p_item[a:b]]

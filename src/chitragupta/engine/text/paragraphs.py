@@ -56,43 +56,46 @@ def plain_paragraphs(text: str) -> list[dict]:
     docstring); ``page`` is None for a text without form feeds."""
     pages = text.split("\f")
     paged = len(pages) > 1
-    out: list[dict] = []
-    for number, page in enumerate(pages, start=1):
-        lines = [s.strip() for s in page.split("\n")]
-        usual = _usual(lines)
-        run: list[str] = []
-        size = 0
-        open_heading = False
+    return [{"text": " ".join(lines), "label": label, "page": number if paged else None}
+            for number, page in enumerate(pages, start=1) for label, lines in _page_paragraphs(page)]
 
-        def flush(label: str = "text") -> None:
-            nonlocal size
-            if run:
-                out.append({"text": " ".join(run), "label": label, "page": number if paged else None})
-                run.clear()
-            size = 0
 
-        for line in lines:
-            if not line:
-                flush()
-                continue
-            if open_heading and not _SENTENCE_END.search(line) and len(line) < SHORT_LINE * usual:
-                out[-1]["text"] += " " + line  # its wrapped second line
-                open_heading = False
-                continue
+def _flush(out: list, run: list[str], label: str = "text") -> list[str]:
+    """``run`` (a paragraph's lines) appended to ``out`` as ``(label, lines)`` unless empty; a new run."""
+    if run:
+        out.append((label, run))
+    return []
+
+
+def _page_paragraphs(page: str) -> list[tuple[str, list[str]]]:
+    """One page's paragraphs as (label, their lines)."""
+    lines = [s.strip() for s in page.split("\n")]
+    usual = _usual(lines)
+    out: list[tuple[str, list[str]]] = []
+    run: list[str] = []
+    size = 0
+    open_heading = False
+    for line in lines:
+        if not line:
+            run, size = _flush(out, run), 0
+            continue
+        if open_heading and not _SENTENCE_END.search(line) and len(line) < SHORT_LINE * usual:
+            out[-1][1].append(line)  # a wrapped heading's second line
             open_heading = False
-            if _is_heading(line, usual):
-                flush()
-                run.append(line)
-                flush("section_header")
-                open_heading = _OPEN_END.search(line) is not None
-                continue
-            if run and run[-1][-1:] == "-" and run[-1][-2:-1].isalpha():
-                run[-1] += line  # a hyphen the join kept ("data-\nbase"): no space inside the word
-            else:
-                run.append(line)
-            size += len(line) + 1
-            ends = _SENTENCE_END.search(line) is not None
-            if (ends and (len(line) < SHORT_LINE * usual or size > MAX_CHARS)) or size > 2 * MAX_CHARS:
-                flush()
-        flush()
+            continue
+        open_heading = False
+        if _is_heading(line, usual):
+            run, size = _flush(out, run), 0
+            _flush(out, [line], "section_header")
+            open_heading = _OPEN_END.search(line) is not None
+            continue
+        if run and run[-1][-1:] == "-" and run[-1][-2:-1].isalpha():
+            run[-1] += line  # a hyphen the join kept ("data-\nbase"): no space inside the word
+        else:
+            run.append(line)
+        size += len(line) + 1
+        ends = _SENTENCE_END.search(line) is not None
+        if (ends and (len(line) < SHORT_LINE * usual or size > MAX_CHARS)) or size > 2 * MAX_CHARS:
+            run, size = _flush(out, run), 0
+    _flush(out, run)
     return out
