@@ -18,6 +18,7 @@ COMMANDS = {
     "synth": ("bench.synth", "a seeded synthetic workspace drawn from a collection's statistics"),
     "sweep": ("bench.sweep", "a (k1, b, field weight) grid on one arm in one batched call"),
     "units": ("bench.units", "the reference cut, snippet shares and passage-unit costs"),
+    "passages": ("bench.passages", "the passage unit on plain text (pdftotext, full-text imports): quality and index cost"),
     "experiments": ("bench.experiments", "re-run the spec's experiments on the real arms"),
     "refcut": ("bench.refcut", "the plain-text reference cut against docling's and hand-read truth"),
     "dense": ("bench.dense", "dense retrieval (MiniLM in FAISS) beside BM25 on the qrels arms; encode, search, rerank cost"),

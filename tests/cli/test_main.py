@@ -67,6 +67,8 @@ def test_errors_are_one_line_and_nonzero(tmp_path):
 def test_init_writes_commented_config(tmp_path):
     ws = tmp_path / "new"
     p = run_cli("init", "-w", ws, check=True)
+    assert f"put your BibTeX at {ws / 'papers' / 'bibliography.bib'}, then run `chitragupta sync -w {ws}` and " \
+        f"`chitragupta index -w {ws}`" in p.stdout  # the commands as they must be typed
     text = (ws / "config.toml").read_text()
     assert "k1 = 1.5" in text and text.count("#") > 5 and (ws / "papers").is_dir()
     p = run_cli("init", "-w", ws)
@@ -79,6 +81,10 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "sync: 37 entries" in p.stdout and "36 parsed" in p.stdout and "1 without a file" in p.stdout
     assert "index: 37 documents" in p.stdout and "batch: 12 queries" in p.stdout
     assert (tmp_path / "demo" / "content" / "demo.trec").is_file()
+    assert "\ntry next:\n" in p.stdout and f"chitragupta search -w {tmp_path / 'demo'} --unit passage " in p.stdout
+    got = json.loads(run_cli("search", "-w", tmp_path / "demo", "--unit", "passage", "sensor fidelity", "--json",
+                             check=True).stdout)
+    assert got and all(h["passage"] is not None for h in got)  # the demo's PDFs have passages
     # a second run reuses the workspace
     p = run_cli("demo", "-w", tmp_path / "demo", check=True)
     assert "36 unchanged" in p.stdout

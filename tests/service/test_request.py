@@ -61,11 +61,11 @@ def test_the_config_sets_the_limits_for_the_cli_and_the_server_alike(tmp_path):
     assert p.returncode == 1 and p.stderr == "error: -k must be at most 5 ([serve].max_k), got 6\n"
     p = run_cli("search", "-w", root, "twin model xy", "-k", "5")
     assert p.returncode == 1 and "the query is 13 characters long; at most 12 ([serve].max_query_chars)" in p.stderr
-    # a batch names the query; its default k (100) is over this limit too
+    # a batch skips the query, naming its line and id, and answers the rest; its default k (100) is over this limit
     queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "a", "text": "twin"}, {"_id": "b", "text": "x" * 40}])
     p = run_cli("search", "-w", root, "--queries", queries, "--run", tmp_path / "run.trec", "-k", "5")
-    assert p.returncode == 1 and "query 2 is 40 characters long; at most 12" in p.stderr
-    assert not (tmp_path / "run.trec").exists()
+    assert p.returncode == 0 and f"{queries}:2: query 'b' is 40 characters long; at most 12" in p.stderr
+    assert {line.split()[0] for line in (tmp_path / "run.trec").read_text().splitlines()} == {"a"}
     p = run_cli("search", "-w", root, "--queries", queries, "--run", "-")
     assert p.returncode == 1 and "-k must be at most 5 ([serve].max_k), got 100" in p.stderr
     for cmd in (["evidence", "-w", root, "twin model xy", "--citekey", DOCS[0]["_id"]],

@@ -1,10 +1,12 @@
-"""Helpers the subcommands share: opening the workspace, progress bars, printing notes."""
+"""Helpers the subcommands share: opening the workspace, progress bars, printing notes, the citekey argument."""
 
 from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
 from typing import Iterable, Iterator
+
+from chitragupta.errors import UsageError
 
 
 def open_workspace(args, *, create: bool = False):
@@ -115,3 +117,40 @@ def print_problems(problems: list[str], limit: int = 20) -> None:
         print(f"[warn] {p}", file=sys.stderr)
     if len(problems) > limit:
         print(f"[warn] ... and {len(problems) - limit} more", file=sys.stderr)
+
+
+def add_citekey(p, help: str, *, query: bool = False) -> None:
+    """The citekey as every command that names one takes it: positional (``similar KEY``, ``evidence KEY
+    "QUERY"``) or as ``--citekey KEY`` / ``-c KEY`` (``evidence "QUERY" --citekey KEY``, the older form).
+    ``query``: the command takes a query too (``citekey_and_query`` reads both)."""
+    if query:
+        p.add_argument("words", nargs="+", metavar="[KEY] QUERY",
+                       help=f"{help}, then the query (quoted); or the query alone with --citekey KEY")
+    else:
+        p.add_argument("citekey", nargs="?", metavar="KEY", help=f"{help} (or --citekey KEY)")
+    p.add_argument("--citekey", "-c", dest="citekey_flag", metavar="KEY", help=f"{help} (the same as KEY)")
+
+
+def citekey_of(args, command: str) -> str:
+    """The citekey ``add_citekey`` read (positional or ``--citekey``); UsageError when none or two differ."""
+    given = [k for k in (getattr(args, "citekey", None), args.citekey_flag) if k is not None]
+    if not given:
+        raise UsageError(f"give the citekey: chitragupta {command} KEY (or --citekey KEY)")
+    if len(set(given)) > 1:
+        raise UsageError(f"two citekeys given ({given[0]!r} and --citekey {given[1]!r}): give one")
+    return given[0]
+
+
+def citekey_and_query(args, command: str) -> tuple[str, str]:
+    """(citekey, query) of a command made with ``add_citekey(query=True)``: ``KEY QUERY``, or ``QUERY``
+    with ``--citekey KEY``; UsageError naming both forms for anything else."""
+    words, flag = args.words, args.citekey_flag
+    forms = f'chitragupta {command} KEY "QUERY" (or {command} "QUERY" --citekey KEY)'
+    if flag is not None and len(words) == 1:
+        return flag, words[0]
+    if flag is None and len(words) == 2:
+        return words[0], words[1]
+    if flag is None and len(words) == 1:
+        raise UsageError(f"give the citekey and the query: {forms}")
+    raise UsageError(f"{len(words) + (flag is not None)} words where a citekey and one query go; quote a query "
+                     f"of several words: {forms}")

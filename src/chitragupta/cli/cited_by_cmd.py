@@ -8,12 +8,17 @@ from __future__ import annotations
 def add_arguments(p) -> None:
     from chitragupta.cli.search_cmd import add_filter_arguments
 
-    p.add_argument("citekey", help="the cited source")
+    from chitragupta.cli._common import add_citekey
+
+    add_citekey(p, "the cited source")
     p.add_argument("--json", action="store_true", help="print one JSON object per edge (JSON lines)")
     add_filter_arguments(p)
 
 
 def run(args) -> int:
+    from chitragupta.cli._common import citekey_of
+
+    args.citekey = citekey_of(args, "cited-by")
     from chitragupta.cli._common import open_workspace
     from chitragupta.cli.refs_cmd import edge_table, print_rows
     from chitragupta.cli.search_cmd import filters_of

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 
 def add_arguments(p) -> None:
-    p.add_argument("citekey", help="the citing source")
+    from chitragupta.cli._common import add_citekey
+
+    add_citekey(p, "the citing source")
     p.add_argument("--json", action="store_true", help="print one JSON object per edge (JSON lines)")
 
 
 def run(args) -> int:
+    from chitragupta.cli._common import citekey_of
+
+    args.citekey = citekey_of(args, "cites")
     from chitragupta.cli._common import open_workspace
     from chitragupta.cli.refs_cmd import edge_table, print_rows
     from chitragupta.service import citations

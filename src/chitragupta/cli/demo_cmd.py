@@ -1,7 +1,7 @@
 """``chitragupta demo``: the README's main job, end to end on the built-in sample corpus.
 
 Builds a workspace (PDFs + BibTeX), syncs it, indexes it, shows one query, then runs the sample queries
-as a batch to a TREC run file and scores it against the sample judgments.
+as a batch to a TREC run file, scores it against the sample judgments, and says what to try next.
 """
 
 from __future__ import annotations
@@ -74,4 +74,20 @@ def run(args) -> int:
     print(f"\n$ chitragupta search --queries {qpath.relative_to(root)} --run {run_path.relative_to(root)} -k 10")
     print(f"batch: {n} queries -> {run_path}; a relevant paper first for {hit1}/{n}, "
           f"in the top 3 for {hit3}/{n}; MRR@10 {mean_reciprocal_rank(ranks):.3f}")
+    print(_next_steps(root, resp.hits[0].citekey if resp.hits else "KEY", args.query))
     return 0
+
+
+def _next_steps(root, key: str, query: str) -> str:
+    """What to try next in the demo workspace: each command with the flags it needs, ready to paste."""
+    import shlex
+
+    w, q = f"-w {shlex.quote(str(root))}", shlex.quote(query)
+    steps = [(f"search {w} {q}", "one query: hits with snippets"),
+             (f"search {w} --unit passage {q}", "paragraphs, each with its page"),
+             (f"evidence {w} {key} {q}", "one paper's passages on the query"),
+             (f"similar {w} {key}", "papers like this one"),
+             (f"explain {w} {key} {q}", "why it ranks where it does"),
+             (f"refs {w} {key}", "its reference list, resolved to the library")]
+    width = max(len(what) for _, what in steps)
+    return "\ntry next:\n" + "\n".join(f"  {what + ':':<{width + 1}}  chitragupta {c}" for c, what in steps)

@@ -1,12 +1,13 @@
-"""``chitragupta explain "QUERY" --citekey KEY``: each query term's tf, idf and contribution to that
+"""``chitragupta explain KEY "QUERY"`` (or ``explain "QUERY" --citekey KEY``): each query term's tf, idf and contribution to that
 document's BM25 score (they sum to the score), and where the document ranks."""
 
 from __future__ import annotations
 
 
 def add_arguments(p) -> None:
-    p.add_argument("query", help="the query, as given to `chitragupta search`")
-    p.add_argument("--citekey", "-c", required=True, metavar="KEY", help="the document to explain")
+    from chitragupta.cli._common import add_citekey
+
+    add_citekey(p, "the document to explain", query=True)
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--no-update", action="store_true", help="explain against the index as it is")
 
@@ -46,15 +47,16 @@ def _fmt(ex) -> str:
 def run(args) -> int:
     import json
 
-    from chitragupta.cli._common import open_workspace, progress_bar
+    from chitragupta.cli._common import citekey_and_query, open_workspace, progress_bar
     from chitragupta.engine.search.explain import explain
     from chitragupta.service import open_searcher
     from chitragupta.service.request import Limits
 
+    citekey, query = citekey_and_query(args, "explain")
     ws = open_workspace(args)
-    Limits.of(ws.config).check_queries([args.query])  # the server's explain tool refuses alike
+    Limits.of(ws.config).check_queries([query])  # the server's explain tool refuses alike
     with progress_bar("indexing") as cb:
         retriever = open_searcher(ws, "bm25", update=not args.no_update, progress=cb)
-    ex = explain(retriever, args.query, args.citekey)
+    ex = explain(retriever, query, citekey)
     print(json.dumps(ex.to_dict(), ensure_ascii=False, indent=1) if args.json else _fmt(ex))
     return 0

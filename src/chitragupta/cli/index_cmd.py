@@ -1,4 +1,4 @@
-"""``chitragupta index``: build or update the BM25 indexes (documents, and passages from sidecars)."""
+"""``chitragupta index``: build or update the BM25 indexes (documents, and their paragraphs as passages)."""
 
 from __future__ import annotations
 

@@ -32,6 +32,11 @@ def run(args) -> int:
     except OSError as err:
         where = f" ({err.filename})" if err.filename else ""
         raise WorkspaceError(f"cannot create the workspace at {root}: {err.strerror or err}{where}") from None
-    print(f"workspace ready at {root.resolve()}: put your BibTeX at papers/bibliography.bib, "
-          "then run `chitragupta sync` and `chitragupta index`")
+    import shlex
+
+    here = args.workspace == "."
+    w = "" if here else f" -w {shlex.quote(args.workspace)}"
+    bib = Path("papers") / "bibliography.bib" if here else Path(args.workspace) / "papers" / "bibliography.bib"
+    print(f"workspace ready at {root.resolve()}: put your BibTeX at {bib}, "
+          f"then run `chitragupta sync{w}` and `chitragupta index{w}`")
     return 0

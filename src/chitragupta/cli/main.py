@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     # the top level takes no option with a value: its first word that is not an option names the command
     command = next((a for a in given if not a.startswith("-")), None)
     parser = build_parser(command if command in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _dashed_query(parser, args, extra)
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
@@ -118,6 +120,20 @@ def main(argv: list[str] | None = None) -> int:
         _drop_stdout()
         print(f"error: cannot write the output: {err.strerror or err}", file=sys.stderr)
         return 1
+
+
+def _dashed_query(parser, args, extra: list[str]) -> None:
+    """A query that starts with "-" (``search "-word"``, ``evidence KEY -word``) is not an option: argparse
+    leaves it over, and it is taken as the query where the command's query is still missing; anything else
+    left over is the usual error."""
+    words = getattr(args, "words", None)
+    query_slot = "query" if getattr(args, "query", False) is None else "words" if words is not None else None
+    if query_slot is None or not all(a[:1] == "-" and a[1:2] not in ("-", "") for a in extra):
+        parser.error("unrecognized arguments: " + " ".join(extra))
+    if query_slot == "query":
+        args.query = " ".join(extra)
+    else:
+        words += extra
 
 
 def _drop_stdout() -> None:

@@ -10,7 +10,9 @@ import sys
 
 
 def add_arguments(p) -> None:
-    p.add_argument("citekey", help="the source whose reference list to show")
+    from chitragupta.cli._common import add_citekey
+
+    add_citekey(p, "the source whose reference list to show")
     p.add_argument("--json", action="store_true", help="print one JSON object per entry (JSON lines)")
 
 
@@ -60,6 +62,9 @@ def _table(rows: list[dict]) -> str:
 
 
 def run(args) -> int:
+    from chitragupta.cli._common import citekey_of
+
+    args.citekey = citekey_of(args, "refs")
     from chitragupta.cli._common import open_workspace
     from chitragupta.service import citations
 

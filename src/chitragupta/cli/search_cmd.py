@@ -23,6 +23,10 @@ def add_arguments(p) -> None:
     p.add_argument("--queries", metavar="Q.jsonl", help='batch mode: BEIR queries, one {"_id", "text"} per line')
     p.add_argument("--run", metavar="OUT.trec",
                    help="batch mode: where to write the run (- for stdout; a FIFO or device is written directly)")
+    p.add_argument("--syntax", action="store_true",
+                   help='batch mode: read the queries\' "phrases", +required and -excluded words (a malformed query '
+                        "is read as plain words, with a note); without it a query file is plain words, as IR "
+                        "toolkits read one")
     p.add_argument("--backend", choices=list(BACKENDS), default=None,
                    help="BM25's scoring backend (default: [retrieval].backend)")
     p.add_argument("--device", choices=list(DEVICES), default=None,
@@ -103,7 +107,8 @@ def filters_of(args):
     return to_filters(d, "--")
 
 
-def _table(resp) -> str:
+def _table(resp, scores: bool = True) -> str:
+    """The hits as lines: rank, score (unless not ``scores``: the rank alone), id, title, page, snippet."""
     if not resp.hits:
         return "no hits"
     lines = []
@@ -112,15 +117,17 @@ def _table(resp) -> str:
     for rank, (h, key) in enumerate(zip(resp.hits, keys), start=1):
         title = h.title if len(h.title) <= 90 else h.title[:87] + "..."
         where = f"  (p. {h.page})" if h.page else ""
-        lines.append(f"{rank:>3}  {h.score:8.4f}  {key:<{width}}  {title}{where}")
+        score = f"{h.score:8.4f}  " if scores else ""
+        lines.append(f"{rank:>3}  {score}{key:<{width}}  {title}{where}")
         if h.snippet:
             for line in h.snippet.split("\n"):
-                lines.append(f"{'':>15}{line}")
+                lines.append(f"{'':>{15 if scores else 5}}{line}")
     return "\n".join(lines)
 
 
-def print_response(resp, as_json: bool) -> None:
-    """One query's notes on stderr, then its hits as a table or a JSON list."""
+def print_response(resp, as_json: bool, engine: str | None = None) -> None:
+    """One query's notes on stderr, then its hits as a table or a JSON list; ``engine``: whose hits (a
+    table shows the scores of an engine whose ``table_scores`` a person reads)."""
     import json
 
     from chitragupta.cli._common import print_notes
@@ -133,7 +140,9 @@ def print_response(resp, as_json: bool) -> None:
     if as_json:
         print(json.dumps([h.to_dict() for h in resp.hits], ensure_ascii=False, indent=1))
     else:
-        print(_table(resp))
+        from chitragupta.service import registry
+
+        print(_table(resp, engine is None or registry.engine(engine).table_scores))
 
 
 def _command(args) -> str:
@@ -152,7 +161,7 @@ def _unit_label(req) -> str:
 
 def _single(args, req, searcher, ws) -> int:
     resp = req.run_one(searcher, args.query)
-    print_response(resp, args.json)
+    print_response(resp, args.json, req.engine)
     if args.log:
         from chitragupta.engine.library.dossier import LogRow, append_rows, expanded_text, payload_chars
 
@@ -172,7 +181,15 @@ def _batch(args, req, searcher, ws) -> int:
     check_destination(args.run)  # before the work: a run that cannot be written is said now
     problems: list[str] = []
     own: list = []  # each query's own filters (a line's "filters")
-    queries = read_queries(Path(args.queries), problems, own, to_filters)
+    lines: list[int] = []  # each query's line in the file
+    queries = read_queries(Path(args.queries), problems, own, to_filters, lines)
+    longest = req.limits(searcher).max_query_chars
+    if any(len(text) > longest for _, text in queries):  # refused, as a bad line is: the rest are answered
+        keep = [i for i, (_, text) in enumerate(queries) if len(text) <= longest]
+        problems += [f"{args.queries}:{lines[i]}: query {qid!r} is {len(text):,} characters long; at most "
+                     f"{longest:,} ([serve].max_query_chars); line skipped"
+                     for i, (qid, text) in enumerate(queries) if len(text) > longest]
+        queries, own, lines = [queries[i] for i in keep], [own[i] for i in keep], [lines[i] for i in keep]
     if not queries:  # one line: the first refusal says why
         from chitragupta.errors import UsageError
 
@@ -184,7 +201,8 @@ def _batch(args, req, searcher, ws) -> int:
     k = req.k_for(True)
     qids = [qid for qid, _ in queries]
     unit = req.resolved_unit
-    ranked = req.run_many(searcher, [text for _, text in queries], own)
+    texts = [text for _, text in queries]
+    ranked = req.run_many(searcher, texts, own, syntax="lenient" if args.syntax else "plain")
     with open_output(args.run) as out:
         for chunk in ranked.run_chunks(qids, fmt="jsonl" if args.json else "trec"):
             out.write(chunk)
@@ -208,9 +226,34 @@ def _batch(args, req, searcher, ws) -> int:
     print_notes(notes)
     what = "JSON lines" if args.json else "TREC run"
     engine = "" if args.engine == "bm25" else f", engine {args.engine}"
+    groups = _batch_groups(ranked, texts, args.syntax)
+    said = "; ".join(f"{len(qs)} {name}" for name, qs in groups if qs)
+    verbose = bool(getattr(args, "verbose", False))
     print(f"search: {len(queries)} queries, {int(counts.sum())} hits (k={k}{engine}) written to {describe(args.run)} "
-          f"({what})", file=sys.stderr)
+          f"({what})" + (f"; {said}" + ("" if verbose else " (-v names them)") if said else ""), file=sys.stderr)
+    if verbose:
+        for name, qs in groups:
+            for q, why in qs:
+                print(f"  {name}: {qids[q]} ({args.queries}:{lines[q]})" + (f": {why}" if why else ""), file=sys.stderr)
     return 0
+
+
+def _batch_groups(ranked, texts: list[str], syntax: bool) -> list[tuple[str, list[tuple[int, str]]]]:
+    """The queries a batch's summary counts, by what befell them: (name, [(query, why or "")]) in order --
+    a malformed syntax read as plain words, no hits, narrowed by the syntax, and (without ``--syntax``)
+    syntax read as plain words."""
+    import numpy as np
+
+    from chitragupta.engine.search.constraints import syntax_rows
+
+    plan = ranked.plan
+    malformed = sorted(plan.malformed.items()) if plan is not None else []
+    narrowed = [(q, "") for q in plan.narrowed()] if plan is not None else []
+    empty = [(int(q), "") for q in np.flatnonzero(ranked.counts() == 0)]
+    plain = [] if syntax else [(q, "") for q in syntax_rows(texts)]
+    return [("malformed, read as plain words", malformed), ("with no hits", empty),
+            ("narrowed by the query syntax", narrowed),
+            ("with quotes or signs read as plain words (--syntax reads them)", plain)]
 
 
 def run(args) -> int:
@@ -224,6 +267,8 @@ def run(args) -> int:
             raise UsageError("batch mode needs both --queries Q.jsonl and --run OUT.trec (--run - for stdout)")
         if args.query:
             raise UsageError("give either a QUERY or --queries, not both")
+    elif args.syntax:
+        raise UsageError("--syntax is for a --queries batch; one QUERY reads the syntax as [retrieval].query_syntax says")
     elif not args.query:
         raise UsageError('give a QUERY, e.g. chitragupta search "digital twin fidelity", or --queries Q.jsonl --run OUT.trec')
     ray = getattr(args, "ray", None)

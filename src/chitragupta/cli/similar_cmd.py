@@ -11,7 +11,9 @@ def add_arguments(p) -> None:
     from chitragupta.device import DEVICES
     from chitragupta.service import registry
 
-    p.add_argument("citekey", help="the source to start from")
+    from chitragupta.cli._common import add_citekey
+
+    add_citekey(p, "the source to start from")
     p.add_argument("-k", type=int, default=None, help="hits (default 10)")
     p.add_argument("--engine", choices=list(registry.names()), default=registry.DEFAULT_ENGINE,
                    help="; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values()))
@@ -25,6 +27,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from chitragupta.cli._common import citekey_of
+
+    args.citekey = citekey_of(args, "similar")
     from chitragupta.cli._common import open_workspace, progress_bar
     from chitragupta.cli.search_cmd import filters_of, print_response
     from chitragupta.service import open_searcher
@@ -35,5 +40,5 @@ def run(args) -> int:
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
         searcher = open_searcher(ws, req.engine, update=not args.no_update, device=args.device, progress=cb)
-    print_response(req.run_similar(searcher, args.citekey), args.json)
+    print_response(req.run_similar(searcher, args.citekey), args.json, req.engine)
     return 0

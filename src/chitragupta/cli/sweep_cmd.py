@@ -22,7 +22,7 @@ def add_arguments(p) -> None:
     p.add_argument("--weight-abstract", metavar="RANGE", default=None,
                    help="abstract weights to sweep too (default: [retrieval].weight_abstract alone)")
     p.add_argument("--metric", default="nDCG@10", help="the measure, in ir-measures syntax (default nDCG@10)")
-    p.add_argument("--k", type=int, default=100, help="ranking depth at every point (default 100)")
+    p.add_argument("-k", "--k", dest="k", type=int, default=100, help="ranking depth at every point (default 100)")
     p.add_argument("--out", metavar="DIR", required=True,
                    help="folder for sweep-<metric>.md, .csv and .png (created if needed)")
     p.add_argument("--skip-missing", action="store_true",
@@ -44,7 +44,7 @@ def run(args) -> int:
                                           judged_queries, parse_range, run_sweep, write_sweep)
     from chitragupta.errors import UsageError
 
-    check_k(args.k, "--k")
+    check_k(args.k, "-k")
     # every argument checked before the index is opened or anything is scored; the config's bounds
     k1s = parse_range(args.k1, "k1")
     bs = parse_range(args.b, "b", high=1.0)

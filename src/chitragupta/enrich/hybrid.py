@@ -328,12 +328,13 @@ class HybridSearcher(Searcher):
         return self._pdoc_to_doc[2]
 
     # -- ranking ------------------------------------------------------------------------------------
-    def _bm25(self, queries: list[str], depth: int, unit: str, filters=None):
+    def _bm25(self, queries: list[str], depth: int, unit: str, filters=None, syntax=None):
         """(ids, scores, passage ids or None, Ranked) of BM25's top ``depth`` sources per query."""
         if unit == "document":
-            ranked = self.retriever.rank_many(queries, depth, filters=filters)
+            ranked = self.retriever.rank_many(queries, depth, filters=filters, syntax=syntax)
             return ranked.topk.ids.astype(np.int64), ranked.topk.scores, None, ranked
-        ranked = self.retriever.rank_many(queries, depth, unit="passage", max_per_source=1, filters=filters)
+        ranked = self.retriever.rank_many(queries, depth, unit="passage", max_per_source=1, filters=filters,
+                                          syntax=syntax)
         units = ranked.topk.ids.astype(np.int64)
         valid = units >= 0
         docs = np.where(valid, self._pdoc_map()[np.where(valid, ranked.rows, 0)] if valid.any() else -1, -1)
@@ -361,7 +362,7 @@ class HybridSearcher(Searcher):
         return ids, out_scores, out_rows
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None, filters=None) -> Ranked:
+                  max_per_source: int | None = None, filters=None, syntax: bool | str | None = None) -> Ranked:
         """Fuse BM25's and the embedding index's top ``max(depth, k)`` sources per query; keep k.
         ``topk.ids`` are rows of the BM25 document index; ``columns`` hold each source's rank in either
         list (0: absent), its best BM25 passage and its best chunk (-1: none). A fused list holds each
@@ -377,7 +378,7 @@ class HybridSearcher(Searcher):
         cfg = self.workspace.config.hybrid
         k = int(min(k, max(1, self.retriever.index.n_docs)))
         depth = max(int(cfg.depth), k)
-        b_ids, b_scores, b_aux, ranked = self._bm25(queries, depth, unit, fl)
+        b_ids, b_scores, b_aux, ranked = self._bm25(queries, depth, unit, fl, syntax)
         dense = self._dense(queries, depth, fl)
         out = self._fused(queries, k, unit, (b_ids, b_scores, b_aux), ranked.plan, dense, self.dense is not None)
         out.filter_notes = getattr(ranked, "filter_notes", None)
@@ -428,7 +429,7 @@ class HybridSearcher(Searcher):
         r = self.retriever
         by_passage = ranked.unit == "passage"
         if by_passage and passage >= 0:
-            return r.passage_hit(passage, score, cache)
+            return r.passage_hit(passage, score, cache, terms, width)
         if not by_passage and cols["bm25_rank"][q, j] > 0:
             return r.doc_hit(doc, score, terms, width)
         hit = r.doc_hit(doc, score, terms, 0 if by_passage else width)

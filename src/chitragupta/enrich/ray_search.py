@@ -221,9 +221,10 @@ def _get(ray, futures):
         raise UsageError(f"--ray: an actor failed ({type(err).__name__}: {first})") from None
 
 
-def rank_sharded(searcher, queries: Sequence[str], k: int, targets, filters=None) -> Ranked:
+def rank_sharded(searcher, queries: Sequence[str], k: int, targets, filters=None, syntax=None) -> Ranked:
     """``queries`` ranked to ``k`` documents as ``BM25Scorer.rank`` ranks them, the scoring done by
-    ``targets`` (``LocalTargets`` or ``RayTargets``); ``filters``: None or per query None or a ``Filters``."""
+    ``targets`` (``LocalTargets`` or ``RayTargets``); ``filters``: None or per query None or a ``Filters``;
+    ``syntax`` as for ``BM25Scorer.rank``."""
     from chitragupta.engine.search.query import QueryPlan
     from chitragupta.engine.search.scoring import _Rebuilt  # a damaged index rebuilt on the way: plan again
 
@@ -232,7 +233,8 @@ def rank_sharded(searcher, queries: Sequence[str], k: int, targets, filters=None
     for _attempt in range(2):
         index = scorer.index
         kk = min(k, max(1, index.n_units))
-        plan = QueryPlan(queries, index, scorer.expander(), syntax=searcher.workspace.config.retrieval.query_syntax)
+        plan = QueryPlan(queries, index, scorer.expander(),
+                         syntax=searcher.workspace.config.retrieval.query_syntax if syntax is None else syntax)
         try:
             allowed = None if plan.constraints is None else scorer.allowed("document", plan)
         except _Rebuilt:
@@ -317,7 +319,7 @@ class RaySearcher:
             return shard_index.write(stale.folder, index, stale.count)
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None, filters=None) -> Ranked:
+                  max_per_source: int | None = None, filters=None, syntax: bool | str | None = None) -> Ranked:
         from chitragupta.engine.search.filters import per_query
         from chitragupta.engine.search.searcher import check_k
 
@@ -327,7 +329,7 @@ class RaySearcher:
         queries = list(queries)
         if self._targets is None:
             self._targets = self._open_targets()
-        return rank_sharded(self._searcher, queries, k, self._targets, per_query(filters, len(queries)))
+        return rank_sharded(self._searcher, queries, k, self._targets, per_query(filters, len(queries)), syntax)
 
     def index_notes(self, unit: str | None = None) -> list:
         """The searcher's notes, then what the Ray side did (shards cut again, the actors used)."""

@@ -32,7 +32,7 @@ from chitragupta.errors import UsageError, WorkspaceError
 from chitragupta.notes import Note
 from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
 from chitragupta.engine.search.searcher import Searcher, check_k, check_max_per_source, deepen_capped
-from chitragupta.engine.text.windows import choose_windows, normalize_ws
+from chitragupta.engine.text.windows import fitted, normalize_ws
 from chitragupta.engine.library.workspace import Workspace
 from chitragupta.extras import require
 from chitragupta.kernels.types import TopK
@@ -61,15 +61,6 @@ def store_signature(ws: Workspace) -> tuple | None:
     from chitragupta.enrich.store import store_folder
 
     return _signature(store_folder(ws.content, model_slug(str(ws.config.enrich.embed_model).strip())))
-
-
-def _lead(text: str, width: int) -> str:
-    """The first ``width`` characters of whitespace-normalised ``text``, cut back to a word boundary."""
-    flat = normalize_ws(text)
-    if len(flat) <= width:
-        return flat
-    cut = flat.rfind(" ", 0, width + 1)
-    return flat[:cut if cut > 0 else width]
 
 
 class EmbedSearcher(Searcher):
@@ -228,10 +219,11 @@ class EmbedSearcher(Searcher):
         return self._table
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None, filters=None) -> Ranked:
+                  max_per_source: int | None = None, filters=None, syntax: bool | str | None = None) -> Ranked:
         """Per query, up to k chunks best first (``topk.ids``: chunk rows of the store): over-fetch, rerank
         if configured, cap (at ``max_per_source``, default ``[enrich].embed_max_passages_per_source``), cut;
-        a capped list that falls short while more chunks exist is fetched again deeper.
+        a capped list that falls short while more chunks exist is fetched again deeper. The query is
+        encoded as written (``syntax`` is BM25's and is not read here).
         The key table is the store's citekeys; each hit's item is its chunk number."""
         self.check_unit(unit)
         k = check_k(k)
@@ -414,10 +406,7 @@ class EmbedSearcher(Searcher):
         the chunk holding the most of ``terms`` (the shared window chooser), else its first words."""
         text = self.store.chunk_text(row)
         flat = normalize_ws(text)
-        if len(flat) <= width:
-            return flat
-        wins = choose_windows(text, terms, width, 1, stem=self._stem)
-        return wins[0].text if wins else _lead(text, width)
+        return flat if len(flat) <= width else fitted(text, terms, width, self._stem)
 
     def _hit(self, row: int, score: float, terms: list[str], width: int) -> SearchResult:
         d = int(self.store.chunk_doc[row])

@@ -40,7 +40,9 @@ class OpenOptions:
 class EngineSpec:
     """One engine: ``open(workspace, OpenOptions) -> Searcher``; ``units`` it ranks, its default first;
     ``help`` for ``--engine``; ``backend``: whether BM25's ``--backend`` applies; ``needs``: the extra it
-    needs, if any (said in help)."""
+    needs, if any (said in help); ``table_scores``: whether a person reads its scores in the CLI's table
+    (hybrid's fused z-sums, often negative, are not: the table shows the rank alone; JSON and runs keep
+    every score)."""
 
     name: str
     open: Callable
@@ -48,6 +50,7 @@ class EngineSpec:
     help: str
     backend: bool = False
     needs: str | None = None
+    table_scores: bool = True
 
 
 def _open_bm25(ws, opts: OpenOptions):
@@ -85,7 +88,7 @@ _BUILTIN = (
                needs="enrich"),
     EngineSpec("hybrid", _open_hybrid, ("document", "passage"),
                "BM25 and the embedding index fused per source ([hybrid] in the config; BM25 alone, with a note, "
-               "when the embedding index is missing)", backend=True, needs="enrich"),
+               "when the embedding index is missing)", backend=True, needs="enrich", table_scores=False),
 )
 
 ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in _BUILTIN}

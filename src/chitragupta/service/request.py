@@ -157,12 +157,16 @@ class SearchRequest:
         self._within(searcher, None)
         return searcher.similar(citekey, self.k_for(False), snippet_chars=self.snippet_chars, filters=self.filters)
 
-    def run_many(self, searcher, queries: list[str], filters: list | None = None, *, server: bool = False):
+    def run_many(self, searcher, queries: list[str], filters: list | None = None, *, server: bool = False,
+                 syntax: bool | str | None = None):
         """A batch: the ``Ranked`` arrays (for a run file); ``filters``: each query's own (None or a
         ``Filters``), ANDed with the request's; ``server``: a server's batch call, whose size is bounded
-        (``[serve].max_batch_queries``) where the CLI's query file is not."""
+        (``[serve].max_batch_queries``) where the CLI's query file is not; ``syntax``: how the query syntax
+        is read (``engine.search.constraints.SYNTAX_MODES``; None: ``[retrieval].query_syntax``)."""
         self._within(searcher, queries, batch=True, bounded=server)
         fs = self.filters_for(filters, len(queries))
         kw = {} if fs is None else {"filters": fs}
+        if syntax is not None:
+            kw["syntax"] = syntax
         return searcher.rank_many(queries, self.k_for(True), unit=self.resolved_unit,
                                   max_per_source=self.max_per_source, **kw)

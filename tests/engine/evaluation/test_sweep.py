@@ -360,7 +360,7 @@ def test_cli_sweep(toy, tmp_path):
     t = toy["tmp"]
     base = ("sweep", "-w", toy["ws"], "--queries", t / "queries.jsonl", "--qrels", t / "qrels.tsv")
     out = tmp_path / "sweeps"
-    p = run_main(*base, "--k1", "0.5:2:0.5", "--b", "0.25,0.75,1", "--k", "20", "--out", out)
+    p = run_main(*base, "--k1", "0.5:2:0.5", "--b", "0.25,0.75,1", "-k", "20", "--out", out)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert lines[0].startswith("sweep: 12 grid points x 14 queries (k=20)")
@@ -595,11 +595,12 @@ def test_run_sweep_checks_k_as_search_does(sweep_ws, k):
         run_sweep(Retriever.open(sweep_ws["ws"]), sweep_ws["queries"], sweep_ws["qrels"], [1.0], [0.5], k=k)
 
 
-def test_sweep_cli_k_message_is_check_ks(sweep_ws, tmp_path):
+@pytest.mark.parametrize("flag", ["-k", "--k"])  # -k as every command spells it; --k, the older form
+def test_sweep_cli_k_message_is_check_ks(sweep_ws, tmp_path, flag):
     t = sweep_ws["tmp"]
     one_error_line(run_main("sweep", "-w", sweep_ws["ws"], "--queries", t / "queries.jsonl", "--qrels", t / "qrels.tsv",
-                       "--k1", "1", "--b", "0.5", "--k", "0", "--out", tmp_path / "o"),
-              "--k must be an integer >= 1, got 0")
+                       "--k1", "1", "--b", "0.5", flag, "0", "--out", tmp_path / "o"),
+              "-k must be an integer >= 1, got 0")
 
 
 def test_sweep_out_on_a_symlink_loop_is_one_line(sweep_ws, tmp_path):

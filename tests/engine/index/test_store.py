@@ -301,7 +301,8 @@ def test_passage_index_checks_its_passages_documents(tmp_path):
     refresh(ws, unit="passage")
     gen = _gen(ws, "passage")
     settings = dict(ws.config.index_settings(), **{"retrieval.min_passage_tokens": 2})
-    assert passage_index.open_passages(index_folder(ws, "passage"), settings).n_passages == 18
+    # 3 a sidecar, and each of the 6 sources without one is a single paragraph of plain text
+    assert passage_index.open_passages(index_folder(ws, "passage"), settings).n_passages == 18 + 6
     p_doc = _a(gen, "p_doc")
     p_doc[-1] = 10**6
     _rewrite(gen, "p_doc", p_doc)

@@ -307,3 +307,36 @@ def test_query_syntax_false_reads_every_query_as_plain_words(ws, tmp_path):
         assert explain(plain, q, plain.citekey(0)).constraints == []
     with pytest.raises(UsageError):
         syntax.rank_many(['"an unbalanced quote'], 5)  # the default reads the syntax
+
+
+# -- how a batch reads it: strict, lenient, plain --------------------------------------------------------
+def test_syntax_modes():
+    from chitragupta.engine.search.constraints import SYNTAX_MODES, syntax_mode
+
+    assert [syntax_mode(x) for x in (True, False, *SYNTAX_MODES)] == ["strict", "plain", *SYNTAX_MODES]
+    with pytest.raises(ValueError, match="allowed: True, False, strict, lenient, plain"):
+        syntax_mode("loose")
+
+
+def test_an_exclusions_only_query_says_how_to_search_for_the_word():
+    with pytest.raises(UsageError, match='write the word without the "-" to search for it'):
+        read_syntax("-aircraft")
+
+
+def test_a_lenient_batch_answers_a_malformed_query_as_plain_words_and_the_rest_as_strict(ws):
+    r = Retriever.open(ws)
+    queries = ['"model sensor" -"ocean heat" water', 'digital "twin model', "twin -", "ocean +twin9 heat"]
+    got = r.rank_many(queries, 10, syntax="lenient")
+    strict = r.rank_many([queries[0], queries[3]], 10)  # the well-formed ones, read strictly
+    plain = r.rank_many([queries[1], queries[2]], 10, syntax="plain")  # the malformed ones, as plain words
+    for row, (want, w) in zip([0, 3, 1, 2], [(strict, 0), (strict, 1), (plain, 0), (plain, 1)]):
+        assert got.topk.ids[row].tolist() == want.topk.ids[w].tolist()
+        assert got.topk.scores[row].tobytes() == want.topk.scores[w].tobytes()
+    assert sorted(got.plan.malformed) == [1, 2] and "unbalanced quotes" in got.plan.malformed[1]
+    notes = got.notes
+    assert [n.text for n in notes[1] if n.kind == "syntax"] == [got.plan.malformed[1] + "; read as plain words"]
+    assert not any(n.kind == "syntax" for n in notes[0] + notes[3])
+    assert got.plan.narrowed() == [0, 3]
+    with pytest.raises(UsageError, match="unbalanced quotes"):
+        r.rank_many(queries, 10, syntax="strict")
+    assert r.rank_many(queries, 10, syntax="plain").plan.constraints is None

@@ -163,3 +163,13 @@ def test_a_stemmed_index_takes_the_python_pass_even_for_a_large_batch(tmp_path):
     one = QueryPlan(SAMPLE_QUERIES[:1], r.index, r.expander())
     n = one.batch.indptr[1]
     assert plan.batch.terms[:n].tolist() == one.batch.terms.tolist()
+
+
+def test_a_plan_reads_the_syntax_as_asked(retriever):
+    queries = ['"twin model" -ocean', 'an "unbalanced quote', "plain words"]
+    plain = QueryPlan(queries, retriever.index, syntax="plain")
+    assert plain.constraints is None and plain.malformed == {} and plain.narrowed() == []
+    lenient = QueryPlan(queries, retriever.index, syntax="lenient")
+    assert lenient.scored == ["twin model", queries[1], queries[2]] and list(lenient.malformed) == [1]
+    assert lenient.narrowed() == [0] and lenient.terms[1] == plain.terms[1]
+    assert QueryPlan(queries[:1], retriever.index, syntax=True).narrowed() == [0]  # True is strict

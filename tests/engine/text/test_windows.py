@@ -118,3 +118,13 @@ def test_front_end_found_when_its_word_is_the_only_capital(line):
     text = "lower case title block\nan author, somewhere\n" + line + "\nthe paper begins here.\n" + "word " * 50
     assert text[plain_front_end(text):].startswith(line)
     assert plain_front_end(text.replace(line, line.lower())) == 0
+
+
+def test_fitted_quotes_a_part_in_its_width():
+    from chitragupta.engine.text.windows import fitted, lead
+
+    text = "Bridge owners inspect decks by eye every few years, and a model calibrated once drifts as tendons corrode."
+    assert fitted(text, ["corrode"], len(text)) == text and fitted(text, ["corrode"], 0) == ""
+    got = fitted(text, ["corrode"], 40)
+    assert len(got) <= 40 and "corrode" in got
+    assert fitted(text, ["absent"], 40) == lead(text, 40) == "Bridge owners inspect decks by eye every"

@@ -1,14 +1,20 @@
-"""The BM25 passage index: the corpus layer's sidecar items as paragraphs.
+"""The BM25 passage index: every parsed source's paragraphs.
 
-A passage is an item of ``content/parsed/<name>.passages.json`` (never ``content/docling/``) that is
-before the reference cut, is not a ``title`` or ``section_header`` and holds at least
-``[retrieval].min_passage_tokens`` indexed tokens. Passages are laid out in (citekey, item number)
+A passage is a paragraph of the text the document index read (``engine.index.source.load_body``: the
+reference list cut, hyphens joined): with a valid sidecar (``content/parsed/<name>.passages.json``, never
+``content/docling/``), one of its items; without one (a pdftotext parse, an import), one of the
+paragraphs ``engine.text.paragraphs.plain_paragraphs`` finds, page by page. Either way a passage is not a
+``title`` or ``section_header`` and holds at least ``[retrieval].min_passage_tokens`` indexed tokens; its
+item number is its position in ``passage_items(body)``. Passages are laid out in (citekey, item number)
 order, so ties by passage id are ties by citekey, then item. N, document frequencies and avgdl are
 computed over passages, so its scores are not comparable with the document unit's.
 
-Its own cache (``content/index/passage/``) and schema version; updated incrementally on the same
-per-document fingerprints as the document index. Sources without a sidecar (pdftotext parses) have no
-passages and are counted; a sidecar that is not the documented shape is skipped and counted.
+An imported text (``chitragupta import``'s packs) is not split (``FLAG_IMPORTED``): a BEIR-style corpus is
+abstracts, one paragraph a document, and splitting costs about a millisecond a document in Python (a
+million imported abstracts: minutes added to every ``index``) for a unit that would repeat the document
+unit. Its own cache (``content/index/passage/``) and schema version; updated incrementally on the same
+per-document fingerprints as the document index. A sidecar that is not the documented shape is skipped
+and counted (its source's ``.txt`` is not split either: the document unit reads it uncut).
 """
 
 from __future__ import annotations
@@ -26,16 +32,23 @@ from chitragupta.engine.index.csr import Accumulator, add_reused, matching_docum
 from chitragupta.engine.index.doc import citekeys_digest
 from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
                                  fingerprints, load_body)
+from chitragupta.engine.text.paragraphs import plain_paragraphs
+from chitragupta.engine.index.segments import POOL_FROM_BYTES, small_text
 from chitragupta.engine.index.strings import StringTable
+from chitragupta.engine.library.texts import is_ref
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.engine.text.stem import NONE, get_stemmer
+from chitragupta.kernels.build import numpy_passes
 from chitragupta.engine.text.refcut import kept_items
 from chitragupta.engine.text.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
-__all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "build_passages", "open_passages"]
+__all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "FLAG_IMPORTED", "build_passages", "open_passages",
+           "passage_items"]
 
-SCHEMA_VERSION = 3  # 2: the vocabulary lookup table; 3: appendices after the reference list, hyphens joined
+SCHEMA_VERSION = 4  # 2: the vocabulary lookup table; 3: appendices after the reference list, hyphens joined;
+# 4: paragraphs of plain text
 KIND = "passage"
+FLAG_IMPORTED = 32  # (the passage index's own flag, beside engine.index.source's) an imported text: not split
 _DROPPED = frozenset(DROPPED_RUNS)
 
 Progress = Callable[[int, int | None], None]
@@ -52,7 +65,7 @@ class PassageReport:
     n_terms: int = 0
     retokenized: int = 0  # documents whose sidecar was read again
     reused: int = 0
-    no_sidecar: int = 0
+    no_sidecar: int = 0  # sources split by the plain-text rule (no sidecar)
     bad_sidecar: int = 0
     rebuilt: bool = False
     seconds: float = 0.0
@@ -85,6 +98,17 @@ class PassageIndex(TermIndex):
         """[start, end) of a document's passages (they are contiguous, in item order)."""
         p_doc = np.asarray(self.p_doc)
         return int(np.searchsorted(p_doc, doc, "left")), int(np.searchsorted(p_doc, doc, "right"))
+
+
+def passage_items(body) -> list[dict]:
+    """Every item of a ``Body``, numbered as the passage unit numbers them: a sidecar's items (uncut),
+    else the paragraphs of its plain text (``plain_paragraphs``; the reference list already blanked)."""
+    return list(body.items) if body.from_sidecar else plain_paragraphs(body.text)
+
+
+def _kept(body) -> list[tuple[int, dict]]:
+    """(item number, item) of a body's items that may be passages: outside the reference span."""
+    return kept_items(list(body.items)) if body.from_sidecar else list(enumerate(passage_items(body)))
 
 
 def expected_manifest(settings: dict) -> dict:
@@ -133,45 +157,10 @@ def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: Passa
     acc = Accumulator(stem=get_stemmer(settings.get("retrieval.stemmer", NONE)))
     p_doc: list[int] = []
     p_item: list[int] = []
-    new_units: list[np.ndarray] = []
-    old_units: list[np.ndarray] = []
-    for step, src in enumerate(sources):
-        i = step
-        j = reuse_of.get(i)
-        if j is not None:
-            a, b = old.passages_of(j)
-            flags[i] |= np.asarray(old.flags)[j] & FLAG_BAD_SIDECAR
-            new_units.append(np.arange(len(p_doc), len(p_doc) + (b - a), dtype=np.int64))
-            old_units.append(np.arange(a, b, dtype=np.int64))
-            p_doc += [i] * (b - a)
-            p_item += np.asarray(old.p_item)[a:b].tolist()
-            report.reused += 1
-            continue
-        if src.text_path is None or flags[i] & FLAG_NO_SIDECAR:
-            continue
-        body = load_body(src.text_path)
-        report.retokenized += 1
-        if body.problem:
-            flags[i] |= FLAG_BAD_SIDECAR
-            report.notes.append(f"{body.problem}; no passages from it")
-            continue
-        if not body.from_sidecar:
-            continue
-        for number, item in kept_items(list(body.items)):
-            if item["label"] in HEADING_LABELS:
-                continue
-            runs = runs_bytes(item["text"])
-            if sum(1 for r in runs if r not in _DROPPED) < min_tokens:
-                continue
-            acc.add_runs(len(p_doc), runs)
-            p_doc.append(i)
-            p_item.append(number)
-        if progress and step % 64 == 0:
-            progress(step, len(sources))
-    if old_units:
-        add_reused(acc, old.postings, old.vocab, np.concatenate(new_units), np.concatenate(old_units))
+    # a small build (a researcher's PDFs) never starts numba: the same arrays (``kernels.build``)
+    with numpy_passes(small_text(sources, np.arange(len(sources)), POOL_FROM_BYTES)):
+        vocab, arrays = _add_all(acc, sources, flags, reuse_of, old, report, min_tokens, progress, p_doc, p_item)
     n = len(p_doc)
-    vocab, arrays = acc.finish(n)
     arrays.update(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps, flags=flags,
                   p_doc=np.asarray(p_doc, dtype=np.int32), p_item=np.asarray(p_item, dtype=np.int32))
     with_text = (flags & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED)) == 0
@@ -185,3 +174,45 @@ def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: Passa
     gen = store.save(folder, manifest, arrays)
     report.seconds = time.perf_counter() - t0
     return PassageIndex(arrays, dict(manifest), gen), report
+
+
+def _add_all(acc, sources, flags, reuse_of, old, report, min_tokens, progress, p_doc, p_item):
+    """Every source's passages into ``acc`` (reused ones copied from ``old``); the finished arrays."""
+    new_units: list[np.ndarray] = []
+    old_units: list[np.ndarray] = []
+    for i, src in enumerate(sources):
+        if src.text_file is not None and is_ref(src.text_file):
+            flags[i] |= FLAG_IMPORTED
+            continue
+        j = reuse_of.get(i)
+        if j is not None:
+            a, b = old.passages_of(j)
+            flags[i] |= np.asarray(old.flags)[j] & FLAG_BAD_SIDECAR
+            new_units.append(np.arange(len(p_doc), len(p_doc) + (b - a), dtype=np.int64))
+            old_units.append(np.arange(a, b, dtype=np.int64))
+            p_doc += [i] * (b - a)
+            p_item += np.asarray(old.p_item)[a:b].tolist()
+            report.reused += 1
+            continue
+        if src.text_path is None:
+            continue
+        body = load_body(src.text_path)
+        report.retokenized += 1
+        if body.problem:
+            flags[i] |= FLAG_BAD_SIDECAR
+            report.notes.append(f"{body.problem}; no passages from it")
+            continue
+        for number, item in _kept(body):
+            if item["label"] in HEADING_LABELS:
+                continue
+            runs = runs_bytes(item["text"])
+            if len(runs) - sum(map(_DROPPED.__contains__, runs)) < min_tokens:
+                continue
+            acc.add_runs(len(p_doc), runs)
+            p_doc.append(i)
+            p_item.append(number)
+        if progress and i % 64 == 0:
+            progress(i, len(sources))
+    if old_units:
+        add_reused(acc, old.postings, old.vocab, np.concatenate(new_units), np.concatenate(old_units))
+    return acc.finish(len(p_doc))

@@ -375,12 +375,13 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
 
 
 def read_queries(path: Path, problems: list[str], filters: list | None = None,
-                 read_filters=None) -> list[tuple[str, str]]:
+                 read_filters=None, lines: list | None = None) -> list[tuple[str, str]]:
     """BEIR queries ``{"_id", "text"}``: (id, text) pairs in file order; bad lines reported and skipped.
     With a list ``filters``, each kept query's own ``"filters": {...}`` is read by ``read_filters(value,
     "filters")`` (``engine.search.filters.to_filters``: it raises ``UsageError`` on a bad value) and
     appended to it (None: the line has none); a line whose filters are not valid is reported and skipped.
-    Without the list a line's filters are not read.
+    Without the list a line's filters are not read. With a list ``lines``, each kept query's line number
+    is appended to it.
     ``path`` may be a pipe (``/dev/stdin``), read once. An ``_id`` follows the corpus's rule (no white
     space, control character or lone surrogate: a TREC run carries it); a lone surrogate in ``text``
     becomes U+FFFD, reported."""
@@ -422,6 +423,8 @@ def read_queries(path: Path, problems: list[str], filters: list | None = None,
                     continue
             seen.add(qid)
             out.append((qid, text))
+            if lines is not None:
+                lines.append(n)
             if filters is not None:
                 filters.append(own)
     return out

@@ -25,7 +25,7 @@ from chitragupta.engine.library.config import Config
 from chitragupta.engine.search.filters import per_query
 from chitragupta.engine.search.hits import HitBuilder
 from chitragupta.engine.index.manage import OpenedIndex, current_generation, open_current, stamp
-from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING
+from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_TEXT_MISSING
 from chitragupta.engine.search.query import QueryPlan
 from chitragupta.notes import Note
 from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
@@ -176,18 +176,28 @@ class BM25Searcher(Searcher):
         return notes
 
     def _passage_notes(self) -> list[Note]:
+        from chitragupta.engine.index.passage import FLAG_IMPORTED
+
         pidx = self.passage_index()
         notes = list(self.scorer.opened["passage"].notes)
+        floor = self.workspace.config.retrieval.min_passage_tokens
         flags = np.asarray(pidx.flags)
-        no_side = [pidx.citekeys[int(i)] for i in np.flatnonzero(
-            (flags & FLAG_NO_SIDECAR) & ~(flags & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED)))]
+        none = np.bincount(np.asarray(pidx.p_doc), minlength=len(pidx.citekeys)) == 0
+        imported = int(np.count_nonzero(flags & FLAG_IMPORTED))
+        without = [pidx.citekeys[int(i)] for i in np.flatnonzero(none & ((flags & FLAG_IMPORTED) == 0))]
         bad = pidx.keys_with_flag(FLAG_BAD_SIDECAR)
         if pidx.n_passages == 0:
-            notes.append(Note("no-passages", "the passage unit has nothing to search: no source has a usable "
-                                             "passage sidecar (parse with [parser].backend = \"docling\" and sync)"))
-        if no_side:
-            notes.append(Note("no-sidecar", f"{len(no_side)} source(s) have no passage sidecar and cannot be "
-                                            f"returned by the passage unit: {_names(no_side)}"))
+            why = (f"no source has a paragraph of {floor} indexed words or more ([retrieval].min_passage_tokens)"
+                   if not imported or without else "its texts are imported (`chitragupta import`), and an "
+                   "imported text is not split into passages; search the document unit")
+            notes.append(Note("no-passages", f"the passage unit has nothing to search: {why}"))
+        if imported and (pidx.n_passages or without):
+            notes.append(Note("no-passage", f"{imported} imported source(s) are not split into passages and cannot "
+                                            "be returned by the passage unit"))
+        if without and pidx.n_passages:
+            notes.append(Note("no-passage", f"{len(without)} source(s) have no paragraph of {floor} indexed words or "
+                                            "more (or no parsed text) and cannot be returned by the passage unit: "
+                                            f"{_names(without)}"))
         if bad:
             notes.append(Note("sidecar", f"{len(bad)} source(s) have a sidecar that is not valid and were "
                                          f"skipped by the passage unit: {_names(bad)}"))
@@ -199,10 +209,11 @@ class BM25Searcher(Searcher):
         return self.scorer.plan(queries, self.check_unit(unit))
 
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
-                  max_per_source: int | None = None, filters=None) -> Ranked:
+                  max_per_source: int | None = None, filters=None, syntax: bool | str | None = None) -> Ranked:
         """Tokenize and score a batch: the fast path (no snippets, no titles; notes on demand).
         ``filters``: metadata filters (``engine/search/searcher.py``), a mask before top-k; their notes are the
-        Ranked's ``filter_notes``.
+        Ranked's ``filter_notes``. ``syntax``: how the query syntax is read (``engine.search.constraints``;
+        None: ``[retrieval].query_syntax``, strict).
 
         For passages, ``[retrieval].max_passages_per_source`` (or ``max_per_source``) is applied to the
         fully ranked list, so a dominant source's excess promotes another source's passage rather than
@@ -214,7 +225,7 @@ class BM25Searcher(Searcher):
         if unit == "passage" and cap is None:
             cap = self.workspace.config.retrieval.max_passages_per_source
         queries = list(queries)
-        return self.scorer.rank(queries, k, unit, cap, per_query(filters, len(queries)))
+        return self.scorer.rank(queries, k, unit, cap, per_query(filters, len(queries)), syntax)
 
     def rank_similar(self, citekey: str, k: int = 10, *, filters=None) -> Ranked:
         """The ``k`` sources most like ``citekey`` by BM25 over its most distinctive terms (``engine.similar``),
@@ -234,23 +245,28 @@ class BM25Searcher(Searcher):
 
     # -- citable hits ---------------------------------------------------------------------------------
     def responses(self, ranked: Ranked, *, snippet_chars: int | None = None) -> list[SearchResponse]:
-        """``ranked`` (from ``rank_many``) as citable hits: documents with a ``snippet_chars`` window (None:
-        the configured width, 0: none), passages as their whole paragraph, page and item number."""
+        """``ranked`` (from ``rank_many``) as citable hits with a ``snippet_chars`` snippet (None: the
+        configured width, 0: none); a passage's carries its page and item number."""
         return self.hits.responses(ranked, self.snippet_width(snippet_chars))
 
     def doc_hit(self, doc_id: int, score: float, terms: list[str], width: int | None) -> SearchResult:
         """Document ``doc_id`` as a citable hit (``HitBuilder.doc_hit``)."""
         return self.hits.doc_hit(doc_id, score, terms, width)
 
-    def passage_hit(self, u: int, score: float, cache: dict | None = None) -> SearchResult:
-        """Passage ``u`` as a citable hit (``HitBuilder.passage_hit``); ``cache`` keeps sidecars read."""
-        return self.hits.passage_hit(u, score, {} if cache is None else cache)
+    def passage_hit(self, u: int, score: float, cache: dict | None = None, terms: list[str] = (),
+                    width: int | None = None) -> SearchResult:
+        """Passage ``u`` as a citable hit (``HitBuilder.passage_hit``); ``cache`` keeps the items read."""
+        return self.hits.passage_hit(u, score, {} if cache is None else cache, terms, width)
 
     def evidence(self, query: str, citekey: str, *, n: int = 2, width: int = 600) -> SearchResponse:
         """The passages of one document that bear on ``query``: up to ``n`` windows of ``width``
         characters from the same text the index read (nothing of its reference list), chosen by the
         shared window chooser; a window in a table is widened to the whole table. Each hit's score is
-        the number of distinct query terms its window holds."""
+        the number of distinct query terms its window holds. ``<citekey>#<item>`` (a passage hit's id)
+        gives that passage whole, with its page."""
+        key, sep, item = citekey.rpartition("#")
+        if sep and item.isdigit() and self.index.doc_id(citekey) < 0:
+            return self.hits.passage_evidence(self.doc_id(key), key, int(item), query)
         return self.hits.evidence(self.doc_id(citekey), citekey, query, n=n, width=width)
 
     # -- sources --------------------------------------------------------------------------------------

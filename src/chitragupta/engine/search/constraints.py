@@ -27,6 +27,13 @@ without positions, a stemmed one (whose ids are stems: the survivors are then co
 and the passage unit read the candidates' text through the same tokenizer. A phrase with no indexed
 word (``"of the"``) cannot be checked so and is refused.
 
+How a batch reads it (``SYNTAX_MODES``, ``syntax_mode``): "strict" (one query, as the API, the MCP
+``search`` tool and ``chitragupta search "..."`` read it when ``[retrieval].query_syntax`` is on: a
+malformed query is an error naming what is wrong), "lenient" (a batch asked to read it: a malformed query
+is read as plain words, with a note, and the other queries are answered as they would be without it) or
+"plain" (every query is plain words: what every IR toolkit does with a query file, and what
+``search --queries`` does unless ``--syntax`` is given).
+
 Only what is unambiguous is syntax: a double quote, or ``+`` / ``-`` at the start of a word directly
 followed by a letter, a digit or a quote. A sign standing alone between words ("CD4 + T cells",
 "CTLA - 4", as claims in held-out collections write them) is punctuation, as it always was; a sign alone
@@ -45,7 +52,7 @@ from chitragupta.notes import Note
 from chitragupta.engine.text.tokenize import DROPPED_RUNS, runs_bytes
 from chitragupta.errors import UsageError
 
-__all__ = ["Item", "Constraints", "syntax_rows", "has_syntax", "may_use_syntax", "read_syntax", "allowed_mask", "check_unit", "phrase_in"]
+__all__ = ["Item", "Constraints", "SYNTAX_MODES", "syntax_mode", "syntax_rows", "has_syntax", "may_use_syntax", "read_syntax", "allowed_mask", "check_unit", "phrase_in"]
 
 _DROPPED = frozenset(DROPPED_RUNS)
 # Could any of these queries use the syntax? One pass over the joined batch; a batch with no match takes
@@ -54,6 +61,16 @@ _SPACE = " \t\n\r\f\v"  # what separates words for the syntax (a sign counts onl
 _OPERAND = re.compile(r'[A-Za-z0-9"]')
 
 KINDS = ("phrase", "required", "excluded")
+SYNTAX_MODES = ("strict", "lenient", "plain")  # the module docstring
+
+
+def syntax_mode(syntax: "bool | str") -> str:
+    """A ``syntax`` argument as one of ``SYNTAX_MODES``: True is "strict", False is "plain"."""
+    if syntax is True or syntax is False:
+        return "strict" if syntax else "plain"
+    if syntax not in SYNTAX_MODES:
+        raise ValueError(f"syntax {syntax!r}; allowed: True, False, {', '.join(SYNTAX_MODES)}")
+    return syntax
 
 
 @dataclass(frozen=True)
@@ -217,7 +234,8 @@ def read_syntax(query: str) -> tuple[str, Constraints | None]:
     if not items:
         return query, None
     if not any(runs_bytes(s) for s in scored) and any(not it.positive for it in items):
-        raise UsageError(f"the query {query!r} holds only exclusions: add a word or a phrase to search for")
+        raise UsageError(f"the query {query!r} holds only exclusions (a word after \"-\" is left out): add a word "
+                         f"or a phrase to search for, or write the word without the \"-\" to search for it")
     return " ".join(scored), Constraints(tuple(items))
 
 

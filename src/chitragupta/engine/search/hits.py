@@ -1,5 +1,7 @@
 """BM25's ids as citable hits: a document's title and the snippet window holding most of the query's
-terms, a passage's whole paragraph with its page and item number, and one source's evidence.
+terms, a passage's paragraph (whole when it fits the snippet width, else its window holding most of the
+query's terms) with its page and item number, and one source's evidence (``<citekey>#<item>``: that
+passage whole).
 
 The text a hit quotes is the text the index read (``engine.index.source.load_body``: the reference list
 cut, hyphens joined, the front matter known), kept per parsed file while the file and its sidecar are
@@ -12,12 +14,15 @@ import os
 import threading
 from pathlib import Path
 
+from chitragupta.engine.index.passage import passage_items
 from chitragupta.engine.index.source import FLAG_TEXT_MISSING, load_body, sidecar_path
 from chitragupta.notes import Note
 from chitragupta.engine.search.byline import with_bylines
 from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
 from chitragupta.engine.search.searcher import check_k
-from chitragupta.engine.text.windows import choose_windows
+from chitragupta.engine.text.tokenize import runs_bytes
+from chitragupta.engine.text.windows import choose_windows, fitted
+from chitragupta.errors import UsageError
 
 __all__ = ["HitBuilder", "BODY_CHARS"]
 
@@ -88,28 +93,36 @@ class HitBuilder:
                 snippet, page = wins[0].text, body.page_at(wins[0].anchor)
         return SearchResult(citekey=key, title=title, score=float(score), snippet=snippet, page=page)
 
-    def passage_hit(self, u: int, score: float, cache: dict) -> SearchResult:
-        """Passage ``u`` as a citable hit: its whole paragraph, page and item number. ``cache`` keeps the
-        sidecars read across calls."""
+    def passage_hit(self, u: int, score: float, cache: dict, terms: list[str] = (), width: int | None = None
+                    ) -> SearchResult:
+        """Passage ``u`` as a citable hit: its page, item number and paragraph, whole when ``width`` is
+        None or it fits, else its ``width``-character window holding most of ``terms`` (0: no snippet).
+        ``cache`` keeps the items read across calls."""
         pidx = self.scorer.passage_index()
         d, item = int(pidx.p_doc[u]), int(pidx.p_item[u])
-        key, title, _status, rel = self.scorer.rows["passage"][d]
-        if d not in cache:
-            body = self.load_body(rel) if rel else load_body(None)
-            cache[d] = body.items or ()
-        items = cache[d]
+        key, title, _status, _rel = self.scorer.rows["passage"][d]
+        items = self._items(d, cache)
         it = items[item] if item < len(items) else {"text": "", "page": None}
-        return SearchResult(citekey=key, title=title, score=float(score), snippet=it["text"], page=it["page"],
+        text = it["text"] if width is None else fitted(it["text"], list(terms), width, self.scorer.index.stem)
+        return SearchResult(citekey=key, title=title, score=float(score), snippet=text, page=it["page"],
                             passage=item)
 
+    def _items(self, d: int, cache: dict) -> list[dict]:
+        """The passage unit's items of its document ``d`` (``passage_items``), kept in ``cache``."""
+        if d not in cache:
+            rel = self.scorer.rows["passage"][d][3]
+            cache[d] = passage_items(self.load_body(rel) if rel else load_body(None))
+        return cache[d]
+
     def responses(self, ranked: Ranked, width: int) -> list[SearchResponse]:
-        """``ranked`` as citable hits: documents with a ``width`` window (0: none), passages whole."""
+        """``ranked`` as citable hits, each with a ``width`` snippet (0: none)."""
         terms, notes = ranked.terms, ranked.notes
         out, cache = [], {}
         for q, query in enumerate(ranked.queries):
             ids, scores = ranked.topk.ids[q], ranked.topk.scores[q]
             if ranked.unit == "passage":
-                hits = [self.passage_hit(int(u), float(s), cache) for u, s in zip(ids, scores) if u >= 0]
+                hits = [self.passage_hit(int(u), float(s), cache, terms[q], width) for u, s in zip(ids, scores)
+                        if u >= 0]
             else:
                 hits = [self.doc_hit(int(d), float(s), terms[q], width) for d, s in zip(ids, scores) if d >= 0]
             out.append(SearchResponse(query=query, hits=hits, notes=list(notes[q]), terms=terms[q], unit=ranked.unit))
@@ -135,3 +148,18 @@ class HitBuilder:
             notes.append(Note("no-window", f"{citekey} has no passage holding a query term"
                                            + (" (its text is not on disk)" if not body.text else "")))
         return SearchResponse(query=query, hits=hits, notes=notes, terms=terms, unit="evidence")
+
+    def passage_evidence(self, doc_id: int, citekey: str, item: int, query: str) -> SearchResponse:
+        """Passage ``item`` of document ``doc_id`` whole, with its page; its score is the number of
+        distinct query terms it holds. UsageError naming the passages there are for one it has not."""
+        plan = self.scorer.plan([query])
+        terms, notes = plan.terms[0], list(plan.notes()[0])
+        items = passage_items(self.body(doc_id))
+        if item >= len(items):
+            raise UsageError(f"{citekey} has no passage {item}; its items are numbered 0 to {len(items) - 1}"
+                             if items else f"{citekey} has no passages (no parsed text)")
+        it, term = items[item], self.scorer.index.index_term
+        held = {term(r.decode("ascii")) for r in runs_bytes(it["text"])}
+        hit = SearchResult(citekey=citekey, title=self.scorer.rows["document"][doc_id][1], passage=item,
+                           score=float(len({term(t) for t in terms} & held)), snippet=it["text"], page=it["page"])
+        return SearchResponse(query=query, hits=[hit], notes=notes, terms=terms, unit="evidence")

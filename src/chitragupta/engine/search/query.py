@@ -13,12 +13,13 @@ JIT kernel is loaded. A larger batch over an unstemmed index goes through the nu
 Python per query); its words and notes are worked out only when asked for, by the same Python pass (a
 20,000-query batch writing a run needs none). Both give the same batch (tested).
 
-Query syntax (``engine/search/constraints.py``: ``"a phrase"``, ``+word``, ``-word``) is read when ``syntax`` is
-set (BM25 search sets it; a sweep reads plain text, as before):
-the queries that may use it are found in one numpy pass over the joined batch (``syntax_rows``), each of
-those is read once, what is planned is its scored text (its words and phrases, exclusions left out), and
+Query syntax (``engine/search/constraints.py``: ``"a phrase"``, ``+word``, ``-word``) is read as ``syntax``
+says (``constraints.SYNTAX_MODES``; True is "strict", False "plain": a sweep reads plain text): the queries
+that may use it are found in one numpy pass over the joined batch (``syntax_rows``), each of those is read
+once, what is planned is its scored text (its words and phrases, exclusions left out), and
 ``constraints[q]`` holds what it must and must not contain. A batch without syntax takes exactly the path
-it took before (``constraints`` is None).
+it took before (``constraints`` is None). "lenient": a query whose syntax is malformed is planned as plain
+words, ``malformed[q]`` saying why (and its notes).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from typing import Sequence
 
 import numpy as np
 
-from chitragupta.engine.search.constraints import Constraints, read_syntax, syntax_rows
+from chitragupta.engine.search.constraints import Constraints, read_syntax, syntax_mode, syntax_rows
 from chitragupta.notes import Note
 from chitragupta.engine.text.tokenize import query_words, runs_bytes
-from chitragupta.errors import IndexDamaged
+from chitragupta.errors import IndexDamaged, UsageError
 from chitragupta.kernels.types import QueryBatch
 
 __all__ = ["QueryPlan", "ParsedQuery", "LOOKUP_MIN"]
@@ -71,18 +72,27 @@ def parse(query: str, vocab_ids, expander=None) -> ParsedQuery:
 
 
 class QueryPlan:
-    """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off); with
-    ``syntax``, phrases and signed words are read (search does; a sweep and the tokenizer's helpers read
-    plain text, as before)."""
+    """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off); phrases and
+    signed words read as ``syntax`` says (the module docstring: search reads them; a sweep and the
+    tokenizer's helpers read plain text, as before)."""
 
-    def __init__(self, queries: Sequence[str], index, expander=None, *, syntax: bool = False):
+    def __init__(self, queries: Sequence[str], index, expander=None, *, syntax: bool | str = False):
         self.queries = list(queries)
         # per query, its constraints (None: none); None for a batch that uses no syntax at all
         self.constraints: list[Constraints | None] | None = None
         self.scored = self.queries  # what is tokenized and scored: the queries less their syntax
-        rows = syntax_rows(self.queries) if syntax else None
+        self.malformed: dict[int, str] = {}  # query -> why its syntax could not be read ("lenient")
+        mode = syntax_mode(syntax)
+        rows = syntax_rows(self.queries) if mode != "plain" else None
         if rows:
-            read = {q: read_syntax(self.queries[q]) for q in rows}
+            read = {}
+            for q in rows:
+                try:
+                    read[q] = read_syntax(self.queries[q])
+                except UsageError as err:
+                    if mode == "strict":
+                        raise
+                    self.malformed[q] = str(err)
             if any(c is not None for _s, c in read.values()):
                 self.scored = list(self.queries)
                 self.constraints = [None] * len(self.queries)
@@ -153,6 +163,11 @@ class QueryPlan:
             self._expansions = [p.expansion for p in self.parsed]
         return self._expansions
 
+    def narrowed(self) -> list[int]:
+        """The queries whose syntax narrows the units they may match (a constraint that is checked)."""
+        cons = self.constraints or ()
+        return [q for q, c in enumerate(cons) if c is not None and c.active]
+
     def unmatched(self) -> int:
         """How many queries hold no term the index knows (and so can have no hits)."""
         return int(np.count_nonzero(np.diff(self.batch.indptr) == 0))
@@ -176,6 +191,8 @@ class QueryPlan:
                 notes.append(Note("expansion", p.expansion.note()))
             if self.constraints is not None and self.constraints[len(out)] is not None:
                 notes.extend(self.constraints[len(out)].notes())
+            if len(out) in self.malformed:
+                notes.append(Note("syntax", f"{self.malformed[len(out)]}; read as plain words"))
             out.append(notes)
         self._notes[unit] = out
         return out

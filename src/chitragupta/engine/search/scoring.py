@@ -321,13 +321,18 @@ class BM25Scorer:
                 return (items[item]["text"] if item < len(items) else "",)
         return term_docs, texts, _phrase_check(index) if unit == "document" else None
 
-    def rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None = None) -> Ranked:
+    def rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None = None,
+             syntax: bool | str | None = None) -> Ranked:
         """``queries`` ranked to ``k`` units of ``unit`` (passages at most ``cap`` per source); ``filters``:
-        None or per query None or a ``Filters``. An index found damaged on the way is rebuilt once and
-        the batch ranked again. The Ranked's ``filter_notes`` holds each query's filter notes."""
+        None or per query None or a ``Filters``; ``syntax``: how the query syntax is read
+        (``engine.search.constraints.SYNTAX_MODES``; None: ``[retrieval].query_syntax``). An index found
+        damaged on the way is rebuilt once and the batch ranked again. The Ranked's ``filter_notes`` holds
+        each query's filter notes."""
+        if syntax is None:
+            syntax = self.workspace.config.retrieval.query_syntax
         for _attempt in range(2):
             try:
-                return self._rank(queries, k, unit, cap, filters)
+                return self._rank(queries, k, unit, cap, filters, syntax)
             except _Rebuilt:
                 continue
         raise IndexDamaged(f"{self.index_of(unit).where} is damaged again after a rebuild; "
@@ -409,14 +414,15 @@ class BM25Scorer:
             notes.append(list(said))
         return out, notes
 
-    def _rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None = None) -> Ranked:
+    def _rank(self, queries: list[str], k: int, unit: str, cap: int | None, filters: list | None,
+              syntax: bool | str) -> Ranked:
         for f in dict.fromkeys(filters or ()):  # first: a damaged filter column rebuilds the index before the plan
             if f is not None:
                 self._filter_mask(unit, f)
         index = self.index_of(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         k = min(k, max(1, index.n_units))
-        plan = QueryPlan(queries, index, self.expander(), syntax=self.workspace.config.retrieval.query_syntax)
+        plan = QueryPlan(queries, index, self.expander(), syntax=syntax)
         allowed = None if plan.constraints is None else self.allowed(unit, plan)
         allowed, notes = self.filtered(unit, filters, allowed)
         if unit == "document":

@@ -4,7 +4,8 @@ field, written once.
 Every engine -- ``BM25Searcher`` (``engine/search/bm25.py``), ``EmbedSearcher`` and ``HybridSearcher``
 (``enrich/``) -- derives from ``Searcher`` and provides three things:
 
-    rank_many(queries, k, *, unit=None, max_per_source=None, filters=None) -> Ranked     the batch, arrays only
+    rank_many(queries, k, *, unit=None, max_per_source=None, filters=None, syntax=None) -> Ranked
+                                                                           the batch, arrays only
     responses(ranked, *, snippet_chars=None) -> list[SearchResponse]      citable hits for a Ranked
     index_notes(unit=None) -> list[Note]                                   what holds for every query
     rank_similar(citekey, k) -> Ranked                                     "papers like this one"
@@ -22,6 +23,9 @@ engine and have the same defaults:
     filters         None, or metadata filters (``engine/search/filters.py``: a ``Filters`` or a dict of its fields) for
                     every query, or a list with one entry (None, a Filters or a dict) per query; applied as a
                     mask before top-k. Each query's notes say how many sources had no value for a filtered field
+    syntax          (``rank_many``) how BM25 reads the query syntax: None: ``[retrieval].query_syntax`` (a
+                    malformed query an error); "lenient" (a malformed one read as plain words, with a note);
+                    "plain" (``engine/search/constraints.py``'s ``SYNTAX_MODES``)
 
 Every hit ``search`` and ``similar`` give carries its source's authors and year (``byline.py``).
 
@@ -48,7 +52,7 @@ SNIPPET_MAX = 2**31 - 1  # as [retrieval].snippet_chars allows
 # What each unit is, for help and error texts (the engines that serve a unit are in the service registry).
 UNIT_HELP = {
     "document": "whole sources",
-    "passage": "a source's paragraphs from its docling sidecar",
+    "passage": "a source's paragraphs, each with its page (not an imported text's)",
     "chunk": "the embedding index's chunks (each hit names its chunk as citekey#n)",
 }
 
@@ -133,7 +137,7 @@ class Searcher:
 
     # -- what an engine provides ---------------------------------------------------------------------
     def rank_many(self, queries: Sequence[str], k: int = DEFAULT_K, *, unit: str | None = None,
-                  max_per_source: int | None = None, filters=None):
+                  max_per_source: int | None = None, filters=None, syntax: bool | str | None = None):
         raise NotImplementedError
 
     def responses(self, ranked, *, snippet_chars: int | None = None) -> list:
@@ -167,7 +171,7 @@ class Searcher:
     def search_many(self, queries: Sequence[str], k: int = DEFAULT_K, *, unit: str | None = None,
                     snippet_chars: int | None = None, max_per_source: int | None = None, filters=None) -> list:
         """Batched search with citable hits (``responses`` of ``rank_many``): documents and chunks with a
-        ``snippet_chars`` window (None: the configured width, 0: none), passages as their whole paragraph."""
+        ``snippet_chars`` window (None: the configured width, 0: none); a passage's window is in its paragraph."""
         from chitragupta.engine.search.filters import filter_notes
 
         check_snippet_chars(snippet_chars)

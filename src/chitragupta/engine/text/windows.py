@@ -23,7 +23,7 @@ import numpy as np
 from chitragupta.engine.text.tables import render_block, table_blocks
 from chitragupta.engine.text.tokenize import TOKEN_CHARS, TOKEN_CLASS, term_pattern
 
-__all__ = ["Window", "choose_windows", "lower_same_length", "normalize_ws"]
+__all__ = ["Window", "choose_windows", "fitted", "lead", "lower_same_length", "normalize_ws"]
 
 _WS = re.compile(r"\s+")
 
@@ -54,6 +54,26 @@ def lower_same_length(text: str) -> str:
 def normalize_ws(s: str) -> str:
     """Whitespace runs as one space, none at either end (``str.split`` and ``\\s`` agree on whitespace)."""
     return " ".join(s.split())
+
+
+def lead(text: str, width: int) -> str:
+    """The first ``width`` characters of whitespace-normalised ``text``, cut back to a word boundary."""
+    flat = normalize_ws(text)
+    if len(flat) <= width:
+        return flat
+    cut = flat.rfind(" ", 0, width + 1)
+    return flat[:cut if cut > 0 else width]
+
+
+def fitted(text: str, terms: list[str], width: int, stem=None) -> str:
+    """A part of a source (a passage, a chunk) quoted in ``width`` characters: whole when it fits (as it
+    is), else the window of that width holding most of ``terms``, else its first words; "" for width 0."""
+    if width < 1:
+        return ""
+    if len(text) <= width:
+        return text
+    wins = choose_windows(text, terms, width, 1, stem=stem)
+    return wins[0].text if wins else lead(text, width)
 
 
 _PLAIN_TERM = re.compile(TOKEN_CLASS + "+")
