@@ -523,12 +523,14 @@ PAPERS = {
 
 # from test_index_jobs
 def npy_bytes(ws: Workspace) -> dict[str, bytes]:
-    """Every array file of the current generation (and its manifest but the time), as bytes."""
+    """Every array file of the current generation (and its manifest but the time and the ledger's stamp, which
+    holds the ledger's own random id), as bytes."""
     folder = doc_folder(ws)
     gen = folder / (folder / "CURRENT").read_text().strip()
     got = {p.name: p.read_bytes() for p in sorted(gen.glob("*.npy"))}
     manifest = json.loads((gen / "manifest.json").read_text())
     del manifest["written"]  # (the time it was written)
+    manifest.pop("metadata_stamp", None)
     got["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
     return got
 
