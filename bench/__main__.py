@@ -38,6 +38,7 @@ COMMANDS = {
     "ab": ("bench.ab", "a refactor against the code before it: a cold CLI query and a CLI batch, CPU and wall ratios"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
     "refs_entries": ("bench.refs_entries", "reference entries found per paper against hand counts, fields against hand labels"),
+    "check": ("bench.check", "chitragupta check on drafts of SciFact claims: support AUC, statuses, alternatives, uncited, cost"),
     "ray_batch": ("bench.ray_batch", "a BM25 batch on Ray actors (whole index, shards) beside one process: wall time, run equality"),
 }
 

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cited-by": ("chitragupta.cli.cited_by_cmd", "the library sources that cite a source (search's filters apply)"),
     "missing": ("chitragupta.cli.missing_cmd", "works several sources cite that the library lacks (--bib: BibTeX)"),
     "graph": ("chitragupta.cli.graph_cmd", "the whole citation graph as JSON, GraphML or DOT"),
+    "check": ("chitragupta.cli.check_cmd", "check a draft's citations against the library: support, evidence, what to cite"),
     "evidence": ("chitragupta.cli.evidence_cmd", "one document's passages that bear on a query"),
     "explain": ("chitragupta.cli.explain_cmd", "each query term's tf, idf and share of one document's BM25 score"),
     "eval": ("chitragupta.cli.eval_cmd", "score a TREC run against qrels (BEIR TSV or TREC) with ir-measures"),

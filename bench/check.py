@@ -1,0 +1,297 @@
+"""``chitragupta check`` on drafts built from SciFact's judged claims: is a right citation told from a wrong
+one, is the source a wrong citation should have named offered, and what does a draft cost?
+
+Each judged claim of a split whose relevant source is in the library becomes four citations, each its own
+paragraph of a LaTeX draft (``{claim} \\cite{key}.``), and one uncited sentence (the claim alone):
+``relevant`` (its first relevant source), ``random`` (a non-relevant source drawn with a fixed seed),
+``hard`` (BM25 search's best-ranked non-relevant source for the claim, the same for both engines) and
+``typo`` (the relevant key with one character dropped: no such key). The support model's weights and
+thresholds are chosen on the training claims (qrels_train.tsv) alone, by the rules in
+``service/check.py``'s docstring; every figure is then measured on the test claims (qrels.tsv) through
+``check`` itself, with the weights just chosen and with the shipped ``MODELS``:
+
+    AUC of support, relevant vs random and relevant vs hard (ties count half);
+    status shares per kind, and status accuracy (relevant: supported; random: unsupported; hard: weak or
+    unsupported; typo: unknown);
+    every citation reported on its own line; every typo unknown with the relevant key among did_you_mean;
+    relevant among the top 3 alternatives of a random and of a hard citation;
+    uncited: the share of claims reported, and the relevant source among a claim's top 3 candidates (a
+    claim not reported counts as a miss);
+    the same test draft in Markdown (``[@key]``): the same report;
+    cost: ``chitragupta check --json`` on the 300 relevant citations of the test claims, a whole cold
+    process (CPU and wall seconds), then on the whole test draft.
+
+    python -m bench check [--engines bm25,hybrid] [--seed 0]
+
+Hybrid needs the workspace's embedding index (``chitragupta enrich --stages embed`` on the bench's
+scifact workspace, bench/out/ws/scifact); without it the hybrid rows are skipped with a line saying so.
+Wrap the run in ``flock /work/wt/heavy.lock`` on a shared host (the cost rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bench.data import WORK, qrels_arm, workspace_for
+from bench.timer import run_timed
+
+KINDS = ("relevant", "random", "hard", "typo")
+
+
+def auc(pos, neg) -> float:
+    """P(a positive's score > a negative's), ties half."""
+    pos, neg = np.sort(np.asarray(pos, float)), np.asarray(neg, float)
+    if not pos.size or not neg.size:
+        return float("nan")
+    lo, hi = np.searchsorted(pos, neg, "left"), np.searchsorted(pos, neg, "right")
+    return float(((pos.size - hi) + 0.5 * (hi - lo)).sum() / (pos.size * neg.size))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3) -> np.ndarray:
+    """Weighted, lightly ridged logistic regression by Newton's method."""
+    b = np.zeros(x.shape[1])
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-(x @ b)))
+        h = x.T @ (x * (w * p * (1 - p))[:, None]) + l2 * np.eye(b.size)
+        step = np.linalg.solve(h, x.T @ (w * (y - p)) - l2 * b)
+        b += step
+        if np.abs(step).max() < 1e-10:
+            break
+    return b
+
+
+def best_threshold(pos, neg) -> float:
+    """The threshold maximising balanced accuracy (pos >= t, neg < t); the middle of the best gap."""
+    vals = np.unique(np.r_[pos, neg])
+    cands = np.r_[vals[0] - 1e-9, (vals[1:] + vals[:-1]) / 2, vals[-1] + 1e-9]
+    pos, neg = np.sort(pos), np.sort(neg)
+    tpr = 1 - np.searchsorted(pos, cands, "left") / pos.size
+    tnr = np.searchsorted(neg, cands, "left") / neg.size
+    bal = tpr + tnr
+    best = np.flatnonzero(bal >= bal.max() - 1e-12)
+    return float(cands[best[len(best) // 2]])
+
+
+def _typo(key: str, have: set[str], rng: random.Random) -> str:
+    for _ in range(100):
+        i = rng.randrange(len(key))
+        k = key[:i] + key[i + 1:]
+        if k and k not in have:
+            return k
+    return key + "x"
+
+
+def _tex(claim: str) -> str:
+    """A claim as LaTeX prose (``%`` and ``$`` escaped)."""
+    return claim.replace("%", "\\%").replace("$", "\\$")
+
+
+def build(split: str, seed: int, bm25) -> dict:
+    """The split's claims and their four citations, and the drafts (LaTeX, Markdown, the relevant ones)."""
+    arm = qrels_arm("scifact", qrels_file="qrels_train.tsv" if split == "train" else "qrels.tsv")
+    keys = bm25.index.citekeys.to_list()
+    have = set(keys)
+    qids = [q for q in sorted(arm.queries, key=int) if any(k in have for k in arm.qrels[q])]
+    claims = [" ".join(arm.queries[q].split()).rstrip(".") for q in qids]
+    ranked = bm25.rank_many(claims, 20).keys()
+    rng = random.Random(seed)
+    rows = []
+    for q, claim, top in zip(qids, claims, ranked):
+        rel = set(arm.qrels[q])
+        pick = next(k for k in sorted(rel) if k in have)
+        rnd = rng.choice(keys)
+        while rnd in rel:
+            rnd = rng.choice(keys)
+        hard = next((k for k in top if k not in rel), None)
+        rows.append({"qid": q, "claim": claim, "rel": rel, "relevant": pick, "random": rnd, "hard": hard,
+                     "typo": _typo(pick, have, rng)})
+    tex, md, lines = [], [], {}
+    for r in rows:
+        for kind in KINDS:
+            if r[kind] is None:
+                continue
+            lines[(r["qid"], kind)] = 2 * len(tex) + 1
+            tex.append(f"{_tex(r['claim'])} \\cite{{{r[kind]}}}.")
+            md.append(f"{r['claim']} [@{r[kind]}].")
+        lines[(r["qid"], "uncited")] = 2 * len(tex) + 1
+        tex.append(f"{_tex(r['claim'])}.")
+        md.append(f"{r['claim']}.")
+    if split == "test":  # sentences the library cannot support, which check must not report as uncited
+        tex += [_tex(s) for s in out_of_domain(split)]
+        md += out_of_domain(split)
+    relevant_only = "\n\n".join(f"{_tex(r['claim'])} \\cite{{{r['relevant']}}}." for r in rows) + "\n"
+    return {"rows": rows, "tex": "\n\n".join(tex) + "\n", "md": "\n\n".join(md) + "\n", "lines": lines,
+            "relevant_tex": relevant_only}
+
+
+def choose_model(engines, data: dict):
+    """Weights and thresholds from the training claims (``service/check.py``'s rules)."""
+    from chitragupta.service.check import Model, score_claims
+
+    rows = data["rows"]
+    find = dict(zip(engines.bm25.index.citekeys.to_list(), range(engines.bm25.index.n_docs)))
+    cited = [[find[r[k]] for k in ("relevant", "random", "hard") if r[k] is not None] for r in rows]
+    sc = score_claims(engines, [r["claim"] for r in rows], cited)
+    at = {(int(q), int(d)): i for i, (q, d) in enumerate(zip(sc.q, sc.d))}
+    x, y, w, kind = [], [], [], []
+    for c, r in enumerate(rows):
+        for k in ("relevant", "random", "hard"):
+            if r[k] is not None:
+                x.append(sc.x[at[(c, find[r[k]])]])
+                y.append(k == "relevant")
+                w.append(1.0 if k == "relevant" else 0.5)
+                kind.append(k)
+    x, y, w, kind = np.asarray(x), np.asarray(y, float), np.asarray(w), np.asarray(kind)
+    b = fit_logistic(x, y, w)
+    s = 1.0 / (1.0 + np.exp(-(x @ b)))
+    weak = best_threshold(s[kind == "relevant"], s[kind == "random"])
+    supported = best_threshold(s[kind == "relevant"], s[kind == "hard"])
+    inside = best_support(engines, [r["claim"] for r in rows], b)
+    outside = best_support(engines, out_of_domain("train"), b)
+    return Model(tuple(round(float(v), 3) for v in b), round(weak, 3), round(max(supported, weak), 3),
+                 round(best_threshold(inside, outside), 3))
+
+
+def best_support(engines, sentences: list[str], weights) -> np.ndarray:
+    """Each sentence's best support over the library under ``weights``."""
+    from chitragupta.service.check import score_claims
+
+    sc = score_claims(engines, sentences, [[] for _ in sentences])
+    best = np.zeros(len(sentences))
+    np.maximum.at(best, sc.q, 1.0 / (1.0 + np.exp(-(sc.x @ np.asarray(weights)))))
+    return best
+
+
+def out_of_domain(split: str) -> list[str]:
+    """Sentences the SciFact library cannot support: Cranfield's queries (aeronautics), odd ids for
+    training, even ids for test."""
+    from bench.data import data_dir, read_jsonl
+
+    odd = split == "train"
+    return [" ".join(q["text"].split()).rstrip(" .") + "." for q in read_jsonl(data_dir() / "cranfield" / "queries.jsonl")
+            if int(q["_id"]) % 2 == odd]
+
+
+def measure(report, data: dict) -> dict:
+    """The figures of one test report (module docstring)."""
+    by_line = {f.line: f for f in report.citations}
+    unc = {u.line: u for u in report.uncited}
+    got = {kind: [] for kind in KINDS}
+    missed_lines, alt_hits = 0, {"random": [], "hard": []}
+    uncited_hit, uncited_reported = [], []
+    for r in data["rows"]:
+        for kind in KINDS:
+            line = data["lines"].get((r["qid"], kind))
+            if line is None:
+                continue
+            f = by_line.get(line)
+            if f is None or f.key != r[kind]:
+                missed_lines += 1
+                continue
+            got[kind].append(f)
+            if kind in alt_hits:
+                alt_hits[kind].append(any(k in r["rel"] for k, _s, _e in f.alternatives[:3]))
+        u = unc.get(data["lines"][(r["qid"], "uncited")])
+        uncited_reported.append(u is not None)
+        uncited_hit.append(u is not None and any(k in r["rel"] for k, _s, _e in u.candidates[:3]))
+    sup = {k: np.asarray([f.support for f in got[k]], float) for k in ("relevant", "random", "hard")}
+
+    def share(kind, statuses):
+        fs = got[kind]
+        return sum(f.status in statuses for f in fs) / max(1, len(fs))
+
+    expect = {"relevant": ("supported",), "random": ("unsupported",), "hard": ("weak", "unsupported"),
+              "typo": ("unknown",)}
+    right = sum(f.status in expect[k] for k in KINDS for f in got[k])
+    rel_of = {r["typo"]: r["relevant"] for r in data["rows"]}
+    return {
+        "citations": len(report.citations), "wrong_line": missed_lines,
+        "typo_caught": sum(f.status == "unknown" and rel_of[f.key] in f.did_you_mean for f in got["typo"])
+        / max(1, len(got["typo"])),
+        "auc_random": auc(sup["relevant"], sup["random"]), "auc_hard": auc(sup["relevant"], sup["hard"]),
+        "relevant_supported": share("relevant", ("supported",)),
+        "relevant_supported_or_weak": share("relevant", ("supported", "weak")),
+        "random_unsupported": share("random", ("unsupported",)), "hard_supported": share("hard", ("supported",)),
+        "status_accuracy": right / max(1, sum(len(v) for v in got.values())),
+        "alt_random": float(np.mean(alt_hits["random"])), "alt_hard": float(np.mean(alt_hits["hard"])),
+        "uncited_reported": float(np.mean(uncited_reported)), "uncited_top3": float(np.mean(uncited_hit)),
+        "ood_reported": len(report.uncited) - sum(uncited_reported),
+    }
+
+
+def _same(a, b) -> bool:
+    return [(f.key, f.line, f.status, round(f.support or 0, 9)) for f in a.citations] == \
+           [(f.key, f.line, f.status, round(f.support or 0, 9)) for f in b.citations]
+
+
+def cost(ws: Path, draft: str, engine: str, name: str) -> dict:
+    """One cold ``chitragupta check --json`` of ``draft`` (written to bench/out/check/), a whole process."""
+    path = WORK / "check" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(draft, encoding="utf-8")
+    code = ("import sys; from chitragupta.cli.main import main; "
+            f"rc = main(['check', '-w', {str(ws)!r}, {str(path)!r}, '--engine', {engine!r}, '--json']); "
+            "sys.exit(0 if rc in (0, 3) else rc)")
+    got = run_timed([sys.executable, "-c", code])
+    out = json.loads(got["stdout"])
+    return {"citations": len(out["citations"]), "cpu_s": got["cpu_s"], "wall_s": got["wall_s"],
+            "peak_rss_mib": got["peak_rss_mib"], "engine": out["engine"]}
+
+
+def main(argv=None) -> int:
+    from chitragupta.service.check import MODELS, check, open_engines
+
+    ap = argparse.ArgumentParser(prog="python -m bench check", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engines", default="bm25,hybrid")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-cost", action="store_true", help="skip the cold-process cost rows")
+    args = ap.parse_args(argv)
+    ws = WORK / "ws" / "scifact"
+    if not (ws / "content" / "index").is_dir():  # built once (an enrich running on it holds its lock)
+        ws = workspace_for(qrels_arm("scifact").corpus, "scifact")
+    rows_out = []
+    for engine in [e for e in args.engines.split(",") if e]:
+        engines = open_engines(ws, engine)
+        if engines.name != engine:
+            print(f"{engine}: skipped ({'; '.join(engines.notes) or 'not available'})", flush=True)
+            continue
+        train, test = build("train", args.seed, engines.bm25), build("test", args.seed + 1, engines.bm25)
+        chosen = choose_model(engines, train)
+        print(f"{engine}: chosen on {len(train['rows'])} training claims: weights {chosen.weights}, "
+              f"weak >= {chosen.weak}, supported >= {chosen.supported}; shipped: {MODELS[engine]}", flush=True)
+        for label, model in (("chosen", chosen), ("shipped", MODELS[engine])):
+            models = dict(MODELS, **{engine: model})
+            rep = check(ws, test["tex"], fmt="latex", engine=engine, models=models)
+            m = measure(rep, test)
+            if label == "chosen":
+                m["markdown_same"] = _same(rep, check(ws, test["md"], fmt="markdown", engine=engine, models=models))
+            rows_out.append((engine, label, len(test["rows"]), m))
+    if rows_out:
+        cols = list(rows_out[0][3])
+        print("\n| engine | model | test claims | " + " | ".join(cols) + " |")
+        print("|---|---|---|" + "---|" * len(cols))
+        for engine, label, n, m in rows_out:
+            cells = [f"{v:.4f}" if isinstance(v, float) else str(v) for v in m.values()]
+            print(f"| {engine} | {label} | {n} | " + " | ".join(cells) + " |")
+    if not args.no_cost:
+        bm = open_engines(ws, "bm25").bm25
+        test = build("test", args.seed + 1, bm)
+        print("\n| engine | draft | citations | CPU s | wall s | peak RSS MiB |\n|---|---|---|---|---|---|")
+        for engine in [e for e in args.engines.split(",") if e]:
+            for name, draft in (("relevant", test["relevant_tex"]), ("whole", test["tex"])):
+                c = cost(ws, draft, engine, f"test-{name}.tex")
+                if c["engine"] != engine:
+                    continue
+                print(f"| {engine} | test {name} | {c['citations']} | {c['cpu_s']:.2f} | {c['wall_s']:.2f} | "
+                      f"{c['peak_rss_mib']:.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
