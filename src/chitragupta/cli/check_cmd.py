@@ -140,7 +140,9 @@ def run(args) -> int:
     report = check(ws, text, fmt=args.format, name=args.draft, engine=args.engine, passages=bool(args.markdown),
                    update=not args.no_update)
     print_notes(report.notes)
-    if args.markdown:
+    if args.markdown == "-":
+        sys.stdout.write(markdown(report, text))
+    elif args.markdown:
         with open_output(args.markdown, "--markdown") as out:
             out.write(markdown(report, text).encode("utf-8"))
     if args.json:

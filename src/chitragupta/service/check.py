@@ -20,7 +20,8 @@ Support, in [0, 1], one function for every pair of a run, so comparable across i
                                           hybrid: x = (1, sqrt r, sqrt c, cos, cos - best cos)
 
 r is the source's BM25 score for the claim over the best any library source has (0 when none matches); c
-the share of the claim's idf whose terms the source holds; cos the cosine of the claim and the source's
+the share of the claim's idf whose terms the source holds (a word no source holds counts with the idf of a
+term in no document); cos the cosine of the claim and the source's
 best chunk, best cos the claim's best over the library. ``MODELS`` holds w and the two thresholds per
 engine, all chosen by ``python -m bench check`` on SciFact's training claims (qrels_train.tsv) alone: w by
 logistic regression of relevant citations against random and best-ranked non-relevant ones (half weight
@@ -52,7 +53,9 @@ __all__ = ["check", "open_engines", "score_claims", "support", "Model", "MODELS"
            "Evidence", "Uncited", "Engines", "STATUSES", "ENGINES"]
 
 STATUSES = ("unknown", "no-text", "unsupported", "weak", "supported")  # worst first
-ENGINES = ("auto", "bm25", "hybrid")
+BM25 = "bm25"  # the registry's engines whose indexes check reads: BM25's alone, or BM25's and embed's
+HYBRID = "hybrid"
+ENGINES = ("auto", BM25, HYBRID)
 DEPTH = 20  # candidates per claim from each side
 ALTERNATIVES = 3
 UNCITED_WORDS = 6  # an uncited sentence of fewer words is not taken for a claim
@@ -70,8 +73,8 @@ class Model:
     uncited: float
 
 
-MODELS = {"bm25": Model((-2.43, 2.052, 1.647), 0.335, 0.715, 0.5),
-          "hybrid": Model((-2.38, 2.03, 1.59, 0.0, 0.0), 0.2, 0.5, 0.5)}
+MODELS = {BM25: Model((-2.427, 2.19, 1.512), 0.312, 0.699, 0.658),
+          HYBRID: Model((-2.38, 2.03, 1.59, 0.0, 0.0), 0.2, 0.5, 0.5)}
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ class Engines:
 
     @property
     def name(self) -> str:
-        return "bm25" if self.dense is None else "hybrid"
+        return BM25 if self.dense is None else HYBRID
 
 
 def open_engines(ws, engine: str = "auto", *, warm=None, update: bool = True) -> Engines:
@@ -154,17 +157,17 @@ def open_engines(ws, engine: str = "auto", *, warm=None, update: bool = True) ->
         raise UsageError(f"unknown engine {engine!r} for check; allowed: {', '.join(ENGINES)}")
     from chitragupta.service import open_searcher
 
-    bm25 = warm.searcher("bm25") if warm is not None else open_searcher(ws, "bm25", update=update)
-    if engine == "bm25":
+    bm25 = warm.searcher(BM25) if warm is not None else open_searcher(ws, BM25, update=update)
+    if engine == BM25:
         return Engines(bm25, None, [])
     none = "no embedding index (`chitragupta enrich --stages embed` builds one): BM25 alone"
     if not (ws.content / "faiss").is_dir():  # no store at all: nothing of enrich imported
-        return Engines(bm25, None, [none] if engine == "hybrid" else [])
+        return Engines(bm25, None, [none] if engine == HYBRID else [])
     from chitragupta.enrich.hybrid import coverage_note
     from chitragupta.enrich.search import store_signature
 
     if store_signature(ws) is None:
-        return Engines(bm25, None, [none] if engine == "hybrid" else [])
+        return Engines(bm25, None, [none] if engine == HYBRID else [])
     try:
         dense = warm.searcher("embed") if warm is not None else open_searcher(ws, "embed")
     except ChitraguptaError as err:
@@ -223,6 +226,7 @@ def score_claims(engines: Engines, claims: list[str], cited: list[list[int]], de
     """The features of each claim's pairs: its top ``depth`` BM25 sources (and, on hybrid, its top ``depth``
     by the embedding index) and the sources in ``cited[c]`` (BM25 document rows), in one batch."""
     from chitragupta.kernels.reference import score_pairs
+    from chitragupta.kernels.types import bm25_idf
 
     bm25 = engines.bm25
     ranked = bm25.rank_many([_plain(c) for c in claims], depth)
@@ -241,7 +245,10 @@ def score_claims(engines: Engines, claims: list[str], cited: list[list[int]], de
         dense_x = (flat, np.repeat(best, lens))
     q = np.repeat(np.arange(len(claims)), [len(p) for p in pairs]).astype(np.int64)
     d = np.asarray([x for p in pairs for x in p], dtype=np.int64)
-    s, held, total = score_pairs(bm25.index.raw_postings, ranked.batch, q, d, bm25.params)
+    postings = bm25.index.raw_postings
+    s, held, total = score_pairs(postings, ranked.batch, q, d, bm25.params)
+    unknown = np.asarray([len(p.unknown) for p in ranked.plan.parsed], dtype=np.float64)  # in no source: held by none
+    total += unknown[q] * bm25_idf(np.zeros(1), postings.n_docs)[0]
     top = np.zeros(len(claims))
     np.maximum.at(top, q, s) if q.size else None
     r = np.divide(s, top[q], out=np.zeros_like(s), where=top[q] > 0)
@@ -261,7 +268,7 @@ def _status(value: float, model: Model) -> str:
     return "supported" if value >= model.supported else "weak" if value >= model.weak else "unsupported"
 
 
-_AUTHOR_YEAR = re.compile(r"([^\W\d_]+?)[_:.-]?((?:1[6-9]|20)\d\d)[a-z]?[_:.-]?([^\W\d_]*)\d*")
+_AUTHOR_YEAR = re.compile(r"([^\W\d_]+?)[_:.-]?((?:1[6-9]|20)\d\d)(?:[a-z](?![a-z]))?[_:.-]?([^\W\d_]*)\d*")
 
 
 def _author_year(key: str):

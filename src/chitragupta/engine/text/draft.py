@@ -124,7 +124,7 @@ def _mask(text: str, fmt: str) -> str:
             _blank(mask, m.start(), m.end(), brk=True)
         for m in re.finditer(r"\\(?:part|chapter|(?:sub)*section|paragraph|title|author|date|label|begin|end|"
                              r"bibliography|bibliographystyle|nocite|ref|eqref|includegraphics|usepackage|"
-                             r"documentclass)\*?(?:\[[^\]]*\])?\{[^{}]*\}|\\(?:item|caption|maketitle)\b", text):
+                             r"documentclass)\*?(?:\[[^\]]*\])?\{(?:[^{}]|\{[^{}]*\})*\}|\\(?:item|caption|maketitle)\b", text):
             _blank(mask, m.start(), m.end(), brk=not m.group().startswith(("\\ref", "\\eqref", "\\label")))
     elif fmt == "markdown":
         front = re.match(r"---\n.*?\n(?:---|\.\.\.)\n", text, re.S)
