@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -247,6 +248,48 @@ def cost(ws: Path, draft: str, engine: str, name: str) -> dict:
             "peak_rss_mib": got["peak_rss_mib"], "engine": out["engine"]}
 
 
+def seven_pdfs(data=None) -> dict:
+    """The seven real PDFs (``bench.refs_graph``'s library) checked by a draft citing, by an ``authorYEARword``
+    key, each hand-labelled work two or more of them cite that the library lacks (``refs_graph.MISSING``, those
+    labelled with a family name and a year), and each of the seven by its own key with its title as the claim:
+    how many missing works are named with their citing sources, and the seven's statuses."""
+    import tempfile
+
+    from bench.data import data_dir
+    from bench.refs_graph import LIBRARY, MISSING
+    from chitragupta.engine.citations.store import build_references
+    from chitragupta.engine.library.sync import sync
+    from chitragupta.engine.library.workspace import Workspace
+    from chitragupta.service.check import check
+
+    pdfs = data_dir(data) / "pdfs" / "papermage"
+    bib = "\n".join(f"@article{{{key},\n  title = {{{title}}},\n  year = {{{year}}},\n  file = {{{pdfs / (stem + '.pdf')}}}\n}}"
+                     for stem, (key, title, year, _doi) in LIBRARY.items())
+    works = []
+    for label, phrase, citing in MISSING:
+        m = re.search(r"\((\w+) (\d{4})", label)
+        if m:
+            works.append((f"{m.group(1).lower()}{m.group(2)}{re.match(r'[a-z0-9]+', phrase).group()}", citing, label))
+    lines = [f"{label.split(' (')[0]} is a work this draft builds on \\cite{{{key}}}." for key, _c, label in works]
+    lines += [f"{title} \\cite{{{key}}}." for key, title, _y, _d in LIBRARY.values()]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "papers").mkdir()
+        (root / "papers" / "bibliography.bib").write_text(bib, encoding="utf-8")
+        ws = Workspace.open(root)
+        sync(ws)
+        build_references(ws)
+        rep = check(ws, "\n\n".join(lines) + "\n", fmt="latex", engine="bm25")
+    named = 0
+    for key, citing, _label in works:
+        note = next((n for n in rep.notes if f": {key} is cited by" in n), "")
+        named += bool(note) and set(re.search(r"sources \(([^)]*)\)", note).group(1).split(", ")) <= citing
+    own = [f.status for f in rep.citations if f.key in {v[0] for v in LIBRARY.values()}]
+    return {"missing_works": len(works), "named_with_citing": named,
+            "unknown": sum(f.status == "unknown" for f in rep.citations[:len(works)]),
+            "own_supported": own.count("supported"), "own": len(own)}
+
+
 def main(argv=None) -> int:
     from chitragupta.service.check import MODELS, check, open_engines
 
@@ -282,6 +325,7 @@ def main(argv=None) -> int:
         for engine, label, n, m in rows_out:
             cells = [f"{v:.4f}" if isinstance(v, float) else str(v) for v in m.values()]
             print(f"| {engine} | {label} | {n} | " + " | ".join(cells) + " |")
+    print(f"\nseven PDFs: {seven_pdfs()}", flush=True)
     if not args.no_cost:
         bm = open_engines(ws, "bm25").bm25
         test = build("test", args.seed + 1, bm)

@@ -37,7 +37,7 @@ queries, by balanced accuracy), with up to ``ALTERNATIVES`` candidates >= WEAK. 
 the keys equal but for case, the sources whose first author's family name and year (and a title word
 starting with the key's word) match an ``authorYEARword`` key, then the keys within edit similarity
 ``NEAR`` (rapidfuzz ratio); a work the citation graph knows as cited by the library's sources but missing
-from it gets a note naming its citing sources and ``chitragupta missing --min 1 --bib FILE``.
+from it (its first author's family name, its year within one, a title word) gets a note naming its citing sources and ``chitragupta missing --min 1 --bib FILE``.
 """
 
 from __future__ import annotations
@@ -151,13 +151,14 @@ class Engines:
 
 
 def open_engines(ws, engine: str = "auto", *, warm=None, update: bool = True) -> Engines:
-    """The BM25 searcher and, for ``auto`` and ``hybrid``, the embedding searcher when the workspace has a
+    """(``ws``: a workspace path or a ``Workspace``.) The BM25 searcher and, for ``auto`` and ``hybrid``, the embedding searcher when the workspace has a
     usable one covering the library (else None and a note; ``auto`` says nothing when there is no index)."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r} for check; allowed: {', '.join(ENGINES)}")
     from chitragupta.service import open_searcher
 
     bm25 = warm.searcher(BM25) if warm is not None else open_searcher(ws, BM25, update=update)
+    ws = bm25.workspace
     if engine == BM25:
         return Engines(bm25, None, [])
     none = "no embedding index (`chitragupta enrich --stages embed` builds one): BM25 alone"
@@ -325,7 +326,7 @@ def _missing_notes(ws, unknown: dict[str, list[int]]) -> list[str]:
         return []
     notes = []
     for key, (fam, year, word) in wanted.items():
-        w = next((w for w in works if w.year == year and w.authors and fold(w.authors[0]).replace(" ", "").endswith(fam)
+        w = next((w for w in works if w.year is not None and abs(w.year - year) <= 1 and w.authors and fold(w.authors[0]).replace(" ", "").endswith(fam)
                   and _word_in(word, w.title)), None)
         if w is not None:
             lines = ", ".join(map(str, unknown[key]))

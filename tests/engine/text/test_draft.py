@@ -7,6 +7,8 @@ import pytest
 
 from chitragupta.engine.text.draft import guess_format, read_draft
 
+from helpers import SHARED
+
 
 def _cites(text, fmt=None):
     return [(c.key, c.line, c.claim) for c in read_draft(text, fmt).cites]
@@ -29,7 +31,8 @@ def test_pandoc_bracketed_narrative_suppressed_and_braced_citations():
 
 
 def test_what_is_not_a_citation():
-    text = ("Write to a@b.org about it. A [link](http://x.org) and `[@code]` and \\nocite{all} are not citations.\n"
+    text = ("Write to a@b.org about it, on a CPU @2.45 GHz. A [link](http://x.org) and `[@code]` and \\nocite{all} "
+            "are not citations.\n"
             "```\n[@fenced]\n```\n")
     assert _cites(text, "markdown") == []
 
@@ -91,3 +94,27 @@ def test_the_format_is_guessed_from_the_name_then_the_text():
 
 def test_plain_text_reads_both_syntaxes():
     assert [k for k, _l, _c in _cites("One claim [@a]. Another claim \\cite{b}.", "text")] == ["a", "b"]
+
+
+def test_latex_reads_its_commands_alone_and_table_rows_are_sentences():
+    text = ("Mail {ab,cd}@ibm.com or [@x].\n\\begin{tabular}{ll}\nByteNet \\cite{a} & 23.75 \\\\\n"
+            "Transformer \\cite{b} & 28.4 \\\\\n\\end{tabular}\n")
+    assert [(k, line, claim) for k, line, claim in _cites(text, "latex")] == [("a", 3, "ByteNet & 23.75"),
+                                                                           ("b", 4, "Transformer & 28.4")]
+
+
+LATEX = SHARED / "data" / "pdfs" / "docling" / "latex"
+
+
+@pytest.mark.skipif(not LATEX.is_dir(), reason="../shared/data/pdfs is absent")
+def test_every_citation_of_real_latex_papers_is_found():
+    import re
+
+    files = sorted(LATEX.rglob("*.tex"))
+    assert len(files) >= 10
+    for f in files:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        plain = re.sub(r"(?<!\\)%[^\n]*", "", text)
+        keys = [k.strip() for m in re.findall(r"\\(?:cite[a-z]*|citep|citet|parencite|textcite|autocite)\*?"
+                                               r"(?:\[[^\]]*\]){0,2}\s*\{([^}]*)\}", plain) for k in m.split(",") if k.strip()]
+        assert [c.key for c in read_draft(text, name=f.name).cites] == keys, f

@@ -7,11 +7,12 @@
 Citations: LaTeX ``\\cite``, ``\\citep``, ``\\citet`` (any ``\\cite...``), ``\\parencite``, ``\\textcite``,
 ``\\autocite``, ``\\footcite``, ``\\smartcite`` and ``\\supercite`` (capitalised too), a ``*``, up to two
 ``[...]`` arguments, then ``{a, b}``; pandoc ``[@a]``, ``[see @a, p. 3; -@b]``, ``@{key}`` and ``@a`` in the
-running text (never after a word character, so an e-mail address is none). Both syntaxes are read in every
-format; the format says what is not prose: LaTeX comments, the preamble, what follows ``\\end{document}``,
-display maths, ``thebibliography``, and heading-like commands (each a sentence break); Markdown front
-matter, code, HTML comments, headings (a break) and everything after a References or Bibliography heading.
-``\\nocite`` cites nothing in the text.
+running text (a key starting with a letter, never after a word character: an e-mail address or "CPU @2.45"
+is none). Markdown and plain text are read for both syntaxes, LaTeX for its commands alone. The format says
+what is not prose: LaTeX comments, the preamble, what follows ``\\end{document}``, display maths, verbatim,
+``thebibliography``, and heading-like commands (each a sentence break, as a table row's ``\\\\`` is); Markdown
+front matter, code, HTML comments, headings (a break) and everything after a References or Bibliography
+heading. ``\\nocite`` cites nothing in the text.
 
 Sentences end at ``.``, ``!`` or ``?`` (closing quotes and brackets kept) before white space and a capital,
 a digit, a quote or an opening bracket, or before a command that is not a parenthetical citation; never
@@ -38,7 +39,7 @@ _LATEX = re.compile(r"\\((?:[Cc]ite[a-zA-Z]*|[Pp]arencite|[Tt]extcite|[Aa]utocit
                     r"[Ss]upercite)\*?)((?:\s*\[[^\]]*\]){0,2})\s*\{([^{}]*)\}")
 _BRACKET = re.compile(r"\[([^\[\]]*?(?<=[\[\s;-])-?@[^\[\]]*)\](?!\()")
 _KEY = r"@(?:\{([^{}]+)\}|([\w][\w:.#$%&+?<>~/-]*[\w]|[\w]))"
-_NARRATIVE = re.compile(r"(?<![\w@\\])" + _KEY)
+_NARRATIVE = re.compile(r"(?<![\w@\\])@(?:\{([^{}]+)\}|([^\W\d][\w:.#$%&+?<>~/-]*[\w]|[^\W\d]))")
 _IN_BRACKET = re.compile(r"(?:^|(?<=[\s;\-\[]))-?" + _KEY)
 _ABBREV = {"al", "e.g", "i.e", "eg", "ie", "cf", "fig", "figs", "eq", "eqs", "vs", "etc", "sec", "ch", "no", "dr", "mr", "ms",
            "prof", "approx", "resp", "ref", "refs", "tab", "p", "pp", "vol", "ed", "eds", "st", "viz", "ca"}
@@ -119,12 +120,12 @@ def _mask(text: str, fmt: str) -> str:
         for m in re.finditer(r"(?<!\\)%[^\n]*", text):
             _blank(mask, m.start(), m.end())
         for m in re.finditer(r"\\begin\{(equation|align|gather|multline|eqnarray|displaymath|thebibliography|"
-                             r"verbatim|lstlisting|tabular|figure|table)(\*?)\}.*?\\end\{\1\2\}|\$\$.*?\$\$|"
-                             r"\\\[.*?\\\]", text, re.S):
+                             r"verbatim|lstlisting)(\*?)\}.*?\\end\{\1\2\}|\$\$.*?\$\$|\\\[.*?\\\]|\\\\", text, re.S):
             _blank(mask, m.start(), m.end(), brk=True)
         for m in re.finditer(r"\\(?:part|chapter|(?:sub)*section|paragraph|title|author|date|label|begin|end|"
                              r"bibliography|bibliographystyle|nocite|ref|eqref|includegraphics|usepackage|"
-                             r"documentclass)\*?(?:\[[^\]]*\])?\{(?:[^{}]|\{[^{}]*\})*\}|\\(?:item|caption|maketitle)\b", text):
+                             r"documentclass)\*?(?:\[[^\]]*\])?\{(?:[^{}]|\{[^{}]*\})*\}(?:\[[^\]]*\]|\{[^{}]*\})*|"
+                             r"\\(?:item|caption|maketitle)\b", text):
             _blank(mask, m.start(), m.end(), brk=not m.group().startswith(("\\ref", "\\eqref", "\\label")))
     elif fmt == "markdown":
         front = re.match(r"---\n.*?\n(?:---|\.\.\.)\n", text, re.S)
@@ -140,8 +141,8 @@ def _mask(text: str, fmt: str) -> str:
     return "".join(mask)
 
 
-def _groups(mask: str) -> list[tuple[int, int, list[tuple[str, int]]]]:
-    """Every citation group as (start, end, [(key, offset of the key)]), in order."""
+def _groups(mask: str, fmt: str) -> list[tuple[int, int, list[tuple[str, int]]]]:
+    """Every citation group as (start, end, [(key, offset of the key)]), in order; pandoc's only outside LaTeX."""
     out = []
     for m in _LATEX.finditer(mask):
         keys, at = [], m.start(3)
@@ -152,6 +153,8 @@ def _groups(mask: str) -> list[tuple[int, int, list[tuple[str, int]]]]:
             at += len(part) + 1
         if keys:
             out.append((m.start(), m.end(), keys))
+    if fmt == "latex":
+        return out
     taken = [(s, e) for s, e, _ in out]
     for m in _BRACKET.finditer(mask):
         keys = [(km.group(1) or km.group(2), m.start(1) + km.start(1 if km.group(1) else 2))
@@ -199,7 +202,7 @@ def read_draft(text: str, fmt: str | None = None, name: str | None = None) -> Dr
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     mask = _mask(text, fmt)
     newlines = [i for i, c in enumerate(text) if c == "\n"]
-    groups = _groups(mask)
+    groups = _groups(mask, fmt)
     cites, sentences, g = [], [], 0
     for a, b in _spans(mask):
         inside = []
