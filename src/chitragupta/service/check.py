@@ -104,8 +104,7 @@ class Finding:
         ev = None if self.evidence is None else {"text": self.evidence.text, "page": self.evidence.page}
         return {"key": self.key, "line": self.line, "sentence": self.sentence, "status": self.status,
                 "support": None if self.support is None else round(self.support, 4), "evidence": ev,
-                "alternatives": [{"citekey": k, "support": round(s, 4)} for k, s, _ in self.alternatives],
-                "did_you_mean": list(self.did_you_mean)}
+                "alternatives": _scores(self.alternatives), "did_you_mean": list(self.did_you_mean)}
 
 
 @dataclass
@@ -117,8 +116,11 @@ class Uncited:
     end: int = 0
 
     def to_dict(self) -> dict:
-        return {"line": self.line, "sentence": self.sentence,
-                "candidates": [{"citekey": k, "support": round(s, 4)} for k, s, _ in self.candidates]}
+        return {"line": self.line, "sentence": self.sentence, "candidates": _scores(self.candidates)}
+
+
+def _scores(pairs) -> list[dict]:
+    return [{"citekey": k, "support": round(s, 4)} for k, s, _ev in pairs]
 
 
 @dataclass
@@ -127,7 +129,6 @@ class Report:
     uncited: list[Uncited]
     engine: str
     notes: list[str]
-    draft: object = None  # the ``engine.text.draft.Draft`` read
 
     def to_dict(self) -> dict:
         return {"citations": [f.to_dict() for f in self.citations], "uncited": [u.to_dict() for u in self.uncited],
@@ -184,9 +185,8 @@ def _plain(claim: str) -> str:
 
 @dataclass
 class Scored:
-    """Every scored (claim, source) pair of a batch: ``q`` the claim, ``d`` the BM25 document row, ``x`` the
-    features (module docstring), one row per pair, each claim's pairs together; ``terms`` each claim's
-    scored BM25 terms."""
+    """Per scored pair (each claim's together) its claim ``q``, BM25 row ``d`` and features ``x``; each claim's
+    BM25 ``terms``."""
 
     q: np.ndarray
     d: np.ndarray
@@ -194,33 +194,34 @@ class Scored:
     terms: list
 
 
-def _dense_pairs(dense, bm25, claims: list[str], pairs: list[list[int]], depth: int):
-    """(cos per pair of ``pairs``, each claim's dense candidates and their cos, each claim's best cos): the
-    claims encoded once, scored against every chunk a block of claims at a time."""
+def _dense(dense, bm25, claims: list[str], pairs: list[list[int]], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's cosine with the claim's best chunk of the source, and the claim's best cosine: the claims
+    encoded once and scored against every chunk, a block of claims at a time; each claim's top ``depth``
+    sources by it join its ``pairs``."""
     store = dense.store
-    vectors = np.asarray(store.vectors, dtype=np.float32)
-    rows = np.asarray(bm25.index.citekeys.find_many(store.citekeys), dtype=np.int64)  # store doc -> BM25 row
     order = np.argsort(np.asarray(store.chunk_doc), kind="stable")
     docs = np.asarray(store.chunk_doc)[order]
+    vectors = np.asarray(store.vectors, dtype=np.float32)
+    vectors = vectors if np.array_equal(order, np.arange(order.size)) else vectors[order]
     starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if docs.size else np.zeros(0, dtype=np.int64)
-    pos = np.full(bm25.index.n_docs, -1, dtype=np.int64)  # BM25 row -> column of the per-source matrix
-    live = rows[docs[starts]] if starts.size else rows[:0]
-    pos[live[live >= 0]] = np.flatnonzero(live >= 0)
-    qv = dense.encode(claims)
-    cos, extra, best = [], [], np.zeros(len(claims))
-    block = max(1, (1 << 24) // max(1, vectors.shape[0]))
+    rows = np.asarray(bm25.index.citekeys.find_many(store.citekeys), dtype=np.int64)[docs[starts]]  # BM25 rows
+    col = np.full(bm25.index.n_docs, -1, dtype=np.int64)
+    col[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
+    qv, cos, best = dense.encode(claims), [], np.zeros(len(claims))
+    block = max(1, (1 << 24) // max(1, len(vectors)))
     for lo in range(0, len(claims), block):
-        sims = np.maximum.reduceat(qv[lo:lo + block] @ vectors[order].T, starts, axis=1) if starts.size else \
-            np.zeros((len(claims[lo:lo + block]), 0), dtype=np.float32)
-        sims[:, live < 0] = -np.inf
+        sims = np.maximum.reduceat(qv[lo:lo + block] @ vectors.T, starts, axis=1) if starts.size else \
+            np.full((len(qv[lo:lo + block]), 0), -np.inf, dtype=np.float32)
+        sims[:, rows < 0] = -np.inf  # sources the BM25 index does not hold
         for i, row in enumerate(sims, start=lo):
-            at = pos[np.asarray(pairs[i], dtype=np.int64)]
-            cos.append(np.where(at >= 0, row[np.maximum(at, 0)], np.nan))
-            top = np.argsort(-row, kind="stable")[:depth]
+            top = np.argpartition(-row, depth - 1)[:depth] if row.size > depth else np.arange(row.size)
+            top = top[np.argsort(-row[top], kind="stable")]
             top = top[np.isfinite(row[top])]
-            extra.append((live[top], row[top]))
+            pairs[i] += [d for d in rows[top].tolist() if d not in set(pairs[i])]
+            at = col[np.asarray(pairs[i], dtype=np.int64)]
+            cos.append(np.where(at >= 0, row[np.maximum(at, 0)], 0.0))  # (coverage is checked on opening)
             best[i] = row[top[0]] if top.size else 0.0
-    return cos, extra, best
+    return np.concatenate(cos), np.repeat(best, [len(p) for p in pairs])
 
 
 def score_claims(engines: Engines, claims: list[str], cited: list[list[int]], depth: int = DEPTH) -> Scored:
@@ -233,17 +234,7 @@ def score_claims(engines: Engines, claims: list[str], cited: list[list[int]], de
     ranked = bm25.rank_many([_plain(c) for c in claims], depth)
     ids = ranked.topk.ids
     pairs = [list(dict.fromkeys([*ids[c][ids[c] >= 0].tolist(), *cited[c]])) for c in range(len(claims))]
-    dense_x = None
-    if engines.dense is not None and claims:
-        cos, extra, best = _dense_pairs(engines.dense, bm25, claims, pairs, depth)
-        for c, (more, sims) in enumerate(extra):
-            new = [(int(d), float(s)) for d, s in zip(more.tolist(), sims.tolist()) if d not in set(pairs[c])]
-            pairs[c] += [d for d, _ in new]
-            cos[c] = np.r_[cos[c], [s for _, s in new]]
-        flat = np.concatenate(cos) if cos else np.zeros(0)
-        lens = [len(p) for p in pairs]
-        flat = np.where(np.isnan(flat), 0.0, flat)  # a source the store lacks (coverage is checked first)
-        dense_x = (flat, np.repeat(best, lens))
+    dense = _dense(engines.dense, bm25, claims, pairs, depth) if engines.dense is not None and claims else None
     q = np.repeat(np.arange(len(claims)), [len(p) for p in pairs]).astype(np.int64)
     d = np.asarray([x for p in pairs for x in p], dtype=np.int64)
     postings = bm25.index.raw_postings
@@ -251,12 +242,12 @@ def score_claims(engines: Engines, claims: list[str], cited: list[list[int]], de
     unknown = np.asarray([len(p.unknown) for p in ranked.plan.parsed], dtype=np.float64)  # in no source: held by none
     total += unknown[q] * bm25_idf(np.zeros(1), postings.n_docs)[0]
     top = np.zeros(len(claims))
-    np.maximum.at(top, q, s) if q.size else None
+    np.maximum.at(top, q, s)
     r = np.divide(s, top[q], out=np.zeros_like(s), where=top[q] > 0)
     c = np.divide(held, total, out=np.zeros_like(held), where=total > 0)
     x = [np.ones_like(s), np.sqrt(np.minimum(r, 1.0)), np.sqrt(c)]
-    if dense_x is not None:
-        x += [dense_x[0], dense_x[0] - dense_x[1]]
+    if dense is not None:
+        x += [dense[0], dense[0] - dense[1]]
     return Scored(q, d, np.stack(x, axis=1), ranked.terms)
 
 
@@ -265,24 +256,23 @@ def support(x: np.ndarray, model: Model) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(x @ np.asarray(model.weights))))
 
 
-def _status(value: float, model: Model) -> str:
-    return "supported" if value >= model.supported else "weak" if value >= model.weak else "unsupported"
-
-
 _AUTHOR_YEAR = re.compile(r"([^\W\d_]+?)[_:.-]?((?:1[6-9]|20)\d\d)(?:[a-z](?![a-z]))?[_:.-]?([^\W\d_]*)\d*")
 
 
 def _author_year(key: str):
+    """(family, year, word) of an ``authorYEARword`` key, folded; None for another key."""
     from chitragupta.engine.library.metadata import fold
 
     m = _AUTHOR_YEAR.fullmatch(key)
     return (fold(m.group(1)), int(m.group(2)), fold(m.group(3))) if m else None
 
 
-def _word_in(word: str, title: str) -> bool:
-    from chitragupta.engine.library.metadata import fold
+def _matches(ay, family: str, year, title: str, years: int = 0) -> bool:
+    """Whether a source or work (first author's ``family``, ``year``, ``title``) is what ``ay`` names."""
+    from chitragupta.engine.library.metadata import family_keys, fold
 
-    return not word or any(t.startswith(word) for t in re.findall(r"\w+", fold(title or "")))
+    return (year is not None and abs(year - ay[1]) <= years and ay[0] in {k.replace(" ", "") for k in family_keys(family)}
+            and (not ay[2] or any(t.startswith(ay[2]) for t in re.findall(r"\w+", fold(title or "")))))
 
 
 def _did_you_mean(ws, bm25, unknown: list[str]) -> dict[str, list[str]]:
@@ -290,7 +280,6 @@ def _did_you_mean(ws, bm25, unknown: list[str]) -> dict[str, list[str]]:
     from rapidfuzz import fuzz, process
 
     from chitragupta.engine.library.ledger import Ledger
-    from chitragupta.engine.library.metadata import fold
 
     keys = bm25.index.citekeys.to_list()
     folded: dict[str, list[str]] = {}
@@ -299,14 +288,14 @@ def _did_you_mean(ws, bm25, unknown: list[str]) -> dict[str, list[str]]:
     meta = []
     if any(_author_year(k) for k in unknown) and ws.ledger_path.exists():
         with Ledger(ws.ledger_path, create=False) as ledger:
-            meta = [(k, fold(names[0][0]) if names else "", year) for k, names, year, *_ in ledger.metadata_view()]
+            meta = [(k, names[0][0], year) for k, names, year, *_ in ledger.metadata_view() if names]
+    fam_of = {k: fam for k, fam, _y in meta}
     out = {}
     for key in unknown:
         got = list(folded.get(key.casefold(), []))
-        ay = _author_year(key)
-        if ay:
-            hits = [k for k, fam, year in meta if year == ay[1] and fam and fam.replace(" ", "") == ay[0]]
-            got += sorted(hits, key=lambda k: not _word_in(ay[2], bm25.title(k)))
+        if ay := _author_year(key):
+            hits = [k for k, fam, year in meta if _matches(ay[:2] + ("",), fam, year, "")]
+            got += sorted(hits, key=lambda k: not _matches(ay, fam_of[k], ay[1], bm25.title(k)))
         got += [k for k, _s, _i in process.extract(key, keys, scorer=fuzz.ratio, limit=5, score_cutoff=NEAR)]
         out[key] = list(dict.fromkeys(got))[:5]
     return out
@@ -314,7 +303,6 @@ def _did_you_mean(ws, bm25, unknown: list[str]) -> dict[str, list[str]]:
 
 def _missing_notes(ws, unknown: dict[str, list[int]]) -> list[str]:
     """A note per unknown ``authorYEARword`` key the citation graph knows as a work the library lacks."""
-    from chitragupta.engine.library.metadata import fold
     from chitragupta.service.citations import citation_graph
 
     wanted = {k: ay for k in unknown if (ay := _author_year(k))}
@@ -325,9 +313,8 @@ def _missing_notes(ws, unknown: dict[str, list[int]]) -> list[str]:
     except ChitraguptaError:
         return []
     notes = []
-    for key, (fam, year, word) in wanted.items():
-        w = next((w for w in works if w.year is not None and abs(w.year - year) <= 1 and w.authors and fold(w.authors[0]).replace(" ", "").endswith(fam)
-                  and _word_in(word, w.title)), None)
+    for key, ay in wanted.items():
+        w = next((w for w in works if w.authors and _matches(ay, w.authors[0], w.year, w.title, 1)), None)
         if w is not None:
             lines = ", ".join(map(str, unknown[key]))
             notes.append(f"line {lines}: {key} is cited by {w.count} of your sources ({', '.join(w.citing[:5])}) "
@@ -403,7 +390,8 @@ def check(workspace, text: str, *, fmt: str | None = None, name: str | None = No
             unknown.setdefault(c.key, []).append(c.line)
         else:
             f.support = own[(qi, row)]
-            f.status = "no-text" if flags[row] & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED) else _status(f.support, model)
+            f.status = "no-text" if flags[row] & (FLAG_TEXT_MISSING | FLAG_NOT_PARSED) else \
+                "supported" if f.support >= model.supported else "weak" if f.support >= model.weak else "unsupported"
             if f.status == "no-text":
                 notes.append(f"line {c.line}: {c.key} is indexed on its title alone (no text: parse it, "
                              "`chitragupta sync -v` says why not)")
@@ -425,4 +413,4 @@ def check(workspace, text: str, *, fmt: str | None = None, name: str | None = No
             uncited.append(Uncited(s.line, s.text, others(qi, model.weak, -1, sc.terms[qi]), s.start, s.end))
     if not draft.cites:
         notes.append(f"no citation found in the draft (read as {draft.format})")
-    return Report(findings, uncited, engines.name, notes, draft)
+    return Report(findings, uncited, engines.name, notes)

@@ -84,18 +84,16 @@ class Draft:
     sentences: list[Sentence]
 
 
+_EXTENSIONS = {"tex": "latex", "ltx": "latex", "md": "markdown", "markdown": "markdown", "qmd": "markdown",
+               "rmd": "markdown", "txt": "text"}
+
+
 def guess_format(text: str, name: str | None = None) -> str:
     """The format by the file name's extension, else by what the text holds."""
-    ext = (name or "").rsplit(".", 1)[-1].lower() if name and "." in name else ""
-    if ext in ("tex", "ltx", "latex"):
+    got = _EXTENSIONS.get(name.rsplit(".", 1)[-1].lower()) if name and "." in name else None
+    if got is None and ("\\begin{document}" in text or _LATEX.search(text)):
         return "latex"
-    if ext in ("md", "markdown", "qmd", "rmd", "pandoc"):
-        return "markdown"
-    if ext in ("txt", "text"):
-        return "text"
-    if "\\begin{document}" in text or _LATEX.search(text):
-        return "latex"
-    return "markdown" if _BRACKET.search(text) or re.search(r"^#{1,6} ", text, re.M) else "text"
+    return got or ("markdown" if _BRACKET.search(text) or re.search(r"^#{1,6} ", text, re.M) else "text")
 
 
 def _blank(mask: list[str], start: int, end: int, brk: bool = False) -> None:
