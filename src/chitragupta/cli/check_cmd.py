@@ -107,7 +107,7 @@ def markdown(report, text: str) -> str:
             out.append("\n\n" + "\n\n".join(notes[pos]) + ("\n" if pos == len(text) else ""))
         at = pos
     out.append(text[at:])
-    head = f"<!-- chitragupta check: engine {report.engine}; " + "; ".join(report.notes) + " -->\n\n"
+    head = f"<!-- chitragupta check: engine {report.engine}" + "".join(f"; {n}" for n in report.notes) + " -->\n\n"
     return head + "".join(out)
 
 
