@@ -55,17 +55,25 @@ def auc(pos, neg) -> float:
     return float(((pos.size - hi) + 0.5 * (hi - lo)).sum() / (pos.size * neg.size))
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3) -> np.ndarray:
-    """Weighted, lightly ridged logistic regression by Newton's method."""
-    b = np.zeros(x.shape[1])
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-(x @ b)))
-        h = x.T @ (x * (w * p * (1 - p))[:, None]) + l2 * np.eye(b.size)
-        step = np.linalg.solve(h, x.T @ (w * (y - p)) - l2 * b)
-        b += step
-        if np.abs(step).max() < 1e-10:
-            break
-    return b
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3, monotone: bool = False) -> np.ndarray:
+    """Weighted, lightly ridged logistic regression by Newton's method. ``monotone``: every weight but the
+    first (the intercept) kept >= 0 -- more evidence never lowers the support -- by dropping the most negative
+    feature and fitting again until none is negative (an active set)."""
+    keep = np.arange(x.shape[1])
+    while True:
+        b = np.zeros(keep.size)
+        for _ in range(100):
+            p = 1.0 / (1.0 + np.exp(-(x[:, keep] @ b)))
+            h = x[:, keep].T @ (x[:, keep] * (w * p * (1 - p))[:, None]) + l2 * np.eye(b.size)
+            step = np.linalg.solve(h, x[:, keep].T @ (w * (y - p)) - l2 * b)
+            b += step
+            if np.abs(step).max() < 1e-10:
+                break
+        if not monotone or (b[1:] >= 0).all():
+            out = np.zeros(x.shape[1])
+            out[keep] = b
+            return out
+        keep = np.delete(keep, 1 + int(np.argmin(b[1:])))
 
 
 def best_threshold(pos, neg) -> float:
@@ -135,27 +143,24 @@ def build(split: str, seed: int, bm25) -> dict:
 
 
 def choose_model(engines, data: dict):
-    """Weights and thresholds from the training claims (``service/check.py``'s rules)."""
+    """Weights and thresholds from the training claims (``service/check.py``'s rules): the weights by a
+    logistic regression, monotone, of every (claim, source) pair ``check`` scores for a claim -- its
+    candidates and its relevant, random and hard citations -- relevant or not, the two classes weighted
+    alike; then the thresholds on the citations' support."""
     from chitragupta.service.check import Model, score_claims
 
     rows = data["rows"]
     find = dict(zip(engines.bm25.index.citekeys.to_list(), range(engines.bm25.index.n_docs)))
-    cited = [[find[r[k]] for k in ("relevant", "random", "hard") if r[k] is not None] for r in rows]
+    cited = [[find[k] for k in [r["relevant"], r["random"], r["hard"], *sorted(r["rel"])] if k in find] for r in rows]
     sc = score_claims(engines, [r["claim"] for r in rows], cited)
-    at = {(int(q), int(d)): i for i, (q, d) in enumerate(zip(sc.q, sc.d))}
-    x, y, w, kind = [], [], [], []
-    for c, r in enumerate(rows):
-        for k in ("relevant", "random", "hard"):
-            if r[k] is not None:
-                x.append(sc.x[at[(c, find[r[k]])]])
-                y.append(k == "relevant")
-                w.append(1.0 if k == "relevant" else 0.5)
-                kind.append(k)
-    x, y, w, kind = np.asarray(x), np.asarray(y, float), np.asarray(w), np.asarray(kind)
-    b = fit_logistic(x, y, w)
-    s = 1.0 / (1.0 + np.exp(-(x @ b)))
-    weak = best_threshold(s[kind == "relevant"], s[kind == "random"])
-    supported = best_threshold(s[kind == "relevant"], s[kind == "hard"])
+    keys = engines.bm25.index.citekeys.strings_at(sc.d).tolist()
+    y = np.asarray([k in rows[q]["rel"] for q, k in zip(sc.q.tolist(), keys)], float)
+    b = fit_logistic(sc.x, y, np.where(y == 1, 0.5 / y.sum(), 0.5 / (1 - y).sum()) * y.size, monotone=True)
+    s = 1.0 / (1.0 + np.exp(-(sc.x @ b)))
+    at = {(q, k): v for q, k, v in zip(sc.q.tolist(), keys, s.tolist())}
+    kind = {k: np.asarray([at[(c, r[k])] for c, r in enumerate(rows) if r[k] is not None]) for k in KINDS[:3]}
+    weak = best_threshold(kind["relevant"], kind["random"])
+    supported = best_threshold(kind["relevant"], kind["hard"])
     inside = best_support(engines, [r["claim"] for r in rows], b)
     outside = best_support(engines, out_of_domain("train"), b)
     return Model(tuple(round(float(v), 3) for v in b), round(weak, 3), round(max(supported, weak), 3),

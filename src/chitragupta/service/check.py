@@ -23,10 +23,12 @@ r is the source's BM25 score for the claim over the best any library source has 
 the share of the claim's idf whose terms the source holds (a word no source holds counts with the idf of a
 term in no document); cos the cosine of the claim and the source's
 best chunk, best cos the claim's best over the library. ``MODELS`` holds w and the two thresholds per
-engine, all chosen by ``python -m bench check`` on SciFact's training claims (qrels_train.tsv) alone: w by
-logistic regression of relevant citations against random and best-ranked non-relevant ones (half weight
-each); WEAK the threshold best separating relevant from random citations (balanced accuracy), SUPPORTED the
-one best separating relevant from best-ranked non-relevant ones. Status, worst first: ``unknown`` (no such
+engine, all chosen by ``python -m bench check`` on SciFact's training claims (qrels_train.tsv) alone: w by a
+logistic regression of every pair check scores for a claim (its candidates and its cited sources: the
+relevant ones, a random one, the best-ranked non-relevant one), relevant or not, the two classes weighted
+alike, w kept >= 0 but for the intercept (more evidence never lowers support); WEAK the threshold best
+separating relevant from random citations (balanced accuracy), SUPPORTED the one best separating relevant
+from best-ranked non-relevant ones. Status, worst first: ``unknown`` (no such
 key in the library), ``no-text`` (the library holds the source's title alone; support is then its
 title's), ``unsupported`` (support < WEAK), ``weak`` (< SUPPORTED), ``supported``.
 
@@ -73,8 +75,8 @@ class Model:
     uncited: float
 
 
-MODELS = {BM25: Model((-2.427, 2.19, 1.512), 0.312, 0.699, 0.658),
-          HYBRID: Model((-2.38, 2.03, 1.59, 0.0, 0.0), 0.2, 0.5, 0.5)}
+MODELS = {BM25: Model((-3.91, 3.601, 1.788), 0.192, 0.724, 0.676),
+          HYBRID: Model((-1.884, 1.971, 1.409, 2.153, 9.669), 0.064, 0.855, 0.806)}
 
 
 @dataclass(frozen=True)
