@@ -40,3 +40,13 @@ def test_the_logistic_fit_is_at_its_optimum():
 
 def test_claims_are_written_as_latex_prose():
     assert _tex("5% of $10 claims") == "5\\% of \\$10 claims"
+
+
+def test_a_monotone_fit_keeps_every_weight_but_the_intercept_at_or_above_zero():
+    rng = np.random.default_rng(5)
+    x = np.c_[np.ones(400), rng.normal(size=(400, 2))]
+    y = (rng.random(400) < 1 / (1 + np.exp(-(x @ [0.0, 2.0, -1.0])))).astype(float)
+    b = fit_logistic(x, y, np.ones(400), monotone=True)
+    assert b[2] == 0.0 and b[1] > 1
+    alone = fit_logistic(x[:, :2], y, np.ones(400))
+    assert b[:2] == pytest.approx(alone, abs=1e-9)  # the feature dropped, the rest fitted again
