@@ -41,12 +41,10 @@ def table(report) -> str:
 
     rows = []
     for f in sorted(report.citations, key=lambda f: (STATUSES.index(f.status), f.line)):
-        if f.status == "unknown":
-            why = "did you mean: " + (", ".join(f.did_you_mean) or "nothing close")
-        elif f.evidence is not None:
-            why = (f"p. {f.evidence.page}: " if f.evidence.page else "") + f'"{_short(f.evidence.text, 60)}"'
-        else:
-            why = "no passage holds a word of the claim"
+        ev = f.evidence
+        why = ("did you mean: " + (", ".join(f.did_you_mean) or "nothing close") if f.status == "unknown" else
+               "no passage holds a word of the claim" if ev is None else
+               (f"p. {ev.page}: " if ev.page else "") + f'"{_short(ev.text, 60)}"')
         if f.alternatives and f.status != "supported":
             why += "; better: " + _scores(f.alternatives)
         support = "-" if f.support is None else f"{f.support:.2f}"

@@ -170,7 +170,7 @@ def open_engines(ws, engine: str = "auto", *, warm=None, update: bool = True) ->
     from chitragupta.enrich.hybrid import coverage_note
     from chitragupta.enrich.search import store_signature
 
-    if store_signature(ws) is None:
+    if store_signature(ws) is None:  # (a store of another model)
         return Engines(bm25, None, [none] if engine == HYBRID else [])
     try:
         dense = warm.searcher("embed") if warm is not None else open_searcher(ws, "embed")
@@ -361,16 +361,11 @@ def check(workspace, text: str, *, fmt: str | None = None, name: str | None = No
     notes = list(engines.notes)
     keys = list(dict.fromkeys(c.key for c in draft.cites))
     row_of = dict(zip(keys, bm25.index.citekeys.find_many(keys)))
-    claims: dict[str, int] = {}
-    for c in draft.cites:
-        claims.setdefault(c.claim, len(claims))
     free = [s for s in draft.sentences if not s.cited and len(re.findall(r"[A-Za-z0-9]+", s.claim)) >= UNCITED_WORDS]
-    for s in free:
-        claims.setdefault(s.claim, len(claims))
+    claims = {t: i for i, t in enumerate(dict.fromkeys([c.claim for c in draft.cites] + [s.claim for s in free]))}
     cited: list[list[int]] = [[] for _ in claims]
     for c in draft.cites:
-        if row_of[c.key] >= 0:
-            cited[claims[c.claim]].append(int(row_of[c.key]))
+        cited[claims[c.claim]] += [int(row_of[c.key])] if row_of[c.key] >= 0 else []
     sc = score_claims(engines, list(claims), cited)
     value = support(sc.x, model)
     ranked_pairs: dict[int, list[tuple[int, float]]] = {}
