@@ -225,3 +225,28 @@ def test_bodies_are_kept_within_their_budget_and_a_changed_file_is_read_again(tm
     path.write_text(text + " appended words", encoding="utf-8")
     os.utime(path, ns=(1, 1))  # a new size and mtime: a new file
     assert r.body(keys[0]).text.endswith("appended words")
+
+
+@pytest.mark.parametrize("config", ["", "[retrieval]\nweight_title = 2.5\nk1 = 0.9\nb = 0.3\n"])
+def test_score_pairs_is_score_dense_at_each_pair_and_counts_the_idf_held(tmp_path, config):
+    from chitragupta.kernels.reference import score_dense, score_pairs
+    from chitragupta.kernels.types import bm25_idf
+
+    ws = _ws(tmp_path, config)
+    r = Retriever.open(ws)
+    plan = r.plan(QUERIES)
+    p, batch = r.index.raw_postings, plan.batch
+    rng = np.random.default_rng(3)
+    q = rng.integers(0, batch.n_queries, 300)
+    d = rng.integers(0, p.n_docs, 300)
+    scores, held, total = score_pairs(p, batch, q, d, r.params)
+    idf = bm25_idf(p.df(), p.n_docs)
+    for i in range(q.size):
+        terms = batch.terms[batch.indptr[q[i]]:batch.indptr[q[i] + 1]]
+        dense, _ = score_dense(p, terms, r.params)
+        assert scores[i] == pytest.approx(dense[d[i]], rel=1e-12, abs=1e-12)
+        has = [t for t in terms.tolist() if d[i] in p.indices[p.indptr[t]:p.indptr[t + 1]]]
+        assert held[i] == pytest.approx(idf[has].sum()) and total[i] == pytest.approx(idf[terms].sum())
+    assert (scores > 0).any() and (scores == 0).any()
+    empty = score_pairs(p, batch, q[:0], d[:0], r.params)
+    assert all(a.shape == (0,) for a in empty)

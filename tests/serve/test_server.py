@@ -54,7 +54,8 @@ def test_tools_answer_what_the_cli_answers(ws):
         return names, search, passage, evidence, explain, source, similar, sim_f, keys
 
     names, search, passage, evidence, explain, source, similar, sim_f, keys = drive_server(ws, script)
-    assert names == ["cited_by", "evidence", "explain", "missing", "references", "search", "similar", "source"]
+    assert names == ["check_citations", "cited_by", "evidence", "explain", "missing", "references", "search",
+                     "similar", "source"]
     cli_sim = json.loads(run_cli("similar", "-w", ws, key, "-k", "4", "--json", check=True).stdout)
     assert similar["hits"] == cli_sim and key not in [h["citekey"] for h in cli_sim]
     assert sim_f["hits"] and {h["citekey"] for h in sim_f["hits"]} <= set(keys)  # filters on similar
@@ -73,6 +74,24 @@ def test_tools_answer_what_the_cli_answers(ws):
     assert explain == cli_ex
     assert source["citekey"] == key and source["status"] == "parsed" and source["title"] == DOCS[3]["title"]
     assert set(source) >= {"title", "authors", "year", "status"}
+
+
+def test_check_citations_answers_what_check_json_answers(ws, tmp_path):
+    key = DOCS[3]["_id"]
+    text = f"{' '.join(DOCS[3]['text'].split()[:12])} [@{key}].\n\nA claim citing [@nokey].\n"
+
+    async def script(c):
+        got = tool_json(await c.call_tool("check_citations", {"text": text, "format": "markdown"}))
+        bad = await c.call_tool("check_citations", {"text": text, "engine": "dense"})
+        return got, bad.is_error
+
+    got, bad = drive_server(ws, script)
+    draft = tmp_path / "d.md"
+    draft.write_text(text, encoding="utf-8")
+    cli = run_cli("check", "-w", ws, draft, "--json")
+    assert cli.returncode == 3 and got == json.loads(cli.stdout)
+    assert [c["key"] for c in got["citations"]] == [key, "nokey"] and got["citations"][1]["status"] == "unknown"
+    assert bad
 
 
 def test_a_bad_argument_is_a_tool_error_and_the_server_keeps_serving(ws):

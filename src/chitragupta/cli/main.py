@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "missing": ("chitragupta.cli.missing_cmd", "works several sources cite that the library lacks (--bib: BibTeX)"),
     "graph": ("chitragupta.cli.graph_cmd", "the whole citation graph as JSON, GraphML, DOT or a page (html)"),
     "topics": ("chitragupta.cli.topics_cmd", "the topics `enrich` found: labels, sizes, titles (--html: a map)"),
+    "check": ("chitragupta.cli.check_cmd", "check a draft's citations against the library: support, evidence, what to cite"),
     "evidence": ("chitragupta.cli.evidence_cmd", "one document's passages that bear on a query"),
     "explain": ("chitragupta.cli.explain_cmd", "each query term's tf, idf and share of one document's BM25 score"),
     "eval": ("chitragupta.cli.eval_cmd", "score a TREC run against qrels (BEIR TSV or TREC) with ir-measures"),

@@ -218,6 +218,12 @@ class EmbedSearcher(Searcher):
             self._table = StringTable.from_strings(self.store.citekeys)
         return self._table
 
+    def encode(self, queries: Sequence[str]) -> np.ndarray:
+        """The queries' vectors as ``rank_many`` scores them: (q, dim) float32, L2-normalised (one thread at
+        a time through the model)."""
+        with self._model_lock:
+            return np.ascontiguousarray(self.encoder.encode_queries(list(queries)), dtype=np.float32)
+
     def rank_many(self, queries: Sequence[str], k: int = 10, *, unit: str | None = None,
                   max_per_source: int | None = None, filters=None, syntax: bool | str | None = None) -> Ranked:
         """Per query, up to k chunks best first (``topk.ids``: chunk rows of the store): over-fetch, rerank
@@ -237,8 +243,7 @@ class EmbedSearcher(Searcher):
         n_chunks = self.store.count
         top = TopK.empty(len(queries), k)
         if queries and n_chunks:
-            with self._model_lock:
-                qv = np.ascontiguousarray(self.encoder.encode_queries(queries), dtype=np.float32)
+            qv = self.encode(queries)
             doc = np.asarray(self.store.chunk_doc, dtype=np.int64)
 
             def rank(todo: np.ndarray, depth: int):

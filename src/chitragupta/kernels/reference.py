@@ -24,7 +24,7 @@ import numpy as np
 from chitragupta.kernels.topk import topk_from_dense
 from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, allowed_rows, bm25_idf, length_norm
 
-__all__ = ["score_topk", "score_dense", "term_docs", "PostingsDamaged"]
+__all__ = ["score_topk", "score_dense", "score_pairs", "term_docs", "PostingsDamaged"]
 
 
 class PostingsDamaged(ValueError):
@@ -119,3 +119,34 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
             scores.fill(0.0)
             matched.fill(False)
     return out
+
+
+def score_pairs(postings: Postings, queries: QueryBatch, q: np.ndarray, d: np.ndarray,
+                params: BM25Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BM25 scores of the pairs (query ``q[i]`` of ``queries``, document ``d[i]``), by ``score_dense``'s
+    arithmetic (equal to rounding: a pair's terms are added in another order); each posting slice is read
+    and checked once for the whole batch. Returns (scores, the idf of the query's terms the document
+    holds, the idf of all the query's terms), each (n_pairs,) float64."""
+    q, d = np.asarray(q, dtype=np.int64), np.asarray(d, dtype=np.int64)
+    lens = np.diff(queries.indptr)[q]
+    pair = np.repeat(np.arange(q.shape[0]), lens)
+    at = np.repeat(queries.indptr[q] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+    terms, inverse = np.unique(np.asarray(queries.terms)[at], return_inverse=True)
+    scores, held, total = (np.zeros(q.shape[0]) for _ in range(3))
+    if not terms.size:
+        return scores, held, total
+    avgdl, k1p1, active = postings.avgdl(), params.k1 + 1.0, params.active_fields()
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(terms.size + 1))
+    for j, t in enumerate(terms.tolist()):
+        sel = pair[order[bounds[j]:bounds[j + 1]]]
+        docs, tf = _slice(postings, int(t), active)
+        idf = bm25_idf(np.asarray([docs.size]), postings.n_docs)[0]
+        np.add.at(total, sel, idf)
+        pos = np.minimum(np.searchsorted(docs, d[sel]), max(docs.size - 1, 0))
+        found = (docs[pos] == d[sel]) & (tf[pos] > 0) if docs.size else np.zeros(sel.size, dtype=bool)
+        sel, w = sel[found], tf[pos[found]]
+        norm = length_norm(np.asarray(postings.doc_len[d[sel]]), avgdl, params.k1, params.b)
+        np.add.at(scores, sel, idf * w * k1p1 / (w + norm))
+        np.add.at(held, sel, idf)
+    return scores, held, total

@@ -13,6 +13,7 @@ Tools, each answering JSON (structured content, and the same JSON as text):
     explain   {query, citekey}                  -> each query term's tf, idf and contribution, the rank
     source    {citekey}                         -> the ledger row (title, authors, year, status, ...), its
                paths relative to the workspace folder
+    check_citations {text, format?, engine="auto"} -> chitragupta check --json's report (service/check.py)
 
 The search tool's description and its unit's allowed values are made when the tools are listed, from what
 the workspace serves then (``WarmEngines.served_units``: no passage unit where no source has passages)
@@ -163,6 +164,7 @@ def build_server(warm, calls=None) -> Any:
         abstract, keywords, and its files (origin, source_path, parsed_path) relative to the workspace folder."""
         return await call(warm.source, citekey)
 
+    add_check_tool(server, call, warm)
     from chitragupta.serve.citations import add_citation_tools
     add_citation_tools(server, call, warm)  # references, cited_by, missing (issue 31)
     return server
@@ -226,6 +228,27 @@ def strict_integers(schema: dict, arguments, error) -> None:
         kinds = {spec.get("type")} | {s.get("type") for s in spec.get("anyOf", ()) if isinstance(s, dict)}
         if "integer" in kinds and isinstance(value, (bool, str)) and not kinds & {"boolean", "string"}:
             raise error(f"{name} must be an integer, got {json.dumps(value)}")
+
+
+def add_check_tool(server, call, warm) -> None:
+    """``check_citations``: a draft's text checked against the library (``WarmEngines.check``)."""
+    from chitragupta.engine.text.draft import FORMATS
+    from chitragupta.service.check import ENGINES
+
+    Format, Engine = Literal[FORMATS], Literal[ENGINES]
+
+    async def check_citations(text: str, format: Format | None = None, engine: Engine = "auto") -> dict[str, Any]:
+        return await call(warm.check, text, format=format, engine=engine)
+
+    check_citations.__annotations__ = {"text": str, "format": Format | None, "engine": Engine, "return": dict[str, Any]}
+    check_citations.__doc__ = (
+        "Check a draft's citations against the library. text: the draft (LaTeX \\cite/\\citep/\\textcite..., "
+        "Markdown with pandoc [@key] citations, or plain text); format: how to read it (default: guessed). engine: "
+        "auto (hybrid when an embedding index covers the library, else bm25). Returns per citation its key, line, "
+        "sentence, status (supported, weak, unsupported, unknown, no-text), support in [0, 1], evidence {text, "
+        "page}, alternatives [{citekey, support}] and did_you_mean; uncited sentences with candidates to cite; "
+        "the engine and notes.")
+    server.tool()(check_citations)
 
 
 def serve(workspace, config=None, *, update: bool = True, device: str | None = None) -> None:

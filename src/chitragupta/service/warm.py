@@ -232,6 +232,19 @@ class WarmEngines:
             self._limits().check_queries([query])
             return explain(r, query, citekey).to_dict()
 
+    def check(self, text: str, format: str | None = None, engine: str = "auto") -> dict:
+        """A draft's citations checked against the library, as ``chitragupta check --json`` gives them
+        (``service/check.py``); a draft longer than ``[serve]``'s max_query_chars x max_batch_queries is refused."""
+        from chitragupta.errors import UsageError
+        from chitragupta.service.check import check
+
+        lim = self._limits()
+        if len(text) > lim.max_query_chars * lim.max_batch_queries:
+            raise UsageError(f"the draft is {len(text):,} characters long; at most {lim.max_query_chars * lim.max_batch_queries:,}"
+                             " ([serve].max_query_chars x max_batch_queries)")
+        with self._call():
+            return check(None, text, fmt=format, engine=engine, warm=self).to_dict()
+
     def source(self, citekey: str) -> dict:
         """The ledger's row for ``citekey``, its paths relative to the workspace folder."""
         with self._call():
