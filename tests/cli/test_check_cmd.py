@@ -1,5 +1,6 @@
-"""``chitragupta check``: the table (worst first), ``--json`` (the service's report), ``--markdown`` (the
-draft with each citation marked and its evidence beside it), ``--log`` (the draft's dossier), and the exit
+"""``chitragupta check``: the table (worst first), ``--json`` (the service's report), ``--markdown`` and
+``--html`` (the draft with each citation marked and its evidence beside it; the page opened in a headless
+Chromium), ``--log`` (the draft's dossier), and the exit
 status: 0 when every citation is supported, 3 with findings, 1 on an error."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import TOPICS, make_workspace, run_main
+from helpers import TOPICS, make_workspace, open_page, run_main
 
 RIGHT = "Childhood vaccination programmes reduced measles incidence in every region studied"
 WRONG = "Crop yields in the field trial depended on soil nitrogen"
@@ -70,6 +71,18 @@ def test_markdown_marks_each_citation_and_quotes_its_evidence(ws, tmp_path):
     assert "> evidence: \"" in rest and "(matched: " in rest and "> better: soil (" in rest
     assert rest.rstrip().endswith("Last paragraph.")
     assert run_main("check", "-w", ws, _draft(tmp_path, "e.tex", text), "--markdown", "-").stdout.count("**[") == 4
+
+
+def test_html_is_the_draft_marked_in_a_page_that_opens_offline(ws, tmp_path, browser):
+    text = f"{RIGHT} \\cite{{vaccine}}.\n{WRONG} \\cite{{protein}}. Nothing \\cite{{nokey}}.\n"
+    page = tmp_path / "checked.html"
+    p = run_main("check", "-w", ws, _draft(tmp_path, "d.tex", text), "--html", page, "--json")
+    assert p.returncode == 3
+    report = json.loads(p.stdout)
+    open_page(browser, page, region="#draft")
+    marks = browser.evaluate("[...document.querySelectorAll('a.cite')].map(a => [a.textContent, a.dataset.status])")
+    assert marks == [[c["key"], c["status"]] for c in report["citations"]]
+    assert [m[1] for m in marks] == ["supported", "unsupported", "unknown"]
 
 
 def test_log_records_each_citation_in_the_dossier(ws, tmp_path):

@@ -1,7 +1,7 @@
 """``chitragupta check DRAFT``: every citation of a draft (LaTeX, Markdown with pandoc citations, or plain
 text) checked against the library (``service/check.py`` says how): a table, one line per finding, worst
-first; ``--json`` the report; ``--markdown FILE`` the draft with each citation marked and its evidence
-beside it. Exit status 0 when every citation is supported, 3 when there are findings, 1 on an error."""
+first; ``--json`` the report; ``--markdown FILE`` and ``--html FILE`` the draft with each citation marked
+and its evidence beside it (the page: ``chitragupta.pages.render_check``, self-contained and offline). Exit status 0 when every citation is supported, 3 when there are findings, 1 on an error."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--markdown", metavar="FILE",
                    help="write a Markdown copy of the draft, each citation marked and its evidence beside it (-: stdout)")
+    p.add_argument("--html", metavar="FILE",
+                   help="write the draft as a page: each citation marked by status, its evidence and alternatives "
+                        "beside it (self-contained, opens offline)")
     p.add_argument("--no-update", action="store_true", help="check against the index as it is")
     p.add_argument("--log", metavar="DRAFT", help="append the run to content/dossiers/DRAFT/retrieval.md")
 
@@ -131,11 +134,12 @@ def run(args) -> int:
     from chitragupta.engine.search.runfile import check_destination, open_output
     from chitragupta.service.check import check
 
-    if args.markdown:
-        check_destination(args.markdown, "--markdown")
+    for flag, dest in (("--markdown", args.markdown), ("--html", args.html)):
+        if dest:
+            check_destination(dest, flag)
     text = _read(args.draft)
     ws = open_workspace(args)
-    report = check(ws, text, fmt=args.format, name=args.draft, engine=args.engine, passages=bool(args.markdown),
+    report = check(ws, text, fmt=args.format, name=args.draft, engine=args.engine, passages=bool(args.markdown or args.html),
                    update=not args.no_update)
     print_notes(report.notes)
     if args.markdown == "-":
@@ -143,6 +147,13 @@ def run(args) -> int:
     elif args.markdown:
         with open_output(args.markdown, "--markdown") as out:
             out.write(markdown(report, text).encode("utf-8"))
+    if args.html:
+        from pathlib import Path
+
+        from chitragupta.pages import render_check
+
+        with open_output(args.html, "--html") as out:
+            out.write(render_check(report.to_dict(), text, title=f"{Path(args.draft).name}: checked").encode("utf-8"))
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=1))
     elif args.markdown != "-":
