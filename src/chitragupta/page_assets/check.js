@@ -17,7 +17,7 @@ loadData().then((D) => {
     ...STATUS.filter((s) => counts[s]).map((s) => el("span", { class: `cite s-${s}` }, `${counts[s]} ${s}`)),
     (C.uncited || []).length ? el("span", { class: "cite s-uncited" }, `${C.uncited.length} uncited claims`) : null,
     el("span", { class: "meta" }, `${(C.citations || []).length} citations` + (C.engine ? ` \u00b7 engine: ${C.engine}` : "")));
-  document.getElementById("notes").replaceChildren(...(C.notes || []).map((t) => el("div", {}, t)));
+  document.getElementById("notes").replaceChildren(...(C.notes || []).map((n) => el("div", {}, typeof n === "string" ? n : n.text)));
 
   const name = (x) => (typeof x === "string" ? x : x.citekey || x.key || JSON.stringify(x));
   const score = (x) => (typeof x.support === "number" ? ` (${x.support.toFixed(2)})` : "");

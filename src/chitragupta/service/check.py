@@ -133,8 +133,10 @@ class Report:
     notes: list[str]
 
     def to_dict(self) -> dict:
+        from chitragupta.notes import note_dicts
+
         return {"citations": [f.to_dict() for f in self.citations], "uncited": [u.to_dict() for u in self.uncited],
-                "engine": self.engine, "notes": list(self.notes)}
+                "engine": self.engine, "notes": note_dicts(self.notes)}
 
     @property
     def exit_code(self) -> int:
