@@ -35,19 +35,21 @@ def run(args) -> int:
     measures = parse_measures(split_measures(args.metrics))
     qrels = read_qrels(args.qrels)
     trec = read_trec_run(args.run)
-    ranked = collapse_by_source(trec.ranked) if args.by_source else trec.ranked
     notes = qrels.notes + trec.notes
-    if not args.by_source:
-        hint = passage_hint(ranked, qrels.judgments)
+    by_source = args.by_source
+    if not by_source:  # a chunk or passage run against qrels of sources would score 0: score it by source
+        hint = passage_hint(trec.ranked, qrels.judgments)
         if hint:
             notes.append(hint)
+            by_source = True
+    ranked = collapse_by_source(trec.ranked) if by_source else trec.ranked
     result = evaluate(ranked, qrels.judgments, measures, skip_missing=args.skip_missing)
     notes.append(result.summary())
     if args.by_source:
         notes.append("--by-source: passage hits collapsed to their citekeys, each at its best rank (max-P)")
     print_notes(notes)
     if args.json:
-        obj = {"run": args.run, "qrels": args.qrels, "qrels_format": qrels.format, "by_source": args.by_source,
+        obj = {"run": args.run, "qrels": args.qrels, "qrels_format": qrels.format, "by_source": by_source,
                "measures": result.means, "queries": len(result.queries), "missing": len(result.missing),
                "skip_missing": args.skip_missing, "unjudged_run_queries": result.unjudged}
         if args.per_query:

@@ -333,8 +333,9 @@ def test_cli_eval_passage_run_by_source(toy, tmp_path):
     run = write(tmp_path / "p.trec", "q1 Q0 d0001#4 1 9 x\nq1 Q0 d0003#2 2 8 x\nq1 Q0 d0003#7 3 7 x\n"
                                      "q2 Q0 d0006#0 1 3 x\n")
     qrels = write(tmp_path / "qrels.tsv", "query-id\tcorpus-id\tscore\nq1\td0003\t1\nq2\td0006\t1\n")
+    # ids no judgment names, whose citekeys are judged: scored by source, never a confident 0
     p = run_main("eval", "--qrels", qrels, run, "--metrics", "MRR@10")
-    assert p.returncode == 0 and p.stdout.split() == ["MRR@10", "0.0000"] and "--by-source" in p.stderr
+    assert p.returncode == 0 and p.stdout.split() == ["MRR@10", "0.7500"] and "scored by source" in p.stderr
     p = run_main("eval", "--qrels", qrels, run, "--metrics", "MRR@10", "--by-source")
     assert p.returncode == 0 and p.stdout.split() == ["MRR@10", "0.7500"] and "max-P" in p.stderr
 

@@ -337,8 +337,8 @@ def passage_hint(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[s
         if direct:
             return None
     if looks and collapsed:
-        return ("the run's doc ids look like passage ids (citekey#n) and none of them is judged, while their "
-                "citekeys are; --by-source scores each source at its best passage")
+        return ("the run's doc ids are passages or chunks (citekey#n) and none of them is judged, while their "
+                "citekeys are: scored by source, each citekey at its best-ranked unit (max-P, as --by-source)")
     return None
 
 
