@@ -77,7 +77,8 @@ def _reference_counts(records, pair) -> dict[str, int]:
     return out
 
 
-def test_pair_counts_are_the_texts_adjacencies(root):
+def test_pair_counts_are_the_texts_adjacencies(root, monkeypatch):
+    import chitragupta.engine.search.pairs as pairs_mod
     from chitragupta.engine.search.pairs import pair_counts
 
     r = Retriever.open(root)
@@ -88,8 +89,11 @@ def test_pair_counts_are_the_texts_adjacencies(root):
         (c, w) for w in ("twin", "model", "digital", "sensor") for c in "12cdtx"]
     counts = pair_counts(index, pairs)
     one_at_a_time = {}
+    monkeypatch.setattr(pairs_mod, "_BLOCK", 3)  # words a few occurrences at a time
     for pair in pairs:
         pair_counts(index, [pair], one_at_a_time)
+    grouped = pair_counts(index, pairs)  # many words, so many groups
+    assert {x: [a.tolist() for a in v] for x, v in grouped.items()} == {x: [a.tolist() for a in v] for x, v in counts.items()}
     tried = 0
     for pair in pairs:
         docs, tf = counts[pair]

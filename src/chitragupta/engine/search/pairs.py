@@ -70,30 +70,32 @@ def pair_counts(index, pairs, counts: dict | None = None) -> dict:
     rank = {t: i for i, t in enumerate(words)}
     got = [Anchor(0, p.indices, p.tf, int(p.indptr[t]), int(p.indptr[t + 1]), tpos, int(tptr[t]), int(tptr[t + 1]))
            for t in words]  # (each word's counts checked against its positions)
-    lo, hi = np.array([a.lo for a in got], np.int64), np.array([a.hi for a in got], np.int64)
-    plo, phi = np.array([a.pos_lo for a in got], np.int64), np.array([a.pos_hi for a in got], np.int64)
-    at = _ranges(lo, hi - lo)
-    docs = np.asarray(p.indices)[at].astype(np.int64)
-    if docs.size and (docs.min() < 0 or docs.max() + 2 > ptr.shape[0]):
-        raise PositionsDamaged("a posting is outside the positions array")
-    reps = np.asarray(p.tf)[at].astype(np.int64)
-    occ_doc = np.repeat(docs, reps)  # every occurrence of the words: its document, which word, where
-    occ_word = np.repeat(np.repeat(np.arange(len(words)), hi - lo), reps)
-    occ_pos = _ranges(plo, phi - plo)
     order = sorted(wanted, key=lambda x: ((rank[x[0]] * 2 + x[1]) * span + x[2]))
     keys = np.array([(rank[t] * 2 + b) * span + w for t, b, w in order], dtype=np.int64)
-    found = []
-    for b0 in range(0, occ_doc.size, _BLOCK):
-        d, w = occ_doc[b0:b0 + _BLOCK], occ_word[b0:b0 + _BLOCK]
+    cf = np.cumsum([a.pos_hi - a.pos_lo for a in got])
+    found, g0 = [], 0
+    while g0 < len(got):  # words in groups of about _BLOCK occurrences (one word's own, however many)
+        g1 = max(g0 + 1, int(np.searchsorted(cf, (cf[g0 - 1] if g0 else 0) + _BLOCK, side="right")))
+        group = got[g0:g1]
+        lo, hi = np.array([a.lo for a in group], np.int64), np.array([a.hi for a in group], np.int64)
+        at = _ranges(lo, hi - lo)
+        docs = np.asarray(p.indices)[at].astype(np.int64)
+        if docs.size and (docs.min() < 0 or docs.max() + 2 > ptr.shape[0]):
+            raise PositionsDamaged("a posting is outside the positions array")
+        reps = np.asarray(p.tf)[at].astype(np.int64)
+        d = np.repeat(docs, reps)  # every occurrence of the group's words: its document, which word, where
+        w = np.repeat(np.repeat(np.arange(g0, g1), hi - lo), reps)
+        pos = np.asarray(tpos[_ranges(np.array([a.pos_lo for a in group], np.int64),
+                                      np.array([a.pos_hi - a.pos_lo for a in group], np.int64))], dtype=np.int64)
         start, stop = np.asarray(ptr[d]), np.asarray(ptr[d + 1])
-        where = start + np.asarray(tpos[occ_pos[b0:b0 + _BLOCK]], dtype=np.int64)
         for before in (0, 1):  # the one-character word after the indexed one, then before it
-            nb = where + (-1 if before else 1)
+            nb = start + pos + (-1 if before else 1)
             ok = (nb >= start) & (nb < stop)
             key = (w[ok] * 2 + before) * span + np.asarray(seq[nb[ok]], dtype=np.int64) + 1
             j = np.minimum(np.searchsorted(keys, key), keys.size - 1)
             hit = keys[j] == key
             found.append(j[hit] * ptr.shape[0] + d[ok][hit])
+        g0 = g1
     both, n = np.unique(np.concatenate(found), return_counts=True)
     cut = np.searchsorted(both // ptr.shape[0], np.arange(keys.size + 1))
     for j, x in enumerate(order):
