@@ -35,7 +35,7 @@ import numpy as np
 
 from chitragupta.engine.search.constraints import Constraints, read_syntax, syntax_rows
 from chitragupta.notes import Note
-from chitragupta.engine.text.tokenize import query_words, runs_bytes, short_pairs, short_rows
+from chitragupta.engine.text.tokenize import STOPWORDS, query_words, runs_bytes, short_pairs, short_rows
 from chitragupta.errors import IndexDamaged
 from chitragupta.kernels.types import QueryBatch
 
@@ -183,16 +183,15 @@ class QueryPlan:
 
         scored = self.score_pairs and unit == "document" and scores_pairs(self.index)
         out = []
-        for query, p, pairs in zip(self.queries, self.parsed, self.pairs):
+        for query, text, p, pairs in zip(self.queries, self.scored, self.parsed, self.pairs):
             notes = []
-            shown = ", ".join(f'"{a} {b}"' for a, b in pairs)
             if pairs and scored:
-                notes.append(Note("pairs", f"one-character words scored with the word beside them: {shown}"))
+                notes.append(Note("pairs", "one-character words scored with the word beside them: "
+                                           + ", ".join(f'"{a} {b}"' for a, b in pairs)))
             dropped = [w for w in p.dropped if not (scored and any(w in pair for pair in pairs))]
             if dropped:
-                hint = f"; to require a one-character word, quote it with its neighbour: {shown}" if pairs and not scored else ""
                 notes.append(Note("dropped", "query words not indexed (stopwords or shorter than 2 characters): "
-                                             + ", ".join(dropped) + hint))
+                                             + ", ".join(dropped) + _quote_hint(text, dropped)))
             if not p.typed:
                 notes.append(Note("no-terms", f"no indexable term in {query!r}; no hits"))
             elif p.unknown:
@@ -204,3 +203,16 @@ class QueryPlan:
             out.append(notes)
         self._notes[unit] = out
         return out
+
+
+def _quote_hint(text: str, dropped: list[str]) -> str:
+    """What makes a dropped one-character word count: the phrase of it and the words beside it, quoted
+    (a phrase matches every word in its place); "" when no one-character word other than "a" was dropped."""
+    short = [w for w in dropped if len(w) == 1 and w != "a"]
+    if not short:
+        return ""
+    runs = [r.decode("ascii") for r in runs_bytes(text)]
+    at = [i for i, r in enumerate(runs) if r in short]
+    # the first beside a word that is indexed ("a t test", not "e g")
+    i = next((i for i in at if any(len(w) > 1 and w not in STOPWORDS for w in runs[max(0, i - 1):i + 2])), at[0])
+    return f'; to require "{runs[i]}", quote it with the words beside it: "{" ".join(runs[max(0, i - 1):i + 2])}"'
