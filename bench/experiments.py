@@ -1,9 +1,10 @@
 """The spec's experiments, re-run on this project's arms. Each prints a Markdown section for bench/LOG.md.
 
-    python -m bench experiments [--only kb,floor,title,abstract,cut,passage,acronyms,stem,peers]
+    python -m bench experiments [--only kb,floor,short,title,abstract,cut,passage,acronyms,stem,peers]
 
   kb        k1 and b, one at a time, at k in {3, 5, 10}                  (www, scifact, cranfield, cisi)
   floor     the token-length floor {1, 2, 3}, bench-only tokenizers        (www, scifact, cranfield, cisi)
+  short     one-character words: floor 1, pairs with a neighbour by rule   (www, scifact, cranfield, cisi)
   title     weight_title in {0, 0.5, 1, 1.5, 2, 3}                         (scifact, cranfield, cisi)
   abstract  weight_abstract in {0, 0.5, 1, 1.5, 2, 3}                      (semeval2010-md, docling)
   cut       the reference cut on and off                                   (semeval2010-md)
@@ -88,7 +89,7 @@ def exp_floor(data) -> str:
         recs = list(read_jsonl(data / name / "corpus.jsonl"))
         idx = {f: build_floor_index(recs, f) for f in (1, 2, 3)}
         runs = {f: idx[f].run(arm.queries) for f in idx}
-        product = run(arm, retriever=_retriever(arm.workspace(), acronym_expansion=False))
+        product = run(arm, retriever=_retriever(arm.workspace(), acronym_expansion=False, short_word_pairs=False))
         same = runs[2] == {q: product[q] for q in runs[2]}
         measures = ["R@1", "R@5", "MRR@5", "nDCG@5"] if name in SELF else ["nDCG@10", "R@100", "R@5", "nDCG@5"]
         affected = {q for q, t in arm.queries.items()
@@ -103,6 +104,44 @@ def exp_floor(data) -> str:
         out += [f"{arm.note}; floor 2 here reproduces the product's run (expansion off, as in every row): {same}", "",
                 table(["floor", *measures, f"{measures[-1]} vs floor 2", "queries the floor changes",
                        f"{measures[0]} on those", f"{measures[1]} on those", "mean doc tokens"], rows), ""]
+    return "\n".join(out)
+
+
+# -- one-character words ---------------------------------------------------------------------------
+def exp_short(data) -> str:
+    from functools import partial
+
+    from bench.data import read_jsonl
+    from bench.variants import build_floor_index, build_pair_index, pair_rule
+    from chitragupta.engine.text.tokenize import short_pairs
+
+    rules = {"none (floor 2, textbook)": None, "pairs, the product's rule": pair_rule,
+             "pairs, also after an apostrophe": partial(pair_rule, clitic=False),
+             "pairs, also beside a one-character word": partial(pair_rule, alone=False),
+             "pairs, also \"i\" with the word after": partial(pair_rule, pronoun=False),
+             "pairs, every rule off": partial(pair_rule, clitic=False, alone=False, pronoun=False),
+             "pairs, the word before only": partial(pair_rule, sides=("before",)),
+             "pairs, the word after only": partial(pair_rule, sides=("after",)),
+             "pairs, \"a\" too": partial(pair_rule, stopword_a=True)}
+    out = ["### One-character words: floor 1 against pairs with a neighbour (`--only short`)", "",
+           "In-memory indexes (`bench.variants`): floor 1's own; floor 2's terms plus every adjacent pair with a "
+           "one-character run, so each rule below is only which pairs a query asks for.", ""]
+    measures = ["nDCG@10", "R@100"]
+    for name in SELF + QRELS:
+        arm = arms_mod.get(name, data)
+        recs = list(read_jsonl(data / name / "corpus.jsonl"))
+        same = all(pair_rule(t) == short_pairs(t) for t in arm.queries.values())
+        idx = build_pair_index(recs)
+        runs = {label: idx.run(arm.queries, rule) for label, rule in rules.items()}
+        base = runs["none (floor 2, textbook)"]
+        runs["floor 1"] = build_floor_index(recs, 1).run(arm.queries)
+        rows = []
+        for label, r in runs.items():
+            e = evaluate(r, arm.qrels, measures)
+            rows.append([label, *[e[m] for m in measures], counts(base, r, arm.qrels, "nDCG@10"),
+                         sum(r[q] != base[q] for q in r)])
+        out += [f"{arm.note}; the product's rule is short_pairs on every query: {same}", "",
+                table(["variant", *measures, "nDCG@10 vs none (+better/-worse)", "queries whose run changed"], rows), ""]
     return "\n".join(out)
 
 
@@ -312,7 +351,8 @@ def exp_peers(data) -> str:
         keys = [str(d["_id"]) for d in docs]
         qids = list(arm.queries)
         qtexts = [arm.queries[q] for q in qids]
-        ours = evaluate(run(arm), arm.qrels, ["nDCG@10"])["nDCG@10"]
+        ours = evaluate(run(arm, retriever=_retriever(arm.workspace(), short_word_pairs=False)), arm.qrels,
+                        ["nDCG@10"])["nDCG@10"]
         b = Bm25s()
         b.build(texts)
         found, sc = b.search(qtexts, 100, 1)
@@ -332,7 +372,7 @@ def exp_peers(data) -> str:
                       table(["arm", "ours nDCG@10", "bm25s nDCG@10", "rank-bm25 nDCG@10", "rank-bm25 per query"], rows), ""])
 
 
-EXPERIMENTS = {"kb": exp_kb, "floor": exp_floor, "title": exp_title, "abstract": exp_abstract, "cut": exp_cut,
+EXPERIMENTS = {"kb": exp_kb, "floor": exp_floor, "short": exp_short, "title": exp_title, "abstract": exp_abstract, "cut": exp_cut,
                "passage": exp_passage, "acronyms": exp_acronyms, "stem": exp_stem, "peers": exp_peers}
 
 

@@ -412,8 +412,7 @@ class HybridSearcher(Searcher):
                  np.full((1, depth), -1, dtype=np.int64))
         if with_dense:
             try:
-                dense = self._dense_sources(self.dense.rank_similar(citekey, depth, max_per_source=1,
-                                                                    filters=filters))
+                dense = self._dense_sources(self.dense.rank_similar(citekey, depth, filters=filters))
             except UsageError:  # not in the embedding index (yet): BM25's list alone
                 with_dense = False
         out = self._fused(ranked.queries, k, "document", bm25, ranked.plan, dense, with_dense)

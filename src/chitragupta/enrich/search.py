@@ -313,16 +313,15 @@ class EmbedSearcher(Searcher):
         order = np.lexsort((idx, -s))[:n]
         return s[order], idx[order]
 
-    def rank_similar(self, citekey: str, k: int = 10, *, max_per_source: int | None = None, filters=None) -> Ranked:
-        """The ``k`` chunks nearest the mean of ``citekey``'s chunk vectors (re-normalised), capped per source
-        as ``rank_many`` caps, ``citekey``'s own chunks left out, only chunks of sources ``filters`` (None
-        or a ``Filters``) allow (an exact scan). No cross-encoder: there is no query text."""
+    def rank_similar(self, citekey: str, k: int = 10, *, filters=None) -> Ranked:
+        """The ``k`` sources nearest the mean of ``citekey``'s chunk vectors (re-normalised), each by its
+        nearest chunk (one hit per source: "papers like this one" names papers), ``citekey``'s own chunks
+        left out, only chunks of sources ``filters`` (None or a ``Filters``) allow (an exact scan). No
+        cross-encoder: there is no query text."""
         from chitragupta.engine.search.bm25 import near_citekeys
 
         k = check_k(k)
-        cap = check_max_per_source(max_per_source)
-        if cap is None:
-            cap = int(self.workspace.config.enrich.embed_max_passages_per_source)
+        cap = 1  # one hit per source
         pos = self.key_table().find_many([citekey])[0] if self.store.citekeys else -1
         if pos < 0 or not self._live[pos]:
             raise UsageError(f"{citekey!r} is not a source of the embedding index"

@@ -50,6 +50,33 @@ def test_bm25_similar_is_a_search_for_the_sources_distinctive_terms_without_the_
         assert any(n.kind == "similar" and key in n.text for n in resp.notes)
 
 
+def _small_library() -> list[dict]:
+    """Seven sources whose 64 heaviest terms are each their own (100 words no other source uses, three times
+    each); what they share weighs less: a topic two of them hold, and words every one of them holds."""
+    docs = []
+    for i in range(7):
+        own = " ".join(f"w{i}x{j}" for j in range(100))
+        topic = "summarization faithfulness annotators" if i in (2, 5) else f"layout parser{i % 3}"
+        docs.append({"_id": f"p{i}", "title": f"paper {i}", "text": f"{own} {own} {own} {topic} study paper"})
+    return docs
+
+
+def test_a_small_library_finds_every_neighbour_by_the_terms_they_share(tmp_path):
+    root = make_workspace(tmp_path, _small_library())
+    r = BM25Searcher.open(root)
+    df = np.diff(np.asarray(r.index.raw_postings.indptr))
+    for i in range(7):
+        key = f"p{i}"
+        ranked = r.rank_similar(key, 6)
+        keys = ranked.keys()[0]
+        assert sorted(keys) == sorted(f"p{j}" for j in range(7) if j != i)  # all six, the source never
+        assert all(df[r.index.vocab.find(t)] > 1 for t in ranked.plan.terms[0])  # only terms another holds
+        assert r.rank_similar(key, 1).keys()[0] == keys[:1]  # a short list is the head of the longer one
+    assert r.rank_similar("p2", 6).keys()[0][0] == "p5" and r.rank_similar("p5", 6).keys()[0][0] == "p2"
+    note = [n.text for n in r.similar("p2", 3).notes if n.kind == "similar"][0]
+    assert "that other sources hold too" in note and "w2x" not in note and "summarization" in note
+
+
 def test_an_unknown_citekey_names_the_closest_and_a_source_without_terms_is_like_nothing(tmp_path):
     docs = random_docs(3, 20)
     docs[4]["title"], docs[4]["text"] = "", "of the and"  # nothing indexable
@@ -59,6 +86,10 @@ def test_an_unknown_citekey_names_the_closest_and_a_source_without_terms_is_like
         r.similar("d0003x")
     resp = r.similar("d0004")
     assert resp.hits == [] and any("no indexed term" in n.text for n in resp.notes)
+    docs[5]["title"], docs[5]["text"] = "", "zzuniquea zzuniqueb"  # terms no other source holds: like nothing
+    r = BM25Searcher.open(make_workspace(tmp_path / "b", docs))
+    resp = r.similar("d0005")
+    assert resp.hits == [] and any("no other source holds any of its terms" in n.text for n in resp.notes)
     with pytest.raises(UsageError, match="k must be an integer >= 1"):
         r.similar("d0003", 0)
 
@@ -101,7 +132,7 @@ def test_embed_similar_is_the_exact_scan_from_the_mean_of_the_sources_chunks(den
     mean = vecs[doc == pos].mean(axis=0)
     scores = vecs @ (mean / np.linalg.norm(mean))
     order = sorted(range(len(doc)), key=lambda i: (-np.float32(scores[i]), i))
-    cap = e.workspace.config.enrich.embed_max_passages_per_source
+    cap = 1  # one hit per source, whatever [enrich].embed_max_passages_per_source says
     want, per = [], {}
     for i in order:
         if doc[i] == pos or per.get(doc[i], 0) >= cap:
@@ -115,6 +146,7 @@ def test_embed_similar_is_the_exact_scan_from_the_mean_of_the_sources_chunks(den
         assert np.allclose(got.topk.scores[0, :n], scores[want[:k]], atol=1e-5)
     hits = e.similar(key, 4).hits
     assert hits and all(h.citekey != key and h.passage is not None for h in hits)
+    assert len({h.citekey for h in hits}) == len(hits)
     with pytest.raises(UsageError, match="not a source of the embedding index; did you mean: soil"):
         e.similar("soill")
 
@@ -131,7 +163,7 @@ def test_hybrid_similar_fuses_both_sides_and_never_returns_the_source(dense_ws):
         # the reference: BM25's and the embedding index's own "like" lists, fused by hand with the same rule
         depth = max(h.workspace.config.hybrid.depth, 5)
         b = h.retriever.rank_similar(key, depth)
-        d = h._dense_sources(h.dense.rank_similar(key, depth, max_per_source=1))
+        d = h._dense_sources(h.dense.rank_similar(key, depth))
         cfg = h.workspace.config.hybrid
         ref = fuse(b.topk.ids.astype(np.int64), b.topk.scores, d[0], d[1], 5, method=cfg.method, rrf_k=cfg.rrf_k,
                    weight_bm25=cfg.weight_bm25, weight_dense=cfg.weight_dense, dense_aux=d[2])
@@ -195,3 +227,42 @@ def test_embed_and_hybrid_similar_with_filters_keep_to_the_allowed_sources(dense
     h = open_searcher(dense_ws, "hybrid", device="cpu")
     resp = h.similar("oceanlong", 20, filters={"keys": sorted(allowed)})
     assert resp.hits and {x.citekey for x in resp.hits} <= allowed
+
+
+# -- the seven real papers (issue 46, item 1): a researcher's small full-text library ---------------------
+
+SEVEN_BIB = """
+@inproceedings{lo2020s2orc, title={S2ORC: The Semantic Scholar Open Research Corpus}, year={2020}, file={2020.acl-main.447.pdf}}
+@inproceedings{krishna2023longeval, title={LongEval: Guidelines for Human Evaluation of Faithfulness in Long-form Summarization}, year={2023}, file={2023.eacl-main.121.pdf}}
+@article{august2022paperplain, title={Paper Plain: Making Medical Research Papers Approachable to Healthcare Consumers with Natural Language Processing}, year={2022}, file={2203.00130v1.pdf}}
+@inproceedings{shen2022multilexsum, title={Multi-LexSum: Real-World Summaries of Civil Rights Lawsuits at Multiple Granularities}, year={2022}, file={2206.10883v3.pdf}}
+@inproceedings{chang2023citesee, title={CiteSee: Augmenting Citations in Scientific Papers with Persistent and Personalized Historical Context}, year={2023}, file={2302.07302v1.pdf}}
+@inproceedings{shen2023beyond, title={Beyond Summarization: Designing AI Support for Real-World Expository Writing Tasks}, year={2023}, file={2304.02623v1.pdf}}
+@article{lo2023papermage, title={PaperMage: A Unified Toolkit for Processing, Representing, and Manipulating Visually-Rich Scientific Documents}, year={2023}, file={papermage.pdf}}
+"""
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_every_one_of_the_seven_papers_has_its_six_neighbours(tmp_path):
+    import shutil
+
+    from chitragupta.engine.library.sync import sync
+
+    from helpers import SHARED, bib_workspace_at
+
+    ws = bib_workspace_at(tmp_path / "seven", SEVEN_BIB)
+    for pdf in (SHARED / "data" / "pdfs" / "papermage").glob("*.pdf"):
+        shutil.copy(pdf, ws.root / "papers" / pdf.name)
+    sync(ws)
+    r = BM25Searcher.open(ws.root)
+    keys = [r.index.citekeys[i] for i in range(r.index.n_docs)]
+    assert len(keys) == 7
+    first = {}
+    for key in keys:
+        resp = r.similar(key, 6, snippet_chars=0)
+        got = [h.citekey for h in resp.hits]
+        assert sorted(got) == sorted(set(keys) - {key}), (key, got)
+        first[key] = got[0]
+    # the two papers on long-form summarisation find each other first
+    assert first["krishna2023longeval"] == "shen2022multilexsum" and first["shen2022multilexsum"] == "krishna2023longeval"

@@ -76,3 +76,29 @@ def test_chunked_runs_equal_whole_runs(text, chunk):
     from chitragupta.engine.text.tokenize import iter_runs_bytes, runs_bytes
 
     assert [r for piece in iter_runs_bytes(text, chunk) for r in piece] == runs_bytes(text)
+
+
+# -- one-character words: the pairs that carry them (issue 46, item 2) ------------------------------------
+def test_short_pairs_join_a_one_character_word_to_the_indexable_words_beside_it():
+    from chitragupta.engine.text.tokenize import short_pairs
+
+    assert short_pairs("Type 2 diabetes") == [("type", "2"), ("2", "diabetes")]
+    assert short_pairs("vitamin C deficiency; vitamin C") == [("vitamin", "c"), ("c", "deficiency")]  # distinct
+    assert short_pairs("IL-6 in T cells") == [("il", "6"), ("t", "cells")]  # "in" is a stopword: no pair
+    assert short_pairs("I am sure: complex I is") == [("complex", "i")]  # "i" before a word: the pronoun
+    # not paired: after an apostrophe, beside another one-character word, the stopword "a", nothing beside
+    assert short_pairs("today's libraries can't, e.g. the U.S. group") == []
+    assert short_pairs("web 2.0 and MEK 1/2 inhibitors; vitamin a") == []
+    assert short_pairs("x") == [] and short_pairs("") == []
+    assert short_pairs("today\u2019s type\u00a0B") == [("type", "b")]  # a typographic apostrophe; any separator
+
+
+def test_short_rows_finds_every_text_that_may_hold_a_pair():
+    from chitragupta.engine.text.tokenize import short_pairs, short_rows
+
+    texts = ["plain words", "type 2 diabetes", "a dog", "e.g. this", "caf\u00e9 x", "İ2 b", "", "ends with z",
+             "with\0nul and x y"]
+    rows = short_rows(texts)
+    assert rows == [1, 3, 4, 5, 7, 8]  # "a" is a stopword; "é" splits "caf" from nothing; NUL: per text
+    assert all(q in rows for q, t in enumerate(texts) if short_pairs(t))
+    assert short_rows([]) == [] and short_rows(["no short words"]) == []

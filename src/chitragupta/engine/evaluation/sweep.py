@@ -7,7 +7,8 @@
 
 Every grid point is scored by ``chitragupta.kernels.sweep`` -- one pass over each query's postings for a
 block of grid points, the index never rebuilt -- and each point's ranking is exactly what a search with
-that k1 and b (and the workspace's other settings) returns. Each point's run is evaluated by
+that k1 and b (and the workspace's other settings) returns -- a query with a one-character word ranked
+again with its pairs by ``BM25Scorer.with_pairs``, as search ranks it. Each point's run is evaluated by
 ``chitragupta.engine.evaluation.measure.evaluate`` (ir-measures), over the queries that have a judgment of grade
 >= 1: queries without one are not searched, and a judged query missing from the queries scores 0.
 
@@ -223,8 +224,9 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
     k = min(k, max(1, index.n_docs))
     qids = [q for q, _ in queries]
     texts = [t for _, t in queries]
-    plan = retriever.plan(texts)
+    plan = retriever.scorer.plan(texts, pairs=retriever.workspace.config.retrieval.short_word_pairs)
     batch = plan.batch
+    counts: dict = {}  # each one-character pair's counts, read once for every point
     per_block = max(1, RESULT_BUDGET_BYTES // (16 * k * max(1, len(qids))))
     out: list[float] = []
     for g0 in range(0, len(grid), per_block):
@@ -232,7 +234,8 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
             tops = sweep(index.postings, batch, list(grid[g0:g0 + per_block]), k, backend=backend, device=device)
         except ValueError as err:  # an unknown backend, a field the sweep cannot weight
             raise UsageError(str(err)) from None
-        for top in tops:
+        for point, top in zip(grid[g0:g0 + per_block], tops):
+            top = retriever.scorer.with_pairs(plan, top, params=point, counts=counts)
             keys = Ranked(top, texts, unit="document", table=index.citekeys, plan=plan).keys()
             ev = evaluate(dict(zip(qids, keys)), qrels, [parsed], skip_missing=skip_missing)
             out.append(ev.means[parsed[0]])

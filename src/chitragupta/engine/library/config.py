@@ -109,6 +109,7 @@ SCHEMA: dict[str, dict[str, Setting]] = {
         "weight_abstract": Setting(float, f"a number in [0, {DIAL_MAX:g}]", _dial),
         "acronym_expansion": Setting(bool, "true or false"),
         "query_syntax": Setting(bool, "true or false"),
+        "short_word_pairs": Setting(bool, "true or false"),
         "positions": Setting(bool, "true or false", index_level=True),
         "stemmer": Setting(str, _stemmer_allowed, _stemmer_check, index_level=True),
         "snippet_chars": Setting(int, "an integer >= 1", lambda v: v >= 1),

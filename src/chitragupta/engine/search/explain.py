@@ -1,7 +1,7 @@
 """Why a document scored what it did: each query term's tf, idf and share of its BM25 score.
 
     ex = explain(Retriever.open("my-review"), "digital twin fidelity", "smith2020")
-    ex.terms          # TermScore per distinct query term (typed, or added by acronym expansion)
+    ex.terms          # TermScore per distinct query term (typed, added by acronym expansion, or a pair)
     ex.score          # the sum of the contributions: the document's BM25 score for the query
     ex.rank           # its rank among every document, ties broken as search breaks them (by index order)
 
@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from chitragupta.errors import IndexDamaged
+from chitragupta.engine.search.pairs import add_pairs, scores_pairs
+from chitragupta.kernels.phrase import PositionsDamaged
 from chitragupta.kernels.reference import PostingsDamaged, score_dense
 from chitragupta.kernels.types import bm25_idf
 
@@ -33,7 +35,8 @@ class TermScore:
     """One distinct indexed query term in one document."""
 
     term: str                     # as the index holds it (the stem, for a stemmed index)
-    origin: str                   # "query" (typed), or "expansion" (added by acronym expansion)
+    origin: str                   # "query" (typed), "expansion" (added by acronym expansion) or "pair" (a
+    #                               one-character word with its neighbour, "type 2": engine.search.pairs)
     df: int                       # documents holding it
     idf: float                    # ln(1 + (N - df + 0.5) / (df + 0.5))
     tf: int                       # occurrences in the document
@@ -73,7 +76,8 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     index, params = retriever.index, retriever.params
     doc = retriever.doc_id(citekey)
     p = index.raw_postings  # read as the numpy scorer reads it: each slice checked
-    plan = retriever.scorer.plan([query], syntax=retriever.workspace.config.retrieval.query_syntax)
+    cfg = retriever.workspace.config.retrieval
+    plan = retriever.scorer.plan([query], syntax=cfg.query_syntax, pairs=cfg.short_word_pairs)
     batch, parsed = plan.batch, plan.parsed[0]
     term_ids = batch.terms[batch.indptr[0]:batch.indptr[1]].astype(np.int64)
     dropped, unknown = list(parsed.dropped), parsed.unknown
@@ -102,6 +106,17 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
         rows.append(TermScore(term=index.vocab[t], origin="query" if t in typed_ids else "expansion",
                               df=hi - lo, idf=float(idf[t]), tf=tf, tf_fields=fields, tf_weighted=w,
                               contribution=contrib))
+    pairs = plan.pairs[0] if plan.score_pairs and scores_pairs(index) else []
+    try:
+        for pair, docs, tfs, pidf in add_pairs(np.zeros(p.n_docs), index, params, pairs):
+            j = int(np.searchsorted(docs, doc))
+            tf = int(tfs[j]) if j < docs.size and int(docs[j]) == doc else 0
+            contrib = float(pidf * tf * k1p1 / (tf + norm)) if tf else 0.0
+            total += contrib
+            rows.append(TermScore(term=" ".join(pair), origin="pair", df=int(docs.size), idf=pidf, tf=tf,
+                                  tf_fields={}, tf_weighted=float(tf), contribution=contrib))
+    except PositionsDamaged as err:
+        raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
     ex = Explanation(query=query, citekey=citekey, title=retriever.title(citekey), k1=params.k1, b=params.b,
                      field_weights=dict(params.field_weights), doc_len=int(dl), avgdl=avgdl, norm=norm,
                      n_docs=p.n_docs, terms=rows, dropped=dropped, unknown=unknown)
@@ -109,7 +124,6 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     cons = plan.constraints[0] if plan.constraints is not None else None
     if cons is not None:
         from chitragupta.engine.search.constraints import allowed_mask, check_unit
-        from chitragupta.kernels.phrase import PositionsDamaged
 
         term_docs, texts, phrases = retriever.scorer.unit_access("document")
         try:
@@ -119,6 +133,7 @@ def explain(retriever, query: str, citekey: str) -> Explanation:
     if term_ids.size:
         try:
             scores, matched = score_dense(p, term_ids, params)  # every document, for the rank
+            add_pairs(scores, index, params, pairs)
             hit = matched & (scores > 0)
             if cons is not None:
                 hit &= allowed_mask(cons, p.n_docs, term_docs, texts, phrases)

@@ -4,6 +4,7 @@
     plan.batch                 # QueryBatch: each query's distinct known term ids, what every scorer takes
     plan.terms[1]              # what query 1 scores: its typed terms, then what expansion added
     plan.notes("document")[1]  # dropped words, unknown terms, the expansion
+    plan.pairs[0]              # its one-character words as pairs with a neighbour: [("type", "2"), ...]
 
 A small batch (fewer than ``LOOKUP_MIN`` queries, or any batch over a stemmed index) is cut into its
 ``[a-z0-9]`` runs once per query in Python; from those runs come the typed terms, the dropped words, the
@@ -12,6 +13,10 @@ JIT kernel is loaded. A larger batch over an unstemmed index goes through the nu
 (``chitragupta.kernels.lookup``: runs, expansion and the vocabulary's stored hash table in one pass, no
 Python per query); its words and notes are worked out only when asked for, by the same Python pass (a
 20,000-query batch writing a run needs none). Both give the same batch (tested).
+
+A query's one-character words are scored as pairs with the word beside them (``pairs``: the rule is
+``engine.text.tokenize.short_pairs``, the scoring ``engine.search.pairs``); only the queries that hold one
+(``short_rows``: one numpy pass over the batch) are read for them.
 
 Query syntax (``engine/search/constraints.py``: ``"a phrase"``, ``+word``, ``-word``) is read as ``syntax``
 says (``constraints.SYNTAX_MODES``; True is "strict", False "plain": a sweep reads plain text): the queries
@@ -31,7 +36,7 @@ import numpy as np
 
 from chitragupta.engine.search.constraints import Constraints, read_syntax, syntax_mode, syntax_rows
 from chitragupta.notes import Note
-from chitragupta.engine.text.tokenize import query_words, runs_bytes
+from chitragupta.engine.text.tokenize import STOPWORDS, query_words, runs_bytes, short_pairs, short_rows
 from chitragupta.errors import IndexDamaged, UsageError
 from chitragupta.kernels.types import QueryBatch
 
@@ -74,10 +79,13 @@ def parse(query: str, vocab_ids, expander=None) -> ParsedQuery:
 class QueryPlan:
     """``queries`` against ``index`` (a ``TermIndex``), with ``expander``'s acronyms (None: off); phrases and
     signed words read as ``syntax`` says (the module docstring: search reads them; a sweep and the
-    tokenizer's helpers read plain text, as before)."""
+    tokenizer's helpers read plain text, as before); with ``pairs``, the scorer adds the one-character
+    words' pairs and the notes say so."""
 
-    def __init__(self, queries: Sequence[str], index, expander=None, *, syntax: bool | str = False):
+    def __init__(self, queries: Sequence[str], index, expander=None, *, syntax: bool | str = False,
+                 pairs: bool = False):
         self.queries = list(queries)
+        self.score_pairs = pairs  # whether the scorer adds ``pairs`` (``[retrieval].short_word_pairs``)
         # per query, its constraints (None: none); None for a batch that uses no syntax at all
         self.constraints: list[Constraints | None] | None = None
         self.scored = self.queries  # what is tokenized and scored: the queries less their syntax
@@ -103,6 +111,7 @@ class QueryPlan:
         self._parsed: list[ParsedQuery] | None = None
         self._terms: list[list[str]] | None = None
         self._expansions: list | None = None
+        self._pairs: list[list[tuple[str, str]]] | None = None
         self._notes: dict[str, list[list[Note]]] = {}
         if index.stem is None and len(self.scored) >= LOOKUP_MIN:
             self.batch = self._lookup()
@@ -168,6 +177,15 @@ class QueryPlan:
         cons = self.constraints or ()
         return [q for q, c in enumerate(cons) if c is not None and c.active]
 
+    @property
+    def pairs(self) -> list[list[tuple[str, str]]]:
+        """Each query's one-character words as (left, right) pairs with a neighbour (worked out once)."""
+        if self._pairs is None:
+            self._pairs = [[] for _ in self.scored]
+            for q in short_rows(self.scored):
+                self._pairs[q] = short_pairs(self.scored[q])
+        return self._pairs
+
     def unmatched(self) -> int:
         """How many queries hold no term the index knows (and so can have no hits)."""
         return int(np.count_nonzero(np.diff(self.batch.indptr) == 0))
@@ -177,12 +195,19 @@ class QueryPlan:
         got = self._notes.get(unit)
         if got is not None:
             return got
+        from chitragupta.engine.search.pairs import scores_pairs
+
+        scored = self.score_pairs and unit == "document" and scores_pairs(self.index)
         out = []
-        for query, p in zip(self.queries, self.parsed):
+        for query, text, p, pairs in zip(self.queries, self.scored, self.parsed, self.pairs):
             notes = []
-            if p.dropped:
+            if pairs and scored:
+                notes.append(Note("pairs", "one-character words scored with the word beside them: "
+                                           + ", ".join(f'"{a} {b}"' for a, b in pairs)))
+            dropped = [w for w in p.dropped if not (scored and any(w in pair for pair in pairs))]
+            if dropped:
                 notes.append(Note("dropped", "query words not indexed (stopwords or shorter than 2 characters): "
-                                             + ", ".join(p.dropped)))
+                                             + ", ".join(dropped) + _quote_hint(text, dropped)))
             if not p.typed:
                 notes.append(Note("no-terms", f"no indexable term in {query!r}; no hits"))
             elif p.unknown:
@@ -196,3 +221,16 @@ class QueryPlan:
             out.append(notes)
         self._notes[unit] = out
         return out
+
+
+def _quote_hint(text: str, dropped: list[str]) -> str:
+    """What makes a dropped one-character word count: the phrase of it and the words beside it, quoted
+    (a phrase matches every word in its place); "" when no one-character word other than "a" was dropped."""
+    short = [w for w in dropped if len(w) == 1 and w != "a"]
+    if not short:
+        return ""
+    runs = [r.decode("ascii") for r in runs_bytes(text)]
+    at = [i for i, r in enumerate(runs) if r in short]
+    # the first beside a word that is indexed ("a t test", not "e g")
+    i = next((i for i in at if any(len(w) > 1 and w not in STOPWORDS for w in runs[max(0, i - 1):i + 2])), at[0])
+    return f'; to require "{runs[i]}", quote it with the words beside it: "{" ".join(runs[max(0, i - 1):i + 2])}"'

@@ -44,6 +44,7 @@ from chitragupta.kernels.dispatch import Backend, resolve, set_threads
 
 __all__ = ["BM25Scorer", "FEW_QUERIES", "NUMPY_BUDGET_S", "check_backend"]
 
+PAIR_POSTINGS = 1 << 24  # postings gathered at once to score queries with pairs (``BM25Scorer.with_pairs``)
 FEW_QUERIES = 8  # under backend "auto", batches this small are scored by numpy (module docstring)
 NUMPY_BUDGET_S = 1.0  # ... until a long-lived scorer has spent this long in numpy: then numba (see above)
 
@@ -213,10 +214,11 @@ class BM25Scorer:
             self._expansion_cache = (seen, load_expander(self.workspace.content, True))
         return self._expansion_cache[1]
 
-    def plan(self, queries: Sequence[str], unit: str = "document", *, syntax: bool = False) -> QueryPlan:
+    def plan(self, queries: Sequence[str], unit: str = "document", *, syntax: bool = False,
+             pairs: bool = False) -> QueryPlan:
         """``queries`` tokenized, expanded and looked up once against ``unit``'s index; with ``syntax`` the
-        query syntax is read (as ``rank`` reads it)."""
-        return QueryPlan(queries, self.index_of(unit), self.expander(), syntax=syntax)
+        query syntax is read, with ``pairs`` one-character words are paired (as ``rank`` does)."""
+        return QueryPlan(queries, self.index_of(unit), self.expander(), syntax=syntax, pairs=pairs)
 
     def score(self, unit: str, batch: QueryBatch, k: int, allowed=None) -> TopK:
         """The top-k of a batch of term ids; ``_Rebuilt`` when the index turned out damaged on the way
@@ -422,12 +424,15 @@ class BM25Scorer:
         index = self.index_of(unit)
         # No more hits than the unit has: a huge k (``-k 1000000000``) must not allocate (n, k) arrays.
         k = min(k, max(1, index.n_units))
-        plan = QueryPlan(queries, index, self.expander(), syntax=syntax)
+        cfg = self.workspace.config.retrieval
+        plan = QueryPlan(queries, index, self.expander(), syntax=syntax,
+                         pairs=cfg.short_word_pairs and unit == "document")
         allowed = None if plan.constraints is None else self.allowed(unit, plan)
         allowed, notes = self.filtered(unit, filters, allowed)
         if unit == "document":
-            ranked = Ranked(self.score("document", plan.batch, k, allowed), queries, unit="document",
-                            table=index.citekeys, plan=plan)
+            top = self.score("document", plan.batch, k, allowed)
+            ranked = Ranked(self.with_pairs(plan, top, allowed), queries, unit="document", table=index.citekeys,
+                            plan=plan)
             ranked.filter_notes = notes
             return ranked
         top = self.capped(plan.batch, k, cap, allowed)
@@ -441,6 +446,43 @@ class BM25Scorer:
         ranked = Ranked(top, queries, unit="passage", table=index.citekeys, rows=rows, items=items, plan=plan)
         ranked.filter_notes = notes
         return ranked
+
+    def with_pairs(self, plan: QueryPlan, top: TopK, allowed=None, params: BM25Params | None = None,
+                   counts: dict | None = None) -> TopK:
+        """``top`` with each query that holds one-character words ranked again with their pairs, under
+        ``params`` (None: the configured ones): scored on the batch's backend over ``pairs.pair_postings``,
+        in blocks of about ``PAIR_POSTINGS`` postings; ``counts``: pair -> its counts, kept by a caller
+        that ranks one plan under many params. The other rows as they are."""
+        from chitragupta.engine.search.pairs import pair_counts, pair_postings, scores_pairs
+        from chitragupta.kernels.dispatch import score_topk
+        from chitragupta.kernels.phrase import PositionsDamaged
+        from chitragupta.kernels.reference import PostingsDamaged
+
+        rows = [q for q, pairs in enumerate(plan.pairs) if pairs] if plan.score_pairs else []
+        index = self.index
+        if not rows or not scores_pairs(index):
+            return top
+        params, batch = params or self.params, plan.batch
+        fields = [name for name, _d in params.active_fields()]
+        terms = [batch.terms[batch.indptr[q]:batch.indptr[q + 1]] for q in rows]
+        df = np.diff(np.asarray(index.raw_postings.indptr))
+        size = np.cumsum([int(df[t].sum()) for t in terms])
+        ids, scores = top.ids.copy(), top.scores.copy()
+        try:
+            counts = pair_counts(index, [x for q in rows for x in plan.pairs[q]], counts)
+            for a, b in _blocks(size, PAIR_POSTINGS):
+                block = rows[a:b]
+                postings, sub = pair_postings(index, terms[a:b], [plan.pairs[q] for q in block], counts, fields)
+                backend = self.backend_for(len(block))
+                if backend.name != "numpy":
+                    index.check_deep(fields=fields)
+                got = score_topk(postings, sub, params, top.k, backend=backend,
+                                 allowed=None if allowed is None else [allowed[q] for q in block])
+                ids[block], scores[block] = got.ids, got.scores
+        except (PostingsDamaged, PositionsDamaged) as err:
+            self.repair("document", str(err))
+            raise _Rebuilt from None
+        return TopK(ids, scores)
 
     def capped(self, batch: QueryBatch, k: int, cap: int, allowed=None) -> TopK:
         """Top-k passages per query with at most ``cap`` per source, exact (``searcher.deepen_capped``);
@@ -458,6 +500,17 @@ class BM25Scorer:
 
         ids, scores = deepen_capped(rank, batch.n_queries, k, cap, pidx.n_passages, k * cap)
         return TopK(ids, scores)
+
+
+def _blocks(size: np.ndarray, most: int):
+    """(start, end) of consecutive runs whose growth of the cumulative ``size`` stays within ``most``
+    (at least one item each)."""
+    a = 0
+    while a < size.shape[0]:
+        base = int(size[a - 1]) if a else 0
+        b = max(a + 1, int(np.searchsorted(size, base + most, side="right")))
+        yield a, b
+        a = b
 
 
 def _aligned_rows(opened: OpenedIndex) -> list:

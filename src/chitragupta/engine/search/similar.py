@@ -6,10 +6,15 @@ the index as a query; the source itself is never among the hits.
 
 A term's weight is its contribution to the source's own BM25 score: idf x tf' x (k1 + 1) / (tf' + norm),
 tf' weighing the title and abstract fields as ``[retrieval]`` weighs them (``engine.explain`` shows the
-same numbers for any query). The ``SIMILAR_TERMS`` heaviest (ties: the rarer term, then term id) are the
-query: a bag of those terms, scored like any query, so a hit's score is its BM25 score for them and its
-snippet the window holding most of them. The source's terms are read from the index's postings (every
-posting compared with the source's row: one pass over the postings' document ids, no text read).
+same numbers for any query). The query is a bag of the ``SIMILAR_TERMS`` heaviest (ties: the rarer term,
+then term id) that some other source holds too -- a term only the source uses (df = 1: its own name, a
+venue line no other source shares) matches nothing -- scored like any query, so a hit's score is its
+BM25 score for them and its snippet the window holding most of them. Where those terms reach fewer
+than ``max(k, SIMILAR_REACH)`` other sources while the library holds more (a small library: at seven
+full-text papers the 64 heaviest are nearly all df = 1), the heaviest 128, 256, ... are taken until they
+do or none is left: every source that shares a term with this one can be found. The source's terms are
+read from the index's postings (every posting compared with the source's row: one pass over the
+postings' document ids, no text read).
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ from chitragupta.notes import Note
 from chitragupta.engine.search.results import Ranked
 from chitragupta.kernels.types import QueryBatch, TopK, bm25_idf
 
-__all__ = ["SIMILAR_TERMS", "distinctive_terms", "rank_like"]
+__all__ = ["SIMILAR_TERMS", "SIMILAR_REACH", "distinctive_terms", "rank_like"]
 
-SIMILAR_TERMS = 64  # the heaviest terms that make up the query (chosen on scifact's train judgments: bench similar)
+SIMILAR_TERMS = 64  # the heaviest terms the query starts from (chosen on scifact's train judgments: bench similar)
+SIMILAR_REACH = 10  # sources the terms must reach before they stop growing, whatever k (so -k 3 heads -k 10)
 
 
-def distinctive_terms(scorer, doc: int, n: int = SIMILAR_TERMS) -> tuple[np.ndarray, np.ndarray]:
-    """(term ids, weights) of document ``doc``'s ``n`` heaviest terms, heaviest first (module docstring)."""
+def distinctive_terms(scorer, doc: int, n: int | None = SIMILAR_TERMS) -> tuple[np.ndarray, np.ndarray]:
+    """(term ids, weights) of document ``doc``'s ``n`` heaviest terms (None: all), heaviest first."""
     index, params = scorer.index, scorer.params  # the scorer checks the slices the query then reads
     p = index.raw_postings
     indptr = np.asarray(p.indptr)
@@ -61,28 +67,33 @@ class _SeedPlan:
 
 
 def rank_like(scorer, doc: int, k: int, title: str = "", allowed: np.ndarray | None = None) -> Ranked:
-    """The ``k`` documents nearest document ``doc`` by BM25 over its distinctive terms, ``doc`` left out;
-    ``allowed``: None, or the (n_docs,) bool mask of the only documents that may be hits (metadata filters).
-    ``Ranked.queries`` is ``[title]`` (what the embedding side's snippets look for)."""
+    """The ``k`` documents nearest document ``doc`` by BM25 over its distinctive terms that other documents
+    hold, ``doc`` left out; ``allowed``: None, or the (n_docs,) bool mask of the only documents that may be
+    hits (metadata filters). ``Ranked.queries`` is ``[title]`` (what the embedding side's snippets look for)."""
     index = scorer.index
-    ids, weights = distinctive_terms(scorer, doc)
-    vocab = [index.vocab[int(t)] for t in ids]
+    n_docs = index.n_docs
+    ids, _w = distinctive_terms(scorer, doc, None)
+    shared = np.diff(np.asarray(index.raw_postings.indptr))[ids] > 1
+    mask = np.ones(n_docs, dtype=bool) if allowed is None else np.array(allowed, dtype=bool, copy=True)
+    mask[doc] = False
+    k = int(min(k, max(1, n_docs - 1)))
+    reach = min(max(k, SIMILAR_REACH), int(mask.sum()))
+    n = SIMILAR_TERMS
+    while True:
+        query = ids[:n][shared[:n]]
+        batch = QueryBatch.from_lists([query.tolist()])
+        got = scorer.score("document", batch, max(k, reach), [mask]) if query.size else TopK.empty(1, k)
+        if int((got.ids[0] >= 0).sum()) >= reach or n >= ids.size:
+            break
+        n *= 2
+    top = TopK(got.ids[:, :k].copy(), got.scores[:, :k].copy())
+    vocab = [index.vocab[int(t)] for t in query]
     citekey = index.citekeys[int(doc)]
-    note = Note("similar", f"like {citekey}: BM25 over its {len(vocab)} most distinctive terms"
-                + (f" ({', '.join(vocab[:8])}{', ...' if len(vocab) > 8 else ''})" if vocab else
-                   " -- it has no indexed term, so nothing is like it"))
-    batch = QueryBatch.from_lists([ids.tolist()])
-    k = int(min(k, max(1, index.n_docs - 1)))
-    top = TopK.empty(1, k)
-    if ids.size and allowed is not None:  # the source itself is masked out with what the filters exclude
-        mask = np.array(allowed, dtype=bool, copy=True)
-        mask[doc] = False
-        got = scorer.score("document", batch, k, [mask])
-        n = int((got.ids[0] >= 0).sum())
-        top.ids[0, :n], top.scores[0, :n] = got.ids[0][:n], got.scores[0][:n]
-    elif ids.size:
-        got = scorer.score("document", batch, min(k + 1, index.n_docs))
-        keep = (got.ids[0] >= 0) & (got.ids[0] != doc)
-        n = min(k, int(keep.sum()))
-        top.ids[0, :n], top.scores[0, :n] = got.ids[0][keep][:n], got.scores[0][keep][:n]
-    return Ranked(top, [title], unit="document", table=index.citekeys, plan=_SeedPlan(batch, vocab, note))
+    if vocab:
+        head = f"{', '.join(vocab[:8])}{', ...' if len(vocab) > 8 else ''}"
+        text = (f"like {citekey}: BM25 over the {len(vocab)} of its {min(n, ids.size)} most distinctive terms "
+                f"that other sources hold too ({head})")
+    else:
+        text = (f"like {citekey}: " + ("it has no indexed term" if not ids.size else "no other source holds "
+                                       "any of its terms") + ", so nothing is like it")
+    return Ranked(top, [title], unit="document", table=index.citekeys, plan=_SeedPlan(batch, vocab, Note("similar", text)))

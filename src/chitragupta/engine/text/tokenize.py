@@ -5,13 +5,23 @@ accented letter splits a word); tokens shorter than ``MIN_TOKEN_CHARS`` are drop
 stopword list is dropped. ``WORD_BOUNDARY`` gives the same boundary as lookarounds, for finding a term
 in text exactly where the index counted it (not Python's ``\\b``, which treats ``_`` and accented letters
 as word characters).
+
+A one-character word is not a term, but a query does not lose it: ``short_pairs`` joins it to the word
+beside it ("type 2", "2 diabetes", "vitamin d", "t cells"), and BM25 search scores each pair as a term
+from the positions array (``engine.search.pairs``), so "type 1 diabetes" and "type 2 diabetes" differ. Not
+joined (each measured to cost on cisi or cranfield and to buy nothing): a letter after an apostrophe
+("today's", "can't"), one beside another one-character word (the abbreviations "e.g.", "i.e.", "U.S.", the
+lists "1, 2"), and "i" to the word after it (the pronoun: "I am"; "type I" still pairs). The index itself
+is unchanged: a pair is read from the words in order, so no rebuild follows from the rule.
 """
 
 from __future__ import annotations
 
 import re
 
-from chitragupta.kernels.charset import MIN_TOKEN_CHARS, SEPARATE, TOKEN_BYTES, TOKEN_CLASS
+import numpy as np
+
+from chitragupta.kernels.charset import IS_TOKEN_BYTE, MIN_TOKEN_CHARS, SEPARATE, TOKEN_BYTES, TOKEN_CLASS
 
 __all__ = [
     "MIN_TOKEN_CHARS",
@@ -27,6 +37,8 @@ __all__ = [
     "query_terms",
     "query_words",
     "term_pattern",
+    "short_pairs",
+    "short_rows",
 ]
 
 STOPWORDS = frozenset(
@@ -119,3 +131,44 @@ def term_pattern(terms) -> re.Pattern[str]:
     """
     alts = "|".join(re.escape(t) for t in sorted(set(terms), key=lambda t: (-len(t), t)))
     return re.compile(r"(?<!%s)(?:%s)(?!%s)" % (TOKEN_CLASS, alts, TOKEN_CLASS))
+
+
+_APOSTROPHES = frozenset("'\u2019\u2018\u02bc`")  # a letter right after one is a clitic: today's, can't
+
+
+def short_pairs(text: str) -> list[tuple[str, str]]:
+    """The (left, right) word pairs that carry ``text``'s one-character words, distinct, in order: each such
+    word (not a stopword) with the indexable word before it and the one after it (module docstring: not
+    after an apostrophe, not beside another one-character word, "i" only with the word before)."""
+    low = text.lower()
+    runs = [(m.group(), m.start()) for m in _RUN_RE.finditer(low)]
+    out: list[tuple[str, str]] = []
+    for i, (r, at) in enumerate(runs):
+        if len(r) != 1 or r in STOPWORDS or (at and low[at - 1] in _APOSTROPHES):
+            continue
+        before = runs[i - 1][0] if i else ""
+        after = runs[i + 1][0] if i + 1 < len(runs) else ""
+        if len(before) == 1 or len(after) == 1:
+            continue
+        if len(before) >= MIN_TOKEN_CHARS and before not in STOPWORDS and (before, r) not in out:
+            out.append((before, r))
+        if r != "i" and len(after) >= MIN_TOKEN_CHARS and after not in STOPWORDS and (r, after) not in out:
+            out.append((r, after))
+    return out
+
+
+def short_rows(texts: list[str]) -> list[int]:
+    """The positions of the texts that may hold a pair (a one-character run other than "a"), found by numpy
+    over the joined batch (a query file of 20,000 lines is not read a query at a time for this)."""
+    if not texts:
+        return []
+    low = "\0".join(texts).lower().encode("ascii", "replace")
+    if low.count(0) != len(texts) - 1:  # a text holds a NUL itself (a separator like any other)
+        low = "\0".join(t.replace("\0", " ") for t in texts).lower().encode("ascii", "replace")
+    buf = np.frombuffer(low, dtype=np.uint8)
+    tok = np.concatenate(([False], IS_TOKEN_BYTE[buf], [False]))
+    lone = tok[1:-1] & ~tok[:-2] & ~tok[2:] & (buf != ord("a"))
+    if not lone.any():
+        return []
+    ends = np.flatnonzero(buf == 0)
+    return np.unique(np.searchsorted(ends, np.flatnonzero(lone))).tolist()
