@@ -99,8 +99,8 @@ def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
             with _progress(progress, "hybrid's BM25 index") as cb:
                 r = refresh(own, unit="document", force=force, progress=cb, jobs=jobs).report
             report.hybrid = (own.config.retrieval.stemmer, None if r is None else r.seconds)
-    if doc is not None:  # its pass parsed the lists of the texts it read: the rest, and their resolution
-        report.references = build_references(ws, doc, lock=False)
+    if doc is not None:  # its pass parsed the lists of the texts it read: the rest (resolved when first asked)
+        report.references = build_references(ws, doc, lock=False, links=False)
     return report
 
 

@@ -73,6 +73,9 @@ def test_the_index_pass_parses_the_lists_and_the_ledger_keeps_them(tmp_path):
     with Ledger(ws.ledger_path, create=False) as ledger:
         assert set(ledger.reference_lists()) == {"refs/paper", "plain"}  # a source without a list: a row
         assert ledger.get_meta("links")  # the resolution kept
+    run_main("index", "--workspace", ws.root, "--force")
+    with Ledger(ws.ledger_path, create=False) as ledger:
+        assert ledger.get_meta("links") is None  # ``index`` leaves the resolution to the first question
     again = build_references(ws)  # nothing changed: nothing parsed, the kept resolution kept
     assert (again["parsed"], again["entries"]) == (0, 5)
 
@@ -87,7 +90,7 @@ def test_what_the_pass_did_not_read_is_parsed_after_it_and_sources_gone_are_drop
     rep = build_references(ws)  # the index is current (nothing read by its pass): parsed from the texts now
     assert rep["parsed"] == 1 and references_of(ws, "refs/paper") == want
     with Ledger(ws.ledger_path) as ledger:
-        assert {r for _fp, r, _loc in ledger.reference_lists().values()} == {R.RULES}
+        assert {v[1] for v in ledger.reference_lists().values()} == {R.RULES}
         with ledger.transaction():
             ledger.delete(["plain"])
             ledger.put_references([("ghost", b"x" * 16, R.RULES, [], [])])

@@ -2,64 +2,35 @@
 that the library lacks.
 
     g = CitationGraph.open(ws)                    # the ledger's rows, the stored entries, their resolution
-    g.refs("smith2020")                           # its entries, in order, each with the citekey it names
-    g.cites("smith2020"); g.cited_by("jones2019", filters=Filters(year=(2019, None)))
-    g.missing(min_count=2, k=50)                  # most-cited first; MissingEntry.to_dict() is the JSON
+    g.refs("smith2020"); g.cites("smith2020"); g.cited_by("jones2019", filters=Filters(year=(2019, None)))
+    g.missing(min_count=2, k=50)                  # most-cited first; MissingWork.to_dict() is the JSON
     g.to_json(); g.to_graphml(); g.to_dot(); g.missing_bibtex(g.missing())
 
-Resolution is ``resolve.py``'s, read from the ledger where ``index`` kept it (``store.kept_links``) and made
-afresh where the kept one is stale. Nodes are the library's sources (ids: their citekeys) and the missing
-works cited by at least ``min_count`` sources; an edge is one citing source's entry naming the target (a
-source citing the same work twice gives one edge, the first entry's). Filters (``engine/search/filters.py``)
-apply to the citing sources: ``cited_by`` lists only citing sources that match, ``missing`` counts only
-them. An unknown citekey is the UsageError ``similar`` gives (naming the closest citekeys). ``of_source``
-answers ``refs`` and ``cites`` of one source from that source's entries alone.
-"""
+Resolution is ``resolve.py``'s, read where it was kept (``store.kept_links``), else made now. Nodes are the
+library's sources (ids: citekeys) and the missing works cited by at least ``min_count`` sources; an edge is
+one citing source's first entry naming the target. Filters (``engine/search/filters.py``) choose the citing
+sources. An unknown citekey is the UsageError ``similar`` gives. ``of_source`` answers ``refs`` and
+``cites`` of one source from its entries alone."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import replace
 from types import SimpleNamespace
 
-from chitragupta.engine.citations.resolve import Library, MissingWork, Resolution, kept, resolve
+from chitragupta.engine.citations.resolve import Library, Resolution, kept, resolve
 from chitragupta.errors import UsageError
 
-__all__ = ["CitationGraph", "MissingEntry", "ENTRY_FIELDS", "tex_escape"]
+__all__ = ["CitationGraph", "ENTRY_FIELDS", "tex_escape"]
 
 ENTRY_FIELDS = ("n", "text", "authors", "year", "title", "venue", "doi", "arxiv", "url")
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-@dataclass(frozen=True)
-class MissingEntry:
-    """A work the library lacks, as ``missing`` reports it: ``citing`` the citing citekeys counted (those
-    the filters allow), ``count`` how many; ``names`` its authors as an entry prints them."""
-
-    title: str
-    year: int | None
-    authors: tuple[str, ...]
-    citing: tuple[str, ...]
-    venue: str | None = None
-    doi: str | None = None
-    arxiv: str | None = None
-    members: tuple = field(default=(), compare=False, repr=False)  # (citing citekey, its first entry) each
-    names: tuple[str, ...] = ()
-
-    @property
-    def count(self) -> int:
-        return len(self.citing)
-
-    def to_dict(self) -> dict:
-        return {"title": self.title, "year": self.year, "authors": list(self.authors), "citing": list(self.citing),
-                "count": self.count}
-
-
 class CitationGraph:
-    """Built from ledger rows and ``{citekey: [Entry]}`` (``open`` reads both from a workspace): ``facets``
-    for filters (``metadata.Facets``, or a callable giving them; None: filters refused); ``resolution``
-    when known (else resolved here); ``stored``: False when the lists were never stored; ``list_notes``:
-    citekey -> the notes its list earned."""
+    """From ledger rows and ``{citekey: [Entry]}``; ``facets`` for filters (or a callable giving them;
+    None: filters refused); ``resolution`` (else resolved here); ``stored``: False when no list was ever
+    stored; ``list_notes``: citekey -> the notes its list earned."""
 
     def __init__(self, rows, references: dict[str, list], facets=None, *, stored: bool = True,
                  resolution: Resolution | None = None, list_notes: dict | None = None):
@@ -90,8 +61,7 @@ class CitationGraph:
 
     @classmethod
     def open(cls, ws) -> "CitationGraph":
-        """The graph of a workspace (an open ``Workspace``): its ledger rows, stored entries and their kept
-        resolution (resolved here when the kept one is stale)."""
+        """The graph of an open ``Workspace``: its rows, stored entries and their kept (or a new) resolution."""
         from chitragupta.engine.citations.store import all_references, kept_links
         from chitragupta.engine.library.ledger import Ledger
         from chitragupta.engine.library.metadata import facets
@@ -111,19 +81,19 @@ class CitationGraph:
     @classmethod
     def of_source(cls, ws, citekey: str) -> "CitationGraph":
         """A graph that answers ``refs`` and ``cites`` for one source: its entries alone, resolved as kept or
-        against the library now (nobody else's entries read, no missing works). ``cited_by`` and
-        ``missing`` need ``open``."""
+        now (nobody else's entries read, no missing works)."""
         from chitragupta.engine.citations.store import _entry, kept_links
         from chitragupta.engine.library.ledger import Ledger
 
         with Ledger(ws.ledger_path, create=False) as ledger:
             rows = ledger.rows()
-            got = ledger.reference_notes(citekey) if any(r.citekey == citekey for r in rows) else None
-            refs = {citekey: [_entry(r) for r in ledger.reference_entries(citekey)]} if got and got[0] else {}
+            got = ledger.reference_lists(citekey).get(citekey) if any(r.citekey == citekey for r in rows) else None
+            rows_ = ledger.reference_rows("ref_entries", citekey) if got and got[2] else None
+            refs = {} if rows_ is None else {citekey: [_entry(r) for r in rows_]}
             links = kept_links(ledger, citekey)
             stored = any(ledger.reference_counts()[:2])
         res = kept(refs, links) if links is not None else resolve(Library.from_rows(rows), refs, cluster=False)
-        return cls(rows, refs, stored=stored, resolution=res, list_notes={citekey: got[1]} if got else {})
+        return cls(rows, refs, stored=stored, resolution=res, list_notes={citekey: got[3]} if got else {})
 
     def notes(self) -> list[str]:
         """What a user should know about the graph as a whole."""
@@ -144,8 +114,7 @@ class CitationGraph:
         return r.title if r is not None else ""
 
     def refs(self, citekey: str) -> list[dict]:
-        """The source's entries, in order: ``ENTRY_FIELDS`` and ``citekey`` (the library source the entry
-        names, or None)."""
+        """The source's entries, in order: ``ENTRY_FIELDS`` and ``citekey`` (the source it names, or None)."""
         self._check(citekey)
         out = []
         for i, e in enumerate(self.references.get(citekey, ())):
@@ -178,18 +147,19 @@ class CitationGraph:
         return [{"citekey": c, "title": self._title(c), "text": e.text} for c, e in got
                 if allowed is None or c in allowed]
 
-    def missing(self, min_count: int = 2, k: int = 50, filters=None) -> list[MissingEntry]:
-        """Works the library lacks that at least ``min_count`` sources (those ``filters`` allow) cite, most
-        cited first (then by title), at most ``k``."""
+    def missing(self, min_count: int = 2, k: int = 50, filters=None) -> list:
+        """Works the library lacks (``resolve.MissingWork``) that at least ``min_count`` sources (those
+        ``filters`` allow) cite, most cited first (then by title), at most ``k``; a work's ``members`` are
+        its citing sources counted, each with its first entry."""
         for name, v in (("min_count", min_count), ("k", k)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UsageError(f"{name} must be a whole number >= 1, got {v!r}")
         allowed = self._allowed(filters)
         out = []
-        for w in self.resolution.missing:
-            citing = tuple(c for c in w.citing if allowed is None or c in allowed)
-            if len(citing) >= min_count:
-                out.append(_entry(w, citing))
+        for w in self.resolution.missing:  # each citing source counted once, by its first entry
+            firsts = {c: e for c, e in reversed(w.members) if allowed is None or c in allowed}
+            if len(firsts) >= min_count:
+                out.append(replace(w, members=[(c, firsts[c]) for c in w.citing if c in firsts]))
         out.sort(key=lambda m: (-m.count, m.title.casefold(), m.year or 0))
         return out[:k]
 
@@ -243,9 +213,8 @@ class CitationGraph:
         return nodes, edges
 
     def to_json(self, min_count: int = 2) -> dict:
-        """``{"nodes": [...], "edges": [{"source", "target", "kind", "n", "text"}]}``: library sources
-        (``kind`` "source", id the citekey) and missing works cited by ``min_count`` or more (``kind``
-        "missing", id ``missing:N`` in most-cited order)."""
+        """``{"nodes": [...], "edges": [{"source", "target", "kind", "n", "text"}]}``: sources (``kind``
+        "source", id the citekey) and missing works (``kind`` "missing", id ``missing:N``, most cited first)."""
         nodes, edges = self._graph(min_count)
         return {"nodes": nodes, "edges": edges}
 
@@ -277,8 +246,7 @@ class CitationGraph:
         return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
     def to_dot(self, min_count: int = 2) -> str:
-        """The graph in Graphviz DOT: sources as boxes labelled by citekey and year, missing works as
-        dashed ellipses labelled by title and count."""
+        """The graph in Graphviz DOT: sources as boxes, missing works as dashed ellipses."""
         nodes, edges = self._graph(min_count)
         lines = ["digraph citations {", "  rankdir=LR;", "  node [shape=box];"]
         for nd in nodes:
@@ -306,14 +274,6 @@ class CitationGraph:
             etype, fields = _bib_fields(w)
             lib.add(model.Entry(etype, key, [model.Field(name, value) for name, value in fields]))
         return bibtexparser.write_string(lib)
-
-
-def _entry(w: MissingWork, citing: tuple[str, ...]) -> MissingEntry:
-    first: dict[str, object] = {}
-    for c, e in w.members:
-        first.setdefault(c, e)
-    return MissingEntry(w.title, w.year, tuple(w.authors), citing, w.venue, w.doi, w.arxiv,
-                        tuple((c, first[c]) for c in citing), tuple(w.names))
 
 
 def _short(s: str, n: int) -> str:

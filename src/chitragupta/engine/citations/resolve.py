@@ -33,15 +33,15 @@ by ``BLOCK_BUDGET`` candidates a key, whatever the library or a hostile list of 
 
 from __future__ import annotations
 
-import gc
 import re
+import unicodedata
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from chitragupta.engine.library.metadata import fold, norm_doi
+from chitragupta.engine.library.metadata import _NO_DECOMPOSE, norm_doi
 
 __all__ = ["norm_title", "arxiv_of", "entry_ids", "Library", "LibrarySource", "Resolution", "MissingWork",
            "resolve", "kept", "TITLE_MIN", "TITLE_MIN_NO_YEAR", "AMBIGUOUS_GAP", "BLOCK_BUDGET"]
@@ -54,19 +54,31 @@ BLOCK_KEYS = 2  # ... and one of its two rarest
 BLOCK_BUDGET = 2000  # rows a blocking key may hold; a key held by more blocks nothing
 _PAIRS_AT_ONCE = 1 << 20  # candidate pairs whose overlaps are counted at a time (bounded temporaries)
 _STOP = frozenset("a an the of and or for in on to with via by from at as is are its into using".split())
-_HYPHEN = re.compile(r"(?<=\w)[-\u2010\u2011]\s*(?=\w)")
+_HYPHEN = re.compile(r"[-\u2010\u2011](?<=\w.)\s*(?=\w)")  # (the hyphen first: searched for, not tried everywhere)
 _WORD = re.compile(r"[^\W_]+")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _ARXIV_NEW = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
 _ARXIV_CONTEXT = re.compile(r"arxiv(?:\s*preprint)?(?:\.org/(?:abs|pdf)/|\s*(?:abs/|:|\.|\s))\s*"
                             r"((?:\d{4}\.\d{4,5})|(?:[a-z\-]+(?:\.[a-z]{2})?/\d{7}))", re.IGNORECASE)
 _ARXIV_DOI = re.compile(r"^10\.48550/arxiv\.(.+)$")
+_ARXIV_LEAD = re.compile(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)")
+_ARXIV_TAIL = re.compile(r"(?:v\d+)?(?:\.pdf)?$")
 _ARXIV_ID = re.compile(r"(\d{4}\.\d{4,5})|[a-z\-]+(?:\.[a-z]{2})?/\d{7}")
 
 
+def _fold_run(m) -> str:
+    """A run of non-ASCII characters as ``metadata.fold`` makes it (character by character, as in its text)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", m.group().translate(_NO_DECOMPOSE))
+                   if not unicodedata.combining(c))
+
+
 def _tokens(s: str | None) -> list[str]:
-    """A text's words as titles are compared: folded (``metadata.fold``), a hyphen inside a word dropped
-    ("pre-training" and "pretraining" agree), every other run of punctuation a break."""
-    return _WORD.findall(_HYPHEN.sub("", fold(s))) if s else []
+    """A text's words as titles are compared: folded (``metadata.fold``: accents dropped, case folded; the
+    non-ASCII runs alone decomposed), a hyphen inside a word dropped ("pre-training" and "pretraining"
+    agree), every other run of punctuation a break."""
+    if not s:
+        return []
+    return _WORD.findall(_HYPHEN.sub("", (s if s.isascii() else _NON_ASCII.sub(_fold_run, s)).casefold()))
 
 
 def norm_title(s: str | None) -> str:
@@ -75,10 +87,10 @@ def norm_title(s: str | None) -> str:
 
 
 def _norm_arxiv(value: str | None) -> str | None:
-    """A bare arXiv id (``2005.14165``, ``hep-th/9901001``) from a printed one, or None (a new id's YYMM
-    must name a month: "2022.99999" is a misprint)."""
-    v = re.sub(r"(?:v\d+)?(?:\.pdf)?$", "", re.sub(r"^(?:arxiv:|https?://arxiv\.org/(?:abs|pdf)/)", "",
-                                                    (value or "").strip().lower(), count=1))
+    """A bare arXiv id from a printed one, or None (YYMM must name a month: "2022.99999" is a misprint)."""
+    if not value:
+        return None
+    v = _ARXIV_TAIL.sub("", _ARXIV_LEAD.sub("", value.strip().lower(), count=1))
     m = _ARXIV_ID.fullmatch(v)
     return v if m and (not m.group(1) or 1 <= int(v[2:4]) <= 12) else None
 
@@ -106,8 +118,7 @@ def entry_ids(e) -> tuple[str | None, str | None]:
     return (doi if doi and not _ARXIV_DOI.match(doi) else None), arxiv
 
 
-@dataclass(frozen=True)
-class LibrarySource:
+class LibrarySource(NamedTuple):
     citekey: str
     title: str
     year: int | None = None
@@ -163,6 +174,14 @@ class MissingWork:
     def citing(self) -> list[str]:
         return list(dict.fromkeys(k for k, _ in self.members))
 
+    @property
+    def count(self) -> int:
+        return len(self.citing)
+
+    def to_dict(self) -> dict:
+        return {"title": self.title, "year": self.year, "authors": list(self.authors), "citing": self.citing,
+                "count": self.count}
+
 
 @dataclass
 class Resolution:
@@ -191,8 +210,7 @@ def _title_score(ratio, a: str, b: str, ya: int | None, yb: int | None) -> float
 
 
 def _matrix(token_lists, ids: dict[str, int], grow: bool):
-    """A CSR incidence matrix: one row per token list, a 1 for each of its words (``grow``: a new word gets
-    an id; else an unknown word is left out)."""
+    """A CSR incidence matrix, a row per token list (``grow``: a new word gets an id, else is left out)."""
     from scipy import sparse
 
     indptr, indices = [0], []
@@ -240,37 +258,36 @@ def _blocking(rows, cols, share: float = BLOCK_SHARE, keys: int = BLOCK_KEYS):
 
 
 def resolve(library: Library, references: dict[str, list], *, cluster: bool = True) -> Resolution:
-    """Resolve every entry of ``references`` ({citing citekey: [Entry]}) against ``library``, and join the
-    rest into missing works (``cluster``; else ``missing`` is empty: what one source's ``refs`` needs)."""
+    """Resolve every entry of ``{citing citekey: [Entry]}`` against ``library``; join the rest into missing
+    works (``cluster``; else none: what one source's ``refs`` needs)."""
     from rapidfuzz.fuzz import ratio
 
-    with no_gc():
-        flat = [(k, i, e) for k, entries in references.items() for i, e in enumerate(entries or ())]
-        titles = [norm_title(e.title) for _k, _i, e in flat]
-        ids = [entry_ids(e) for _k, _i, e in flat]
-        cand: dict[int, list[int]] = {}
-        if flat and len(library):
-            vocab: dict[str, int] = {}
-            lib_m = _matrix([t.split() for t in library.norm], vocab, grow=True)
-            ent_m = _matrix([_tokens(e.text) + titles[j].split() for j, (_k, _i, e) in enumerate(flat)], vocab, False)
-            for r, c in zip(*(x.tolist() for x in _blocking(ent_m, lib_m))):
-                cand.setdefault(r, []).append(c)
-        for j, t in enumerate(titles):
-            for c in library.by_title.get(t, ()) if t else ():
-                if c not in cand.setdefault(j, []):
-                    cand[j].append(c)
-        target: dict[tuple[str, int], str | None] = {}
-        why: dict[tuple[str, int], str] = {}
-        unresolved = []
-        for j, (k, i, e) in enumerate(flat):
-            got, reason = _resolve_one(library, k, e, titles[j], ids[j], cand.get(j, ()), ratio)
-            target[(k, i)] = got
-            if reason:
-                why[(k, i)] = reason
-            if reason == "none":
-                unresolved.append(j)
-        missing = _cluster([flat[j] for j in unresolved], [titles[j] for j in unresolved],
-                           [ids[j] for j in unresolved], ratio) if cluster else []
+    flat = [(k, i, e) for k, entries in references.items() for i, e in enumerate(entries or ())]
+    titles = [norm_title(e.title) for _k, _i, e in flat]
+    ids = [entry_ids(e) for _k, _i, e in flat]
+    cand: dict[int, list[int]] = {}
+    if flat and len(library):
+        vocab: dict[str, int] = {}
+        lib_m = _matrix([t.split() for t in library.norm], vocab, grow=True)
+        ent_m = _matrix([_tokens(e.text) + titles[j].split() for j, (_k, _i, e) in enumerate(flat)], vocab, False)
+        for r, c in zip(*(x.tolist() for x in _blocking(ent_m, lib_m))):
+            cand.setdefault(r, []).append(c)
+    for j, t in enumerate(titles):
+        for c in library.by_title.get(t, ()) if t else ():
+            if c not in cand.setdefault(j, []):
+                cand[j].append(c)
+    target: dict[tuple[str, int], str | None] = {}
+    why: dict[tuple[str, int], str] = {}
+    unresolved = []
+    for j, (k, i, e) in enumerate(flat):
+        got, reason = _resolve_one(library, k, e, titles[j], ids[j], cand.get(j, ()), ratio)
+        target[(k, i)] = got
+        if reason:
+            why[(k, i)] = reason
+        if reason == "none":
+            unresolved.append(j)
+    missing = _cluster([flat[j] for j in unresolved], [titles[j] for j in unresolved],
+                       [ids[j] for j in unresolved], ratio) if cluster else []
     return Resolution(target, why, missing)
 
 
@@ -296,7 +313,8 @@ def _resolve_one(library: Library, k: str, e, title: str, ids, cand, ratio) -> t
         segs = [g for g in map(norm_title, _SENTENCE.split(e.text or "")) if " " in g]
         for c in fit:
             if " " in library.norm[c]:
-                s = max([_title_score(ratio, g, library.norm[c], e.year, library.sources[c].year) for g in segs] or [0.0])
+                src = library.sources[c]
+                s = max([_title_score(ratio, g, library.norm[c], e.year, src.year) for g in segs] or [0.0])
                 if s > 0:
                     scored.append((s, c))
     if not scored:
@@ -362,8 +380,7 @@ def _cluster(flat, titles, ids, ratio) -> list[MissingWork]:
 
 
 def _work(members: list[tuple]) -> MissingWork:
-    """A missing work of ``members`` ((citing citekey, entry) pairs): each field its entries' most common
-    value; the names as printed by an entry that gives the authors chosen."""
+    """A missing work of (citing citekey, entry) pairs: each field its entries' most common value."""
     es = [e for _k, e in members]
     authors = _most_common([tuple(e.authors) for e in es]) or ()
     names = next((tuple(e.names) for e in es if tuple(e.authors) == authors and len(e.names) == len(authors)), ())
@@ -373,9 +390,8 @@ def _work(members: list[tuple]) -> MissingWork:
 
 
 def kept(references: dict[str, list], links) -> Resolution:
-    """The ``Resolution`` a kept one gives (``links``: its (citekey, n, target, why, work) rows, as
-    ``engine.citations.store`` keeps them): an entry named there as it was, a work's members together;
-    every other entry unresolved, a work of its own when it has a title or an id."""
+    """The ``Resolution`` kept as ``links`` ((citekey, n, target, why, work) rows: ``store``): an entry named
+    there as it was, a work's members together; any other unresolved, a work of its own if titled or id'd."""
     rows = {(k, n - 1): (t, w, work) for k, n, t, w, work in links}
     target: dict[tuple[str, int], str | None] = {}
     why: dict[tuple[str, int], str] = {}
@@ -398,16 +414,3 @@ def _most_common(values):
         return None
     top = max(got.values())
     return next(v for v in values if v and got[v] == top)
-
-
-@contextmanager
-def no_gc():
-    """The cyclic garbage collector paused while tens of thousands of small objects are made (it would
-    run again and again over all of them; they hold no cycles)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

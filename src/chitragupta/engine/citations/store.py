@@ -1,19 +1,17 @@
 """The stored reference lists and their kept resolution, read and brought up to date.
 
-    build_references(ws, index)     the references step of ``index``: every list current, the resolution kept
-    references_of(ws, citekey)      one source's entries (None: no list found in its text, or none stored)
-    all_references(ws)              citekey -> entries of every source with a list, in ledger order
-    kept_links(ledger, citekey)     the kept resolution's rows, when it is current (else None)
+    build_references(ws, opened)   the lists current (``index`` stops there), then the resolution kept
+    references_of(ws, citekey)     one source's entries (None: no list found in its text, or none stored)
+    all_references(ws)             citekey -> entries of every source with a list, in citekey order
+    kept_links(ledger, citekey)    the kept resolution's rows, when it is current (else None)
 
 The lists are parsed in the document index's own pass (``engine.index.references``) and live in the
-ledger's tables (``engine.library.ledger``): no file of their own. ``build_references`` parses what that
-pass did not (``references.update``), then resolves every entry against the library (``resolve``) and keeps
-the outcome in ``ref_links`` -- each entry that resolved, was ambiguous or named its own source, and each
-member of a missing work of several entries -- made for ``meta.links``: ``RESOLVE_RULES``, the entry
-``RULES`` and the ledger's change stamp; writing any list deletes it. A workspace of an older version keeps
-its ``content/refs/`` folder and ``content/citation_graph.json``: they are removed by the next build (the
-ledger holds the lists now), with a note.
-"""
+ledger's tables (``engine.library.ledger``), no file of their own. ``build_references`` parses what the
+pass did not (``references.update``), then resolves every entry (``resolve``) and keeps in ``ref_links``
+each entry that resolved, was ambiguous or named its own source, and each member of a missing work of
+several entries, made for ``meta.links`` (``RESOLVE_RULES``, ``RULES``, the ledger's change stamp; writing
+a list deletes it): the first question that needs the whole graph keeps it. An older version's
+``content/refs/`` and ``content/citation_graph.json`` are removed by the next build, with a note."""
 
 from __future__ import annotations
 
@@ -29,22 +27,19 @@ _OLD_FILES = ("refs", "citation_graph.json")  # what older versions kept in cont
 
 
 def _entry(row: tuple) -> Entry:
-    """An ``Entry`` from a ``Ledger.reference_entries`` row."""
+    """An ``Entry`` from a ``Ledger.reference_rows("ref_entries")`` row."""
     _k, n, text, authors, year, title, venue, doi, arxiv, url, names = row
     return Entry(n, text, tuple(authors.split("\n")) if authors else (), year, title, venue, doi, arxiv, url,
                  tuple(names.split("\n")) if names else ())
 
 
 def references_of(workspace, citekey: str) -> list[Entry] | None:
-    """The stored entries of ``citekey``'s reference list, in order; None when no list was found in its
-    text, none is stored, or the citekey is unknown."""
+    """``citekey``'s stored entries, in order; None when no list was found in its text or none is stored."""
     from chitragupta.engine.library.ledger import Ledger
 
     with Ledger(workspace.ledger_path, create=False) as ledger:
-        got = ledger.reference_notes(citekey)
-        if got is None or not got[0]:
-            return None
-        return [_entry(r) for r in ledger.reference_entries(citekey)]
+        got = ledger.reference_lists(citekey).get(citekey)
+        return [_entry(r) for r in ledger.reference_rows("ref_entries", citekey)] if got and got[2] else None
 
 
 def all_references(workspace, ledger=None) -> dict[str, list[Entry]]:
@@ -55,9 +50,9 @@ def all_references(workspace, ledger=None) -> dict[str, list[Entry]]:
         with Ledger(workspace.ledger_path, create=False) as opened:
             return all_references(workspace, opened)
     keys = set(ledger.citekeys())
-    out: dict[str, list[Entry]] = {k: [] for k, (_fp, _r, located) in sorted(ledger.reference_lists().items())
+    out: dict[str, list[Entry]] = {k: [] for k, (_fp, _r, located, _n) in sorted(ledger.reference_lists().items())
                                    if located and k in keys}
-    for row in ledger.reference_entries():
+    for row in ledger.reference_rows("ref_entries"):
         if row[0] in out:
             out[row[0]].append(_entry(row))
     return out
@@ -70,22 +65,29 @@ def links_key(ledger) -> str:
 
 def kept_links(ledger, citekey: str | None = None) -> list[tuple] | None:
     """The kept resolution's rows (of one source's entries) when it is current, else None."""
-    if ledger.get_meta("links") != links_key(ledger):
-        return None
-    return ledger.links(citekey)
+    return ledger.reference_rows("ref_links", citekey) if ledger.get_meta("links") == links_key(ledger) else None
 
 
 def build_references(workspace, opened=None, *, lock: bool = True, links: bool = True) -> dict:
-    """Bring the stored lists up to the document index (``opened``: ``manage.refresh``'s answer, whose pass
-    parsed the lists of the texts it read; None: the index opened, built or updated first, as a search
-    does), then the kept resolution (``links``). ``{"sources", "entries", "without", "parsed", "notes"}``:
-    sources with a list and their entries, sources without one, lists parsed in this run (in the index's
-    pass or after it), notes. ``lock``: take the workspace lock (False: the caller holds it)."""
+    """Bring the stored lists up to the document index (``opened``: ``manage.refresh``'s answer, its pass
+    having parsed what it read; None: opened, built or updated first, as a search does), then the kept
+    resolution (``links``): ``{"sources", "entries", "without", "parsed", "notes"}``. ``lock``: take the
+    workspace lock when anything is to be written (False: the caller holds it)."""
     from chitragupta.engine.index.manage import open_current
     from chitragupta.engine.index.references import update
     from chitragupta.engine.library.ledger import Ledger
+    from chitragupta.errors import WorkspaceError
 
     if lock:
+        try:
+            now = opened or open_current(workspace, unit="document", update=False)  # (a reader's check, no lock)
+        except WorkspaceError:
+            now = None  # no index yet: built under the lock
+        with Ledger(workspace.ledger_path, create=False) as ledger:
+            if now is not None and now.current and ledger.get_meta("references") == f"{now.index.path.name}:{RULES}" \
+                    and not (links and ledger.get_meta("links") != links_key(ledger)) \
+                    and not any((workspace.content / name).exists() for name in _OLD_FILES):
+                return dict(zip(("sources", "without", "entries"), ledger.reference_counts()), parsed=0, notes=[])
         with workspace.lock("index (references)"):
             return build_references(workspace, opened, lock=False, links=links)
     notes: list[str] = []

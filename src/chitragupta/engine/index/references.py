@@ -1,16 +1,13 @@
 """The reference lists, kept with the document index: each source's list is parsed where the index reads
-its text (one read of each text, one ledger scan, one change detection for both), and stored in the
-ledger's tables (``ref_lists``, ``ref_entries``: ``engine.library.ledger``).
+its text (one read of each text, one ledger scan, one change detection for both) and stored in the
+ledger's tables (``ref_lists``, ``ref_entries``) under the document's fingerprint.
 
-The workspace's own document index build (``manage``) hands each tokenized block to ``Lists``: the block
-pass (``segments``, ``tokenize_fast``) parsed the list of every document it read (``Body.references``:
-``engine.text.entries``), and ``Lists`` writes them, and a row for each document without one, under the
-document's fingerprint, a block in one transaction. What the pass did not read -- a document the index
-reused whose stored list is of other rules or another text, after an upgrade or a change of the rules --
-is parsed by ``update`` from the same text (``source.row_body``), and the lists of sources gone are
-dropped; ``meta.references`` records the index generation and rules the stored lists are complete for,
-so an ``update`` with nothing to do reads one meta row.
-"""
+The workspace's own document index build (``manage``) asks the block pass (``segments``,
+``tokenize_fast``) to parse each text's list (``Body.references``; the rules: ``engine.text.entries``) and
+hands each block's lists to ``Lists``, which writes them, a row for each document without one too, a block
+in one transaction. ``update`` parses what the pass did not read (a document the index reused whose stored
+list is of other rules or another text: an upgrade, new rules) and drops the lists of sources gone;
+``meta.references`` names the generation and rules the lists are complete for."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ def rows_of(entries) -> list[tuple]:
 
 
 class Lists:
-    """A build's parsed lists written to the ledger a block at a time (``doc.build``'s ``references``).
-    ``sources``, ``fps``: the build's ``DocSource`` list and fingerprints; ``parsed``, ``none`` and
-    ``notes`` count what was written."""
+    """A build's parsed lists written to the ledger a block at a time (``doc.build``'s ``references``;
+    ``sources``, ``fps``: the build's); ``parsed``, ``none`` and ``notes`` say what was written."""
 
     def __init__(self, ledger_path, sources, fps):
         self.ledger_path, self.sources, self.fps = ledger_path, sources, fps
@@ -61,9 +57,8 @@ class Lists:
 
 
 def update(ws, index) -> dict:
-    """Bring the stored lists up to ``index`` (the workspace's current document index; the caller holds
-    the lock): parse each source whose stored list is missing, of other rules or of another text, drop
-    the lists of sources gone. ``{"parsed", "none", "notes"}`` of what it parsed."""
+    """Bring the stored lists up to ``index`` (the current document index; the caller holds the lock);
+    ``{"parsed", "none", "notes"}`` of what it parsed."""
     from chitragupta.engine.index.source import row_body
 
     done = f"{index.path.name if index.path is not None else ''}:{RULES}"
@@ -73,7 +68,7 @@ def update(ws, index) -> dict:
             return out
         stored = ledger.reference_lists()
         fps = [fp.tobytes() for fp in np.asarray(index.fingerprints)]
-        stale = [(k, fp) for k, fp in zip(index.citekeys.to_list(), fps) if stored.get(k, (None, 0))[:2] != (fp, RULES)]
+        stale = [(k, fp) for k, fp in zip(index.citekeys.to_list(), fps) if stored.get(k, (0, 0))[:2] != (fp, RULES)]
         rows = ledger.index_rows([k for k, _fp in stale])
         lists = []
         for key, fp in stale:

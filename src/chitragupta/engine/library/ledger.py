@@ -31,13 +31,11 @@ nothing for the check), and ``sync`` and ``import`` drop it (``drop_unkeyed``); 
 other text belongs (a title, a path) is read as the text it holds, a number column that holds text as
 unknown.
 
-Reference lists (``engine.index.references`` writes them as the index reads each text, ``engine.citations``
-reads them): ``ref_lists`` one row per source (the document fingerprint and entry ``RULES`` it was parsed
-with, whether a list was found, its notes), ``ref_entries`` one row per entry (the fields of
-``engine.text.entries.Entry``; authors and names joined by newlines), ``ref_links`` the kept resolution
-(``engine.citations.store``), current while ``meta.links`` names this ledger's state. They are created by
-the first writer that opens an older ledger (``CREATE TABLE IF NOT EXISTS``), and are no part of the change
-stamp's counter.
+Reference lists (``engine.index.references`` writes them, ``engine.citations`` reads them): ``ref_lists`` a
+row per source (the document fingerprint and entry ``RULES`` parsed with, whether a list was found, its
+notes), ``ref_entries`` a row per entry (``engine.text.entries.Entry``'s fields, authors and names joined by
+newlines), ``ref_links`` the kept resolution, current while ``meta.links`` names the ledger's state; made by
+the first writer that opens an older ledger, and no part of the change stamp's counter.
 
 Schema 3 added ``venue``, ``type``, ``doi`` and ``author_names`` (a JSON list of [family, given] pairs) to
 schema 2's ``authors`` (a JSON list of display strings) and ``year`` (text: the year's digits since 3).
@@ -700,75 +698,49 @@ class Ledger:
         self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     # -- reference lists (``engine.index.references`` writes them, ``engine.citations`` reads them) ----
-    def _has_references(self) -> bool:
-        """Whether the tables exist: an older ledger opened read-only has none until a writer opens it."""
+    def _has_references(self) -> bool:  # (an older ledger opened read-only has no tables until a writer opens it)
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'ref_links'").fetchone() is not None
 
     @_checked
-    def reference_lists(self) -> dict[str, tuple[bytes, int, int]]:
-        """citekey -> (fingerprint, rules, located) of every stored list: what it was parsed from, by which
-        rules, and whether a list was found in it (1) or not (0)."""
-        if not self._has_references():
-            return {}
-        return {k: (fp, r, loc) for k, fp, r, loc in self._db.execute(
-            "SELECT citekey, fingerprint, rules, located FROM ref_lists")}
+    def reference_lists(self, citekey: str | None = None) -> dict[str, tuple[bytes, int, int, list[str]]]:
+        """citekey -> (fingerprint, rules, located: 1 or 0, notes) of every stored list (or of one)."""
+        where, args = ("WHERE citekey = ?", (citekey,)) if citekey is not None else ("", ())
+        return {k: (fp, r, loc, [n for n in notes.split("\n") if n]) for k, fp, r, loc, notes in self._db.execute(
+            f"SELECT * FROM ref_lists {where}", args)} if self._has_references() else {}
 
     @_checked
     def reference_counts(self) -> tuple[int, int, int]:
         """(sources with a stored list, sources stored without one, entries stored)."""
         if not self._has_references():
             return 0, 0, 0
-        located, without = self._db.execute("SELECT COALESCE(SUM(located), 0), COUNT(*) - COALESCE(SUM(located), 0) "
-                                            "FROM ref_lists").fetchone()
-        return int(located), int(without), int(self._db.execute("SELECT COUNT(*) FROM ref_entries").fetchone()[0])
+        n, located = self._db.execute("SELECT COUNT(*), COALESCE(SUM(located), 0) FROM ref_lists").fetchone()
+        return int(located), int(n - located), int(self._db.execute("SELECT COUNT(*) FROM ref_entries").fetchone()[0])
 
     @_checked
-    def reference_notes(self, citekey: str) -> tuple[int, list[str]] | None:
-        """(located, notes) of one source's stored list, or None when none is stored."""
-        got = self._db.execute("SELECT located, notes FROM ref_lists WHERE citekey = ?", (citekey,)).fetchone() \
-            if self._has_references() else None
-        return None if got is None else (got[0], [n for n in got[1].split("\n") if n])
-
-    @_checked
-    def reference_entries(self, citekey: str | None = None) -> list[tuple]:
-        """(citekey, n, text, authors, year, title, venue, doi, arxiv, url, names) of the stored entries
-        (of one source), in (citekey, n) order; the authors and names joined by newlines."""
-        if not self._has_references():
-            return []
+    def reference_rows(self, table: str, citekey: str | None = None) -> list[tuple]:
+        """The rows of ``ref_entries`` or ``ref_links`` (of one source), in (citekey, n) order."""
+        assert table in ("ref_entries", "ref_links")
         where, args = ("WHERE citekey = ?", (citekey,)) if citekey is not None else ("", ())
-        return self._db.execute(f"SELECT * FROM ref_entries {where} ORDER BY citekey, n", args).fetchall()
+        return self._db.execute(f"SELECT * FROM {table} {where} ORDER BY citekey, n", args).fetchall() \
+            if self._has_references() else []
 
     @_checked
     def put_references(self, lists: list[tuple]) -> None:
-        """Store parsed lists (inside ``transaction``): (citekey, fingerprint, rules, entries or None for no
-        list, notes) each, replacing what the citekey had; ``entries``: tuples as ``reference_entries`` gives
-        them, less the citekey. The kept resolution (``links``) is stale from then on."""
+        """Store parsed lists (inside ``transaction``), each (citekey, fingerprint, rules, entries or None: no
+        list, notes), replacing the citekey's; entries as ``reference_rows`` gives them, less the citekey."""
         db = self._db
         db.executemany("DELETE FROM ref_entries WHERE citekey = ?", [(k,) for k, *_ in lists])
         db.executemany("INSERT OR REPLACE INTO ref_lists VALUES (?, ?, ?, ?, ?)",
                        [(k, fp, rules, int(got is not None), "\n".join(notes)) for k, fp, rules, got, notes in lists])
         db.executemany("INSERT INTO ref_entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        [(k, *e) for k, _fp, _r, got, _n in lists for e in got or ()])
-        db.execute("DELETE FROM meta WHERE key = 'links'")
+        db.execute("DELETE FROM meta WHERE key = 'links'")  # the kept resolution is stale
 
     @_checked
-    def prune_references(self) -> int:
-        """Drop the stored lists of citekeys the ledger no longer holds (inside ``transaction``); how many."""
-        gone = "citekey NOT IN (SELECT citekey FROM sources)"
-        n = self._db.execute(f"DELETE FROM ref_lists WHERE {gone}").rowcount
-        self._db.execute(f"DELETE FROM ref_entries WHERE {gone}")
-        if n:
-            self._db.execute("DELETE FROM meta WHERE key = 'links'")
-        return n
-
-    @_checked
-    def links(self, citekey: str | None = None) -> list[tuple]:
-        """(citekey, n, target, why, work) of the kept resolution (of one source's entries): an entry that
-        resolved, was left ambiguous or named its own source, or belongs to a missing work of several."""
-        if not self._has_references():
-            return []
-        where, args = ("WHERE citekey = ?", (citekey,)) if citekey is not None else ("", ())
-        return self._db.execute(f"SELECT * FROM ref_links {where} ORDER BY citekey, n", args).fetchall()
+    def prune_references(self) -> None:
+        """Drop the stored lists of citekeys the ledger no longer holds (inside ``transaction``)."""
+        for table in ("ref_lists", "ref_entries", "ref_links"):
+            self._db.execute(f"DELETE FROM {table} WHERE citekey NOT IN (SELECT citekey FROM sources)")
 
     @_checked
     def put_links(self, rows: list[tuple], key: str) -> None:

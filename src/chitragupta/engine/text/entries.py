@@ -130,12 +130,16 @@ _ALPHA_LABEL = re.compile(r"^\s*\[(?=[^\]\s]*\d)(?=[^\]\s]*[A-Za-z])[^\]\s]{2,24
 _DOTTED = re.compile(r"^\s*(?P<num>\d{1,4})[.)]\s+(?=\S)")
 _MARKDOWN = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
 _MD_KEY = re.compile(r"^[^\s]{1,80}$")
-_YEAR = re.compile(r"(?<![\d/.:-])(?:1[89]|20)\d\d[a-z]?(?![\d/])")
+# (patterns open with characters, their look-behinds after them: one opening with a look-around is tried at
+# every position of the text, one opening with characters is searched for them)
+_YEAR = re.compile(r"(?:1[89]|20)(?<![\d/.:-]..)\d\d[a-z]?(?![\d/])")
 _FOOTNOTE = re.compile(r"^\s*\d{1,2}(?=[A-Z][a-z]{2})")
 _FOOTNOTE_MORE = re.compile(r"^\s*(?:See|see|Available|Accessed|https?://|www\.)")
 _STRAY_ACCENT = re.compile(r"\s[\u00b4\u00a8\u02d8\u02c7\u02dc\u00b8\u02c6\u02d9\u02da\u02dd`]$")
 _DIGITS = re.compile(r"\d+")
-_SPLIT_WORD = re.compile(r"(?<=[^\W\d_])-\n\s*(?=[a-z])")
+_DIGIT = re.compile(r"\d")
+_LINE_END_HYPHEN = re.compile(r"-\s*[\n\f]")
+_SPLIT_WORD = re.compile(r"-(?<=[^\W\d_]-)\n\s*(?=[a-z])")
 # what follows a list inside its span, and is no entry: a table or figure caption, an appendix or the
 # acknowledgements (a line that opens so after a line that ends an entry)
 _TRAILER = re.compile(r"^\s*(?:(?:Table|TABLE|Figure|FIGURE|Fig\.)\s*[A-Z]?\d|(?:[A-Z]\.?\s+|\d{1,2}(?:\.\d+)*\.?\s+)?"
@@ -154,10 +158,8 @@ def _edges(lines: list[str]) -> list[str]:
 
 
 def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
-    """The running titles of a paged text (pages split by form feeds): lines among the first two or last
-    two of a page, their digits left out, seen on at least ``min_pages`` pages, at most 200 characters and
-    not ending in a period (an entry's last line may stand at the top of two pages); an author running head
-    ("Shen, et al.") ends in "et al." and counts from two pages."""
+    """The running titles of a paged text (form feeds between pages), their digits left out, seen on at
+    least ``min_pages`` pages (an author running head on two): the module docstring's rule."""
     if "\f" not in text:
         return frozenset()
     seen: dict[str, int] = {}
@@ -171,9 +173,8 @@ def running_lines(text: str, min_pages: int = 2) -> frozenset[str]:
 
 
 def _drop_furniture(text: str, running: frozenset[str]) -> list[str]:
-    """The lines of ``text`` (right-stripped) without footnotes, page numbers and running titles at a page's
-    edge (the list's own ``running_lines`` and ``running``, the document's); a stray accent at a line's end
-    (pdfium's "Com- \u00b4") dropped. A page's first line dropped leaves its other lines to the page before."""
+    """The lines of ``text`` (right-stripped) less the furniture (module docstring; ``running``: the
+    document's running titles) and a stray accent at a line's end (pdfium's "Com- \u00b4")."""
     pages: list[list[str]] = [[]]
     note = False
     for p, page in enumerate(text.split("\f")):
@@ -185,7 +186,7 @@ def _drop_furniture(text: str, running: frozenset[str]) -> list[str]:
             note = False
             if p > 0 and i == 0:
                 pages.append([])
-            pages[-1].append(_STRAY_ACCENT.sub("", ln))
+            pages[-1].append(_STRAY_ACCENT.sub("", ln) if ln[-1:] in _ACCENT_CHARS + "`" else ln)
     if "\f" not in text:
         return [ln for ln in pages[0] if not _PAGE_NUMBER.match(ln.strip())]
     running = running | running_lines(text)
@@ -203,37 +204,31 @@ journal transactions workshop symposium press university arxiv preprint editor e
 """.split())
 _PARTICLES = frozenset("van von der den de del della di da das dos du le la el al bin ibn ter ten zu y e st st.".split())
 _JOINERS = frozenset({"and", "&", "et", "al", "al.", "others", "und", "y"})
+_NO_NAMES = _JOINERS | _PARTICLES  # (tokens that are neither names nor against them)
+_LONG_STOPWORDS = frozenset(w for w in _STOPWORDS if len(w) > 1)
 _NAME_SEP = re.compile(r"[\s,;&()\[\]]+")
 _MARK_SPACE = re.compile(r"[.?!]\s")
 
 
 def _sentence_break(s: str) -> bool:
-    """A full stop, question or exclamation mark after two letters, then a space ("Scientometrics. Zhihong
-    ..."; not an initial's "J. ")."""
+    """A full stop, question or exclamation mark after two letters, then a space (not an initial's "J. ")."""
     return any(m.start() >= 2 and s[m.start() - 1].isalpha() and s[m.start() - 2].isalpha()
                for m in _MARK_SPACE.finditer(s))
 
 
 def _names_only(s: str, lenient: bool = False) -> bool:
-    """``s`` (the text before a year) reads as an author list: name words (capitalised, a few lower-case
-    ones such as "xiang" or "van" allowed, no function word), initials, commas and "and"; at least two name
-    tokens; no digit and no sentence break inside it ("In ICCSA. Qi He ..." is the end of one entry and the
-    next). ``lenient``: names in lower case too ("david nicholas, peter williams"), for an entry already cut."""
+    """``s`` reads as an author list (module docstring): at least two name tokens, no function word, no
+    digit, no sentence break; ``lenient``: names in lower case too ("david nicholas"), for an entry cut."""
     s = s.strip().rstrip("(").strip()
-    if not s or len(s) > 1500 or re.search(r"\d", s) or _sentence_break(s.rstrip(" .,;:")):
+    if not s or len(s) > 1500 or _DIGIT.search(s) or _sentence_break(s.rstrip(" .,;:")):
         return False
-    names = lower = 0
-    for t in _NAME_SEP.split(s):
-        w = t.strip(".")
-        low = w.lower()
-        if low in _STOPWORDS and len(low) > 1:
-            return False
-        if not w or low in _JOINERS or low in _PARTICLES:
-            continue
-        first = w.lstrip("{\\\"'`^~")[:1]
-        if first:
-            names += 1
-            lower += first.islower()
+    words = [t.strip(".") for t in _NAME_SEP.split(s)]
+    lows = [w.lower() for w in words]
+    if not _LONG_STOPWORDS.isdisjoint(lows):
+        return False
+    firsts = [w.lstrip("{\\\"'`^~")[:1] for w, low in zip(words, lows) if w and low not in _NO_NAMES]
+    names = len(firsts) - firsts.count("")
+    lower = sum(map(str.islower, firsts))
     return names >= 2 and (lenient or lower * 4 <= names)
 
 
@@ -259,8 +254,7 @@ _LEAD_MARK = re.compile(r"^\s*(?:\[[^\]\s]{1,24}\]|\d{1,4}[.)](?=\s)|[-*+\u2022]
 
 
 def _starts_author_block(joined: str) -> bool:
-    """Whether ``joined`` (a line and the lines after it, joined) opens with an author list: only name
-    tokens up to its first year, or "Family, I." / "Family I," / "Family, Given" at its start."""
+    """Whether ``joined`` (a line and the lines after it) opens with an author list (module docstring)."""
     head = joined[:1500]
     if head[:3] in ("In ", "In:"):
         return False
@@ -271,22 +265,19 @@ def _starts_author_block(joined: str) -> bool:
 
 
 def _name_line(line: str) -> bool:
-    """A whole line of names running on ("Waleed Ammar, Dirk Groeneveld, Chandra Bhagavat-"): at least two
-    commas, four name words, nothing but names, and no end of sentence."""
+    """A whole line of names running on ("Waleed Ammar, Dirk Groeneveld, Chandra Bhagavat-")."""
     s = line.strip()
     return s.count(",") >= 2 and not s.endswith(".") and len(s.split()) >= 4 and _name_prefix(s.rstrip("-"))
 
 
 def starts_entry(text: str) -> bool:
-    """Whether ``text`` opens like a reference entry: a list number or label, an author list up to a year,
-    or "Family, I." / "Family I," / "Family, Given"."""
+    """Whether ``text`` opens like a reference entry: a list number or label, or an author list."""
     head = " ".join(text[:1500].split())
     return bool(_LEAD_MARK.match(head)) or _starts_author_block(head) or _name_line(head)
 
 
 def _ends_entry(s: str) -> bool:
-    """The (stripped) line can end an entry: a period (not after an initial, "Quoc V."), a bracket, a year
-    or a page number (a letter after it: "2019a"), a DOI or a URL as its last word."""
+    """The (stripped) line can end an entry (module docstring; not an initial's period: "Quoc V.")."""
     if not s:
         return False
     c = s[-1]
@@ -297,8 +288,7 @@ def _ends_entry(s: str) -> bool:
 
 
 def _numbered(lines: list[str], pattern: re.Pattern) -> list[int]:
-    """Lines opening entries numbered 1, 2, 3 ...: a number one to three past the last one taken (an entry
-    lost to the text layer leaves a gap), starting at 0 or 1."""
+    """Lines opening entries numbered 1, 2, 3 ... (one to three past the last one taken)."""
     starts, last = [], None
     for i, ln in enumerate(lines):
         m = pattern.match(ln)
@@ -342,10 +332,8 @@ _TAIL_WORD = re.compile(r"^([a-z]{1,40})(?![A-Za-z0-9])")
 
 
 def _join(chunk: list[str], words) -> str:
-    """An entry's lines as one string: single spaces; a word split by a line-end hyphen joined (the hyphen
-    kept only when both halves are words of the list and the whole is not: "data-\\nbase"); a dash before
-    a digit ("1435-\\n1446"), a hyphen before a capital ("Sci-\\nBERT") and a URL or DOI split at a line end
-    glued without a space."""
+    """An entry's lines as one string (module docstring); a dash before a digit ("1435-\\n1446") or a
+    hyphen before a capital ("Sci-\\nBERT") glued too."""
     out = ""
     for ln in chunk:
         s = " ".join(ln.split())
@@ -369,9 +357,8 @@ def _join(chunk: list[str], words) -> str:
 
 
 def split_entries(ref_text: str, *, words=None, running: frozenset[str] = frozenset()) -> list[str]:
-    """The list's text (after the heading) -> the raw entries, in order (see the module docstring).
-    ``words``: the words that tell a split word from a hyphenated one (``hyphens.document_words``), by
-    default the list's own; ``running``: the whole document's ``running_lines``."""
+    """The list's text -> the raw entries, in order. ``words``: what tells a split word from a hyphenated
+    one (``hyphens.document_words``; the list's own by default); ``running``: the document's running titles."""
     return _split(ref_text, words, running)[0]
 
 
@@ -384,10 +371,10 @@ def _split(ref_text: str, words=None, running: frozenset[str] = frozenset()) -> 
     lines = _drop_furniture(text, running)
     if not any(ln.strip() for ln in lines):
         return [], notes
-    if words is None:
+    if words is None:  # (only a line that ends in a hyphen asks)
         from chitragupta.engine.text.hyphens import document_words
 
-        words = document_words(text)
+        words = document_words(text) if _LINE_END_HYPHEN.search(text) else frozenset()
     numeric = _numbered(lines, _BRACKET_NUM)
     alpha = [i for i, ln in enumerate(lines) if _ALPHA_LABEL.match(ln)]
     brackets = numeric if len(numeric) >= len(alpha) else alpha
@@ -441,19 +428,31 @@ _ARXIV_OLD = re.compile(r"(?:arxiv\s*:\s*|arxiv\.org/(?:abs|pdf)/)([a-z-]+(?:\.[
                         re.IGNORECASE)
 _URL = re.compile(r"(?:https?://|www\.)[^\s\"<>]+", re.IGNORECASE)
 _TRAIL = ".,;:)]}>'\""
-# a quoted title: a segment of its own (at the start, or after ``.,:;)``), not a word quoted inside one
-_QUOTED = re.compile(r"(?:^|(?<=[.,:;)])|(?<=[.,:;)]\s))[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
+_QUOTES = "\u201c\"\u201e"
+_QUOTED = re.compile(r"[\u201c\"\u201e](?P<t>[^\u201c\u201d\"]{3,400}?)[,.]?[\u201d\"]")
+
+
+def _quoted(s: str):
+    """The first quoted title in ``s``: a quote at the start or after ``.,:;)`` (and a space at most)."""
+    m = _QUOTED.search(s)
+    while m is not None and not (m.start() == 0 or s[m.start() - 1] in ".,:;)" or (
+            s[m.start() - 1].isspace() and s[max(0, m.start() - 2)] in ".,:;)")):
+        m = _QUOTED.search(s, m.start() + 1)
+    return m
+
+
 # A full stop, question or exclamation mark before a space or the end: not after a capital letter (an
 # initial, "J."), a two-letter capitalised word (ASCII), or vs / pp / Vol / Eds / Inc.
 _SENTENCE_END = re.compile(r"[.?!](?<![A-Z].)(?<!(?<!\w)(?:[A-Z][a-z]|vs|pp).)(?<!(?<!\w)(?:Vol|Eds|Inc).)(?:\s|\Z)")
 _QUESTION_END = re.compile(r"[?!]\s+(?=In\b|Proc|arXiv|ArXiv|CoRR|Journal|Advances|Trans|IEEE|ACM|Findings)")
 # where a venue's name stops: ", pages" / ", 12" / ", 2019" / ", A. B." (editors), " 12 (" / " 12:3", "(2019" /
-# " (pp", " 2019." at the end, ": 12"
-_VENUE_STOP = re.compile(r"(?=[,\s(:])(?:,\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?|article)\b"
-                         r"|,\s*\d|\s\d+\s*\(|\s\d+:\d|\(\s*(?:1[89]|20)\d\d|\s?\(\s*(?i:pp|pages|vol)\b"
-                         r"|,\s*(?:1[89]|20)\d\d\b|\s(?:1[89]|20)\d\d[a-z]?\.?$|:\s*\d|,\s[A-Z]\.\s?[A-Z])")
+# " (pp", " 2019." at the end, ": 12"; each opens with one of ``,\s(:``, told apart by a look-behind at it
+_VENUE_STOP = re.compile(r"[,\s(:](?:(?<=,)(?:\s*(?i:pages|pp\.?|vol\.?|volume|no\.?|num\.?|number|issue|art\.?"
+                         r"|article)\b|\s*\d|\s*(?:1[89]|20)\d\d\b|\s[A-Z]\.\s?[A-Z])"
+                         r"|(?<=\()(?:\s*(?:1[89]|20)\d\d|\s*(?i:pp|pages|vol)\b)|(?<=:)\s*\d"
+                         r"|(?<=\s)(?:\d+\s*\(|\d+:\d|\(\s*(?i:pp|pages|vol)\b|(?:1[89]|20)\d\d[a-z]?\.?$))")
 _COMMA_VENUE = re.compile(r",\s(?=(?:[Ii]n|Proc|Proceedings|Journal|Trans|IEEE|ACM|Intl|International|Advances|arXiv|CoRR)\b)")
-_AFTER_YEAR = re.compile(r"^(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
+_AFTER_YEAR = re.compile(r"(?:\s?[\u2013-]\s?(?:1[89]|20)\d\d)?[\s).,:;\]]+")
 _EDITORS = re.compile(r"^[^()]{0,200}?,?\s\(?(?:editors?|eds?\.?)\)?,?\s+")
 _IN = re.compile(r"^(?:[Ii]n\s*:?\s+|[Ii]n:)")
 _PREPRINT = re.compile(r"^(arXiv preprint|ArXiv preprint)\s+arXiv$")
@@ -480,6 +479,8 @@ _ACCENT_IN_WORD = re.compile(f"(?<=[^\\W\\d_]) ?[{_ACCENT_CHARS}] ?(?=[^\\W\\d_]
 
 def decode_latex(s: str) -> str:
     """LaTeX accents and letters in a name (``{\\"o}``, ``\\'e``, ``\\ss``) as the characters, braces gone."""
+    if "\\" not in s and "{" not in s:
+        return s
     s = _LATEX_ACCENT.sub(lambda m: unicodedata.normalize("NFC", m.group(2) + _LATEX_ACCENTS[m.group(1)]), s)
     s = _LATEX_LETTER.sub(lambda m: _LATEX_LETTERS[m.group(1)], s)
     return s.replace("{", "").replace("}", "")
@@ -503,10 +504,8 @@ _VIETNAMESE_FAMILIES = frozenset("Nguyen Tran Le Pham Hoang Huynh Phan Vu Vo Dan
 
 
 def _family(part: str) -> str | None:
-    """The family name in one author's name as printed: "Family, Given", "Given Family", "Family IJ",
-    "I. J. Family", "Given van der Family", a capitalised particle after a given name ("Asma Ben Abacha",
-    "C. J. Van Rijsbergen"; not before a Vietnamese family name, "Minh Le Nguyen", nor "Ben" after initials
-    only, "J. Ben Schafer")."""
+    """The family name in one author's name as printed ("Family, Given", "Given Family", "Family IJ",
+    "Given van der Family", "Asma Ben Abacha"; not "Minh Le Nguyen" nor "J. Ben Schafer")."""
     part = part.strip(" .,;")
     if "," in part:
         return part.split(",", 1)[0].strip() or None
@@ -531,11 +530,15 @@ def _family(part: str) -> str | None:
 
 
 def _authors(block: str) -> tuple[tuple[str, str], ...]:
-    """(family name, the name as printed) of each author of an author block: "A, B, and C" / "A; B & C" /
-    "A und B"; "Family, I. J., Family, I." (an initials part belongs to the part before it); "Family,
-    Given, and Family, Given" (every part one word, in pairs); a group's name whole ("OGC of Harvard")."""
-    block = _NOT_NAMES.sub(" ", decode_latex(block))
-    block = _AND.sub(",", block.replace(";", ",").replace("&", ","))
+    """(family name, the name as printed) of each author of an author block ("A, B, and C", "A; B & C",
+    "Family, I. J., Family, I.", "Family, Given, and Family, Given", a group's name whole)."""
+    block = decode_latex(block)
+    low = block.lower()
+    if "al" in low or "others" in low or "ed" in low:  # (what ``_NOT_NAMES`` needs)
+        block = _NOT_NAMES.sub(" ", block)
+    block = block.replace(";", ",").replace("&", ",")
+    if "nd " in block:
+        block = _AND.sub(",", block)
     parts = [p.strip(" .") for p in block.split(",") if _A_LETTER.search(p)]  # a name has a letter: no year
     if len(parts) >= 2 and len(parts) % 2 == 0 and " " not in "".join(parts):
         return tuple((f, f"{f}, {g}") for f, g in zip(parts[0::2], parts[1::2]))
@@ -563,10 +566,8 @@ _INITIALS_PART = re.compile(rf"(?:and\s+)?{_INITIALS_NAME}(?:\s+and\s+{_INITIALS
 
 
 def _initials_list_end(block: str) -> int | None:
-    """Where an IEEE-style author list that a comma ends stops in ``block`` (the text up to the entry's
-    first sentence end): the comma before the title. None unless ``block`` opens with initials-first names,
-    each a comma-separated part, followed by a part that is none (a capital that is no initial, or a quote,
-    then two words at least, and not names only from there on)."""
+    """The comma that ends an IEEE-style initials-first author list in ``block`` (the text up to the first
+    sentence end), before a title (a capital or a quote, two words, not names only), or None."""
     if not _INITIALS_FIRST.match(block + " "):
         return None
     pos = 0
@@ -584,9 +585,7 @@ def _initials_list_end(block: str) -> int | None:
 
 
 def _title_end(rest: str) -> tuple[int, int]:
-    """Where the title at the start of ``rest`` ends and what follows starts: at its first full stop, or
-    at a question or exclamation mark followed by a venue ("Dream? In Proceedings ..."; elsewhere one is
-    part of the title, "What's in a Summary? Laying ...")."""
+    """Where the title at the start of ``rest`` ends and what follows starts ("Dream? In Proc...")."""
     m = _SENTENCE_END.search(rest)
     while m is not None and rest[m.start()] in "?!" and not _QUESTION_END.match(rest, m.start()):
         m = _SENTENCE_END.search(rest, m.end())
@@ -596,8 +595,11 @@ def _title_end(rest: str) -> tuple[int, int]:
 
 
 def _venue(rest: str) -> str | None:
-    v = _IN.sub("", rest.strip(" ,.;:"), count=1)
-    v = _EDITORS.sub("", v, count=1)  # "B. Scholkopf and A. J. Smola, editors, Advances in ..."
+    v = rest.strip(" ,.;:")
+    m = _IN.match(v)
+    v = v[m.end():] if m else v
+    m = _EDITORS.match(v) if " ed" in v or "(ed" in v else None
+    v = v[m.end():] if m else v  # "B. Scholkopf and A. J. Smola, editors, Advances in ..."
     m = _VENUE_STOP.search(v)
     if m is not None:
         v = v[:m.start()]
@@ -610,7 +612,9 @@ def _venue(rest: str) -> str | None:
                                         or word in _ABBREVIATIONS)):  # "J.", "Proc.", "Comput."
             v = v[:i]
             break
-    v = _PREPRINT.sub(r"\1", v.strip(" ,.;:("))
+    v = v.strip(" ,.;:(")
+    m = _PREPRINT.match(v)
+    v = m.group(1) if m else v
     if not v or not _TWO_LETTERS.search(v) or _DOI.match(v) or _URL.match(v):
         return None
     return v[:300]
@@ -621,15 +625,17 @@ def parse_entry(raw: str, n: int) -> Entry:
     text = " ".join(raw.split())
     lead = _LEAD_MARK.match(text)
     s = text[lead.end() if lead else 0:][:MAX_ENTRY_CHARS]
-    s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
-    m = _DOI.search(s)
+    if not s.isascii():
+        s = _ACCENT_IN_WORD.sub("", s)  # pdfium's accents set apart: "Krysci \u00b4 nski" -> "Kryscinski"
+    low = s.lower()  # (a pattern is searched only where the word it needs stands)
+    m = _DOI.search(s) if "10." in s else None
     doi, spans = (_strip_trail(m.group(0)).lower() or None, [m.span()]) if m else (None, [])
-    m = _ARXIV_NEW.search(s) or _ARXIV_OLD.search(s)
+    m = _ARXIV_NEW.search(s) or _ARXIV_OLD.search(s) if "arxiv" in low or "abs/" in low else None
     arxiv = None
     if m is not None:
         arxiv = m.group(1).lower() if "/" in m.group(1) else m.group(1)
         spans.append(m.span())
-    urls = list(_URL.finditer(s))
+    urls = list(_URL.finditer(s)) if "http" in low or "www." in low else []
     url = next((u for u in (_strip_trail(m.group(0)) for m in urls) if not (doi and "doi.org/" in u.lower())), None)
     if url is not None:
         spans += [m.span() for m in urls]
@@ -639,9 +645,10 @@ def parse_entry(raw: str, n: int) -> Entry:
     # the author block: up to the first year when only names come before it; else up to a quoted title;
     # else up to the first sentence end
     ys = -1 if y0 is None else y0.start()
-    q = _QUOTED.search(s)
-    if ys > 0 and ((not re.search(r"\d", s[:ys]) and _name_prefix(s[:ys], True)) or _GROUP_YEAR.match(s)):
-        block, year, rest = s[:ys], int(s[ys:ys + 4]), _AFTER_YEAR.sub("", s[y0.end():], count=1)
+    q = _quoted(s) if any(c in s[:600] for c in _QUOTES) else None
+    if ys > 0 and ((not _DIGIT.search(s, 0, ys) and _name_prefix(s[:ys], True)) or _GROUP_YEAR.match(s)):
+        m = _AFTER_YEAR.match(s, y0.end())
+        block, year, rest = s[:ys], int(s[ys:ys + 4]), s[m.end() if m else y0.end():]
     elif q is not None and q.start() < 600:
         block, title, rest = s[:q.start()], q.group("t").strip(" ,."), s[q.end():]
     else:
@@ -657,7 +664,7 @@ def parse_entry(raw: str, n: int) -> Entry:
     if year is None and y0 is not None:
         year = int(s[ys:ys + 4])
     if title is None:  # the title after the author block and year: a quoted one, else up to its end
-        q = _QUOTED.search(rest)
+        q = _quoted(rest) if any(c in rest[:5] for c in _QUOTES) else None
         if q is not None and q.start() < 5:
             title, rest = q.group("t").strip(" ,."), rest[q.end():]
         else:
@@ -669,8 +676,7 @@ def parse_entry(raw: str, n: int) -> Entry:
 
 def parse_reference_list(ref_text: str, *, words=None,
                          running: frozenset[str] = frozenset()) -> tuple[list[Entry], list[str]]:
-    """The list's text (after its heading) -> its entries in order and notes on what could not be read
-    (``words``, ``running``: as ``split_entries``)."""
+    """The list's text -> its entries in order and notes (``words``, ``running``: as ``split_entries``)."""
     raw, notes = _split(ref_text, words, running)
     entries = [parse_entry(r, i) for i, r in enumerate(raw, start=1)]
     long = [e.n for e in entries if len(e.text) > MAX_ENTRY_CHARS]
