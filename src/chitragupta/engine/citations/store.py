@@ -74,7 +74,7 @@ def build_references(workspace, opened=None, *, lock: bool = True, links: bool =
     resolution (``links``): ``{"sources", "entries", "without", "parsed", "notes"}``. ``lock``: take the
     workspace lock when anything is to be written (False: the caller holds it)."""
     from chitragupta.engine.index.manage import open_current
-    from chitragupta.engine.index.references import update
+    from chitragupta.engine.index import references as lists
     from chitragupta.engine.library.ledger import Ledger
     from chitragupta.errors import WorkspaceError
 
@@ -84,7 +84,8 @@ def build_references(workspace, opened=None, *, lock: bool = True, links: bool =
         except WorkspaceError:
             now = None  # no index yet: built under the lock
         with Ledger(workspace.ledger_path, create=False) as ledger:
-            if now is not None and now.current and ledger.get_meta("references") == f"{now.index.path.name}:{RULES}" \
+            done = None if now is None or not now.current else f"{now.index.path.name}:{lists.RULES}"
+            if done is not None and ledger.get_meta("references") == done \
                     and not (links and ledger.get_meta("links") != links_key(ledger)) \
                     and not any((workspace.content / name).exists() for name in _OLD_FILES):
                 return dict(zip(("sources", "without", "entries"), ledger.reference_counts()), parsed=0, notes=[])
@@ -97,7 +98,7 @@ def build_references(workspace, opened=None, *, lock: bool = True, links: bool =
             shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
             notes.append(f"content/{name} of an older version removed: the ledger keeps the reference lists now")
     opened = opened or open_current(workspace, unit="document")
-    got = update(workspace, opened.index)
+    got = lists.update(workspace, opened.index)
     done = opened.references
     if links:
         _keep_links(workspace)
