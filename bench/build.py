@@ -226,10 +226,8 @@ def main(argv=None) -> int:
             print(json.dumps(rows[-1]), flush=True)
             if args.whole:
                 (ws / "config.toml").write_text(f"[retrieval]\npositions = {'true' if p == 'on' else 'false'}\n")
-                if args.cold_refs:
-                    from chitragupta.engine.citations.store import REFS_DIR
-
-                    shutil.rmtree(ws / "content" / REFS_DIR, ignore_errors=True)
+                if args.cold_refs:  # (the lists live in the ledger now, parsed again by the forced index pass)
+                    shutil.rmtree(ws / "content" / "refs", ignore_errors=True)
                 load = _load()
                 got = _run(["--ws", ws, "--child", "whole", "--child-jobs", j])
                 got["index_step_s"] = round(got["wall_s"] - got["references_s"], 3)

@@ -1,4 +1,4 @@
-"""Reference entries (``chitragupta.engine.citations``) against hand counts and hand labels on real papers.
+"""Reference entries (``chitragupta.engine.text.entries``, stored by ``index``) against hand counts and hand labels.
 
     python -m bench refs_entries [--data ../shared/data] [--show N]
 
@@ -18,13 +18,11 @@ Three measurements, each through a workspace built here in a temporary folder th
    author's family name, year, title, DOI and arXiv id (an absent one labelled ``None``: the parser must
    find none there). Text is compared case-, accent- and punctuation-blind (letters and digits only).
 4. Cost at scale (``--scale N``, default 1,000 full-text sources: the seven texts imported again and
-   again): the reference store's build and the citation graph over it (issue 31's target: together they
-   cost less than indexing) beside the document index's build of the same workspace, in CPU seconds of
-   this process (wall time on a shared machine says more about the neighbours; both printed), the index
-   built once before the measured build so numba's compilation is not counted. All with ``jobs`` 1: the
-   store takes the reference spans the index just found (``refcut`` keeps them per text), as ``index``
-   does when it tokenizes in its own process; ``index --jobs N`` parses the lists in N workers instead,
-   which lowers the wall time and not the CPU time.
+   again): the document index's build, whose pass parses and stores the reference lists, the references
+   step after it (``build_references``: resolution and clustering, kept in the ledger), the citation graph
+   opened in this process (the kept resolution read), and the step again with nothing changed; CPU seconds
+   of this process (wall time on a shared machine says more about the neighbours; both printed), the index
+   built once before the measured build so numba's compilation is not counted, ``jobs`` 1.
 5. The same on a real corpus: SemEval-2010's 243 ACM papers (``semeval2010/corpus.jsonl``, imported).
 """
 
@@ -198,9 +196,9 @@ def entries_per_paper(data: Path, tmp: Path) -> dict:
 
 
 class Costs(NamedTuple):
-    """CPU (and wall) seconds of one workspace's builds: ``index`` the document index, ``refs`` the
-    reference store (``report`` its report), ``graph`` the citation graph over it (resolution and
-    clustering, ``CitationGraph.open``), ``again`` the store with nothing changed."""
+    """CPU (and wall) seconds of one workspace's builds: ``index`` the document index with its lists,
+    ``refs`` the references step (``report`` its report), ``graph`` the citation graph opened over what
+    they stored, ``again`` the step with nothing changed."""
 
     index: Took
     report: dict
@@ -209,31 +207,23 @@ class Costs(NamedTuple):
     again: Took
 
     def line(self) -> str:
-        both = self.refs.cpu + self.graph.cpu
-        return (f"CPU (wall) seconds: document index build {self.index.cpu:.2f} ({self.index.wall:.2f}); reference "
-                f"store {self.refs.cpu:.2f} ({self.refs.wall:.2f}) + citation graph {self.graph.cpu:.2f} "
-                f"({self.graph.wall:.2f}) = {both:.2f} ({self.refs.wall + self.graph.wall:.2f}): "
-                f"{both / self.index.cpu:.2f}x the index's CPU; store again with nothing changed "
-                f"{self.again.cpu:.2f}")
+        return (f"CPU (wall) seconds: document index with its lists {self.index.cpu:.2f} ({self.index.wall:.2f}); "
+                f"references step {self.refs.cpu:.2f} ({self.refs.wall:.2f}); graph opened {self.graph.cpu:.2f} "
+                f"({self.graph.wall:.2f}); the step again with nothing changed {self.again.cpu:.2f}")
 
 
 def _costs(ws) -> Costs:
-    """The document index build (the second: numba compiled, the files in the page cache), then the
-    reference store's build and the citation graph over it, as ``index`` and a first ``cited-by`` make
-    them in one process (the store takes the reference spans the index found: ``refcut`` keeps them), then
-    the store again with nothing changed; all with ``jobs`` 1, CPU seconds of this process."""
+    """The document index build (the second: numba compiled, the files in the page cache; its pass parses
+    the lists), the references step, the graph, and the step again; ``jobs`` 1, CPU seconds of this process."""
     from chitragupta.engine.citations import build_references
     from chitragupta.engine.citations.graph import CitationGraph
     from chitragupta.engine.index.manage import refresh
 
-    from chitragupta.engine.text import refcut
-
     refresh(ws, unit="document", force=True)
-    refcut.forget_reference_spans()  # the measured build finds every reference span itself, as a first ``index`` does
     with stopwatch() as t_index:
-        refresh(ws, unit="document", force=True)
+        opened = refresh(ws, unit="document", force=True)
     with stopwatch() as t_refs:
-        report = build_references(ws)
+        report = build_references(ws, opened)
     with stopwatch() as t_graph:
         CitationGraph.open(ws)
     with stopwatch() as t_again:
@@ -358,8 +348,8 @@ def semeval(data: Path, tmp: Path) -> None:
     import_jsonl(ws, src)
     costs = _costs(ws)
     rep = costs.report
-    print(f"\n5. cost on semeval2010 ({rep['sources'] + rep['none']} papers with text, plain text imported; "
-          f"{rep['entries']} entries from {rep['sources']} sources, {rep['none']} without a list; "
+    print(f"\n5. cost on semeval2010 ({rep['sources'] + rep['without']} papers with text, plain text imported; "
+          f"{rep['entries']} entries from {rep['sources']} sources, {rep['without']} without a list; "
           f"{len(rep['notes'])} notes)")
     print(f"   {costs.line()}")
     for note in rep["notes"]:

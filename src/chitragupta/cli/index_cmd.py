@@ -83,8 +83,9 @@ def run(args) -> int:
         print(f"index: hybrid's BM25 index (stemmer {stemmer}) "
               + ("up to date" if seconds is None else f"built in {seconds:.2f} s"))
     refs = report.references
-    print_notes(refs["notes"][:10] + [f"... and {len(refs['notes']) - 10} more notes"] * (len(refs["notes"]) > 10))
-    print(summary_line(refs))
+    if refs is not None:
+        print_notes(refs["notes"][:10] + [f"... and {len(refs['notes']) - 10} more notes"] * (len(refs["notes"]) > 10))
+        print(summary_line(refs))
     return 0
 
 

@@ -1,11 +1,13 @@
 """The MCP server's citation tools (``chitragupta serve``), answering what the CLI's ``refs``, ``cited-by``
 and ``missing`` answer, through the service (``chitragupta.service.citations``):
 
-    references  {citekey}                                   -> {"references": [...], "notes": [...]}
-    cited_by    {citekey, filters?}                         -> {"cited_by": [...], "notes": [...]}
-    missing     {min_count=2, k=50, filters?}               -> {"missing": [...], "notes": [...]}
+    references  {citekey, k=25, offset=0}                   -> {"references": [...], "total", "offset", "remaining", "notes"}
+    cited_by    {citekey, filters?, k=25, offset=0}         -> {"cited_by": [...], "total", "offset", "remaining", "notes"}
+    missing     {min_count=2, k=50, offset=0, filters?}     -> {"missing": [...], "total", "offset", "remaining", "notes"}
 
 ``filters`` are the search tool's (year, author, keyword, venue, type, keys) and choose the citing sources.
+A reply is a page: at most ``k`` items from ``offset``, fewer where more would pass ``REPLY_BYTES`` of JSON
+(an entry's text that alone would is shortened, ``text_cut``); ``remaining`` says how many follow.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-__all__ = ["add_citation_tools"]
+__all__ = ["add_citation_tools", "REPLY_BYTES"]
+
+REPLY_BYTES = 15_000  # the most JSON a page of items takes (a reply stays under 16 KB)
 
 
 def add_citation_tools(server, call, warm_or_workspace) -> None:
@@ -29,6 +33,10 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     MinCount = Annotated[int, Field(description="only works cited by at least this many of the library's sources "
                                                 "(default 2)")]
     K = Annotated[int, Field(description="at most this many works, most cited first (default 50)")]
+    Page = Annotated[int, Field(description="at most this many items in the reply (fewer when they would pass "
+                                            "15,000 bytes; 'remaining' says how many follow)")]
+    Offset = Annotated[int, Field(description="skip this many items (the next page: offset + the items "
+                                              "returned)")]
 
     def ws():
         get = getattr(warm_or_workspace, "workspace", None)
@@ -49,36 +57,42 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
 
     from chitragupta.service import citations
 
-    async def references(citekey: str) -> dict[str, Any]:
-        return await answer(citations.references, ws(), citekey)
+    async def references(citekey: str, k: int = 25, offset: int = 0) -> dict[str, Any]:
+        return await answer(citations.references, ws(), citekey, k, offset, REPLY_BYTES)
 
-    references.__annotations__ = {"citekey": Citekey, "return": dict[str, Any]}
+    references.__annotations__ = {"citekey": Citekey, "k": Page, "offset": Offset, "return": dict[str, Any]}
     references.__doc__ = (
-        "A source's reference list, in order: per entry its number n, raw text, authors (family names), year, "
-        "title, venue, doi, arxiv, url as far as the entry prints them, and citekey: the library source it "
-        "resolves to (by DOI or arXiv id, else by title with the year within one), or null when the library "
-        "lacks it or the match is ambiguous. citekey: the source (an unknown one is an error naming the "
+        "A source's reference list, in order, a page at a time: per entry its number n, raw text, authors "
+        "(family names), year, title, venue, doi, arxiv, url as far as the entry prints them, and citekey: the "
+        "library source it resolves to (by DOI or arXiv id, else by title with the year within one), or null "
+        "when the library lacks it or the match is ambiguous. total: entries in the list; remaining: entries "
+        "after this page (ask again with offset). citekey: the source (an unknown one is an error naming the "
         "closest).")
     server.tool()(references)
 
-    async def cited_by(citekey: str, filters: CitingFilters | None = None) -> dict[str, Any]:
-        return await answer(citations.cited_by, ws(), citekey, own(filters))
+    async def cited_by(citekey: str, filters: CitingFilters | None = None, k: int = 25,
+                       offset: int = 0) -> dict[str, Any]:
+        return await answer(citations.cited_by, ws(), citekey, own(filters), k, offset, REPLY_BYTES)
 
-    cited_by.__annotations__ = {"citekey": Citekey, "filters": CitingFilters | None, "return": dict[str, Any]}
+    cited_by.__annotations__ = {"citekey": Citekey, "filters": CitingFilters | None, "k": Page, "offset": Offset,
+                                "return": dict[str, Any]}
     cited_by.__doc__ = (
-        "The library's sources that cite a source: per citing source its citekey, title and the text of the "
-        "entry that cites it. citekey: the cited source. filters: only citing sources whose metadata match "
-        "(e.g. {\"year\": \"2019..\"}); a note says how many lacked a filtered field.")
+        "The library's sources that cite a source, a page at a time: per citing source its citekey, title and "
+        "the text of the entry that cites it; total and remaining count them. citekey: the cited source. "
+        "filters: only citing sources whose metadata match (e.g. {\"year\": \"2019..\"}); a note says how "
+        "many lacked a filtered field.")
     server.tool()(cited_by)
 
-    async def missing(min_count: int = 2, k: int = 50, filters: CitingFilters | None = None) -> dict[str, Any]:
-        return await answer(citations.missing, ws(), min_count, k, own(filters))
+    async def missing(min_count: int = 2, k: int = 50, offset: int = 0,
+                      filters: CitingFilters | None = None) -> dict[str, Any]:
+        return await answer(citations.missing, ws(), min_count, k, own(filters), offset, REPLY_BYTES)
 
-    missing.__annotations__ = {"min_count": MinCount, "k": K, "filters": CitingFilters | None,
+    missing.__annotations__ = {"min_count": MinCount, "k": K, "offset": Offset, "filters": CitingFilters | None,
                                "return": dict[str, Any]}
     missing.__doc__ = (
-        "Works the library lacks that several of its sources cite (reading candidates), most cited first: "
-        "title, year, authors, citing (the citekeys) and count. min_count: cited by at least this many sources "
-        "(default 2). k: at most this many works (default 50). filters: count only citing sources whose "
+        "Works the library lacks that several of its sources cite (reading candidates), most cited first, a "
+        "page at a time: title, year, authors, citing (the citekeys) and count; total and remaining count the "
+        "works. min_count: cited by at least this many sources (default 2). k: at most this many works "
+        "(default 50, fewer when they would pass 15,000 bytes). filters: count only citing sources whose "
         "metadata match.")
     server.tool()(missing)

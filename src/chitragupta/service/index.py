@@ -38,7 +38,7 @@ class IndexReport:
     shards: tuple[int, int, str] | None = None  # (count, documents per shard, "cut" | "up to date"), or None
     shards_removed: bool = False
     hybrid: tuple[str, float | None] | None = None  # (its stemmer, build seconds or None when up to date)
-    references: dict | None = None  # build_references' answer: counts, "notes"
+    references: dict | None = None  # build_references' answer (counts, "notes"); None: no document index built
 
     @property
     def document(self) -> UnitReport | None:
@@ -76,11 +76,13 @@ def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
                                                  FLAG_TEXT_MISSING)
 
     report = IndexReport()
+    doc = None
     for name in (UNITS if unit == "all" else (unit,)):
         with _progress(progress, f"{name} index") as cb:
             opened = refresh(ws, unit=name, force=force, progress=cb, jobs=jobs)
         idx = opened.index
         if name == "document":
+            doc = opened
             size = f"{idx.n_docs} documents, {len(idx.vocab)} terms, {idx.postings.nnz} postings"
             no_sidecar = idx.count_flag(FLAG_NO_SIDECAR | FLAG_TEXT_MISSING | FLAG_NOT_PARSED)
             got = UnitReport(name, size, opened.report, list(opened.notes),
@@ -97,8 +99,8 @@ def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
             with _progress(progress, "hybrid's BM25 index") as cb:
                 r = refresh(own, unit="document", force=force, progress=cb, jobs=jobs).report
             report.hybrid = (own.config.retrieval.stemmer, None if r is None else r.seconds)
-    with _progress(progress, "references") as cb:
-        report.references = build_references(ws, progress=cb, jobs=jobs)
+    if doc is not None:  # its pass parsed the lists of the texts it read: the rest (resolved when first asked)
+        report.references = build_references(ws, doc, lock=False, links=False)
     return report
 
 

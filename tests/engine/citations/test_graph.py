@@ -11,11 +11,11 @@ import random
 import xml.etree.ElementTree as ET
 
 import pytest
-from chitragupta.engine.citations.entries import Entry
 from chitragupta.engine.citations.graph import CitationGraph, tex_escape
 from chitragupta.engine.citations.resolve import Library, arxiv_of, norm_title, resolve
 from chitragupta.engine.library.ledger import LedgerRow
-from chitragupta.errors import UsageError
+from chitragupta.engine.text.entries import Entry
+from chitragupta.errors import UsageError, WorkspaceError
 
 from helpers import DOCS, make_workspace, run_main
 
@@ -138,8 +138,8 @@ def test_missing_works_cluster_by_ids_and_by_close_titles_with_the_year_within_o
     got = {m.title: m for m in g.missing(min_count=2)}
     assert set(got) == {"Long short-term memory", "Dropout: a simple way"}
     assert got["Long short-term memory"].count == 4 and got["Long short-term memory"].year == 1997
-    assert got["Long short-term memory"].citing == ("p", "q", "r", "s")
-    assert got["Dropout: a simple way"].citing == ("p", "q")
+    assert got["Long short-term memory"].citing == ["p", "q", "r", "s"]
+    assert got["Dropout: a simple way"].citing == ["p", "q"]
     ones = [m.title for m in g.missing(min_count=1, k=100)]
     assert "A lonely work cited once" in ones and ones.count("An old survey of things") == 2  # 3 years apart
     assert [m.count for m in g.missing(min_count=1, k=100)] == sorted((m.count for m in g.missing(1, 100)),
@@ -389,24 +389,41 @@ def test_cli_graph_formats(ws, tmp_path):
 
 def test_service_keeps_the_graph_until_the_workspace_changes(tmp_path):
     import chitragupta
-    from chitragupta.engine.citations.store import build_references
     from chitragupta.engine.library.sync import import_jsonl
     from chitragupta.engine.library.workspace import Workspace
 
     from helpers import write_jsonl
 
     root = make_workspace(tmp_path, DOCS[:2])
-    g0 = chitragupta.citation_graph(root)
-    assert g0.notes() and "chitragupta index" in g0.notes()[0]  # nothing stored yet
-    build_references(Workspace.open(root))
-    g1 = chitragupta.citation_graph(root)
-    assert g1 is not g0 and g1.notes() == [] and chitragupta.citation_graph(root) is g1
+    g1 = chitragupta.citation_graph(root)  # nothing built yet: the index and its lists are built first
+    assert g1.notes() == [] and chitragupta.citation_graph(root) is g1
     assert [c["citekey"] for c in g1.cited_by("vaswani2017")] == ["devlin2019"]
     import_jsonl(Workspace.open(root), write_jsonl(tmp_path / "more.jsonl", DOCS))
-    build_references(Workspace.open(root))
     g2 = chitragupta.citation_graph(root)
     assert g2 is not g1 and [c["citekey"] for c in g2.cited_by("vaswani2017")] == ["devlin2019", "liu2019"]
     assert "citation_graph" in dir(chitragupta)
+
+
+def test_cited_by_and_missing_never_answer_empty_for_lack_of_a_build(tmp_path, monkeypatch):
+    """Issue 46, 7: in a workspace where nothing was built, ``cited-by`` and ``missing`` build the index and
+    its lists (as ``search`` builds the index); where they cannot be built and none is stored, an error."""
+    root = make_workspace(tmp_path / "a", DOCS)
+    p = run_main("cited-by", "-w", root, "vaswani2017", "--json")
+    assert p.returncode == 0 and [c["citekey"] for c in _lines(p.stdout)] == ["devlin2019", "liu2019"]
+    root = make_workspace(tmp_path / "b", DOCS)
+    assert run_main("missing", "-w", root, "--json").stdout.count("\n") == 2
+
+    from chitragupta.engine.citations import store
+    from chitragupta.service import citations
+
+    def refused(*a, **k):
+        raise WorkspaceError("read-only")
+
+    monkeypatch.setattr(store, "build_references", refused)
+    with pytest.raises(WorkspaceError, match="no reference lists are stored"):
+        citations.missing(make_workspace(tmp_path / "c", DOCS))
+    got = citations.missing(root)  # stored before: answered from them, with a note
+    assert len(got["missing"]) == 2 and "could not be brought up to date (read-only)" in got["notes"][0]
 
 
 def test_mcp_tools_answer_what_the_cli_answers(ws):
@@ -429,6 +446,7 @@ def test_mcp_tools_answer_what_the_cli_answers(ws):
         schema = tools[name].input_schema["properties"]
         assert all(schema[p].get("description") for p in props), (name, schema)
     assert refs["references"] == _lines(run_main("refs", "-w", ws, "liu2019", "--json").stdout)
+    assert (refs["total"], refs["offset"], refs["remaining"]) == (3, 0, 0)
     assert by["cited_by"] == _lines(run_main("cited-by", "-w", ws, "devlin2019", "--json", "--year", "2020..").stdout)
     assert miss["missing"] == _lines(run_main("missing", "-w", ws, "--json", "-k", "5").stdout)
     assert bad.is_error and "did you mean: devlin2019" in bad.content[0].text
@@ -455,7 +473,7 @@ def test_filters_choose_the_citing_sources_and_say_what_they_left_out():
     assert g.filter_notes(since) == ["1 source(s) have no year and were excluded by the year filter"]
     assert g.filter_notes(None) == []
     assert [m.count for m in g.missing()] == [3]
-    assert g.missing(filters=since) == [] and [m.citing for m in g.missing(min_count=1, filters=since)] == [("b",)]
+    assert g.missing(filters=since) == [] and [m.citing for m in g.missing(min_count=1, filters=since)] == [["b"]]
     with pytest.raises(UsageError, match="year"):
         g.cited_by("t", {"year": "soon"})
     bare = CitationGraph(rows, refs)  # built without the ledger's metadata: filters refused, plainly
@@ -474,3 +492,77 @@ def test_one_source_graph_answers_as_the_whole_graph(ws):
         assert one.refs_notes(key) == whole.refs_notes(key)
     with pytest.raises(UsageError, match="did you mean: devlin2019"):
         CitationGraph.of_source(w, "devlin").refs("devlin")
+
+
+def test_mcp_replies_are_pages_under_16_kb_that_say_what_remains(tmp_path):
+    """Issue 46, 6 and 47, 5: ``references`` of a long list (a paper of 111 entries, one of them 60 KB)
+    answers a page under 16 KB by default, with ``total`` and ``remaining``; ``offset`` gives the next."""
+    from chitragupta.service import citations
+    from chitragupta.serve.citations import REPLY_BYTES
+
+    refs = [f"A. Author{i}, B. Other, and C. Third. 2020. A reasonably long title of the work number {i} that "
+            f"runs on. In Proceedings of the Conference on Things, pages {i}-{i + 9}. doi:10.1000/x{i}."
+            for i in range(110)] + ["Z. Long. 2021. " + "word " * 12_000 + "Venue."]
+    from helpers import citing_doc
+
+    doc = citing_doc("big", "A big list", 2022, refs)
+    doc["text"] = "Prose of the paper, at length. " * 3000 + doc["text"]  # (the list after the first 30%)
+    root = make_workspace(tmp_path, [doc])
+    first = citations.references(root, "big", 25, 0, REPLY_BYTES)
+    assert len(json.dumps(first).encode()) < 16_000 and first["total"] == 111 and first["offset"] == 0
+    n = len(first["references"])
+    assert 0 < n <= 25 and first["remaining"] == 111 - n
+    seen, offset = n, n
+    while offset < 111:
+        page = citations.references(root, "big", 25, offset, REPLY_BYTES)
+        assert len(json.dumps(page).encode()) < 16_000 and page["references"]
+        assert page["references"][0]["n"] == offset + 1
+        offset += len(page["references"])
+    assert page["remaining"] == 0 and page["references"][-1].get("text_cut") is True
+    assert len(citations.references(root, "big")["references"]) == 111  # the CLI's: every entry
+
+
+def test_missing_bibtex_writes_the_names_as_the_entries_print_them():
+    import bibtexparser
+
+    rows = [row("a", "Citing A", 2020), row("b", "Citing B", 2021)]
+    refs = {k: [Entry(1, "x", ("Lo", "van der Maaten", "OGC of Harvard"), 2020, "A shared work", None, None,
+                      "2101.00001", None, ("Kyle Lo", "Maaten, L. van der" if k == "b" else "Laurens van der Maaten",
+                                           "OGC of Harvard"))] for k in ("a", "b")}
+    (w,) = CitationGraph(rows, refs).missing()
+    en = bibtexparser.parse_string(CitationGraph(rows, refs).missing_bibtex([w])).entries[0]
+    assert en.fields_dict["author"].value == "Lo, Kyle and van der Maaten, Laurens and {OGC of Harvard}"
+    assert en.fields_dict["eprint"].value == "2101.00001"
+
+
+@pytest.mark.slow
+def test_a_source_with_10000_entries_is_answered_in_bounded_time(tmp_path):
+    """Issue 47, 4: ``refs``, ``cites`` and ``missing`` of a source whose list holds 10,000 entries (their
+    titles sharing most words) finish; ``refs`` reads that source alone, the clustering is bounded by the
+    blocking budget. Run in a child with a time bound (the figures: bench/RESULTS.md)."""
+    import subprocess
+    import sys
+
+    from chitragupta.engine.library.ledger import Ledger
+
+    names = ["Smith", "Jones", "Brown", "Taylor", "Wilson", "Davies", "Evans", "Thomas", "Roberts", "Walker"]
+    refs = [f"A. {names[i % 10]} and B. {names[i // 10 % 10]}. {1990 + i % 30}. Hostile entry number {i} of a very "
+            f"long list about graphs and models. In Proceedings of Things, pages {i}-{i + 3}." for i in range(10_000)]
+    root = make_workspace(tmp_path, [{"_id": "hostile", "title": "A hostile list", "text": "x"}] + DOCS)
+    with Ledger(root / "content" / "ledger.sqlite", create=False) as ledger:
+        parsed = root / ledger.get("hostile").parsed_path
+    items = [{"text": "A paper with a very long list.", "label": "text", "page": 1},
+             {"text": "References", "label": "section_header", "page": 1}]
+    items += [{"text": r, "label": "list_item", "page": 2 + i // 50} for i, r in enumerate(refs)]
+    parsed.with_suffix(".passages.json").write_text(json.dumps(items), encoding="utf-8")  # a docling sidecar
+    parsed.write_text("\n\n".join(it["text"] for it in items), encoding="utf-8")
+    assert run_main("index", "-w", root).returncode == 0
+    code = (f"from chitragupta.service import citations as c; r = {str(root)!r}\n"
+            "assert c.references(r, 'hostile')['total'] == 10000\n"
+            "assert c.cites(r, 'hostile')['cites'] == []\n"
+            "m = c.missing(r, 1, None)\nassert m['total'] >= 10000, m['total']\nprint('ok')")
+    import os
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -115,8 +115,11 @@ def test_packed_and_per_file_imports_give_the_same_outputs(tmp_path):
         del manifest["files"]["fingerprints"]["crc32"]
         got["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
     assert_same_bytes(one, two)  # every other array, and the manifest, to the byte
-    from chitragupta.engine.citations.store import reference_text
+    from chitragupta.engine.index.source import row_body
     from chitragupta.enrich.chunking import document_text
+
+    def reference_text(root, path):
+        return row_body(root, path).references
 
     ra, rb = _rows(a), _rows(b)
     for key in ra:

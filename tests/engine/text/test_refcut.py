@@ -174,18 +174,3 @@ def test_the_word_test_on_random_texts():
             hidden += 1
             assert may_hold_heading(text), repr(text)
     assert hidden > 50  # (the random texts do hold headings)
-
-
-def test_the_kept_spans_drop_the_oldest_first(monkeypatch):
-    import hashlib
-
-    from chitragupta.engine.text import refcut
-
-    monkeypatch.setattr(refcut, "_SPANS_KEPT", 3)
-    refcut._SPANS.clear()
-    texts = [BODY + f"\nReferences\n[{i}] An entry, 2001.\n" for i in range(5)]
-    spans = [plain_reference_span(t) for t in texts]
-    digest = lambda t: hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest()  # noqa: E731
-    assert list(refcut._SPANS) == [digest(t) for t in texts[2:]]
-    assert list(refcut._SPANS.values()) == spans[2:]
-    refcut._SPANS.clear()

@@ -269,14 +269,15 @@ def is_current(index: DocIndex, rows, fps: np.ndarray) -> bool:
 
 def build(root: Path, rows, folder: Path, settings: dict, *, metadata: filter_columns.LedgerFacets,
           old: DocIndex | None = None, progress: Progress | None = None, scanned=None,
-          jobs: int = 1) -> tuple[DocIndex, IndexReport]:
+          jobs: int = 1, references=None) -> tuple[DocIndex, IndexReport]:
     """Build (or update from ``old``) the index of ``rows`` and save it under ``folder``.
 
     rows: the ledger's (citekey, title, status, parsed_path) in citekey order; ``metadata``: that
     ledger's, for the filter columns (``old``'s copied when they hold it); ``scanned``: their
     ``fingerprints(root, rows)`` if already computed. The caller holds the workspace lock. Returns the
     opened new index and a report. ``jobs``: worker processes that tokenize (``segments``; 1: in this
-    process); the arrays are the same for any number.
+    process); the arrays are the same for any number. ``references``: called with each block's units and
+    their parsed reference lists (``engine.index.references.Lists``), the lists parsed in the same pass.
     """
     t0 = time.perf_counter()
     report = IndexReport(rebuilt=True)
@@ -322,8 +323,11 @@ def build(root: Path, rows, folder: Path, settings: dict, *, metadata: filter_co
     with numpy_passes(small_build):
         try:
             for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None,
-                                         1 if small_build else max(1, int(jobs)), progress):
+                                         1 if small_build else max(1, int(jobs)), progress,
+                                         refs=references is not None):
                 merge_block(acc, block, spill)
+                if references is not None:
+                    references(block.units, block.refs)
                 flags[block.units] |= block.flags
                 report.notes.extend(block.notes)
                 report.cuts.extend(block.cuts)

@@ -101,6 +101,7 @@ class OpenedIndex:
     report: Any = None
     notes: list[Note] = field(default_factory=list)
     check: str = ""  # how ``current`` was decided: "stamp", "scan", "built" (or "" when stale)
+    references: Any = None  # the reference lists the build's pass parsed (``references.Lists``), or None
 
 
 class LedgerRows(Sequence):
@@ -286,11 +287,16 @@ def _update_locked(ws: Workspace, unit: str, notes: list[Note], *, force: bool,
         return OpenedIndex(old, rows, True, None, notes, "scan")
     # (the passage index is built in this process)
     more = {"jobs": jobs, "metadata": metadata} if unit == "document" else {}
+    lists = None
+    if unit == "document" and ws.index_dir == ws.content / "index":  # the workspace's own: its pass reads the lists
+        from chitragupta.engine.index.references import Lists
+
+        lists = more["references"] = Lists(ws.ledger_path, scanned[2], scanned[0])
     index, report = kind.build(ws.root, rows, index_folder(ws, unit), kind.settings(ws),
                                old=old, progress=progress, scanned=scanned, **more)
     notes += [Note("sidecar", n) for n in report.notes]
     _record(ws, unit, index, current, rows)
-    return OpenedIndex(index, rows, True, report, notes, "built")
+    return OpenedIndex(index, rows, True, report, notes, "built", lists)
 
 
 def refresh(ws: Workspace, *, unit: str = "document", force: bool = False,

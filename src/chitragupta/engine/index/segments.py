@@ -108,17 +108,21 @@ class Block:
     seq_starts: np.ndarray | None = None  # int64, offsets into seq, one per seq_units
     notes: list[str] = field(default_factory=list)
     cuts: list[tuple[str, int, int]] = field(default_factory=list)
+    refs: dict = field(default_factory=dict)  # unit -> (entries, notes) of its reference list (``refs``: read)
 
 
 def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[str, ...], positions: bool,
-                   fast: bool = True, carry: dict | None = None) -> Block:
+                   fast: bool = True, carry: dict | None = None, refs: bool = False) -> Block:
     """Tokenize the documents ``sources`` (at index positions ``units``) into a ``Block``. ``fast``: with
     ``engine.index.tokenize_fast`` (the same Block; ``carry``: see ``tokenize_fast.block_parts``); below,
-    the per-run path it is tested against."""
+    the per-run path it is tested against. ``refs``: each text's reference list parsed too
+    (``engine.index.references``)."""
     from chitragupta.engine.index import tokenize_fast
+    from chitragupta.engine.index.references import parse
 
     if fast and tuple(fields) == tokenize_fast.FIELDS:
-        return Block(**tokenize_fast.block_parts(units, sources, fields, positions, carry))
+        return Block(**tokenize_fast.block_parts(units, sources, fields, positions, carry, refs))
+    parsed = {}
     seqs = Sequences() if positions else None
     acc = Accumulator(fields=fields, stem=None, sequences=seqs)
     flags = np.zeros(len(units), dtype=np.uint8)
@@ -144,6 +148,8 @@ def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[st
             if body.abstract:
                 flags[k] |= FLAG_HAS_ABSTRACT
                 acc.add_runs(i, runs_bytes(body.abstract), field="abstract")
+            if refs and body.references is not None:
+                parsed[i] = parse(body)
     streams = {}
     for name, st in acc.streams.items():
         st.flush()
@@ -156,7 +162,7 @@ def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[st
         else:  # (a block past _FLUSH_TOKENS: chunks sorted by unit, a unit may span two; merged at finish)
             streams[name] = tuple(np.concatenate([c[j] for c in chunks]) for j in range(3))
     block = Block(np.asarray(units, dtype=np.int64), b" ".join(list(acc.vocab)[acc.n_dropped:]), streams, flags,
-                  notes=notes, cuts=cuts)
+                  notes=notes, cuts=cuts, refs=parsed)
     if seqs is not None:
         block.seq = np.frombuffer(seqs.buf, dtype=np.int32).copy() if len(seqs.buf) else np.zeros(0, dtype=np.int32)
         block.seq_units = np.asarray(seqs.units, dtype=np.int64)
@@ -238,12 +244,14 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
 
 
 def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], positions: bool, jobs: int,
-                    progress: Callable[[int, int], None] | None = None, block: int | None = None) -> Iterator[Block]:
+                    progress: Callable[[int, int], None] | None = None, block: int | None = None,
+                    refs: bool = False) -> Iterator[Block]:
     """The ``Block`` s of the documents ``todo`` (ascending positions into ``sources``), in order:
     tokenized here when ``jobs`` is 1, when there is one block, or when they hold less than
     ``POOL_FROM_BYTES`` of text (``small_text``: a pool's start -- the fork, the workers' first blocks --
     costs more than two processes save: an NPL-sized corpus, 11,429 abstracts, builds 0.08-0.14 s
-    faster in one), else by ``jobs`` worker processes. The blocks are the same either way."""
+    faster in one), else by ``jobs`` worker processes. The blocks are the same either way. ``refs``: as
+    ``tokenize_block``'s."""
     n = len(todo)
     if jobs > 1 and small_text(sources, todo, POOL_FROM_BYTES):
         jobs = 1
@@ -261,7 +269,7 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         # its id once); a large one's blocks start afresh (a block's keys would be the whole vocabulary)
         carry = {} if uses_numpy() else None
         for a, b in spans:
-            yield tokenize_block(*args(a, b), carry=carry)
+            yield tokenize_block(*args(a, b), carry=carry, refs=refs)
             if progress:
                 progress(b, n)
         return
@@ -275,7 +283,7 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         nxt = 0
         for _ in spans:
             while nxt < len(spans) and len(pending) < window:
-                pending.append((spans[nxt][1], ex.submit(tokenize_block, *args(*spans[nxt]))))
+                pending.append((spans[nxt][1], ex.submit(tokenize_block, *args(*spans[nxt]), refs=refs)))
                 nxt += 1
             done_to, fut = pending.pop(0)
             yield fut.result()

@@ -253,6 +253,8 @@ class Body:
     front: int = 0  # where the front matter (title block, authors) ends in ``text``
     ref_words: int = 0  # words of the reference list cut
     after_words: int = 0  # words after the reference list kept (appendices)
+    references: str | None = None  # the reference list's text, its heading left out (``engine.text.entries``)
+    running: frozenset = frozenset()  # the running titles of a plain text's pages, which the list's split drops
 
     @property
     def from_sidecar(self) -> bool:
@@ -283,11 +285,15 @@ def load_body(text_path: Path | None) -> Body:
         from chitragupta.engine.text.hyphens import document_words, join_hyphens
         from chitragupta.engine.text.refcut import kept_items, reference_span
 
+        from chitragupta.engine.text.entries import items_list
+
         try:
             items = read_sidecar(side)
-        except SidecarError as err:
-            return Body(read_text(text_path), problem=str(err))
+        except SidecarError as err:  # indexed uncut; its list read by the plain rule
+            text = read_text(text_path)
+            return Body(text, problem=str(err), **_plain_list(text, _PLAIN_RULES or _plain_rules()))
         span = reference_span(items)
+        references = None if span is None else items_list(items, span)
         words = document_words("\n".join(it["text"] for _n, it in kept_items(items)))
         items = [dict(it, text=join_hyphens(it["text"], words)) if "-" in it["text"] else it for it in items]
         kept = kept_items(items)
@@ -303,7 +309,8 @@ def load_body(text_path: Path | None) -> Body:
             ref_words = sum(len(it["text"].split()) for it in items[span[0]:span[1]])
             after_words = sum(len(it["text"].split()) for _n, it in kept if _n >= span[1])
         return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items), abstract=abstract_of(kept),
-                    front=items_front_end(kept, spans), ref_words=ref_words, after_words=after_words)
+                    front=items_front_end(kept, spans), ref_words=ref_words, after_words=after_words,
+                    references=references)
     return plain_body(text_path)
 
 
@@ -323,14 +330,26 @@ def plain_body(text_path: "Path | str | None", text: str | None = None) -> Body:
     """A parsed ``.txt`` without a sidecar: its reference span blanked (the plain-text rule of
     ``chitragupta.engine.text.refcut``) and line-end hyphens joined, both keeping every offset of the
     file. What the index reads for a ``FLAG_NO_SIDECAR`` document. ``text``: the file's text, read already."""
-    plain_front_end, join_hyphens, blank, plain_reference_span = _PLAIN_RULES or _plain_rules()
+    rules = _PLAIN_RULES or _plain_rules()
+    plain_front_end, join_hyphens, blank, plain_reference_span, _ = rules
     text = read_text(text_path) if text is None else text
     span = plain_reference_span(text)
     ref_words = after_words = 0
+    listed = _plain_list(text, rules, span)
     if span is not None:
         ref_words, after_words = len(text[span[0]:span[1]].split()), len(text[span[1]:].split())
         text = blank(text, *span)
-    return Body(join_hyphens(text), front=plain_front_end(text), ref_words=ref_words, after_words=after_words)
+    return Body(join_hyphens(text), front=plain_front_end(text), ref_words=ref_words, after_words=after_words,
+                **listed)
+
+
+def _plain_list(text: str, rules: tuple, span=False) -> dict:
+    """``Body``'s ``references`` and ``running`` of a plain text (``span``: its reference span, if found)."""
+    span = rules[3](text) if span is False else span
+    if span is None:
+        return {}
+    references, running = rules[4](text, span)
+    return {"references": references, "running": running}
 
 
 _PLAIN_RULES: tuple = ()  # plain_body's functions, imported at its first call (an index build makes a million)
@@ -338,11 +357,12 @@ _PLAIN_RULES: tuple = ()  # plain_body's functions, imported at its first call (
 
 def _plain_rules() -> tuple:
     global _PLAIN_RULES
+    from chitragupta.engine.text.entries import plain_list
     from chitragupta.engine.text.front import plain_front_end
     from chitragupta.engine.text.hyphens import join_hyphens
     from chitragupta.engine.text.refcut import blank, plain_reference_span
 
-    _PLAIN_RULES = (plain_front_end, join_hyphens, blank, plain_reference_span)
+    _PLAIN_RULES = (plain_front_end, join_hyphens, blank, plain_reference_span, plain_list)
     return _PLAIN_RULES
 
 

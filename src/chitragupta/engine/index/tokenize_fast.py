@@ -151,13 +151,16 @@ def _buffer(parts: list) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b" ".join(pieces), dtype=np.uint8), np.cumsum(lens + 1) - 1
 
 
-def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool, carry: dict | None = None) -> dict:
+def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: bool, carry: dict | None = None,
+                refs: bool = False) -> dict:
     """``segments.tokenize_block`` for the document index's fields (``FIELDS``): the ``Block``'s fields,
     by name (``segments.Block(**block_parts(...))``). ``carry``: a dict kept by the caller between the
     blocks of one build, in order, in one process: the table of runs goes on from the last block's (its
     runs keep their ids, the block's keys are every run seen so far), so a run is handed its id once per
-    build, not once per block; the merged ids, and the arrays, are the same."""
+    build, not once per block; the merged ids, and the arrays, are the same. ``refs``: each text's reference
+    list parsed too (``segments.tokenize_block``)."""
     from chitragupta.engine.index.csr import SEQ_BREAK
+    from chitragupta.engine.index.references import parse
 
     count_pieces, new_table, runs_to_ids = _kernels()
 
@@ -175,6 +178,7 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     flags = np.zeros(len(units), dtype=np.uint8)
     notes: list[str] = []
     cuts: list[tuple[str, int, int]] = []
+    parsed: dict = {}
     out: list[tuple] = []
     parts: list = []  # str: a text to convert (``_buffer``); bytes: a long text's piece, converted
     seg_unit: list[int] = []
@@ -244,6 +248,8 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
                     size += len(parts[-1])
             if body is not None and body.ref_words:
                 cuts.append((src.citekey, body.ref_words, body.after_words))
+            if refs and body is not None and body.references is not None:
+                parsed[i] = parse(body)
             if body is not None and body.abstract:
                 flags[k] |= FLAG_HAS_ABSTRACT
                 parts.append(body.abstract)
@@ -269,7 +275,8 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
             streams[name] = got[0]
         else:
             streams[name] = tuple(np.concatenate([g[x] for g in got]) for x in range(3))
-    got = dict(units=np.asarray(units, dtype=np.int64), keys=keys, streams=streams, flags=flags, notes=notes, cuts=cuts)
+    got = dict(units=np.asarray(units, dtype=np.int64), keys=keys, streams=streams, flags=flags, notes=notes, cuts=cuts,
+               refs=parsed)
     if positions:
         got["seq"] = np.concatenate([o[9] for o in out]) if out else z.copy()
         starts, base = [], 0

@@ -31,6 +31,12 @@ nothing for the check), and ``sync`` and ``import`` drop it (``drop_unkeyed``); 
 other text belongs (a title, a path) is read as the text it holds, a number column that holds text as
 unknown.
 
+Reference lists (``engine.index.references`` writes them, ``engine.citations`` reads them): ``ref_lists`` a
+row per source (the document fingerprint and entry ``RULES`` parsed with, whether a list was found, its
+notes), ``ref_entries`` a row per entry (``engine.text.entries.Entry``'s fields, authors and names joined by
+newlines), ``ref_links`` the kept resolution, current while ``meta.links`` names the ledger's state; made by
+the first writer that opens an older ledger, and no part of the change stamp's counter.
+
 Schema 3 added ``venue``, ``type``, ``doi`` and ``author_names`` (a JSON list of [family, given] pairs) to
 schema 2's ``authors`` (a JSON list of display strings) and ``year`` (text: the year's digits since 3).
 An older ledger is read as it is -- its missing columns NULL, its ``year`` text read by ``year_of`` (an old
@@ -91,6 +97,13 @@ CREATE TABLE IF NOT EXISTS sources (
     doi             TEXT,
     author_names    TEXT
 );
+CREATE TABLE IF NOT EXISTS ref_lists (citekey TEXT PRIMARY KEY, fingerprint BLOB NOT NULL, rules INTEGER NOT NULL,
+    located INTEGER NOT NULL, notes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ref_entries (citekey TEXT NOT NULL, n INTEGER NOT NULL, text TEXT NOT NULL,
+    authors TEXT NOT NULL, year INTEGER, title TEXT, venue TEXT, doi TEXT, arxiv TEXT, url TEXT, names TEXT NOT NULL,
+    PRIMARY KEY (citekey, n)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ref_links (citekey TEXT NOT NULL, n INTEGER NOT NULL, target TEXT, why TEXT, work INTEGER,
+    PRIMARY KEY (citekey, n)) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS sources_changed_upd AFTER UPDATE ON sources
 BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'changes'; END;
 CREATE TRIGGER IF NOT EXISTS sources_changed_del AFTER DELETE ON sources
@@ -720,6 +733,58 @@ class Ledger:
     @_checked
     def delete_meta(self, key: str) -> None:
         self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    # -- reference lists (``engine.index.references`` writes them, ``engine.citations`` reads them) ----
+    def _has_references(self) -> bool:  # (an older ledger opened read-only has no tables until a writer opens it)
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'ref_links'").fetchone() is not None
+
+    @_checked
+    def reference_lists(self, citekey: str | None = None) -> dict[str, tuple[bytes, int, int, list[str]]]:
+        """citekey -> (fingerprint, rules, located: 1 or 0, notes) of every stored list (or of one)."""
+        where, args = ("WHERE citekey = ?", (citekey,)) if citekey is not None else ("", ())
+        return {k: (fp, r, loc, [n for n in notes.split("\n") if n]) for k, fp, r, loc, notes in self._db.execute(
+            f"SELECT * FROM ref_lists {where}", args)} if self._has_references() else {}
+
+    @_checked
+    def reference_counts(self) -> tuple[int, int, int]:
+        """(sources with a stored list, sources stored without one, entries stored)."""
+        if not self._has_references():
+            return 0, 0, 0
+        n, located = self._db.execute("SELECT COUNT(*), COALESCE(SUM(located), 0) FROM ref_lists").fetchone()
+        return int(located), int(n - located), int(self._db.execute("SELECT COUNT(*) FROM ref_entries").fetchone()[0])
+
+    @_checked
+    def reference_rows(self, table: str, citekey: str | None = None) -> list[tuple]:
+        """The rows of ``ref_entries`` or ``ref_links`` (of one source), in (citekey, n) order."""
+        assert table in ("ref_entries", "ref_links")
+        where, args = ("WHERE citekey = ?", (citekey,)) if citekey is not None else ("", ())
+        return self._db.execute(f"SELECT * FROM {table} {where} ORDER BY citekey, n", args).fetchall() \
+            if self._has_references() else []
+
+    @_checked
+    def put_references(self, lists: list[tuple]) -> None:
+        """Store parsed lists (inside ``transaction``), each (citekey, fingerprint, rules, entries or None: no
+        list, notes), replacing the citekey's; entries as ``reference_rows`` gives them, less the citekey."""
+        db = self._db
+        db.executemany("DELETE FROM ref_entries WHERE citekey = ?", [(k,) for k, *_ in lists])
+        db.executemany("INSERT OR REPLACE INTO ref_lists VALUES (?, ?, ?, ?, ?)",
+                       [(k, fp, rules, int(got is not None), "\n".join(notes)) for k, fp, rules, got, notes in lists])
+        db.executemany("INSERT INTO ref_entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       [(k, *e) for k, _fp, _r, got, _n in lists for e in got or ()])
+        db.execute("DELETE FROM meta WHERE key = 'links'")  # the kept resolution is stale
+
+    @_checked
+    def prune_references(self) -> None:
+        """Drop the stored lists of citekeys the ledger no longer holds (inside ``transaction``)."""
+        for table in ("ref_lists", "ref_entries", "ref_links"):
+            self._db.execute(f"DELETE FROM {table} WHERE citekey NOT IN (SELECT citekey FROM sources)")
+
+    @_checked
+    def put_links(self, rows: list[tuple], key: str) -> None:
+        """Replace the kept resolution (inside ``transaction``), made for ``key`` (``meta.links``)."""
+        self._db.execute("DELETE FROM ref_links")
+        self._db.executemany("INSERT INTO ref_links VALUES (?, ?, ?, ?, ?)", rows)
+        self.set_meta("links", key)
 
     @_checked
     def cache_for_bulk(self, mib: int = 64) -> None:

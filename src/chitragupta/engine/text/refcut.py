@@ -48,7 +48,6 @@ document index, the passage index, every snippet, every evidence window and the 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 
 from chitragupta.engine.text.sidecar import EXCLUDED_LABELS
 
@@ -232,43 +231,14 @@ def _plain_resume(text: str, start: int) -> int:
     return len(text)
 
 
-# a text's digest -> its span, the last _SPANS_KEPT texts. An OrderedDict: its oldest entry goes in O(1)
-# (taking a plain dict's first key walks past every entry deleted before it: ~23 us a text once full)
-_SPANS: "OrderedDict[bytes, tuple[int, int] | None]" = OrderedDict()
-_SPANS_KEPT = 1 << 16
-
-
 def plain_reference_span(text: str) -> tuple[int, int] | None:
     """``(start, end)`` of plain text's reference span: its heading line up to the appendix that follows
-    (or the end of the text); None when it has no reference list. Kept per text (by its blake2b digest)
-    for the last ``_SPANS_KEPT`` texts: the index and the reference entries (``engine.citations``) read
-    the same files in one ``index`` run, and the second asks for nothing the first did not find."""
-    if not may_hold_heading(text):  # (no heading: none to keep, and no digest to take)
-        return None
-    import hashlib
-
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    got = _SPANS.get(key, False)  # False: not kept (a span is a pair or None)
-    if got is not False:
-        return got
+    (or the end of the text); None when it has no reference list."""
     start = plain_reference_cut(text)
     if start is None:
-        span = None
-    else:
-        nl = text.find("\n", start)
-        span = start, _plain_resume(text, len(text) if nl < 0 else nl + 1)
-    if len(_SPANS) >= _SPANS_KEPT:
-        try:
-            _SPANS.popitem(last=False)  # the oldest
-        except KeyError:  # (another thread took the last one)
-            pass
-    _SPANS[key] = span
-    return span
-
-
-def forget_reference_spans() -> None:
-    """Drop the kept spans (a benchmark timing a first ``index`` run, which finds every span itself)."""
-    _SPANS.clear()
+        return None
+    nl = text.find("\n", start)
+    return start, _plain_resume(text, len(text) if nl < 0 else nl + 1)
 
 
 _NOT_BREAK = re.compile(r"[^\n\f]+")

@@ -1,20 +1,22 @@
-"""Reference entries: splitting a list (numbered, author-year, wrapped, page breaks, Markdown), the fields
-of each entry, bad input, and the per-source store under content/refs/ that ``index`` builds."""
+"""Reference entries (``engine.text.entries``): splitting a list (numbered, author-year, wrapped, page breaks,
+Markdown), the fields of each entry, the list's text from a plain text or a sidecar, bad input, and the
+regression cases of the hostile and journey issues."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
-from chitragupta.engine.citations import (
+from chitragupta.engine.text.entries import (
+    MAX_ENTRY_CHARS,
     Entry,
+    decode_latex,
     parse_entry,
     parse_reference_list,
+    running_lines,
     split_entries,
 )
-from chitragupta.engine.citations.entries import MAX_ENTRY_CHARS, decode_latex
 
 NUMBERED = """[1] Ada Lovelace and Charles Babbage. 1843. Sketch of the analytical engine
 invented by Charles Babbage. Scientific Memoirs 3 (1843), 666-731.
@@ -153,17 +155,6 @@ def test_identifiers():
     assert parse_entry("no fields at all", 1) == Entry(1, "no fields at all", title="no fields at all")
 
 
-def test_json_round_trip_and_bad_json():
-    e = parse_entry("[1] Ada Lovelace. 1843. Sketch. Memoirs. doi:10.1/x", 1)
-    d = e.to_json()
-    assert list(d) == ["n", "text", "authors", "year", "title", "venue", "doi", "arxiv", "url"]
-    assert Entry.from_json(json.loads(json.dumps(d))) == e
-    for bad in ({"n": "1", "text": "x"}, {"n": 1, "text": "x", "authors": "Lovelace"}, {"n": 1, "text": "x", "year": "1843"},
-                {"n": 1, "text": "x", "doi": 5}, []):
-        with pytest.raises(ValueError):
-            Entry.from_json(bad)
-
-
 def test_bad_input_gets_a_note_and_a_best_effort():
     assert parse_reference_list("") == ([], [])
     assert parse_reference_list("\n \f \n") == ([], [])
@@ -181,7 +172,7 @@ def test_bad_input_gets_a_note_and_a_best_effort():
 
 RUN_ON = r"""
 import sys, time
-from chitragupta.engine.citations import parse_reference_list
+from chitragupta.engine.text.entries import parse_reference_list
 line = " ".join(f"[{i}] Ab Cd, Ef Gh, and Ij Kl. {1900 + i % 120}. A title, number {i} of many. In Proceedings of "
                 f"the Things, pages {i}-{i + 9}. doi:10.{1000 + i}/x.{i}." for i in range(2000))
 assert len(line) > 200_000
@@ -203,187 +194,6 @@ def test_a_200kb_run_on_line_finishes(tmp_path):
     assert out.stdout.strip() == "ok"
 
 
-# -- the store: a workspace of real PDFs --------------------------------------------------------------------------
-
-BODY = [("Introduction. " + "We study reference lists in papers and how they are read by machines. " * 12)] * 6
-REF_LINES = ["References",
-             "[1] Ada Lovelace and Charles Babbage. 1843. Sketch of the analytical engine. Scientific Memoirs 3.",
-             "[2] Grace M. Hopper. 1952. The education of a computer. In Proceedings of the ACM National",
-             "Meeting. ACM, 243-249. https://doi.org/10.1145/609784.609818.",
-             "[3] Alan Turing. 1950. Computing machinery and intelligence. Mind 59, 236 (1950), 433-460.",
-             "[4] Tom B. Brown and Nick Ryder. 2020. Language models are few-shot learners. arXiv:2005.14165.",
-             "[5] Claude E. Shannon. 1948. A mathematical theory of communication. Bell System Technical",
-             "Journal 27, 3 (1948), 379-423."]
-
-
-def _pdf_workspace(tmp_path, extra: dict[str, list[list[str]]] | None = None):
-    from chitragupta.engine.library.demo.tinypdf import paginate, pdf_bytes
-    from chitragupta.engine.library.workspace import Workspace
-
-    papers = tmp_path / "papers"
-    papers.mkdir()
-    body_pages = paginate(BODY)
-    # the list starts a new page and runs over a page break, with a running title and page numbers
-    pages = [p + ["Tests of Lists 2024", str(i + 1)] for i, p in enumerate(body_pages)]
-    pages.append(["Tests of Lists 2024"] + REF_LINES[:4] + ["9"])
-    pages.append(["Tests of Lists 2024"] + REF_LINES[4:] + ["10"])
-    (papers / "refs.pdf").write_bytes(pdf_bytes(pages))
-    (papers / "plain.pdf").write_bytes(pdf_bytes(paginate(BODY)))
-    bib = ["@article{refs/paper, title={With references}, file={refs.pdf}}",
-           "@article{plain, title={Without references}, file={plain.pdf}}"]
-    for key, pg in (extra or {}).items():
-        (papers / f"{key}.pdf").write_bytes(pdf_bytes(pg))
-        bib.append(f"@article{{{key}, title={{{key}}}, file={{{key}.pdf}}}}")
-    (papers / "bibliography.bib").write_text("\n".join(bib) + "\n", encoding="utf-8")
-    ws = Workspace.open(tmp_path)
-    from chitragupta.engine.library.sync import sync
-
-    sync(ws)
-    return ws
-
-
-def test_store_builds_keeps_rebuilds_and_removes(tmp_path):
-    from chitragupta.engine.citations import (
-        RULES,
-        all_references,
-        build_references,
-        references_of,
-    )
-    from chitragupta.engine.citations.store import (
-        _fp_text,
-        _h64,
-        _key_hash,
-        _name,
-        _read_unlocated,
-        _stamp,
-    )
-
-    ws = _pdf_workspace(tmp_path)
-    rep = build_references(ws)
-    assert (rep["built"], rep["kept"], rep["none"], rep["sources"], rep["entries"]) == (2, 0, 1, 1, 5)
-    got = references_of(ws, "refs/paper")
-    assert [e.authors[0] for e in got] == ["Lovelace", "Hopper", "Turing", "Brown", "Shannon"]
-    assert got[1].doi == "10.1145/609784.609818" and got[3].arxiv == "2005.14165"
-    assert got[4].text == ("[5] Claude E. Shannon. 1948. A mathematical theory of communication. Bell System "
-                           "Technical Journal 27, 3 (1948), 379-423.")  # over the page break, title and number gone
-    assert references_of(ws, "plain") is None and references_of(ws, "nosuchkey") is None
-    assert all_references(ws) == {"refs/paper": got}
-    folder = ws.content / "refs"
-    files = sorted(p.name for p in folder.iterdir())
-    # the source with a list has its file; the one without is a line of unlocated.idx, not a file of its own
-    assert len(files) == 2 and files[1] == "unlocated.idx" and files[0].endswith(".json") and "/" not in files[0]
-    unlocated = (folder / "unlocated.idx").read_bytes()
-    plain_path = _parsed_path(ws, "plain")
-    recs = _read_unlocated(folder).recs
-    assert len(recs) == 1 and recs["key"][0] == _key_hash(_name("plain", plain_path), "plain")
-    assert recs["stamp"][0] == _h64(_stamp(ws.root, plain_path))
-    data = json.loads((folder / [f for f in files if f.startswith("refs")][0]).read_text())
-    assert data["rules"] == RULES and data["citekey"] == "refs/paper" and len(data["entries"]) == 5
-    assert set(data) >= {"rules", "fingerprint", "entries", "notes"}
-
-    assert build_references(ws)["kept"] == 2  # nothing changed: nothing rewritten
-    target = folder / [f for f in files if f.startswith("refs")][0]
-    target.write_text("{not json")
-    (folder / "gone.json").write_text("{}")
-    rep = build_references(ws)
-    assert rep["built"] == 1 and rep["removed"] == 1 and not (folder / "gone.json").exists()
-    assert any("not a readable JSON file; rebuilt" in n for n in rep["notes"])
-    assert references_of(ws, "refs/paper") == got
-
-    before = (folder / "unlocated.idx").stat().st_mtime_ns
-    assert build_references(ws)["kept"] == 2 and (folder / "unlocated.idx").stat().st_mtime_ns == before
-    (folder / "unlocated.idx").write_text("[1, 2")  # damaged: the source without a list is looked at again
-    rep = build_references(ws)
-    assert (rep["built"], rep["none"]) == (1, 1) and any("unlocated.idx" in n and "rebuilt" in n for n in rep["notes"])
-    assert (folder / "unlocated.idx").read_bytes() == unlocated and references_of(ws, "plain") is None
-
-    # a per-source file of an older build (``"located": false``) is kept as a line and removed
-    (folder / "unlocated.idx").unlink()
-    name, key, stamp, fp = _name("plain", plain_path), "plain", _stamp(ws.root, plain_path), _fp_text(recs["fp"][0])
-    (folder / f"{name}.json").write_text(json.dumps({"rules": RULES, "citekey": key, "stamp": stamp,
-                                                     "fingerprint": fp, "located": False, "entries": [], "notes": []}))
-    rep = build_references(ws)
-    assert (rep["kept"], rep["built"], rep["removed"]) == (2, 0, 1) and not (folder / f"{name}.json").exists()
-    assert (folder / "unlocated.idx").read_bytes() == unlocated
-
-    # the older list of sources without one (JSON, a [citekey, stamp, fingerprint] per file name) is taken
-    # in once: nothing parsed again, the file rewritten in today's form
-    (folder / "unlocated.idx").write_text(json.dumps({"rules": RULES, "sources": {name: [key, stamp, fp]}}))
-    rep = build_references(ws)
-    assert (rep["kept"], rep["built"], rep["none"]) == (2, 0, 1) and not rep["notes"]
-    assert (folder / "unlocated.idx").read_bytes() == unlocated and references_of(ws, "plain") is None
-    # a record cut short, or a header that lies about the count: rebuilt with a note
-    for bad in (unlocated[:-3], unlocated.replace(b'"count": 1', b'"count": 2')):
-        (folder / "unlocated.idx").write_bytes(bad)
-        rep = build_references(ws)
-        assert (rep["built"], rep["none"]) == (1, 1) and any("unlocated.idx" in n for n in rep["notes"])
-        assert (folder / "unlocated.idx").read_bytes() == unlocated
-
-
-def _parsed_path(ws, citekey):
-    from chitragupta.engine.library.ledger import Ledger
-
-    with Ledger(ws.ledger_path, create=False) as ledger:
-        return ledger.get(citekey).parsed_path
-
-
-def test_references_of_reads_the_text_when_no_artifact_is_there(tmp_path):
-    from chitragupta.engine.citations import references_of
-
-    ws = _pdf_workspace(tmp_path)
-    assert len(references_of(ws, "refs/paper")) == 5  # before any build: parsed from the text, nothing written
-    assert not (ws.content / "refs").exists()
-
-
-def test_index_command_builds_them(tmp_path):
-    from chitragupta.cli.main import main
-
-    ws = _pdf_workspace(tmp_path)
-    import contextlib
-    import io
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["index", "--workspace", str(ws.root)]) == 0
-    assert "references: 1 sources, 5 entries (2 parsed, 0 unchanged, 1 without a reference list)" in out.getvalue()
-
-
-def test_a_docling_sidecar_list_items_text_items_and_the_heading_after(tmp_path):
-    """With a sidecar, the list is its items after the reference heading: a list item an entry, a ``text``
-    item an entry when it opens like one (docling's Markdown reader makes an entry holding a link one),
-    else part of the entry before (the link); page headers left out; a later heading ends the list."""
-    from chitragupta.engine.citations import build_references, references_of
-    from chitragupta.engine.library.ledger import Ledger
-    from chitragupta.engine.library.workspace import Workspace
-
-    from helpers import make_workspace
-
-    root = make_workspace(tmp_path, [{"_id": "doc", "title": "A paper", "text": "body"}])
-    ws = Workspace.open(root)
-    with Ledger(ws.ledger_path) as ledger:
-        parsed = ledger.get("doc").parsed_path
-    items = [{"text": "Introduction", "label": "section_header", "page": 1},
-             {"text": "We cite [1] and [2].", "label": "text", "page": 1},
-             {"text": "References", "label": "section_header", "page": 2},
-             {"text": "Auer, C., Dolfi, M.: Delivering document conversion. CoRR abs/2206.00785 (2022)",
-              "label": "list_item", "page": 2},
-             {"text": "Journal of Tests", "label": "page_header", "page": 3},
-             {"text": "Livathinos, N., Berrospi, C.: Robust pdf document conversion. AAAI 35 (2021).",
-              "label": "text", "page": 3},
-             {"text": "https://doi.org/10.1609/aaai.v35i17.17777", "label": "text", "page": 3},
-             {"text": "Nassar, A., Staar, P.: Tableformer: Table structure understanding (2022)",
-              "label": "list_item", "page": 3},
-             {"text": "Attention Visualizations", "label": "section_header", "page": 4},
-             {"text": "Many heads attend to a distant word, as the figure shows (2017).", "label": "text", "page": 4}]
-    (root / parsed).with_suffix(".passages.json").write_text(json.dumps(items), encoding="utf-8")
-    (root / parsed).write_text("\n\n".join(it["text"] for it in items), encoding="utf-8")
-    build_references(ws)
-    got = references_of(ws, "doc")
-    assert [e.authors[0] for e in got] == ["Auer", "Livathinos", "Nassar"]
-    assert got[1].doi == "10.1609/aaai.v35i17.17777" and got[0].arxiv == "2206.00785"
-    assert all("Journal of Tests" not in e.text and "heads" not in e.text for e in got)
-
-
 def test_initials_first_without_numbers_and_what_follows_the_last_entry():
     text = ("J. Andren, M. Hilding, and D. Veitch. Understanding\nend-to-end internet traffic dynamics. In Proceedings\n"
             "IEEE GLOBECOM, Sydney, Australia, November\n1998.\nJ.-C. Bolot, S. Fosse-Parisis, and D. Towsley.\n"
@@ -397,16 +207,6 @@ def test_initials_first_without_numbers_and_what_follows_the_last_entry():
     assert "APPENDIX" not in entries[2].text and len(notes) == 1 and "'10. APPENDIX'" in notes[0]
 
 
-def test_a_file_where_the_folder_goes_is_one_error_line(tmp_path):
-    from chitragupta.engine.citations import build_references
-    from chitragupta.errors import WorkspaceError
-
-    ws = _pdf_workspace(tmp_path)
-    (ws.content / "refs").write_text("not a folder")
-    with pytest.raises(WorkspaceError, match="cannot keep the reference entries there"):
-        build_references(ws)
-
-
 def test_seeded_junk_never_raises():
     import random
 
@@ -418,17 +218,8 @@ def test_seeded_junk_never_raises():
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 300)))
         entries, notes = parse_reference_list(text)
         assert all(isinstance(n, str) for n in notes)
-        for e in entries:
-            assert Entry.from_json(e.to_json()) == e
+        assert all(isinstance(e, Entry) and len(e.authors) == len(e.names) for e in entries)
         parse_entry(text, 1)
-
-
-def test_a_caller_holding_the_lock_builds_without_taking_it(tmp_path):
-    from chitragupta.engine.citations import build_references
-
-    ws = _pdf_workspace(tmp_path)
-    with ws.lock("test"):
-        assert build_references(ws, lock=False)["sources"] == 1
 
 
 def test_a_capitalised_particle_after_a_given_name_belongs_to_the_family_name():
@@ -465,3 +256,75 @@ def test_ben_after_initials_only_is_a_given_name():
                        "ACM EC, pages 158-166, 1999.", 2).authors == ("Schafer", "Konstan", "Riedl")
     assert parse_entry("[7] Amir Pouran Ben Veyseh and Franck Dernoncourt. 2020. A title.", 7).authors == \
         ("Ben Veyseh", "Dernoncourt")
+
+
+def test_a_quoted_word_inside_a_title_is_not_the_title():
+    """Issue 47, 9: the title is the whole title, not the word quoted inside it; a quoted title that stands
+    as a segment of its own is still read."""
+    e = parse_entry('[3] A. Vaswani, N. Shazeer. Why "attention" is all you need, again. In NIPS, 2017.', 3)
+    assert e.title == 'Why "attention" is all you need, again' and e.authors == ("Vaswani", "Shazeer")
+    e = parse_entry("[4] Kyle Lo and Lucy Wang. 2020. The \u201cS2ORC\u201d corpus of papers. In ACL.", 4)
+    assert e.title == "The \u201cS2ORC\u201d corpus of papers" and e.year == 2020 and e.venue == "ACL"
+    e = parse_entry('[5] J. Smith, "A title in quotes," in Proc. of the Things, 2001.', 5)
+    assert e.title == "A title in quotes" and e.authors == ("Smith",)
+
+
+def test_a_list_on_one_long_line_gets_a_note_that_it_could_not_be_split():
+    """Issue 47, 12: a list that is one 200 KB line is one entry, with a note saying so."""
+    line = "Ab Cd, Ef Gh. A title of many words " * 6000
+    entries, notes = parse_reference_list(line)
+    assert len(entries) == 1 and len(line) > 200_000
+    assert any("could not be split" in n for n in notes)
+
+
+def test_an_author_running_head_at_a_page_break_is_dropped():
+    """Issue 46, 9: "Shen, et al." heads two pages of the paper; inside an entry broken by the page it
+    is no part of the title."""
+    body = "Some prose of the paper, page one.\n\fShen, et al.\nMore prose on page two.\n\fPage three prose.\n"
+    refs = ("[1] Ab Cd and Ef Gh. 2020. A first title. Venue One.\n[2] Andrew Head and Kyle Lo. 2020. Augmenting "
+            "Scientific Papers with Just-in-Time,\fShen, et al.\nPosition-Sensitive Definitions. Proc. of CHI (2020).\n")
+    running = running_lines(body + "References\n" + refs, 3)
+    assert "Shen, et al." in running
+    entries, _ = parse_reference_list(refs, running=running)
+    assert entries[1].title == "Augmenting Scientific Papers with Just-in-Time, Position-Sensitive Definitions"
+    assert running_lines("A\nx\n\fA\ny\n\fEntry ends here.\nz\n\fEntry ends here.\n", 2) == {"A"}
+
+
+def test_a_year_is_no_author():
+    """Issue 46, 9: "[1] 2019. CHI '19: Proceedings ..." has no authors, not ["2019"]."""
+    e = parse_entry("[1] 2019. CHI \u201919: Proceedings of the 2019 CHI Conference on Human Factors in Computing "
+                    "Systems (Glasgow, Scotland Uk). Association for Computing Machinery, New York, NY, USA.", 1)
+    assert e.authors == () and e.year == 2019 and e.title.startswith("CHI \u201919: Proceedings")
+    assert parse_entry("[2] 2021. Fermat\u2019s Library. https://fermatslibrary.com/", 2).authors == ()
+
+
+def test_names_as_printed_beside_the_family_names():
+    got = {raw: (e.authors, e.names) for raw in [
+        "[1] Kyle Lo, Lucy Lu Wang, and Daniel S. Weld. 2020. S2ORC. In ACL.",
+        "Adams, G., Smith, J. A., & van der Berg, K. (2019). A title. Journal of Things, 12(3), 1-10.",
+        "Lovelace, Ada, and Babbage, Charles. 1843. Sketch. Memoirs.",
+        "OGC of Harvard. 2016. Copyright and fair use.",
+    ] for e in [parse_entry(raw, 1)]}
+    assert list(got.values()) == [
+        (("Lo", "Wang", "Weld"), ("Kyle Lo", "Lucy Lu Wang", "Daniel S. Weld")),
+        (("Adams", "Smith", "van der Berg"), ("Adams, G", "Smith, J. A", "van der Berg, K")),
+        (("Lovelace", "Babbage"), ("Lovelace, Ada", "Babbage, Charles")),
+        (("OGC of Harvard",), ("OGC of Harvard",))]
+
+
+def test_the_list_text_of_a_plain_text_and_of_sidecar_items():
+    from chitragupta.engine.text.entries import items_list, plain_list
+
+    text = "Body.\fBody.\fReferences\n[1] Ab Cd. 2019. T. V.\n"
+    span = (text.index("References"), len(text))
+    assert plain_list(text, span) == ("[1] Ab Cd. 2019. T. V.\n", frozenset())
+    items = [{"text": "References", "label": "section_header", "page": 2},
+             {"text": "Auer, C.: Delivering. CoRR (2022)", "label": "list_item", "page": 2},
+             {"text": "Journal of Tests", "label": "page_header", "page": 3},
+             {"text": "Nassar, A.: Tableformer (2022)", "label": "list_item", "page": 3},
+             {"text": "https://doi.org/10.1/x", "label": "text", "page": 3},
+             {"text": "[3] Numbered already. 2020.", "label": "list_item", "page": 3},
+             {"text": "Appendix", "label": "section_header", "page": 4},
+             {"text": "Prose (2017).", "label": "text", "page": 4}]
+    assert items_list(items, (0, len(items))) == ("- Auer, C.: Delivering. CoRR (2022)\n- Nassar, A.: Tableformer "
+                                                  "(2022)\nhttps://doi.org/10.1/x\n[3] Numbered already. 2020.")
