@@ -14,7 +14,6 @@ from chitragupta.engine.library.workspace import Workspace
 from chitragupta.engine.search.bm25 import Retriever
 from chitragupta.engine.search.constraints import read_syntax
 from chitragupta.engine.text.tokenize import DROPPED_RUNS, runs_bytes
-from chitragupta.kernels import phrase as phrase_mod
 from chitragupta.kernels.phrase import (
     Anchor,
     PositionsDamaged,
@@ -66,7 +65,10 @@ def test_phrase_kernels_agree_with_a_plain_loop(seed, monkeypatch):
     seq = rng.integers(-1, 5, size=int(ptr[-1])).astype(np.int32)  # a small alphabet: many matches, breaks
     indptr, indices, tf = _postings_of(seq, ptr, N_TERMS)
     pos, pos_ptr = by_term(seq, ptr, N_TERMS)
-    monkeypatch.setattr(phrase_mod, "NUMBA_FROM", 0)  # by_term's numba fill gives the same arrays
+    from chitragupta.kernels import dispatch
+
+    unit, kernel, _w, _c = dispatch.NUMBA_FROM["phrase"]
+    monkeypatch.setitem(dispatch.NUMBA_FROM, "phrase", (unit, kernel, 0, 0))  # by_term's numba fill: the same arrays
     pos_nb, pos_ptr_nb = by_term(seq, ptr, N_TERMS)
     assert pos.tobytes() == pos_nb.tobytes() and pos_ptr.tobytes() == pos_ptr_nb.tobytes()
     for m in (1, 2, 3, 4):

@@ -258,7 +258,7 @@ def _state(pid: int) -> str:
 
 
 def test_a_small_corpus_is_tokenized_in_process_whatever_the_jobs(tmp_path, monkeypatch):
-    from chitragupta.engine import workers
+    from chitragupta.engine.library import workers
 
     docs = random_docs(23, 300, vocab=200)
     root = make_workspace(tmp_path / "ws", docs)
