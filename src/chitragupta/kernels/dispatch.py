@@ -38,7 +38,7 @@ from chitragupta.device import DEVICES, resolve_device
 from chitragupta.extras import require
 from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK
 
-__all__ = ["BACKENDS", "DEVICES", "AUTO", "NUMBA_FROM", "Backend", "backend_name", "compiled", "cached", "resolve",
+__all__ = ["BACKENDS", "DEVICES", "AUTO", "NUMBA_FROM", "Backend", "backend_name", "compiled", "cached", "tell", "resolve",
            "resolve_torch_device", "import_torch_backend", "score_topk", "set_threads"]
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ _WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "lookup": "
          "lines": "the run writer",
          "build": "the index build's kernels", "passes": "the index build's kernels", "check": "the index checks", "strings": "the vocabulary table",
          "phrase": "the phrase scan"}
-_told: set[str] = set()
+_told: set[str] = set()  # the jobs ``tell`` looked at in this process
 
 _MODULES = {"numba": "chitragupta.kernels.cpu", "numpy": "chitragupta.kernels.reference", "torch": "chitragupta.kernels.torch_backend"}
 
@@ -113,15 +113,20 @@ def compiled(job: str, work: int | None) -> bool:
     if job not in NUMBA_FROM:
         raise ValueError(f"unknown job {job!r}; allowed: {', '.join(NUMBA_FROM)}")
     _unit, kernel, warm, cold = NUMBA_FROM[job]
-    if work is not None and work < warm:
+    if work is not None and (work < warm or (work < cold and not cached(kernel))):
         return False
-    ready = cached(kernel)
-    if work is not None and not ready and work < cold:
-        return False
-    if not ready and job not in _told and importlib.util.find_spec("numba") is not None:
-        _told.add(job)
-        say.info("compiling %s with numba, first run only (numba keeps them in its cache)", _WHAT[job])
+    tell(job)
     return True
+
+
+def tell(job: str) -> None:
+    """Say, once per process, that ``job``'s numba kernels are about to be compiled, when they are not in
+    numba's cache (a line on the ``chitragupta.progress`` logger)."""
+    if job in _told:
+        return
+    _told.add(job)  # (looked at once a process: a kernel is compiled once)
+    if not cached(NUMBA_FROM[job][1]) and importlib.util.find_spec("numba") is not None:
+        say.info("compiling %s with numba, first run only (numba keeps them in its cache)", _WHAT[job])
 
 
 @dataclass(frozen=True)
@@ -163,13 +168,14 @@ def backend_name(name: str, device: str = "auto", *, job: str = "batch", work: i
     this asks ``chitragupta.device`` whether torch sees a GPU on ``device``)."""
     if job not in AUTO:
         raise ValueError(f"unknown job {job!r}; allowed: {', '.join(AUTO)}")
-    if name != "auto":
-        return name
-    if not compiled(job, work):
-        return "numpy"
-    if job == "grid":
-        return "numba"
-    return "torch" if resolve_device(device, purpose="the torch scoring backend") == "cuda" else "numba"
+    if name == "auto":
+        if not compiled(job, work):
+            return "numpy"
+        name = "numba" if job == "grid" or resolve_device(device, purpose="the torch scoring backend") != "cuda" \
+            else "torch"
+    if name == "numba":
+        tell(job)
+    return name
 
 
 def resolve(name: str = "auto", device: str = "auto", *, job: str = "batch", work: int | None = None) -> Backend:
