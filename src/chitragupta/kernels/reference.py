@@ -43,6 +43,13 @@ class PostingsDamaged(ValueError):
         self.term = term
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, ascending (np.unique imports numpy.ma: tens of milliseconds of a cold
+    query)."""
+    a = np.sort(np.asarray(a, dtype=np.int64))
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if a.size else a
+
+
 def _ranges(lo: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """The positions lo[i] .. lo[i] + lens[i] - 1 of every i, concatenated."""
     total = int(lens.sum())
@@ -115,7 +122,7 @@ def score_dense(postings: Postings, terms: np.ndarray, params: BM25Params) -> tu
 
     Returns ``(scores, matched)``: (n_docs,) float64 and (n_docs,) bool (the document holds a query term).
     """
-    terms = np.unique(np.asarray(terms, dtype=np.int64))
+    terms = _distinct(terms)
     _lens, docs, w, _pos = _weights(postings, terms, params)
     # docs in term order: bincount adds each document's contributions in ascending term id
     return (np.bincount(docs, weights=w, minlength=postings.n_docs),
@@ -150,7 +157,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
     if queries.n_queries == 0 or n_docs == 0 or queries.terms.shape[0] == 0:
         return out
     q_terms = np.asarray(queries.terms, dtype=np.int64)
-    terms = np.unique(q_terms)
+    terms = _distinct(q_terms)
     lens, docs, w, _pos = _weights(postings, terms, params)
     starts = np.zeros(terms.shape[0], dtype=np.int64)
     np.cumsum(lens[:-1], out=starts[1:])

@@ -127,7 +127,7 @@ def _python_chunks(qids: list[str], counts: np.ndarray, docs: np.ndarray, scores
                    items: np.ndarray, fmt: str, tag: str, item_field: str, chunk_bytes: int) -> Iterator[bytes]:
     """``run_chunks``' bytes a line at a time (its numba formatter's, to the byte), ``chunk_bytes`` of
     whole queries at a time (a line taken as 48 bytes)."""
-    text = {d: _key_text(keys, d, fmt).decode("utf-8", "surrogateescape") for d in np.unique(docs).tolist()}
+    text = {d: _key_text(keys, d, fmt).decode("utf-8", "surrogateescape") for d in sorted(set(docs.tolist()))}
     first = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=first[1:])
     rank = (np.arange(docs.shape[0], dtype=np.int64) - np.repeat(first[:-1], counts) + 1).tolist()
