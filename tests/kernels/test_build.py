@@ -29,8 +29,7 @@ def test_the_passes_are_what_the_build_said_else_by_the_passs_size():
         t.join()
         assert other == [(False, _build_numba)]  # a build's say is its own thread's, never the process's
     assert build.passes() is _build_numba
-    assert build.place is _build_numba.place  # (the old name still reaches the numba pass)
-    assert set(build_numpy.__all__) == set(_build_numba.__all__) == build._PASSES
+    assert set(build_numpy.__all__) == set(_build_numba.__all__)
 
 
 def _triples(rng, n, n_units, n_prov):

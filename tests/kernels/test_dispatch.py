@@ -19,7 +19,7 @@ from chitragupta.kernels import (
 from chitragupta.kernels.dispatch import BACKENDS
 from chitragupta.kernels.types import bm25_idf, length_norm
 
-from helpers import CASES, random_postings, random_queries
+from helpers import CASES, best_of_dense, random_postings, random_queries
 from oracle import bm25, same_ranking
 
 
@@ -459,7 +459,6 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
     """``_select_dense`` picks 64-, 32-, 16- or 8-document blocks, or collects every hit, by k against
     the corpus; each must give the exact best k by (score desc, id asc), ties included."""
     from chitragupta.kernels import cpu
-    from chitragupta.kernels.topk import topk_from_dense
 
     rng = np.random.default_rng(n_docs)
     for k in (1, 5, 10, 40, 100, 300, 1000):
@@ -472,7 +471,7 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
             buf, cs = np.empty(n_docs, np.int64), np.empty(n_docs)
             ids, scores = np.full(k, -1, np.int64), np.full(k, -np.inf)
             m = cpu._select_dense(acc.copy(), k, hs, hi, bmax, buf, cs, ids, scores)
-            want_ids, want_scores = topk_from_dense(acc, acc > 0, k)
+            want_ids, want_scores = best_of_dense(acc, k)
             n = want_ids.shape[0]
             assert m == n and np.array_equal(ids[:n], want_ids) and np.array_equal(scores[:n], want_scores)
 
@@ -508,7 +507,6 @@ def test_tile_offer_over_ascending_tiles_keeps_ties_exact(tile):
     ascending id, so a later document tied with the root never enters. Coarse scores make many ties with
     the root in later tiles; the heap drained must be the exact best k by (score desc, id asc)."""
     from chitragupta.kernels._tiles import _drain, _tile_offer
-    from chitragupta.kernels.topk import topk_from_dense
 
     rng = np.random.default_rng(tile)
     n_docs = 5000
@@ -527,7 +525,7 @@ def test_tile_offer_over_ascending_tiles_keeps_ties_exact(tile):
                 assert not buf.any()  # every tile comes back zeroed
             ids, scores = np.full(k, -1, np.int64), np.full(k, -np.inf)
             m = _drain(hs, hi, size, ids, scores)
-            want_ids, want_scores = topk_from_dense(acc, acc > 0, k)
+            want_ids, want_scores = best_of_dense(acc, k)
             assert m == want_ids.shape[0]
             assert np.array_equal(ids[:m], want_ids) and np.array_equal(scores[:m], want_scores)
 

@@ -3,12 +3,12 @@
 Two modules hold the same passes under the same names and signatures, with the same results to the byte:
 ``kernels._build_numba`` (numba counting sorts, each one pass over its input in place of a numpy stable
 argsort) and ``kernels.build_numpy`` (those argsorts and ``bincount`` s). A build says which it wants for
-all its passes (``numpy_passes(on)``: ``engine.index.doc.build`` from the size of its text,
-``kernels.dispatch.compiled("build", bytes)``; a small build's passes take about a millisecond each in
+all its passes (``numpy_passes(on)``: ``engine.index.doc.build`` from the size of its text against
+``kernels.dispatch.NUMBA_FROM["build"]``; a small build's passes take about a millisecond each in
 numpy against the half second numba takes to start in a process). A pass that no build spoke for (another
 thread's, the passage index's) takes the module its own input's size calls for
 (``kernels.dispatch.compiled("passes", n)``). The choice is this thread's own (a context variable), never
-the process's. Importing this module imports neither; ``kernels.build.<name>`` is the numba pass.
+the process's. Importing this module imports neither.
 """
 
 from __future__ import annotations
@@ -49,15 +49,3 @@ def numpy_passes(on: bool = True):
         yield
     finally:
         _said.reset(token)
-
-
-_PASSES = frozenset(("tally", "spread", "split_by_range", "place", "place_ranked", "count_terms", "count_terms_ranked",
-                     "rows_sorted", "align", "map_count", "map_ids", "count_ids", "fill_positions", "remap"))
-
-
-def __getattr__(name: str):
-    if name not in _PASSES:  # (a probe for ``__path__`` and the like starts nothing)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from chitragupta.kernels import _build_numba
-
-    return getattr(_build_numba, name)

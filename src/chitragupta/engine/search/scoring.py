@@ -212,41 +212,25 @@ class BM25Scorer:
     def score(self, unit: str, batch: QueryBatch, k: int, allowed=None) -> TopK:
         """The top-k of a batch of term ids; ``_Rebuilt`` when the index turned out damaged on the way
         and was rebuilt (the caller plans again), IndexDamaged when it could not be. ``allowed``: per
-        query, None or the (n_units,) bool mask of the only units that may be hits."""
+        query, None or the (n_units,) bool mask of the only units that may be hits (a torch backend takes
+        none: numba scores a masked batch then)."""
         from chitragupta.kernels.reference import PostingsDamaged
 
         index = self.index_of(unit)
         params = self.params_of(unit)
         backend = self.backend_for(unit, batch.n_queries)
-        if allowed is not None:
-            return self._score_allowed(unit, batch, k, allowed, backend)
+        masks = {} if allowed is None else {"allowed": allowed}
+        if masks and not backend.accepts_allowed:  # (kernels.dispatch.Backend)
+            backend = resolve("numba")
+            set_threads(self.workspace.config.retrieval.threads)
         try:
             if backend.name == "numpy":
-                return backend.score_topk(index.raw_postings, batch, params, k)
+                return backend.score_topk(index.raw_postings, batch, params, k, **masks)
             index.check_deep(fields=[name for name, _d in params.active_fields()])
             if backend.accepts_cached:
                 return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
-                                          norm=index.norm(params.k1, params.b), bounds=index.bounds(params))
+                                          norm=index.norm(params.k1, params.b), bounds=index.bounds(params), **masks)
             return backend.score_topk(index.postings, batch, params, k)
-        except (IndexCorrupt, PostingsDamaged) as err:
-            self.repair(unit, str(err))
-            raise _Rebuilt from None
-
-    def _score_allowed(self, unit: str, batch: QueryBatch, k: int, allowed, backend: Backend) -> TopK:
-        """``score`` with masks: numpy or numba (a torch backend hands a masked batch to numba)."""
-        from chitragupta.kernels.reference import PostingsDamaged
-
-        index = self.index_of(unit)
-        params = self.params_of(unit)
-        try:
-            if backend.name == "numpy":
-                return backend.score_topk(index.raw_postings, batch, params, k, allowed=allowed)
-            if not backend.accepts_allowed:  # torch: no masks there (kernels.dispatch.Backend)
-                backend = resolve("numba")
-            index.check_deep(fields=[name for name, _d in params.active_fields()])
-            return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
-                                      norm=index.norm(params.k1, params.b), bounds=index.bounds(params),
-                                      allowed=allowed)
         except (IndexCorrupt, PostingsDamaged) as err:
             self.repair(unit, str(err))
             raise _Rebuilt from None
