@@ -6,11 +6,11 @@
     Anchor     optional: one term of the pattern with its postings and its term-major positions
                (``by_term``: per term, in document order, the offsets where it occurs)
 
-Three paths with one answer: numpy (a gather of the candidates' slices, compared a pattern position at a
-time; no JIT to load, for a cold query's few candidates), numba over each candidate's whole slice, and
-numba from the anchor's occurrences (the rarest indexed word of the phrase: only the places it occurs
-are compared, so a phrase with one common word does not read every candidate's every word).
-``phrase_units`` picks by the number of ids to read (``kernels.dispatch.compiled("phrase", ids)``); ``tests/engine/index/test_doc_positions.py`` holds them equal.
+Two paths with one answer: numpy (a gather of the candidates' slices, compared a pattern position at a
+time; no JIT to load, for a cold query's few candidates), and numba from the anchor's occurrences (the
+rarest indexed word of the phrase: only the places it occurs are compared, so a phrase with one common
+word does not read every candidate's every word). ``phrase_units`` picks by the number of ids to read
+(``kernels.dispatch.compiled("phrase", ids)``); ``tests/engine/index/test_doc_positions.py`` holds them equal.
 Only the offsets the candidates name are trusted after a check (``PositionsDamaged`` otherwise); numpy
 bounds-checks the gather and numba reads inside the checked spans.
 """
@@ -21,7 +21,7 @@ import numpy as np
 
 from chitragupta.kernels.dispatch import compiled
 
-__all__ = ["phrase_units", "phrase_units_numpy", "PositionsDamaged", "Anchor", "by_term", "check_offsets"]
+__all__ = ["phrase_units", "PositionsDamaged", "Anchor", "by_term", "check_offsets"]
 
 
 class PositionsDamaged(ValueError):
@@ -81,13 +81,6 @@ def _spans(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray) -> tuple[np
     return lo, hi
 
 
-def phrase_units_numpy(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, pattern: np.ndarray) -> np.ndarray:
-    """The reference: (len(candidates),) bool."""
-    candidates = np.asarray(candidates, dtype=np.int64)
-    lo, hi = _spans(seq, ptr, candidates)
-    return _numpy(seq, lo, hi, np.asarray(pattern, dtype=np.int32))
-
-
 def _numpy(seq, lo, hi, pattern) -> np.ndarray:
     m = pattern.shape[0]
     lens = hi - lo
@@ -120,10 +113,9 @@ def check_offsets(seq: np.ndarray, ptr: np.ndarray) -> None:
 def phrase_units(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, pattern: np.ndarray,
                  backend: str = "auto", anchor: Anchor | None = None, offsets_checked: bool = False) -> np.ndarray:
     """(len(candidates),) bool: the candidates whose ids hold ``pattern`` contiguously. ``backend``:
-    "auto" (numpy below ``kernels.dispatch.NUMBA_FROM["phrase"]`` ids to read, else numba from the anchor when there is one, else
-    numba over the whole slices), "numpy", "numba" (whole slices) or "anchored" (needs ``anchor``).
-    ``offsets_checked``: ``check_offsets`` passed for these arrays (the anchored path then reads ``ptr``
-    itself instead of gathering the candidates' spans first)."""
+    "auto" (numba from the anchor past ``kernels.dispatch.NUMBA_FROM["phrase"]`` ids to read, else numpy),
+    "numpy" or "anchored" (needs ``anchor``). ``offsets_checked``: ``check_offsets`` passed for these arrays
+    (the anchored path then reads ``ptr`` itself instead of gathering the candidates' spans first)."""
     candidates = np.asarray(candidates, dtype=np.int64)
     pattern = np.ascontiguousarray(pattern, dtype=np.int32)
     if pattern.shape[0] == 0:
@@ -133,24 +125,17 @@ def phrase_units(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, patte
     if candidates.size and (candidates[0] < 0 or candidates[-1] + 1 >= ptr.shape[0]):
         raise PositionsDamaged(f"a candidate unit is outside the positions array's {ptr.shape[0] - 1} units")
     mean_len = seq.shape[0] / max(1, ptr.shape[0] - 1)
-    anchored_path = backend == "anchored" or (backend == "auto" and anchor is not None)
-    if backend == "numpy" or (backend == "auto" and not compiled("phrase", int(candidates.size * mean_len))):
+    if backend == "numpy" or (backend == "auto" and (anchor is None or
+                                                     not compiled("phrase", int(candidates.size * mean_len)))):
         lo, hi = _spans(seq, ptr, candidates)
         return _numpy(seq, lo, hi, pattern)
+    if anchor is None:
+        raise ValueError("the anchored path needs an anchor")
+    if not offsets_checked:
+        _spans(seq, ptr, candidates)
+    from chitragupta.kernels._phrase_numba import anchored
+
     out = np.zeros(candidates.shape[0], dtype=bool)
-    if anchored_path:
-        if anchor is None:
-            raise ValueError("the anchored path needs an anchor")
-        if not offsets_checked:
-            _spans(seq, ptr, candidates)
-        from chitragupta.kernels._phrase_numba import anchored
-
-        anchored(np.asarray(seq), np.asarray(ptr), np.asarray(anchor.indices), np.asarray(anchor.tf), anchor.lo,
-                 anchor.hi, np.asarray(anchor.pos), anchor.pos_lo, anchor.pos_hi, candidates, pattern,
-                 anchor.offset, out)
-        return out
-    lo, hi = _spans(seq, ptr, candidates)
-    from chitragupta.kernels._phrase_numba import scan
-
-    scan(np.asarray(seq), lo, hi, pattern, out)
+    anchored(np.asarray(seq), np.asarray(ptr), np.asarray(anchor.indices), np.asarray(anchor.tf), anchor.lo,
+             anchor.hi, np.asarray(anchor.pos), anchor.pos_lo, anchor.pos_hi, candidates, pattern, anchor.offset, out)
     return out
