@@ -77,14 +77,15 @@ NUMBA_FROM: dict[str, tuple[str, str, int, int]] = {
     "check": ("postings an open-time integrity pass reads", "_integrity_numba._scan_range", 1 << 21, 1 << 21),
     "strings": ("strings of a table (the vocabulary's lookup table, an order check)", "lookup._build", 1 << 17,
                 1 << 17),
-    "phrase": ("ids a phrase scan reads", "_phrase_numba.scan", 1 << 18, 1 << 18),
+    "phrase": ("ids a phrase scan reads from an anchor", "_phrase_numba.anchored", 1 << 18, 1 << 18),
+    "merge": ("candidates of shards' top-k merged", "_shardmerge_numba.kway", 1 << 20, 1 << 22),
 }
 
 # What each job's first compile is called in its line.
 _WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "lookup": "the query lookup",
          "lines": "the run writer",
          "build": "the index build's kernels", "passes": "the index build's kernels", "check": "the index checks", "strings": "the vocabulary table",
-         "phrase": "the phrase scan"}
+         "phrase": "the phrase scan", "merge": "the shards' merge"}
 _told: set[str] = set()  # the jobs ``tell`` looked at in this process
 
 _MODULES = {"numba": "chitragupta.kernels.cpu", "numpy": "chitragupta.kernels.reference", "torch": "chitragupta.kernels.torch_backend"}
