@@ -97,9 +97,9 @@ def cached(kernel: str) -> bool:
     cache folder). An entry of an older source counts too: auto then compiles once more (speed, never
     results)."""
     module = kernel.split(".")[0]
-    src = Path(__file__).resolve().with_name(module + ".py")
+    src = Path(os.path.abspath(__file__)).with_name(module + ".py")  # (as numba names it: no symlink resolved)
     if os.environ.get("NUMBA_CACHE_DIR"):
-        folders = [Path(os.environ["NUMBA_CACHE_DIR"]).resolve()]
+        folders = [Path(os.environ["NUMBA_CACHE_DIR"])]
     else:
         folders = [src.parent / "__pycache__", Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"]
     sub = f"{src.parent.name}_{hashlib.sha1(str(src.parent).encode()).hexdigest()}"
