@@ -1,8 +1,8 @@
 """Every backend against the numpy reference, and the reference against a formula-only oracle."""
 
 import hashlib
-import os
 import math
+import os
 from pathlib import Path
 
 import numpy as np
