@@ -37,6 +37,7 @@ COMMANDS = {
     "serve_load": ("bench.serve_load", "the MCP server under load: idle and busy BM25 latency, 4 clients while re-indexing"),
     "build": ("bench.build", "the index build beside bm25s: --jobs, positions on/off, in process and whole process, per stage"),
     "ab": ("bench.ab", "a refactor against the code before it: a cold CLI query and a CLI batch, CPU and wall ratios"),
+    "firstrun": ("bench.firstrun", "first runs from an empty numba cache: the seven PDFs' index, a first scifact batch against a warm one"),
     "fuzz": ("bench.fuzz", "coverage-guided fuzzing of the BibTeX, sidecar and JSONL readers (atheris)"),
     "refs_entries": ("bench.refs_entries", "reference entries found per paper against hand counts, fields against hand labels"),
     "pages": ("bench.pages", "the graph's page for a synthetic library in headless Chromium: size, command cost, time to scripts done"),

@@ -739,6 +739,14 @@ def serve_argv(root: Path, *extra: str, code: str | None = None) -> list[str]:
 
 
 # from test_kernels
+def best_of_dense(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of a dense score array (hits: score > 0) by score descending, then id ascending: the
+    plain sort every top-k kernel is checked against."""
+    ids = np.flatnonzero(scores > 0)
+    order = np.lexsort((ids, -scores[ids]))[:k]
+    return ids[order].astype(np.int64), scores[ids][order]
+
+
 def random_postings(seed, n_docs, n_terms, density=0.05, max_tf=6, ties=False):
     rng = np.random.default_rng(seed)
     m = sp.random(n_terms, n_docs, density=density, random_state=seed, format="csr")

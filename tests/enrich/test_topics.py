@@ -220,6 +220,31 @@ def test_separated_groups_become_pure_topics():
     assert sorted(top[0]) == ["alpha", "beta"]
 
 
+def test_a_fit_says_what_it_does_while_it_runs(monkeypatch):
+    """A line before BERTopic loads and before the fit, BERTopic's steps as they pass, a line every
+    ``TICK_S`` while it runs (lowered here), and BERTopic's logger as it was after."""
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    progress = logging.getLogger("chitragupta.progress")
+    progress.addHandler(handler)
+    monkeypatch.setattr(progress, "level", logging.INFO)
+    monkeypatch.setattr(tm, "TICK_S", 0.05)
+    import bertopic  # noqa: F401  (its import sets up its logger: compared after)
+
+    bt = logging.getLogger("BERTopic")
+    before = (bt.level, list(bt.handlers))
+    try:
+        X, groups = blobs([2, 2])  # two documents: HDBSCAN directly, no UMAP (no compile)
+        fit_topics(X[:2], group_docs(groups)[:2], ["a", "b"], TopicParams(), "cpu")
+    finally:
+        progress.removeHandler(handler)
+    assert said[0] == "bertopic: loading BERTopic, UMAP and HDBSCAN"
+    assert said[1].startswith("bertopic: fitting 2 documents with umap-learn+hdbscan (cpu): UMAP, then HDBSCAN")
+    assert any(line.startswith("bertopic: Cluster - ") for line in said), said
+    assert (bt.level, list(bt.handlers)) == before
+
+
 @pytest.mark.slow  # UMAP compile, two fits
 def test_fit_is_reproducible():
     X, groups = blobs([20, 20, 12], seed=3)

@@ -13,15 +13,23 @@ def kb(request):
     return _build_numba if request.param == "numba" else build_numpy
 
 
-def test_the_dispatch_picks_numpy_only_inside_numpy_passes():
-    assert build.passes() is _build_numba and not build.uses_numpy()
+def test_the_passes_are_what_the_build_said_else_by_the_passs_size():
+    import threading
+
+    assert build.passes() is _build_numba and not build.uses_numpy()  # (None: many items)
+    assert build.passes(10) is build_numpy and build.passes(1 << 30) is _build_numba
     with build.numpy_passes():
         assert build.passes() is build_numpy and build.uses_numpy()
         with build.numpy_passes(False):
-            assert build.passes() is build_numpy
+            assert build.passes(10) is _build_numba and not build.uses_numpy()
+        assert build.passes(1 << 30) is build_numpy
+        other = []
+        t = threading.Thread(target=lambda: other.append((build.uses_numpy(), build.passes(1 << 30))))
+        t.start()
+        t.join()
+        assert other == [(False, _build_numba)]  # a build's say is its own thread's, never the process's
     assert build.passes() is _build_numba
-    assert build.place is _build_numba.place  # (the old name still reaches the numba pass)
-    assert set(build_numpy.__all__) == set(_build_numba.__all__) == build._PASSES
+    assert set(build_numpy.__all__) == set(_build_numba.__all__)
 
 
 def _triples(rng, n, n_units, n_prov):

@@ -1,6 +1,9 @@
 """Every backend against the numpy reference, and the reference against a formula-only oracle."""
 
+import hashlib
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +20,7 @@ from chitragupta.kernels import (
 from chitragupta.kernels.dispatch import BACKENDS
 from chitragupta.kernels.types import bm25_idf, length_norm
 
-from helpers import CASES, random_postings, random_queries
+from helpers import CASES, best_of_dense, random_postings, random_queries
 from oracle import bm25, same_ranking
 
 
@@ -457,7 +460,6 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
     """``_select_dense`` picks 64-, 32-, 16- or 8-document blocks, or collects every hit, by k against
     the corpus; each must give the exact best k by (score desc, id asc), ties included."""
     from chitragupta.kernels import cpu
-    from chitragupta.kernels.topk import topk_from_dense
 
     rng = np.random.default_rng(n_docs)
     for k in (1, 5, 10, 40, 100, 300, 1000):
@@ -470,7 +472,7 @@ def test_dense_selection_at_every_block_size_and_the_collect_cut(n_docs):
             buf, cs = np.empty(n_docs, np.int64), np.empty(n_docs)
             ids, scores = np.full(k, -1, np.int64), np.full(k, -np.inf)
             m = cpu._select_dense(acc.copy(), k, hs, hi, bmax, buf, cs, ids, scores)
-            want_ids, want_scores = topk_from_dense(acc, acc > 0, k)
+            want_ids, want_scores = best_of_dense(acc, k)
             n = want_ids.shape[0]
             assert m == n and np.array_equal(ids[:n], want_ids) and np.array_equal(scores[:n], want_scores)
 
@@ -506,7 +508,6 @@ def test_tile_offer_over_ascending_tiles_keeps_ties_exact(tile):
     ascending id, so a later document tied with the root never enters. Coarse scores make many ties with
     the root in later tiles; the heap drained must be the exact best k by (score desc, id asc)."""
     from chitragupta.kernels._tiles import _drain, _tile_offer
-    from chitragupta.kernels.topk import topk_from_dense
 
     rng = np.random.default_rng(tile)
     n_docs = 5000
@@ -525,34 +526,127 @@ def test_tile_offer_over_ascending_tiles_keeps_ties_exact(tile):
                 assert not buf.any()  # every tile comes back zeroed
             ids, scores = np.full(k, -1, np.int64), np.full(k, -np.inf)
             m = _drain(hs, hi, size, ids, scores)
-            want_ids, want_scores = topk_from_dense(acc, acc > 0, k)
+            want_ids, want_scores = best_of_dense(acc, k)
             assert m == want_ids.shape[0]
             assert np.array_equal(ids[:m], want_ids) and np.array_equal(scores[:m], want_scores)
 
 
-def test_auto_means_one_thing_per_job(monkeypatch):
-    """``backend_name`` is the one reading of "auto": a batch takes torch only where a GPU is found, a
-    few queries numpy, a sweep's grid numba; any other name is itself for every job."""
+def _numba_from(monkeypatch, job: str, work: int) -> None:
+    """Make ``work`` of ``job`` the threshold where auto takes numba, whatever numba's cache holds."""
     from chitragupta.kernels import dispatch
 
+    unit, kernel, _warm, _cold = dispatch.NUMBA_FROM[job]
+    monkeypatch.setitem(dispatch.NUMBA_FROM, job, (unit, kernel, work, work))
+
+
+def test_auto_means_one_thing_per_job_and_size(monkeypatch):
+    """``backend_name`` is the one reading of "auto": numpy below the job's threshold; above it a batch takes
+    torch only where a GPU is found, else numba, and a sweep's grid numba; any other name is itself."""
+    from chitragupta.kernels import dispatch
+
+    _numba_from(monkeypatch, "batch", 1000)
+    _numba_from(monkeypatch, "grid", 1000)
     for gpu, batch in (("cpu", "numba"), ("cuda", "torch")):
         monkeypatch.setattr(dispatch, "resolve_device", lambda device, purpose, _w=gpu: _w)
-        assert [dispatch.backend_name("auto", job=j) for j in ("batch", "few", "grid")] == [batch, "numpy", "numba"]
-        assert {dispatch.backend_name(n, job=j) for n in ("numba", "numpy", "torch") for j in dispatch.AUTO} == \
-            {"numba", "numpy", "torch"}
+        assert [dispatch.backend_name("auto", job=j, work=w) for j in ("batch", "grid") for w in (999, 1000, None)] \
+            == ["numpy", batch, batch, "numpy", "numba", "numba"]
+        assert {dispatch.backend_name(n, job=j, work=w) for n in ("numba", "numpy", "torch") for j in dispatch.AUTO
+                for w in (1, None)} == {"numba", "numpy", "torch"}
     monkeypatch.setattr(dispatch, "resolve_device", lambda device, purpose: "cpu")
-    assert resolve("auto", job="few").name == "numpy" and resolve("auto").name == "numba"
+    assert resolve("auto", work=1).name == "numpy" and resolve("auto").name == "numba"
     with pytest.raises(ValueError, match="unknown job"):
         dispatch.backend_name("auto", job="sweep")
+    with pytest.raises(ValueError, match="unknown job"):
+        dispatch.compiled("guess", 1)
 
 
-def test_the_sweep_runs_auto_as_numba():
+def test_the_threshold_is_higher_while_the_kernel_would_be_compiled_first(monkeypatch, tmp_path):
+    """``cached`` finds a kernel's index file where numba keeps it (``NUMBA_CACHE_DIR``); without it the
+    cold threshold applies, and the line saying a compile is coming is said once, before it."""
+    import logging
+
+    from chitragupta.kernels import dispatch
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(dispatch.NUMBA_FROM, "batch", ("cells", "cpu._topk_from_table", 100, 10_000))
+    monkeypatch.setattr(dispatch, "_told", set())
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    dispatch.say.addHandler(handler)
+    dispatch.say.setLevel(logging.INFO)
+    try:
+        assert not dispatch.cached("cpu._topk_from_table")
+        assert not dispatch.compiled("batch", 5_000) and not said
+        assert dispatch.compiled("batch", 10_000) and dispatch.compiled("batch", None)
+        assert said == ["compiling the scoring kernels with numba, first run only (numba keeps them in its cache)"]
+        src = Path(os.path.abspath(dispatch.__file__)).parent
+        sub = tmp_path / f"{src.name}_{hashlib.sha1(str(src).encode()).hexdigest()}"
+        sub.mkdir()
+        (sub / "cpu._topk_from_table-205.py311.nbi").write_bytes(b"")
+        assert dispatch.cached("cpu._topk_from_table") and not dispatch.cached("cpu._topk_masked")
+        assert dispatch.compiled("batch", 100) and not dispatch.compiled("batch", 99)
+        assert len(said) == 1
+    finally:
+        dispatch.say.removeHandler(handler)
+
+
+def test_the_sweep_runs_auto_by_the_grids_size(monkeypatch):
     from chitragupta.kernels.sweep import grid_of, sweep
 
     postings = random_postings(29, n_docs=300, n_terms=40)
     queries = random_queries(29, 40, 12)
     grid = grid_of([0.9, 1.5], [0.4, 0.75])
-    got, want = sweep(postings, queries, grid, 5, backend="auto"), sweep(postings, queries, grid, 5, backend="numba")
-    assert len(got) == len(grid) and any(t.ids.size for t in got)
-    for a, b in zip(got, want):
-        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores)
+    want = sweep(postings, queries, grid, 5, backend="numba")
+    for work in (10 ** 9, 1):  # numpy, then numba
+        _numba_from(monkeypatch, "grid", work)
+        got = sweep(postings, queries, grid, 5, backend="auto")
+        assert len(got) == len(grid) and any(t.ids.size for t in got)
+        for a, b in zip(got, want):
+            assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores)
+
+
+@pytest.mark.parametrize("k", [1, 7, 300])
+def test_the_numpy_blocks_give_the_unblocked_answer(monkeypatch, k):
+    """The numpy scorer cuts a batch into blocks of queries (``BLOCK_BYTES`` of score matrix, ``BLOCK_POSTINGS``
+    pairs): a query a block, a few, or all, masks and field weights included, give the same ids and scores."""
+    p = random_postings(5, 400, 80, density=0.1, ties=True)
+    rng = np.random.default_rng(5)
+    title = np.minimum(p.tf, rng.integers(0, 3, p.nnz)).astype(np.int32)
+    p = Postings(p.indptr, p.indices, p.tf, p.doc_len, fields={"title": title})
+    q = random_queries(5, p.n_terms, 50)
+    masks = [None if i % 3 else rng.random(p.n_docs) < 0.5 for i in range(q.n_queries)]
+    for params in (BM25Params(), BM25Params(k1=0.0, b=0.0, field_weights=(("title", 0.0),)),
+                   BM25Params(field_weights=(("title", 3.0),))):
+        want = score_topk(p, q, params, k, backend="numba", allowed=masks)
+        for rows, pairs in ((1, 10 ** 9), (7, 10 ** 9), (10 ** 9, 50), (10 ** 9, 10 ** 9)):
+            monkeypatch.setattr(reference, "BLOCK_BYTES", rows * 8 * p.n_docs)
+            monkeypatch.setattr(reference, "BLOCK_POSTINGS", pairs)
+            assert_same_topk(reference.score_topk(p, q, params, k, allowed=masks), want)
+
+
+def test_the_numpy_scorer_names_the_damaged_term():
+    """A damaged slice is an error naming its term, never a wrong read: out of order, out of range, a count
+    of 0, a field count above tf."""
+    from chitragupta.kernels.reference import PostingsDamaged
+
+    base = random_postings(3, 60, 12, density=0.3)
+    q = QueryBatch.from_lists([list(range(base.n_terms))])
+    t = int(np.flatnonzero(np.diff(base.indptr) >= 2)[3])
+    lo = int(base.indptr[t])
+    for what in ("order", "range", "count", "field"):
+        indices, tf = base.indices.copy(), base.tf.copy()
+        fields = {}
+        if what == "order":
+            indices[lo], indices[lo + 1] = indices[lo + 1], indices[lo]
+        elif what == "range":
+            indices[lo + 1] = base.n_docs
+        elif what == "count":
+            tf[lo] = 0
+        else:
+            fields = {"title": np.where(np.arange(tf.size) == lo, tf + 1, 0).astype(np.int32)}
+        p = Postings(base.indptr, indices, tf, base.doc_len, fields)
+        params = BM25Params(field_weights=(("title", 2.0),)) if fields else BM25Params()
+        with pytest.raises(PostingsDamaged) as err:
+            reference.score_topk(p, q, params, 5)
+        assert err.value.term == t, what

@@ -1,4 +1,4 @@
-"""kernels.integrity's numpy forms (a small index's checks while numba is not loaded) against the numba
+"""kernels.integrity's numpy forms (a small index's checks) against the numba
 kernels: the same first bad term or posting and the same sums, on sound and damaged arrays."""
 
 import numpy as np
@@ -70,9 +70,28 @@ def test_first_unsorted_python_is_the_kernel(strings):
     assert integrity.first_unsorted_python(blob, offsets) == int(nb._first_unsorted(blob, offsets))
 
 
-def test_the_public_checks_take_numba_once_it_is_loaded_or_past_a_chunk(monkeypatch):
-    assert integrity._numba_now(integrity._CHUNK + 1)
-    monkeypatch.delitem(__import__("sys").modules, "numba", raising=False)
-    assert not integrity._numba_now(10)
-    monkeypatch.setitem(__import__("sys").modules, "numba", object())
-    assert integrity._numba_now(10)
+@pytest.mark.parametrize("damage", [None, "order", "field"])
+def test_the_public_checks_give_the_same_answer_below_and_past_the_threshold(monkeypatch, damage):
+    """``scan_postings``, ``scan_field`` and ``first_unsorted`` run numpy below ``NUMBA_FROM`` and numba past
+    it (``kernels.dispatch.compiled``: by size alone, never by what the process imported): the same answers."""
+    from chitragupta.kernels import dispatch
+
+    rng, indptr, indices, tf, n_docs = _postings(11)
+    f = np.minimum(tf, rng.integers(0, 2**31 - 1, size=tf.size)).astype(np.int32)
+    if damage == "order":
+        t = int(np.flatnonzero(np.diff(indptr) >= 2)[0])
+        indices[indptr[t]], indices[indptr[t] + 1] = indices[indptr[t] + 1], indices[indptr[t]]
+    elif damage == "field":
+        f[9] = tf[9] + 1
+    words = [b"a", b"ab", b"b", b"ba", b"b"] if damage else [b"a", b"ab", b"b"]
+    blob = np.frombuffer(b"".join(words), dtype=np.uint8)
+    offsets = np.concatenate(([0], np.cumsum([len(w) for w in words]))).astype(np.int64)
+    got = []
+    for work in (10 ** 12, 0):  # numpy, then numba
+        for job in ("check", "strings"):
+            unit, kernel, _w, _c = dispatch.NUMBA_FROM[job]
+            monkeypatch.setitem(dispatch.NUMBA_FROM, job, (unit, kernel, work, work))
+        got.append((integrity.scan_postings(indptr, indices, tf, n_docs), integrity.scan_field(indices, tf, f),
+                    integrity.first_unsorted(blob, offsets)))
+    assert got[0] == got[1]
+    assert (got[0][0][0] >= 0) == (damage == "order") and (got[0][1][0] >= 0) == (damage == "field")

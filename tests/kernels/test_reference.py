@@ -1,7 +1,7 @@
-"""One query at a time: the numpy scorer that answers a few queries gives the batch path's ids and scores
-to the bit; a query is tokenized, expanded and looked up once; a cold single query imports neither numba
-nor scipy; an index is checked where it is read (slices for one query, the deep pass before numba's
-first batch) and a damaged one is rebuilt with a note."""
+"""The numpy scorer (a batch as one sparse product, no JIT) gives numba's ids and scores to the bit, one
+query or many; auto picks between them by the batch's size alone; a cold single query and a small
+library's batch import neither numba nor scipy; an index is checked where it is read (the slices numpy
+reads, the deep pass before numba's first batch) and a damaged one is rebuilt with a note."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from chitragupta.engine.index.manage import index_folder
 from chitragupta.engine.library.workspace import Workspace
-from chitragupta.engine.search.bm25 import FEW_QUERIES, Retriever
+from chitragupta.engine.search.bm25 import Retriever
+from chitragupta.kernels import dispatch
 
 from helpers import SAMPLE_QUERIES, indexed_workspace, rewrite_index_array, run_cli
 
@@ -27,29 +28,57 @@ def _ws(tmp_path, config: str = "", n: int = 80, seed: int = 7) -> Workspace:
                                     "[retrieval]\nstemmer = \"english\"\n", "[retrieval]\nacronym_expansion = false\n"])
 def test_the_numpy_path_equals_the_numba_batch_to_the_bit(tmp_path, config):
     ws = _ws(tmp_path, config)
-    auto = Retriever.open(ws)
+    numpy = Retriever.open(ws, backend="numpy")
     numba = Retriever.open(ws, backend="numba")
-    many = QUERIES * 3  # more than FEW_QUERIES: the numba batch
-    assert len(many) > FEW_QUERIES
-    batch = auto.rank_many(many, 10)
-    assert auto.backend.name == "numba"
+    many = QUERIES * 3
+    batch = numba.rank_many(many, 10)
+    also = numpy.rank_many(many, 10)
+    assert numba.scorer.backend_for("document", len(many)).name == "numba"
+    assert numpy.scorer.backend_for("document", len(many)).name == "numpy"
+    assert np.array_equal(also.topk.ids, batch.topk.ids) and np.array_equal(also.topk.scores, batch.topk.scores)
     for q, query in enumerate(QUERIES):
-        one = Retriever.open(ws).rank_many([query], 10)  # a fresh retriever: numpy
+        one = Retriever.open(ws).rank_many([query], 10)  # a fresh retriever, auto: numpy
         assert np.array_equal(one.topk.ids[0], batch.topk.ids[q]), query
         assert np.array_equal(one.topk.scores[0], batch.topk.scores[q]), query  # bit for bit
-        also = numba.rank_many([query], 10)
-        assert np.array_equal(also.topk.ids, one.topk.ids) and np.array_equal(also.topk.scores, one.topk.scores)
         assert one.keys() == [batch.keys()[q]]
 
 
-def test_few_queries_take_numpy_until_numba_is_warm(tmp_path):
+def _numba_from(monkeypatch, job: str, work: int) -> None:
+    """Make ``work`` of ``job`` the threshold where auto takes numba, whatever numba's cache holds."""
+    unit, kernel, _warm, _cold = dispatch.NUMBA_FROM[job]
+    monkeypatch.setitem(dispatch.NUMBA_FROM, job, (unit, kernel, work, work))
+
+
+def test_auto_picks_the_backend_by_the_batchs_size_alone(tmp_path, monkeypatch):
     ws = _ws(tmp_path)
     r = Retriever.open(ws)
-    assert r.scorer.backend_for(1).name == "numpy" and r.scorer.backend_for(FEW_QUERIES).name == "numpy"
-    assert r.scorer.backend_for(FEW_QUERIES + 1).name == "numba"
-    assert r.scorer.backend_for(1).name == "numba"  # once loaded, numba serves small batches too (same bits)
-    assert Retriever.open(ws, backend="numpy").scorer.backend_for(1000).name == "numpy"
-    assert Retriever.open(ws, backend="numba").scorer.backend_for(1).name == "numba"
+    n = r.index.n_units
+    assert r.scorer.backend_for("document", 1).name == "numpy"
+    _numba_from(monkeypatch, "batch", 10 * n)
+    assert r.scorer.backend_for("document", 9).name == "numpy" and r.scorer.backend_for("document", 10).name == "numba"
+    assert r.scorer.backend_for("document", 1).name == "numpy"  # numba loaded: still numpy for a small batch
+    small = r.rank_many(QUERIES[:3], 10)
+    large = r.rank_many(QUERIES * 3, 10)
+    assert [large.keys()[i] for i in range(3)] == small.keys()
+    assert Retriever.open(ws, backend="numpy").scorer.backend_for("document", 10 ** 6).name == "numpy"
+    assert Retriever.open(ws, backend="numba").scorer.backend_for("document", 1).name == "numba"
+
+
+def test_a_small_librarys_batch_imports_neither_numba_nor_scipy(tmp_path):
+    """A whole `search --queries` batch over a small library (its index built in the same process) from a
+    cold process: numpy scores it, the Python pass looks it up, Python writes the run; no JIT loaded."""
+    ws = _ws(tmp_path)
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(f'{{"_id": "q{i}", "text": "{t}"}}\n' for i, t in enumerate(QUERIES * 20)))
+    code = ("import sys, io, contextlib\n"
+            "from chitragupta.cli.main import main\n"
+            f"rc = main(['search', '-w', {str(ws.root)!r}, '--queries', {str(q)!r}, '--run', {str(tmp_path / 'r.trec')!r}])\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'numba', 'scipy', 'torch', 'llvmlite'})\n"
+            "print(rc, heavy)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "0 []", p.stdout + p.stderr
+    assert (tmp_path / "r.trec").read_text().count("\n") > len(QUERIES) * 20
 
 
 def test_a_cold_single_query_imports_neither_numba_nor_scipy(tmp_path):
@@ -97,7 +126,7 @@ def test_a_damaged_slice_a_single_query_reads_is_rebuilt_with_a_note(tmp_path, d
     got = r.search("twin sensor", k=8)
     assert [(h.citekey, h.score) for h in got.hits] == want
     assert any("not usable" in n.text and "rebuilt" in n.text for n in got.notes), got.notes
-    assert r.scorer._backend is None  # the numpy scorer found it; numba was never loaded
+    assert set(r.scorer._backends) == {"numpy"}  # the numpy scorer found it; numba was never loaded
     again = Retriever.open(ws).search("twin sensor", k=8)  # the rebuilt index is sound: no note now
     assert not any("not usable" in n.text for n in again.notes)
 
@@ -105,7 +134,7 @@ def test_a_damaged_slice_a_single_query_reads_is_rebuilt_with_a_note(tmp_path, d
 def test_damage_a_single_query_does_not_read_is_caught_before_numba_reads_it(tmp_path):
     ws = _ws(tmp_path)
     want_one = [(h.citekey, h.score) for h in Retriever.open(ws).search("ocean", k=8).hits]
-    want_many = Retriever.open(ws).rank_many(QUERIES * 3, 8).keys()
+    want_many = Retriever.open(ws, backend="numba").rank_many(QUERIES * 3, 8).keys()
     lo, hi = _term_row(ws, "twin")
     gen = _gen(ws)
     tf = np.load(gen / "tf.npy").copy()
@@ -114,7 +143,7 @@ def test_damage_a_single_query_does_not_read_is_caught_before_numba_reads_it(tmp
     one = Retriever.open(ws).search("ocean", k=8)  # reads only "ocean"'s slice: answers, nothing to say
     assert [(h.citekey, h.score) for h in one.hits] == want_one
     assert not any("not usable" in n.text for n in one.notes)
-    r = Retriever.open(ws)
+    r = Retriever.open(ws, backend="numba")
     many = r.rank_many(QUERIES * 3, 8)  # numba: the deep check first, which fails: rebuilt, then scored
     assert many.keys() == want_many
     assert any("do not add up" in n.text and "rebuilt" in n.text for n in r.index_notes())
@@ -183,19 +212,6 @@ def test_one_query_runs_blas_on_one_thread_and_a_batch_keeps_them(tmp_path):
                 "print(rc, os.environ.get('OPENBLAS_NUM_THREADS'))\n")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert p.stdout.strip() == ("0 1" if name == "one" else "0 None"), (name, p.stdout, p.stderr)
-
-
-def test_a_long_lived_retriever_moves_to_numba_after_its_numpy_budget(tmp_path, monkeypatch):
-    import chitragupta.engine.search.scoring as search
-
-    ws = _ws(tmp_path)
-    r = Retriever.open(ws)
-    first = r.rank_many([QUERIES[0]], 10)
-    assert r.scorer._backend is None  # numpy so far
-    monkeypatch.setattr(search, "NUMPY_BUDGET_S", 0.0)
-    again = r.rank_many([QUERIES[0]], 10)
-    assert r.scorer._backend is not None and r.scorer._backend.name == "numba"
-    assert np.array_equal(first.topk.ids, again.topk.ids) and np.array_equal(first.topk.scores, again.topk.scores)
 
 
 def test_bodies_are_kept_within_their_budget_and_a_changed_file_is_read_again(tmp_path, monkeypatch):

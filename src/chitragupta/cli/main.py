@@ -97,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="[%(levelname)s] %(name)s: %(message)s")
+    said = logging.getLogger("chitragupta.progress")  # what a first run is about to spend time on: always told
+    if not said.handlers:
+        told = logging.StreamHandler(sys.stderr)
+        told.setFormatter(logging.Formatter("[note] %(message)s"))
+        said.addHandler(told)
+    said.setLevel(logging.INFO)
+    said.propagate = False
     from chitragupta.errors import ChitraguptaError
 
     module = importlib.import_module(COMMANDS[args.command][0])

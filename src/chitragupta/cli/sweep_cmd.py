@@ -28,7 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--skip-missing", action="store_true",
                    help="leave out judged queries that are not in Q.jsonl (default: they score 0)")
     p.add_argument("--backend", choices=list(SWEEP_BACKENDS), default="auto",
-                   help="sweep kernel (default auto = numba; torch runs on --device)")
+                   help="sweep kernel (default auto: numpy for a small grid, else numba; torch runs on --device)")
     p.add_argument("--device", choices=list(DEVICES), default="auto", help="where the torch backend runs")
 
 

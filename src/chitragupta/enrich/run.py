@@ -12,6 +12,7 @@ holds the workspace's write lock.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections import Counter
 from contextlib import nullcontext
 from typing import Callable, ContextManager, Iterable
@@ -29,6 +30,7 @@ STAGES: dict[str, str] = {
 }
 # stages that never touch torch: the device is not resolved for them alone
 _NO_DEVICE = {"docling"}
+say_now = logging.getLogger("chitragupta.progress")  # a step about to take seconds (the CLI prints it on stderr)
 
 
 def parse_stages(spec: str | Iterable[str]) -> list[str]:
@@ -90,8 +92,12 @@ def run(ws: Workspace, stages: str | Iterable[str], *, device: str | None = None
         if any(s not in _NO_DEVICE and (encode_stream is None or s == "bertopic") for s in names):
             from chitragupta.enrich.device import resolve_device
 
+            say_now.info("enrich: loading torch to choose the device ([enrich].device = %s)",
+                         device or ws.config.enrich.device)
             chosen = resolve_device(device or ws.config.enrich.device)
         for name in names:
+            say_now.info("enrich: the %s stage on %d source(s)%s", name, len(rows),
+                         "" if name in _NO_DEVICE else f" ({chosen})")
             module = importlib.import_module(STAGES[name])
             unit = "chunk" if name in ("embed", "bertopic") else "doc"
             extra = {"encode_stream": encode_stream} if name != "docling" and encode_stream is not None else {}

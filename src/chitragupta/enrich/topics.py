@@ -90,7 +90,9 @@ import hashlib
 import io
 import json
 import logging
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -109,6 +111,43 @@ __all__ = ["TopicParams", "fit_topics", "run_stage", "document_vectors", "EmbedC
            "topic_labels", "TOPICS_NAME", "CACHE_DIR", "SCHEMA_VERSION", "CHUNK_WORDS", "CHUNK_OVERLAP"]
 
 log = logging.getLogger(__name__)
+say = logging.getLogger("chitragupta.progress")  # lines while the fit runs (the CLI prints them on stderr)
+TICK_S = 15.0  # a fit still running says so this often
+
+
+class _Forward(logging.Handler):
+    """BERTopic's own step lines ("Dimensionality - Fitting ...", "Cluster - ...") as ``bertopic:`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        say.info("bertopic: %s", record.getMessage().replace(" \u2713", "").strip())
+
+
+@contextmanager
+def _fit_lines(n: int, backend: str):
+    """While a fit runs: a line first, BERTopic's steps as they start and end, and every ``TICK_S`` seconds
+    how long it has run (UMAP has no progress of its own, and umap-learn compiles its numba code on a first
+    run: a minute or more on a small machine)."""
+    say.info("bertopic: fitting %d documents with %s: UMAP, then HDBSCAN, then c-TF-IDF names (the first run "
+             "also compiles umap-learn's numba code)", n, backend)
+    bt = logging.getLogger("BERTopic")  # (set to INFO once the model is made: BERTopic sets it when made)
+    saved = bt.level, bt.handlers[:]
+    bt.handlers = [_Forward()]
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(TICK_S):
+            say.info("bertopic: still fitting, %.0f s so far", time.monotonic() - t0)
+
+    ticker = threading.Thread(target=tick, name="chitragupta-fit-ticker", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
+        bt.setLevel(saved[0])
+        bt.handlers = saved[1]
 
 SCHEMA_VERSION = 1
 CACHE_SCHEMA = 1
@@ -229,6 +268,7 @@ def fit_topics(doc_vectors: np.ndarray, docs: list[str], citekeys: list[str], pa
         raise UsageError("doc_vectors contain NaN or infinite values")
     if not isinstance(params, TopicParams):
         raise UsageError(f"params must be a TopicParams, got {type(params).__name__}")
+    say.info("bertopic: loading BERTopic, UMAP and HDBSCAN")
     bertopic = require("bertopic", "enrich", "the topic model")
 
     name, label, fallback = choose_backend(device)
@@ -258,21 +298,23 @@ def fit_topics(doc_vectors: np.ndarray, docs: list[str], citekeys: list[str], pa
                                   vectorizer_model=text.CountVectorizer(**vectorizer_kw),
                                   min_topic_size=params.min_topic_size, top_n_words=params.top_n_words,
                                   calculate_probabilities=False, verbose=False)
+        logging.getLogger("BERTopic").setLevel(logging.INFO)  # (its steps, forwarded by ``_fit_lines``)
         found, _ = model.fit_transform(list(docs), embeddings=X)
         return model, found
 
-    if name == "cuml":
-        try:
+    with _fit_lines(n, label):
+        if name == "cuml":
+            try:
+                model, labels = fit(name)
+            except Exception as err:  # cuML's limits on tiny inputs are not umap-learn's; never lose the run
+                name, label = "umap-learn+hdbscan", "umap-learn+hdbscan (cpu)"
+                first = str(err).splitlines()[0][:200] if str(err) else ""
+                fallback = (f"cuML failed on this input ({type(err).__name__}: {first}); UMAP and HDBSCAN ran "
+                            "with umap-learn+hdbscan on the CPU (different numerics from cuML)")
+                log.warning("bertopic: %s", fallback)
+                model, labels = fit(name)
+        else:
             model, labels = fit(name)
-        except Exception as err:  # cuML's limits on tiny inputs are not umap-learn's; never lose the run
-            name, label = "umap-learn+hdbscan", "umap-learn+hdbscan (cpu)"
-            first = str(err).splitlines()[0][:200] if str(err) else ""
-            fallback = (f"cuML failed on this input ({type(err).__name__}: {first}); UMAP and HDBSCAN ran with "
-                        "umap-learn+hdbscan on the CPU (different numerics from cuML)")
-            log.warning("bertopic: %s", fallback)
-            model, labels = fit(name)
-    else:
-        model, labels = fit(name)
     labels = [int(t) for t in labels]
     coords = _map(X, citekeys, umap_kw, hdbscan_kw, name, label) if umap_kw is not None else None
 

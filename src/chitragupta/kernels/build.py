@@ -1,34 +1,38 @@
-"""The index build's array passes, and which module runs them: ``passes()``.
+"""The index build's array passes, and which module runs them: ``passes(n)``.
 
 Two modules hold the same passes under the same names and signatures, with the same results to the byte:
 ``kernels._build_numba`` (numba counting sorts, each one pass over its input in place of a numpy stable
-argsort) and ``kernels.build_numpy`` (those argsorts and ``bincount`` s). A build calls
-``passes().<name>``; ``numpy_passes()`` is held around a small build (``engine.index.doc.build``, below
-``segments.POOL_FROM_BYTES`` of text), whose passes take about a millisecond each in numpy against the
-half second numba takes to start in a process. Everything else -- and a large build -- gets the numba
-module. Importing this module imports neither; ``kernels.build.<name>`` is the numba pass (as before).
+argsort) and ``kernels.build_numpy`` (those argsorts and ``bincount`` s). A build says which it wants for
+all its passes (``numpy_passes(on)``: ``engine.index.doc.build`` from the size of its text against
+``kernels.dispatch.NUMBA_FROM["build"]``; a small build's passes take about a millisecond each in
+numpy against the half second numba takes to start in a process). A pass that no build spoke for (another
+thread's, the passage index's) takes the module its own input's size calls for
+(``kernels.dispatch.compiled("passes", n)``). The choice is this thread's own (a context variable), never
+the process's. Importing this module imports neither.
 """
 
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
+from contextvars import ContextVar
 from types import ModuleType
+
+from chitragupta.kernels.dispatch import compiled
 
 __all__ = ["passes", "numpy_passes", "uses_numpy"]
 
-_lock = threading.Lock()
-_numpy_holders = 0  # builds now inside ``numpy_passes``
+_said: ContextVar[bool | None] = ContextVar("chitragupta_numpy_passes", default=None)  # what the build said
 
 
 def uses_numpy() -> bool:
-    """True while a small build holds ``numpy_passes``."""
-    return _numpy_holders > 0
+    """True while a small build holds ``numpy_passes`` in this thread."""
+    return _said.get() is True
 
 
-def passes() -> ModuleType:
-    """The module whose passes a build calls now (see the module docstring)."""
-    if _numpy_holders > 0:
+def passes(n: int | None = None) -> ModuleType:
+    """The module whose passes a build calls now for a pass over ``n`` items (None: many)."""
+    said = _said.get()
+    if said if said is not None else not compiled("passes", n):
         from chitragupta.kernels import build_numpy
 
         return build_numpy
@@ -39,28 +43,9 @@ def passes() -> ModuleType:
 
 @contextmanager
 def numpy_passes(on: bool = True):
-    """Within it (when ``on``), ``passes()`` is the numpy module. Process-wide: a large build running at
-    once in another thread then gets the numpy passes too, the same arrays, slower."""
-    global _numpy_holders
-    if not on:
-        yield
-        return
-    with _lock:
-        _numpy_holders += 1
+    """Within it, in this thread, ``passes()`` is the numpy module when ``on``, else the numba one."""
+    token = _said.set(bool(on))
     try:
         yield
     finally:
-        with _lock:
-            _numpy_holders -= 1
-
-
-_PASSES = frozenset(("tally", "spread", "split_by_range", "place", "place_ranked", "count_terms", "count_terms_ranked",
-                     "rows_sorted", "align", "map_count", "map_ids", "count_ids", "fill_positions", "remap"))
-
-
-def __getattr__(name: str):
-    if name not in _PASSES:  # (a probe for ``__path__`` and the like starts nothing)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from chitragupta.kernels import _build_numba
-
-    return getattr(_build_numba, name)
+        _said.reset(token)

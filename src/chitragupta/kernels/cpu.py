@@ -47,7 +47,7 @@ from chitragupta.kernels._tiles import (_BLOCK, NO_TABLE, _contrib, _contrib_dl,
                                         _sift_down, _sift_up, _span_max, _tile_add, _tile_offer)
 from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, allowed_rows, bm25_idf, length_norm
 
-__all__ = ["score_topk", "warmup"]
+__all__ = ["score_topk"]
 
 
 @njit(cache=True, error_model="numpy")
@@ -739,32 +739,3 @@ def _chunk_end(cum_postings: np.ndarray, q0: int, budget: int) -> int:
     ``cum_postings``: (n_queries + 1,) running total of each query's postings."""
     end = int(np.searchsorted(cum_postings, cum_postings[q0] + budget, side="right")) - 1
     return max(q0 + 1, end)
-
-
-def warmup() -> None:
-    """Compile (or load from numba's cache) the kernel on a tiny input: an explicit call, never on import."""
-    p = Postings(
-        indptr=np.array([0, 1], dtype=np.int64), indices=np.array([0], dtype=np.int32),
-        tf=np.array([1], dtype=np.int32), doc_len=np.array([1], dtype=np.int32),
-    )
-    q = QueryBatch(indptr=np.array([0, 1], dtype=np.int64), terms=np.array([0], dtype=np.int32))
-    score_topk(p, q, BM25Params(), 1)
-    # The tiled kernel (corpora over _TILED_MIN_DOCS) on the same input, directly.
-    out = TopK.empty(1, 1)
-    one16 = np.zeros(1, dtype=np.uint16)
-    row0 = np.zeros(1, dtype=np.int64)
-    q_terms = q.terms.astype(np.int64)
-    table, q_shift = np.ones(1), np.zeros(1, dtype=np.int64)  # term 0's one posting read from the table
-    _topk_tiled(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16, np.ones(1),
-                2.0, table, q_shift, q.indptr, q_terms, row0, 1, _TILE, 1, 1, out.ids, out.scores)
-    _topk_tiled_collect(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16,
-                        np.ones(1), 2.0, table, q_shift, q.indptr, q_terms, row0, 1, _TILE, 1, 1, out.ids, out.scores)
-    score_topk(p, q, BM25Params(), 1, allowed=np.ones(1, dtype=bool))  # _topk_masked
-    from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
-
-    bounds = np.zeros(1)
-    term_bounds(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), 2.0,
-                q.terms.astype(np.int64), bounds)
-    topk_maxscore(p.indptr, p.indices, p.tf, _EMPTY_I32, 0.0, _EMPTY_I32, 0.0, np.ones(1), np.ones(1), one16,
-                  np.ones(1), 2.0, q.indptr, q_terms, row0, 1, _PRUNE_TILE, _PRUNE_FIRST_TILE, 1, 1,
-                  out.ids, out.scores, np.zeros((1, N_COUNTERS), dtype=np.int64), bounds)

@@ -17,28 +17,22 @@ A field's counts (title, abstract) are checked the same way (0 <= count <= tf) w
 binary search assumes. Over a million postings the passes run in parallel over chunks (cut at term
 boundaries); nothing is allocated per posting.
 
-Below that (one chunk), while numba is not loaded in this process, the same checks run in numpy
-(``_numba_now``): a small index is built and opened without numba's start, about half a second, for a
-pass of a few milliseconds; the results are the same (``tests/kernels/test_integrity.py``). The numba
-kernels are in ``kernels._integrity_numba``.
+Below ``kernels.dispatch.NUMBA_FROM["check"]`` postings (``"strings"`` for a string table) the same checks
+run in numpy: a small index is built and opened without numba's start, about half a second, for a pass of
+a few milliseconds; the results are the same (``tests/kernels/test_integrity.py``). The numba kernels are in
+``kernels._integrity_numba``.
 """
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
+
+from chitragupta.kernels.dispatch import compiled
 
 __all__ = ["scan_postings", "scan_field", "first_unsorted", "weighted_sums", "scan_range_numpy", "field_range_numpy",
            "first_unsorted_python"]
 
 _CHUNK = 1 << 20  # postings per parallel chunk (chunks are cut at term boundaries)
-_STRINGS_NUMPY = 1 << 17  # strings below which a table's order is checked without numba (not loaded)
-
-
-def _numba_now(n: int, limit: int = _CHUNK) -> bool:
-    """Whether a check of ``n`` items runs in numba: past ``limit``, or once numba is loaded anyway."""
-    return n > limit or "numba" in sys.modules
 
 
 def _sums(indices: np.ndarray, x: np.ndarray) -> tuple[int, int]:
@@ -112,7 +106,7 @@ def scan_postings(indptr: np.ndarray, indices: np.ndarray, tf: np.ndarray, n_doc
     n_terms = indptr.shape[0] - 1
     if n_terms <= 0:
         return -1, 0, 0
-    if not _numba_now(indices.shape[0]):
+    if not compiled("check", int(indices.shape[0])):
         return scan_range_numpy(indptr, indices, tf, n_docs, 0, n_terms)
     from chitragupta.kernels._integrity_numba import _scan_chunks, _scan_range
 
@@ -135,7 +129,7 @@ def scan_field(indices: np.ndarray, tf: np.ndarray, f: np.ndarray) -> tuple[int,
     """(first posting whose field count is outside [0, tf] or -1, sum of f, sum of doc * f mod 2**64);
     the three arrays have the same length (the caller checks) and ``indices`` is in range."""
     n = int(f.shape[0])
-    if not _numba_now(n):
+    if not compiled("check", n):
         return field_range_numpy(indices, tf, f, 0, n)
     from chitragupta.kernels._integrity_numba import _field_chunks, _field_range
 
@@ -166,7 +160,7 @@ def first_unsorted(blob: np.ndarray, offsets: np.ndarray) -> int:
     the blob's length last)."""
     if offsets.shape[0] < 3:
         return -1
-    if not _numba_now(offsets.shape[0], _STRINGS_NUMPY):
+    if not compiled("strings", int(offsets.shape[0])):
         return first_unsorted_python(blob, offsets)
     from chitragupta.kernels._integrity_numba import _first_unsorted
 

@@ -3,21 +3,18 @@
 The same table to the byte: each string's FNV-1a hash is computed for all strings at once in numpy (a
 step per byte position, uint64 arithmetic wraps as the kernel's does), and the strings are placed in id
 order with linear probing in a Python loop (a table at most half full: about 1.5 probes a string). Used
-below ``NUMPY_BELOW`` strings while numba is not loaded, so that a small index is built without numba's
+below ``kernels.dispatch.NUMBA_FROM["strings"]`` strings, so that a small index is built without numba's
 start; else the numba kernel. ``tests/kernels/test_lookup_table.py`` holds the two equal.
 """
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
+from chitragupta.kernels.dispatch import compiled
 from chitragupta.kernels.hashing import FNV_OFFSET, FNV_PRIME, table_size
 
-__all__ = ["build_table", "build_table_numpy", "NUMPY_BELOW"]
-
-NUMPY_BELOW = 1 << 17  # strings below which the table is built in numpy while numba is not loaded
+__all__ = ["build_table", "build_table_numpy"]
 
 
 def _hashes(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -47,9 +44,9 @@ def build_table_numpy(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def build_table(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The lookup table of a sorted string table: ``build_table_numpy`` for a small one while numba is not
-    loaded, else the numba kernel (the same slots)."""
-    if offsets.shape[0] - 1 < NUMPY_BELOW and "numba" not in sys.modules:
+    """The lookup table of a sorted string table: ``build_table_numpy`` for a small one, else the numba
+    kernel (the same slots)."""
+    if not compiled("strings", int(offsets.shape[0]) - 1):
         return build_table_numpy(blob, offsets)
     from chitragupta.kernels.lookup import build_table as build_numba
 

@@ -6,11 +6,11 @@
     Anchor     optional: one term of the pattern with its postings and its term-major positions
                (``by_term``: per term, in document order, the offsets where it occurs)
 
-Three paths with one answer: numpy (a gather of the candidates' slices, compared a pattern position at a
-time; no JIT to load, for a cold query's few candidates), numba over each candidate's whole slice, and
-numba from the anchor's occurrences (the rarest indexed word of the phrase: only the places it occurs
-are compared, so a phrase with one common word does not read every candidate's every word).
-``phrase_units`` picks by the number of ids to read; ``tests/engine/index/test_doc_positions.py`` holds them equal.
+Two paths with one answer: numpy (a gather of the candidates' slices, compared a pattern position at a
+time; no JIT to load, for a cold query's few candidates), and numba from the anchor's occurrences (the
+rarest indexed word of the phrase: only the places it occurs are compared, so a phrase with one common
+word does not read every candidate's every word). ``phrase_units`` picks by the number of ids to read
+(``kernels.dispatch.compiled("phrase", ids)``); ``tests/engine/index/test_doc_positions.py`` holds them equal.
 Only the offsets the candidates name are trusted after a check (``PositionsDamaged`` otherwise); numpy
 bounds-checks the gather and numba reads inside the checked spans.
 """
@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["phrase_units", "phrase_units_numpy", "PositionsDamaged", "NUMBA_FROM", "Anchor", "by_term",
-           "check_offsets"]
+from chitragupta.kernels.dispatch import compiled
 
-NUMBA_FROM = 1 << 18  # ids to read from which the numba scan is used (below: numpy, no JIT to load)
+__all__ = ["phrase_units", "PositionsDamaged", "Anchor", "by_term", "check_offsets"]
 
 
 class PositionsDamaged(ValueError):
@@ -48,7 +47,8 @@ def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int, numba: bool | None =
     """``(pos int32, pos_ptr int64)``: term t's occurrences are ``pos[pos_ptr[t]:pos_ptr[t + 1]]``, the
     offset of each in its document's ids, in document order then position order (ids >= ``n_terms``,
     the dropped runs, and ``SEQ_BREAK`` have none). ``numba``: whether the numba fill places them (the
-    same array); None: from ``NUMBA_FROM`` ids (a small build, which does not start numba, says False)."""
+    same array); None: from the ids to place (``kernels.dispatch.compiled("phrase", ids)``; a small build,
+    which does not start numba, says False)."""
     counts = np.zeros(n_terms, dtype=np.int64)
     for a in range(0, seq.shape[0], 1 << 24):
         block = np.asarray(seq[a:a + (1 << 24)])
@@ -56,7 +56,7 @@ def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int, numba: bool | None =
     pos_ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(counts, out=pos_ptr[1:])
     pos = np.empty(int(pos_ptr[-1]), dtype=np.int32)
-    if not (seq.shape[0] >= NUMBA_FROM if numba is None else numba):
+    if not (compiled("phrase", int(seq.shape[0])) if numba is None else numba):
         lens = np.diff(ptr)
         within = np.arange(seq.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], lens)
         keep = (seq >= 0) & (seq < n_terms)
@@ -79,13 +79,6 @@ def _spans(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray) -> tuple[np
     if lo.size and ((hi < lo).any() or lo.min() < 0 or hi.max() > seq.shape[0]):
         raise PositionsDamaged("the positions array's offsets are out of order or past its end")
     return lo, hi
-
-
-def phrase_units_numpy(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, pattern: np.ndarray) -> np.ndarray:
-    """The reference: (len(candidates),) bool."""
-    candidates = np.asarray(candidates, dtype=np.int64)
-    lo, hi = _spans(seq, ptr, candidates)
-    return _numpy(seq, lo, hi, np.asarray(pattern, dtype=np.int32))
 
 
 def _numpy(seq, lo, hi, pattern) -> np.ndarray:
@@ -120,10 +113,9 @@ def check_offsets(seq: np.ndarray, ptr: np.ndarray) -> None:
 def phrase_units(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, pattern: np.ndarray,
                  backend: str = "auto", anchor: Anchor | None = None, offsets_checked: bool = False) -> np.ndarray:
     """(len(candidates),) bool: the candidates whose ids hold ``pattern`` contiguously. ``backend``:
-    "auto" (numpy below ``NUMBA_FROM`` ids to read, else numba from the anchor when there is one, else
-    numba over the whole slices), "numpy", "numba" (whole slices) or "anchored" (needs ``anchor``).
-    ``offsets_checked``: ``check_offsets`` passed for these arrays (the anchored path then reads ``ptr``
-    itself instead of gathering the candidates' spans first)."""
+    "auto" (numba from the anchor past ``kernels.dispatch.NUMBA_FROM["phrase"]`` ids to read, else numpy),
+    "numpy" or "anchored" (needs ``anchor``). ``offsets_checked``: ``check_offsets`` passed for these arrays
+    (the anchored path then reads ``ptr`` itself instead of gathering the candidates' spans first)."""
     candidates = np.asarray(candidates, dtype=np.int64)
     pattern = np.ascontiguousarray(pattern, dtype=np.int32)
     if pattern.shape[0] == 0:
@@ -133,24 +125,17 @@ def phrase_units(seq: np.ndarray, ptr: np.ndarray, candidates: np.ndarray, patte
     if candidates.size and (candidates[0] < 0 or candidates[-1] + 1 >= ptr.shape[0]):
         raise PositionsDamaged(f"a candidate unit is outside the positions array's {ptr.shape[0] - 1} units")
     mean_len = seq.shape[0] / max(1, ptr.shape[0] - 1)
-    anchored_path = backend == "anchored" or (backend == "auto" and anchor is not None)
-    if backend == "numpy" or (backend == "auto" and candidates.size * mean_len < NUMBA_FROM):
+    if backend == "numpy" or (backend == "auto" and (anchor is None or
+                                                     not compiled("phrase", int(candidates.size * mean_len)))):
         lo, hi = _spans(seq, ptr, candidates)
         return _numpy(seq, lo, hi, pattern)
+    if anchor is None:
+        raise ValueError("the anchored path needs an anchor")
+    if not offsets_checked:
+        _spans(seq, ptr, candidates)
+    from chitragupta.kernels._phrase_numba import anchored
+
     out = np.zeros(candidates.shape[0], dtype=bool)
-    if anchored_path:
-        if anchor is None:
-            raise ValueError("the anchored path needs an anchor")
-        if not offsets_checked:
-            _spans(seq, ptr, candidates)
-        from chitragupta.kernels._phrase_numba import anchored
-
-        anchored(np.asarray(seq), np.asarray(ptr), np.asarray(anchor.indices), np.asarray(anchor.tf), anchor.lo,
-                 anchor.hi, np.asarray(anchor.pos), anchor.pos_lo, anchor.pos_hi, candidates, pattern,
-                 anchor.offset, out)
-        return out
-    lo, hi = _spans(seq, ptr, candidates)
-    from chitragupta.kernels._phrase_numba import scan
-
-    scan(np.asarray(seq), lo, hi, pattern, out)
+    anchored(np.asarray(seq), np.asarray(ptr), np.asarray(anchor.indices), np.asarray(anchor.tf), anchor.lo,
+             anchor.hi, np.asarray(anchor.pos), anchor.pos_lo, anchor.pos_hi, candidates, pattern, anchor.offset, out)
     return out

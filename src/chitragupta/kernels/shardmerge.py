@@ -5,7 +5,8 @@ Each shard's rows are its k best documents by (score descending, then id ascendi
 within each shard, a prefix of that shard's list: sorting the shards' lists together by the same key and
 keeping the first k is the one-process top-k, ties included, with the same padding (id -1, score -inf)
 where a query has fewer hits. The merge is a k-way merge of the sorted rows in numba
-(``_shardmerge_numba``), or in numpy one sort of all the candidates on both keys (the two are tested equal).
+(``_shardmerge_numba``), or in numpy one sort of all the candidates on both keys (the two are tested equal);
+"auto" takes numba past ``kernels.dispatch.NUMBA_FROM["merge"]`` candidates.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ def offset_ids(top: TopK, start: int) -> TopK:
     return TopK(ids, np.asarray(top.scores, dtype=np.float64))
 
 
-def merge_topk(parts: list[TopK], k: int, *, backend: str = "numba") -> TopK:
+def merge_topk(parts: list[TopK], k: int, *, backend: str = "auto") -> TopK:
     """The best ``k`` per row of the shards' ``parts`` (each (n_queries, k_i), global ids, rows ordered by
     score descending then id ascending, padding last, no id in two parts) by the same order; padded like
     ``TopK.empty``. ``backend``: "numba" (a k-way merge of the sorted rows, parallel over queries: about
-    k * len(parts) comparisons a query) or "numpy" (one sort of all candidates on both keys)."""
+    k * len(parts) comparisons a query), "numpy" (one sort of all candidates on both keys) or "auto"
+    (``kernels.dispatch.compiled("merge", candidates)``)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if not parts:
@@ -39,6 +41,10 @@ def merge_topk(parts: list[TopK], k: int, *, backend: str = "numba") -> TopK:
     width = max(p.ids.shape[1] for p in parts)
     if nq == 0 or width == 0:
         return out
+    if backend == "auto":
+        from chitragupta.kernels.dispatch import compiled
+
+        backend = "numba" if compiled("merge", nq * width * len(parts)) else "numpy"
     if backend == "numba":
         from chitragupta.kernels._shardmerge_numba import kway
 

@@ -16,9 +16,9 @@ Backends: ``"numba"`` (this module), ``"numpy"`` (the reference, one grid point 
 ``"torch"`` (``chitragupta.kernels.torch_backend.score_grid`` on ``device``: one upload of the postings; per block of
 grid points one elementwise pass making every posting's contribution under each, then per query chunk one
 gather of its postings' contributions into the block's dense accumulators, and top-k per row). ``"auto"``
-is numba here, whatever the machine (``chitragupta.kernels.dispatch.AUTO["grid"]``): a sweep's figures go
-into RESULTS.md, and float32 on CUDA could reorder documents whose scores differ by less than float32
-resolves; ask for ``"torch"`` to use a GPU.
+is numpy for a grid too small to be worth numba's start, else numba, whatever the machine
+(``chitragupta.kernels.dispatch.AUTO["grid"]``): a sweep's figures go into RESULTS.md, and float32 on CUDA
+could reorder documents whose scores differ by less than float32 resolves; ask for ``"torch"`` to use a GPU.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def sweep(postings: Postings, queries: QueryBatch, grid: list[BM25Params], k: in
         return []
     from chitragupta.kernels.dispatch import backend_name
 
-    backend = backend_name(backend, device, job="grid")
+    backend = backend_name(backend, device, job="grid", work=len(grid) * queries.n_queries * postings.n_docs)
     if backend == "numpy":
         from chitragupta.kernels import reference
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from pathlib import Path
 
@@ -188,12 +187,8 @@ class WarmEngines:
 
     def _call(self):
         """What a call holds while it runs: nothing, or the one lock where numba's kernels may not run in
-        two threads at once; and numba's thread count, which is each thread's own, set for this one."""
-        threads = self.workspace().config.retrieval.threads
-        if threads and "numba" in sys.modules:
-            from chitragupta.kernels.dispatch import set_threads
-
-            set_threads(threads)
+        two threads at once. (numba's thread count, each thread's own, is set by the scorer in the thread
+        that scores with numba: ``engine/search/scoring.py``.)"""
         return _SERIAL if _kernels_serial() else contextlib.nullcontext()
 
     def search(self, query: str, k: int = 10, engine: str = registry.DEFAULT_ENGINE, unit: str | None = None,

@@ -14,13 +14,11 @@ from chitragupta.engine.library.workspace import Workspace
 from chitragupta.engine.search.bm25 import Retriever
 from chitragupta.engine.search.constraints import read_syntax
 from chitragupta.engine.text.tokenize import DROPPED_RUNS, runs_bytes
-from chitragupta.kernels import phrase as phrase_mod
 from chitragupta.kernels.phrase import (
     Anchor,
     PositionsDamaged,
     by_term,
     phrase_units,
-    phrase_units_numpy,
 )
 
 from helpers import make_workspace, random_docs, rewrite_index_array
@@ -66,7 +64,10 @@ def test_phrase_kernels_agree_with_a_plain_loop(seed, monkeypatch):
     seq = rng.integers(-1, 5, size=int(ptr[-1])).astype(np.int32)  # a small alphabet: many matches, breaks
     indptr, indices, tf = _postings_of(seq, ptr, N_TERMS)
     pos, pos_ptr = by_term(seq, ptr, N_TERMS)
-    monkeypatch.setattr(phrase_mod, "NUMBA_FROM", 0)  # by_term's numba fill gives the same arrays
+    from chitragupta.kernels import dispatch
+
+    unit, kernel, _w, _c = dispatch.NUMBA_FROM["phrase"]
+    monkeypatch.setitem(dispatch.NUMBA_FROM, "phrase", (unit, kernel, 0, 0))  # by_term's numba fill: the same arrays
     pos_nb, pos_ptr_nb = by_term(seq, ptr, N_TERMS)
     assert pos.tobytes() == pos_nb.tobytes() and pos_ptr.tobytes() == pos_ptr_nb.tobytes()
     for m in (1, 2, 3, 4):
@@ -81,8 +82,7 @@ def test_phrase_kernels_agree_with_a_plain_loop(seed, monkeypatch):
             for cands in (np.sort(rng.choice(n_units, size=int(rng.integers(0, n_units + 1)), replace=False)),
                           holders[rng.random(holders.size) < 0.7]):
                 want = _brute(seq, ptr, cands, pattern)
-                assert phrase_units_numpy(seq, ptr, cands, pattern).tolist() == want.tolist()
-                assert phrase_units(seq, ptr, cands, pattern, backend="numba").tolist() == want.tolist()
+                assert phrase_units(seq, ptr, cands, pattern, backend="numpy").tolist() == want.tolist()
                 assert phrase_units(seq, ptr, cands, pattern, backend="anchored", anchor=anchor).tolist() == want.tolist()
                 assert phrase_units(seq, ptr, cands, pattern, anchor=anchor).tolist() == want.tolist()
 
@@ -104,10 +104,18 @@ def test_an_anchor_whose_counts_disagree_with_its_positions_is_damaged():
 def test_a_phrase_never_spans_two_units_or_a_break():
     seq = np.asarray([1, 2, 1, SEQ_BREAK, 2, 5], dtype=np.int32)
     ptr = np.asarray([0, 2, 3, 6], dtype=np.int64)  # unit 0: [1, 2]; unit 1: [1]; unit 2: [-1, 2, 5]
-    for backend in ("numpy", "numba"):
-        assert phrase_units(seq, ptr, np.arange(3), np.asarray([1, 2]), backend=backend).tolist() == [True, False, False]
-        assert phrase_units(seq, ptr, np.arange(3), np.asarray([2, 1]), backend=backend).tolist() == [False, False, False]
-        assert phrase_units(seq, ptr, np.arange(3), np.asarray([2, 5]), backend=backend).tolist() == [False, False, True]
+    indptr, indices, tf = _postings_of(seq, ptr, 6)
+    pos, pos_ptr = by_term(seq, ptr, 6)
+
+    def holds(pattern, backend):
+        t = pattern[0]  # the anchor: the phrase's first word
+        anchor = Anchor(0, indices, tf, int(indptr[t]), int(indptr[t + 1]), pos, int(pos_ptr[t]), int(pos_ptr[t + 1]))
+        return phrase_units(seq, ptr, np.arange(3), np.asarray(pattern), backend=backend, anchor=anchor).tolist()
+
+    for backend in ("numpy", "anchored"):
+        assert holds([1, 2], backend) == [True, False, False]
+        assert holds([2, 1], backend) == [False, False, False]
+        assert holds([2, 5], backend) == [False, False, True]
 
 
 def test_damaged_offsets_are_an_error_not_a_wrong_read():

@@ -13,10 +13,9 @@ import pytest
 from chitragupta.engine.index import shards
 from chitragupta.engine.index.store import IndexCorrupt
 from chitragupta.kernels.shardmerge import merge_topk, offset_ids, stack_rows
-from chitragupta.kernels.topk import topk_from_dense
 from chitragupta.kernels.types import TopK
 
-from helpers import WORDS, indexed_workspace, make_stale, run_main
+from helpers import WORDS, best_of_dense, indexed_workspace, make_stale, run_main
 
 
 def _queries(n: int, seed: int = 3) -> list[str]:
@@ -30,7 +29,7 @@ def _queries(n: int, seed: int = 3) -> list[str]:
 def _dense_topk(scores: np.ndarray, hit: np.ndarray, k: int) -> TopK:
     out = TopK.empty(scores.shape[0], k)
     for q in range(scores.shape[0]):
-        ids, vals = topk_from_dense(scores[q], hit[q], k)
+        ids, vals = best_of_dense(np.where(hit[q], scores[q], 0.0), k)
         out.ids[q, :len(ids)], out.scores[q, :len(ids)] = ids, vals
     return out
 

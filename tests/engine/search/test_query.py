@@ -1,6 +1,6 @@
 """engine/search/query.py: a batch of queries tokenized, expanded and looked up once (``QueryPlan``, ``parse``).
 
-The two paths (the Python pass for a few queries or a stemmed index, the numba lookup for a larger batch)
+The two paths (the Python pass for a small batch or a stemmed index, the numba lookup for a larger batch)
 give the same batch; each query is cut into runs once; the notes say what was dropped, unknown or expanded.
 """
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from chitragupta.engine.search.bm25 import Retriever
 from chitragupta.engine.search.expand import Expander
-from chitragupta.engine.search.query import LOOKUP_MIN, QueryPlan, parse
+from chitragupta.engine.search.query import QueryPlan, parse
 from chitragupta.engine.text.tokenize import query_terms
 from chitragupta.errors import IndexDamaged
 
@@ -36,9 +36,11 @@ def _reference_batch(index, queries, expander):
     return index.query_batch(terms)
 
 
-def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever):
+def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever, monkeypatch):
     from hypothesis import given, settings
     from hypothesis import strategies as st
+
+    _lookup_from(monkeypatch, 32)
 
     index = retriever.index
     expander = Expander(ACRONYMS)
@@ -59,8 +61,10 @@ def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever):
 
 
 @pytest.mark.parametrize("damage", ["slot", "offsets", "full"])
-def test_a_damaged_lookup_table_is_an_error_not_a_crash(retriever, damage):
+def test_a_damaged_lookup_table_is_an_error_not_a_crash(retriever, damage, monkeypatch):
     from chitragupta.engine.index.terms import TermIndex
+
+    _lookup_from(monkeypatch, 32)  # the numba lookup reads the table
 
     index = retriever.index
     arrays = {"vocab_blob": np.asarray(index.vocab.blob), "vocab_offsets": np.asarray(index.vocab.offsets).copy(),
@@ -109,9 +113,18 @@ def test_a_query_is_tokenized_expanded_and_looked_up_once(tmp_path, monkeypatch)
     assert resp.terms[:3] == ["dt", "twin", "model"] and "digital" in resp.terms
 
 
-def test_the_numba_lookup_plan_gives_the_python_plan(tmp_path):
+def _lookup_from(monkeypatch, queries: int) -> None:
+    """Make a batch of ``queries`` the smallest that the numba lookup takes."""
+    from chitragupta.kernels import dispatch
+
+    unit, kernel, _w, _c = dispatch.NUMBA_FROM["lookup"]
+    monkeypatch.setitem(dispatch.NUMBA_FROM, "lookup", (unit, kernel, queries, queries))
+
+
+def test_the_numba_lookup_plan_gives_the_python_plan(tmp_path, monkeypatch):
     r = Retriever.open(indexed_workspace(tmp_path))
-    many = (SAMPLE_QUERIES * 8)[:max(LOOKUP_MIN, 40)]
+    many = (SAMPLE_QUERIES * 8)[:40]
+    _lookup_from(monkeypatch, 32)
     big = QueryPlan(many, r.index, r.expander())  # numba lookup
     assert big._parsed is None  # nothing per query worked out yet
     small = [QueryPlan([q], r.index, r.expander()) for q in many]
@@ -155,10 +168,11 @@ def test_plan_notes_say_dropped_no_terms_unknown_and_expansion(retriever):
     assert QueryPlan(["twin"], retriever.index, None).expansions is None  # expansion off
 
 
-def test_a_stemmed_index_takes_the_python_pass_even_for_a_large_batch(tmp_path):
+def test_a_stemmed_index_takes_the_python_pass_even_for_a_large_batch(tmp_path, monkeypatch):
     r = Retriever.open(indexed_workspace(tmp_path, '[retrieval]\nstemmer = "english"\n'))
     assert r.index.stem is not None
-    plan = QueryPlan(SAMPLE_QUERIES * LOOKUP_MIN, r.index, r.expander())
+    _lookup_from(monkeypatch, 32)
+    plan = QueryPlan(SAMPLE_QUERIES * 32, r.index, r.expander())
     assert plan._parsed is not None  # read per query in Python (the numba lookup holds no stemmer)
     one = QueryPlan(SAMPLE_QUERIES[:1], r.index, r.expander())
     n = one.batch.indptr[1]

@@ -1,7 +1,7 @@
 """engine/search/runfile.py: run files written by array code, and where a run goes.
 
 ``run_chunks`` against a per-line reference (``format_run_lines`` for TREC, json.dumps for JSON lines) on
-random runs, every chunk size; scores as Python's ``%.10g``; a destination refused before any work, in one
+random runs, every chunk size, in both its forms (Python lines, the numba formatter); scores as Python's ``%.10g``; a destination refused before any work, in one
 line; a regular file replaced whole (temp + rename) or left untouched.
 """
 
@@ -28,6 +28,17 @@ from helpers import indexed_workspace, run_main
 
 
 # -- run files -----------------------------------------------------------------------------------------
+@pytest.fixture(params=["python", "numba"])
+def writer(request, monkeypatch):
+    """``run_chunks`` in each of its forms: the threshold of ``kernels.dispatch`` set past or below any run."""
+    from chitragupta.kernels import dispatch
+
+    unit, kernel, _w, _c = dispatch.NUMBA_FROM["lines"]
+    at = 0 if request.param == "numba" else 1 << 62
+    monkeypatch.setitem(dispatch.NUMBA_FROM, "lines", (unit, kernel, at, at))
+    return request.param
+
+
 def _reference_run(qids, per_query, fmt):
     lines = []
     for qid, hits in zip(qids, per_query):
@@ -65,7 +76,7 @@ JSON_KEYS = sorted(PLAIN_KEYS + ['quote"key', "back\\slash", "tab\tkey", "nl\nke
 
 @pytest.mark.parametrize("fmt", ["trec", "jsonl"])
 @pytest.mark.parametrize("passages", [False, True])
-def test_run_chunks_equal_the_per_line_reference(fmt, passages):
+def test_run_chunks_equal_the_per_line_reference(fmt, passages, writer):
     keys = PLAIN_KEYS if fmt == "trec" else JSON_KEYS
     table = StringTable.from_sorted(keys)
     table._list = None  # read the bytes, as an opened index does
@@ -90,7 +101,7 @@ def test_run_chunks_equal_the_per_line_reference(fmt, passages):
 
 
 @pytest.mark.parametrize("pieces", [1, 4, 5000])
-def test_a_large_run_in_small_chunks_is_the_per_line_reference(pieces, monkeypatch):
+def test_a_large_run_in_small_chunks_is_the_per_line_reference(pieces, monkeypatch, writer):
     """Thousands of queries (a batch's shape, not the few of the random runs above), passages among them,
     in one chunk and in chunks of a few queries, each chunk cut into pieces written in parallel (one
     piece, a few a thread, a query a piece, queries without hits among them): the per-line reference's
@@ -117,7 +128,7 @@ def test_a_large_run_in_small_chunks_is_the_per_line_reference(pieces, monkeypat
         assert got == want
 
 
-def test_score_text_is_pythons_g10_everywhere():
+def test_score_text_is_pythons_g10_everywhere(writer):
     from chitragupta.kernels.runfmt import score_lengths
 
     rng = np.random.default_rng(7)
@@ -133,7 +144,7 @@ def test_score_text_is_pythons_g10_everywhere():
 
 
 @pytest.mark.parametrize("key", ["has space", "nbsp\u00a0key", "ideo\u3000key", "fs\x1ckey", "tab\tkey"])
-def test_trec_refuses_a_citekey_holding_whitespace(key):
+def test_trec_refuses_a_citekey_holding_whitespace(key, writer):
     table = StringTable.from_sorted(sorted(["ok2020", key]))
     d = table.find(key)
     with pytest.raises(UsageError, match="whitespace"):
@@ -192,7 +203,7 @@ def test_format_run_lines_ranks_from_one_with_the_tag():
     ({"tag": "tag\u00e9"}, UsageError, "must be ASCII without whitespace"),
     ({"tag": ""}, UsageError, "must be ASCII without whitespace"),
 ])
-def test_run_chunks_refuses_a_bad_format_or_tag(kwargs, err, needle):
+def test_run_chunks_refuses_a_bad_format_or_tag(kwargs, err, needle, writer):
     table = StringTable.from_sorted(["a", "b"])
     with pytest.raises(err, match=needle):
         list(run_chunks(["q1"], np.array([1]), np.array([0]), np.array([1.0]), table, **kwargs))
@@ -206,7 +217,7 @@ def test_run_chunks_refuses_arrays_that_disagree():
         list(run_chunks(["q1"], np.array([2]), np.array([0]), np.array([1.0]), table))
 
 
-def test_run_chunks_cut_at_query_boundaries_and_a_query_without_hits_writes_nothing():
+def test_run_chunks_cut_at_query_boundaries_and_a_query_without_hits_writes_nothing(writer):
     table = StringTable.from_sorted(["a", "b", "c"])
     chunks = [bytes(c) for c in run_chunks(["q1", "q2", "q3"], np.array([2, 0, 1]), np.array([2, 0, 1]),
                                            np.array([2.0, 1.0, 0.5]), table, tag="t", chunk_bytes=1)]

@@ -130,7 +130,7 @@ class _Tally:
     def add(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
         if not units.shape[0]:
             return
-        tally = build_passes().tally
+        tally = build_passes(units.shape[0]).tally
 
         self.per_id = self._fit(self.per_id, int(terms.max()) + 1)
         self.per_unit = self._fit(self.per_unit, int(units.max()) + 1)
@@ -199,7 +199,7 @@ _I32 = np.iinfo(np.int32).max
 
 def _canonical(indptr, indices, counts, n_terms: int, n_units: int):
     """Sort each row's units and sum repeated (term, unit) pairs, in place where it can."""
-    rows_sorted = build_passes().rows_sorted
+    rows_sorted = build_passes(indices.shape[0]).rows_sorted
 
     if rows_sorted(indptr, indices):  # (no unsorted or repeated pair in a row)
         return indptr, indices, counts
@@ -320,7 +320,7 @@ class Accumulator:
         for st in self.streams.values():
             st.flush()
         # postings per term and tokens per unit, from the main stream's tally (counted as chunks came)
-        spread = build_passes().spread
+        spread = build_passes(rank.shape[0]).spread
 
         tal = self.streams[""].tally
         per_term = np.zeros(n_terms, dtype=np.int64)
@@ -472,7 +472,7 @@ class _Buckets:
     def split(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray, rank: np.ndarray):
         """The triples (``terms`` provisional ids, ranked by ``rank``) as records grouped by range, and
         where each range's group starts (``kernels.build.split_by_range``; for ``write``)."""
-        split_by_range = build_passes().split_by_range
+        split_by_range = build_passes(units.shape[0]).split_by_range
 
         return split_by_range(units, terms, counts, rank, self.range_of, len(self.paths))
 
@@ -517,7 +517,9 @@ def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
     triple in them has its term in the range), placed in their order; ``items`` is emptied as they are
     placed, so the peak is about the triples plus the output. ``counts``: the triples per term if known."""
     n = t1 - t0
-    kb = build_passes()
+    held = sum(int(it.shape[0] if isinstance(it, np.ndarray) else it.n if isinstance(it, ChunkFile) else it[0].shape[0])
+               for it in items)
+    kb = build_passes(held)
     count_terms = kb.count_terms
     count_terms_ranked = kb.count_terms_ranked
     place = kb.place
@@ -536,8 +538,7 @@ def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
     indices = np.empty(total, dtype=np.int32)
     out = np.empty(total, dtype=np.int32)
     nxt = indptr[:-1].copy()
-    if sum(int(it.shape[0] if isinstance(it, np.ndarray) else it.n if isinstance(it, ChunkFile) else it[0].shape[0])
-           for it in items) != total:  # (the kernels write where the counts say: they must agree)
+    if held != total:  # (the kernels write where the counts say: they must agree)
         raise AssertionError("a term range's triples do not match its counts")
     items.reverse()
     while items:
@@ -560,7 +561,7 @@ _ALIGN_BLOCK = 1 << 23  # main postings per call of the field-count walk
 def _align(indptr, indices, f_indptr, f_indices, f_counts, name: str) -> np.ndarray:
     """A field's counts at the positions of the same (term, unit) pairs in the main postings (each row
     of both ascending: one walk of the two, ``kernels.build.align``, a block of terms at a time)."""
-    align = build_passes().align
+    align = build_passes(indices.shape[0]).align
 
     out = np.zeros(indices.shape[0], dtype=np.int32)
     n_terms = indptr.shape[0] - 1
@@ -674,7 +675,7 @@ class Sequences:
         col = out.column("seq", np.int32, int(ptr[-1]))
         per_term = np.zeros(n_terms, dtype=np.int64)  # occurrences of each term: tpos's row lengths
 
-        kb = build_passes()
+        kb = build_passes(int(ptr[-1]))
         count_ids = kb.count_ids
         map_count = kb.map_count
         map_ids = kb.map_ids
@@ -728,7 +729,8 @@ def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out, threads: in
     occurrences per term) and ``tpos_ptr`` into ``out``; returns ``tpos_ptr``. In memory, or when it is
     small, in one go; else a term range at a time, each a pass over ``seq`` read back a block of
     documents at a time, the range's terms shifted to 0.. so that the numba fill skips the others."""
-    from chitragupta.kernels.phrase import NUMBA_FROM, by_term
+    from chitragupta.kernels.dispatch import NUMBA_FROM
+    from chitragupta.kernels.phrase import by_term
 
     n_terms = per_term.shape[0]
     n_units = ptr.shape[0] - 1
@@ -738,12 +740,12 @@ def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out, threads: in
     col = out.column("tpos", np.int32, int(pos_ptr[-1]))
     edges = (_term_ranges(per_term, POSITIONS_PER_RANGE) if hasattr(out, "scratch")
              else np.array([0, n_terms], dtype=np.int64))
-    if edges.shape[0] <= 2 and total_ids < max(NUMBA_FROM, _POS_BLOCK):
+    if edges.shape[0] <= 2 and total_ids < max(NUMBA_FROM["phrase"][2], _POS_BLOCK):
         from chitragupta.kernels.build import uses_numpy
 
         col.write(by_term(seq.read(0, total_ids), ptr, n_terms, numba=False if uses_numpy() else None)[0])
     else:
-        fill_positions = build_passes().fill_positions
+        fill_positions = build_passes(total_ids).fill_positions
 
         def one_range(k: int) -> np.ndarray:  # (in a thread when ``threads`` > 1)
             t0, t1 = int(edges[k]), int(edges[k + 1])

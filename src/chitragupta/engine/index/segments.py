@@ -22,8 +22,8 @@ the vocabulary and a few arrays per document -- not the postings.
 
 Time: the passes of the finish are numba counting sorts (``kernels.build``), and the postings per term
 and tokens per document they start from are tallied as blocks are merged (no pass over the spilled
-triples before placing them). A build of less than ``POOL_FROM_BYTES`` of text in all never starts numba
-(``doc.build`` holds ``kernels.build.numpy_passes``): the tokenizer's steps (``kernels.runs_numpy``) and
+triples before placing them). A build of less than ``POOL_FROM_BYTES`` of text in all
+(``kernels.dispatch.NUMBA_FROM["build"]``) never starts numba (``doc.build`` holds ``kernels.build.numpy_passes``): the tokenizer's steps (``kernels.runs_numpy``) and
 the passes (``kernels.build_numpy``) run in numpy, the same arrays to the byte. With ``jobs`` > 1, once
 the workers are done, the positions are written in a thread beside the CSR (``doc.build``), or without
 positions the CSR's term ranges are computed in threads, each with its share of ``csr.RANGE_POSTINGS``:
@@ -46,6 +46,7 @@ from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT,
 from chitragupta.engine.text.tokenize import iter_runs_bytes, runs_bytes
 from chitragupta.kernels.build import passes as build_passes
 from chitragupta.kernels.charset import TOKEN_BYTES
+from chitragupta.kernels.dispatch import NUMBA_FROM
 
 assert b" " not in TOKEN_BYTES  # a block's vocabulary travels as its runs joined by spaces
 
@@ -54,7 +55,8 @@ __all__ = ["Block", "Spill", "SPILL_BYTES", "POOL_FROM_BYTES", "available_cores"
 
 SPILL_BYTES = 256 << 20  # merged triples and ids kept in memory before the rest go to disk
 
-POOL_FROM_BYTES = 8 << 20  # text to tokenize below which a build stays in this process whatever ``jobs`` is
+# text to tokenize below which a build stays in this process whatever ``jobs`` is, and runs without numba
+POOL_FROM_BYTES = NUMBA_FROM["build"][2]
 _MIN_BLOCK = 256
 _MAX_BLOCK = 8192  # documents per block: what one worker holds at a time
 
@@ -221,7 +223,7 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
     remap[:d] = np.arange(d)
     if keys:
         remap[d:] = np.fromiter(map(acc.vocab.__getitem__, keys), dtype=np.int64, count=len(keys))
-    map_ids = build_passes().map_ids
+    map_ids = build_passes(sum(u.shape[0] for u, _t, _c in block.streams.values())).map_ids
 
     narrow = not remap.size or int(remap.max()) <= np.iinfo(np.int32).max
     for name, (u, t, c) in block.streams.items():
@@ -236,7 +238,7 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
             ch = _chunk(u, remap[t], c)
         st.append(spill.chunk(*ch) if to_disk else ch, ch)
     if acc.sequences is not None and block.seq is not None:
-        remap_ids = build_passes().remap
+        remap_ids = build_passes(block.seq.shape[0]).remap
 
         ids = block.seq if block.seq.flags.writeable else block.seq.copy()  # (the block's own: mapped in place)
         remap_ids(ids, remap, SEQ_BREAK)

@@ -29,13 +29,13 @@ from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_TEXT_MISSING
 from chitragupta.engine.search.query import QueryPlan
 from chitragupta.notes import Note
 from chitragupta.engine.search.results import Ranked, SearchResponse, SearchResult
-from chitragupta.engine.search.scoring import FEW_QUERIES, BM25Scorer, check_backend
+from chitragupta.engine.search.scoring import BM25Scorer, check_backend
 from chitragupta.engine.search.searcher import Searcher, check_k, check_max_per_source
 from chitragupta.engine.library.workspace import Workspace
 from chitragupta.errors import UsageError
 from chitragupta.kernels.dispatch import Backend
 
-__all__ = ["BM25Searcher", "Retriever", "Ranked", "check_k", "FEW_QUERIES"]
+__all__ = ["BM25Searcher", "Retriever", "Ranked", "check_k"]
 
 
 def near_citekeys(key: str, table, limit: int = 5) -> str:

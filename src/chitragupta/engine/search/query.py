@@ -6,10 +6,11 @@
     plan.notes("document")[1]  # dropped words, unknown terms, the expansion
     plan.pairs[0]              # its one-character words as pairs with a neighbour: [("type", "2"), ...]
 
-A small batch (fewer than ``LOOKUP_MIN`` queries, or any batch over a stemmed index) is cut into its
-``[a-z0-9]`` runs once per query in Python; from those runs come the typed terms, the dropped words, the
-acronym expansion and the vocabulary ids, so nothing is tokenized, expanded or looked up twice and no
-JIT kernel is loaded. A larger batch over an unstemmed index goes through the numba lookup
+A batch (any batch over a stemmed index; else one that ``kernels.dispatch.compiled("lookup", queries)``
+leaves to numpy) is cut into its ``[a-z0-9]`` runs once per query in Python; from those runs come the
+typed terms, the dropped words, the acronym expansion and the vocabulary ids, so nothing is tokenized,
+expanded or looked up twice and no JIT kernel is loaded. A larger batch over an unstemmed index goes
+through the numba lookup
 (``chitragupta.kernels.lookup``: runs, expansion and the vocabulary's stored hash table in one pass, no
 Python per query); its words and notes are worked out only when asked for, by the same Python pass (a
 20,000-query batch writing a run needs none). Both give the same batch (tested).
@@ -38,11 +39,10 @@ from chitragupta.engine.search.constraints import Constraints, read_syntax, synt
 from chitragupta.notes import Note
 from chitragupta.engine.text.tokenize import STOPWORDS, query_words, runs_bytes, short_pairs, short_rows
 from chitragupta.errors import IndexDamaged, UsageError
+from chitragupta.kernels.dispatch import compiled
 from chitragupta.kernels.types import QueryBatch
 
-__all__ = ["QueryPlan", "ParsedQuery", "LOOKUP_MIN"]
-
-LOOKUP_MIN = 32  # queries; below this the Python pass (no numba kernel to load for a few queries)
+__all__ = ["QueryPlan", "ParsedQuery"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class QueryPlan:
         self._expansions: list | None = None
         self._pairs: list[list[tuple[str, str]]] | None = None
         self._notes: dict[str, list[list[Note]]] = {}
-        if index.stem is None and len(self.scored) >= LOOKUP_MIN:
+        if index.stem is None and compiled("lookup", len(self.scored)):
             self.batch = self._lookup()
         else:
             parsed = self.parsed

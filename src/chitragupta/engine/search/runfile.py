@@ -2,10 +2,11 @@
 ``{"qid", "rank", "citekey", "score"}``) and where they go (``-`` for stdout, a regular file replaced
 atomically, a FIFO or character device written directly).
 
-``run_chunks`` turns a whole batch's top-k arrays into the file's bytes with the numba formatter in
-``chitragupta.kernels.runfmt`` (no Python per hit), in chunks of whole queries so memory stays bounded; the
-bytes are exactly what ``format_run_lines`` (the per-line reference, kept for tests and small callers)
-writes. A docid is the citekey, or ``<citekey>#<item>`` for a passage or chunk (JSON lines: the citekey
+``run_chunks`` turns a whole batch's top-k arrays into the file's bytes, in chunks of whole queries so
+memory stays bounded: a line at a time in Python, or, for a run of many lines
+(``kernels.dispatch.compiled("lines", hits)``), with the numba formatter in ``chitragupta.kernels.runfmt``
+(no Python per hit); the bytes are the same either way, and what ``format_run_lines`` (the per-line
+reference, kept for tests and small callers) writes. A docid is the citekey, or ``<citekey>#<item>`` for a passage or chunk (JSON lines: the citekey
 and a ``"passage"`` or ``"chunk"`` field); a TREC docid that holds whitespace is refused, since the
 format cannot carry it. Reading a run back is ``chitragupta.engine.evaluation.measure.read_trec_run``.
 
@@ -89,6 +90,24 @@ def _qid_table(qids: Sequence[str], fmt: str) -> tuple[np.ndarray, np.ndarray]:
     return _table([q.encode("ascii") if ok else _json_inner(q) for q, ok in zip(qids, plain)])
 
 
+def _key_text(keys, d: int, fmt: str) -> bytes:
+    """Citekey ``d`` as a line holds it: checked (TREC: no whitespace) and UTF-8, or JSON-escaped."""
+    if not 0 <= d < len(keys):
+        raise IndexDamaged(f"a hit names document {d}, outside the index's {len(keys)} citekeys; "
+                           "rebuild it with `chitragupta index --force`")
+    try:
+        key = keys[d]
+    except (UnicodeDecodeError, IndexError, ValueError):
+        raise IndexDamaged(f"the index's citekey table is damaged at entry {d}; rebuild it with "
+                           "`chitragupta index --force`") from None
+    if fmt == "trec":
+        if not key or _SPACE.search(key):
+            raise UsageError(f"citekey {key!r} holds whitespace and cannot be written to a TREC run "
+                             "(use --json for JSON lines)")
+        return _utf8(key, "citekey")
+    return _json_inner(key)
+
+
 def _key_overrides(keys, docs: np.ndarray, fmt: str, mode: int):
     """Per hit, -1 (copy the key's bytes) or a row of an override table holding the key's checked or
     escaped text; the override table."""
@@ -99,26 +118,35 @@ def _key_overrides(keys, docs: np.ndarray, fmt: str, mode: int):
     if not flagged.any():
         return src, np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64)
     odd, inverse = np.unique(docs[flagged], return_inverse=True)
-    texts = []
-    for d in odd.tolist():
-        if not 0 <= d < len(keys):
-            raise IndexDamaged(f"a hit names document {d}, outside the index's {len(keys)} citekeys; "
-                               "rebuild it with `chitragupta index --force`")
-        try:
-            key = keys[d]
-        except (UnicodeDecodeError, IndexError, ValueError):
-            raise IndexDamaged(f"the index's citekey table is damaged at entry {d}; rebuild it with "
-                               "`chitragupta index --force`") from None
-        if fmt == "trec":
-            if not key or _SPACE.search(key):
-                raise UsageError(f"citekey {key!r} holds whitespace and cannot be written to a TREC run "
-                                 "(use --json for JSON lines)")
-            texts.append(_utf8(key, "citekey"))
-        else:
-            texts.append(_json_inner(key))
     src[flagged] = inverse
-    blob, off = _table(texts)
+    blob, off = _table([_key_text(keys, d, fmt) for d in odd.tolist()])
     return src, blob, off
+
+
+def _python_chunks(qids: list[str], counts: np.ndarray, docs: np.ndarray, scores: np.ndarray, keys,
+                   items: np.ndarray, fmt: str, tag: str, item_field: str, chunk_bytes: int) -> Iterator[bytes]:
+    """``run_chunks``' bytes a line at a time (its numba formatter's, to the byte), ``chunk_bytes`` of
+    whole queries at a time (a line taken as 48 bytes)."""
+    text = {d: _key_text(keys, d, fmt).decode("utf-8", "surrogateescape") for d in sorted(set(docs.tolist()))}
+    first = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    rank = (np.arange(docs.shape[0], dtype=np.int64) - np.repeat(first[:-1], counts) + 1).tolist()
+    who = np.repeat(np.arange(counts.shape[0]), counts).tolist()
+    pairs = zip(docs.tolist(), items.tolist())
+    score = ["%.10g" % x for x in scores.tolist()]
+    if fmt == "trec":
+        key = [text[d] if i < 0 else f"{text[d]}#{i}" for d, i in pairs]
+        lines = [f"{qids[q]} Q0 {k} {r} {s} {tag}\n" for q, k, r, s in zip(who, key, rank, score)]
+    else:
+        key = [f'{text[d]}", ' if i < 0 else f'{text[d]}", "{item_field}": {i}, ' for d, i in pairs]
+        lines = [f'{{"qid": "{qids[q]}", "rank": {r}, "citekey": "{k}"score": {s}}}\n'
+                 for q, k, r, s in zip(who, key, rank, score)]
+    q0 = 0
+    while q0 < counts.shape[0]:
+        q1 = max(q0 + 1, int(np.searchsorted(first, first[q0] + chunk_bytes // 48, side="right")) - 1)
+        if first[q1] > first[q0]:
+            yield "".join(lines[first[q0]:first[q1]]).encode("utf-8", "surrogateescape")
+        q0 = q1
 
 
 def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores: np.ndarray, keys,
@@ -131,7 +159,7 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     in TREC, an ``item_field`` field in JSON lines); scores[h]: its score. Each chunk is a view of one
     reused buffer: write it before asking for the next.
     """
-    from chitragupta.kernels.runfmt import JSONL, TREC, piece_cuts, query_sizes, score_lengths, write_pieces
+    from chitragupta.kernels.dispatch import compiled
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown run format {fmt!r}; allowed: {', '.join(FORMATS)}")
@@ -145,8 +173,16 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     if len(qids) != counts.shape[0] or int(counts.sum()) != docs.shape[0] or scores.shape != docs.shape \
             or items.shape != docs.shape:
         raise ValueError("run_chunks: qids, counts, docs, scores and items disagree in length")
-    mode = TREC if fmt == "trec" else JSONL
     qid_blob, qid_off = _qid_table(qids, fmt)
+    if not compiled("lines", docs.shape[0]):
+        blob = qid_blob.tobytes()
+        yield from _python_chunks([blob[a:b].decode("utf-8", "surrogateescape") for a, b in
+                                   zip(qid_off[:-1].tolist(), qid_off[1:].tolist())], counts, docs, scores, keys,
+                                  items, fmt, tag, item_field, chunk_bytes)
+        return
+    from chitragupta.kernels.runfmt import JSONL, TREC, piece_cuts, query_sizes, score_lengths, write_pieces
+
+    mode = TREC if fmt == "trec" else JSONL
     key_src, ov_blob, ov_off = _key_overrides(keys, docs, fmt, mode)
     lens = score_lengths(scores)
     fb_pos = np.flatnonzero(lens < 0).astype(np.int64)

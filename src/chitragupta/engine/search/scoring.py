@@ -1,15 +1,12 @@
 """BM25 scoring of a workspace: its document and passage indexes, the backend a batch is scored on, and
 a batch of query strings to a ``Ranked`` (top-k arrays, no titles, no snippets).
 
-Which scorer: under ``[retrieval].backend = "auto"`` a batch of at most ``FEW_QUERIES`` queries is
-scored by the numpy scorer (``chitragupta.kernels.reference``: it reads only its terms' posting slices,
-checks them, and needs no JIT kernels, so one query from a cold process pays for nothing else), larger
-batches by the dispatch (numba, or torch on CUDA) once the index has passed its deep check. Both give
-the same ids and scores to the bit (tested); once numba has run in a process, small batches use it too,
-and a long-lived scorer (the MCP server) that has spent ``NUMPY_BUDGET_S`` scoring in numpy moves to
-numba: at a million documents a query's common terms cost numpy tens of milliseconds, numba's pruned
-kernel a few, and loading it (and checking every posting) is paid once. A configured backend other than
-auto is used for everything.
+Which scorer: under ``[retrieval].backend = "auto"`` each batch is scored where ``kernels.dispatch``
+says its size (queries x units) is best scored: the numpy scorer (``chitragupta.kernels.reference``: it
+reads only its terms' posting slices, checks them, and needs no JIT kernels, so a query or a small
+library's batch from a cold process pays for nothing else), or numba (torch on CUDA) once the index has
+passed its deep check. Both give the same ids and scores to the bit (tested). A configured backend other
+than auto is used for everything.
 
 An index found damaged while scoring is rebuilt once (with a note) and the batch ranked again.
 
@@ -26,7 +23,6 @@ generation and kept here, ANDed with its syntax mask.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Sequence
 
 import numpy as np
@@ -40,13 +36,11 @@ from chitragupta.engine.search.searcher import deepen_capped
 from chitragupta.engine.library.workspace import Workspace
 from chitragupta.errors import IndexDamaged, UsageError
 from chitragupta.kernels import BM25Params, QueryBatch, TopK
-from chitragupta.kernels.dispatch import Backend, resolve, set_threads
+from chitragupta.kernels.dispatch import Backend, backend_name, resolve, set_threads
 
-__all__ = ["BM25Scorer", "FEW_QUERIES", "NUMPY_BUDGET_S", "check_backend"]
+__all__ = ["BM25Scorer", "check_backend"]
 
 PAIR_POSTINGS = 1 << 24  # postings gathered at once to score queries with pairs (``BM25Scorer.with_pairs``)
-FEW_QUERIES = 8  # under backend "auto", batches this small are scored by numpy (module docstring)
-NUMPY_BUDGET_S = 1.0  # ... until a long-lived scorer has spent this long in numpy: then numba (see above)
 
 
 def check_backend(backend: str) -> None:
@@ -125,9 +119,7 @@ class BM25Scorer:
         # device: where the torch backend runs ("auto" | "cpu" | "cuda"); numba and numpy ignore it
         self._backend_name = backend or cfg.backend
         self._device = device or cfg.device
-        self._backend: Backend | None = None  # resolved on the first batch that needs it
-        self._numpy: Backend | None = None
-        self._numpy_s = 0.0  # seconds this scorer has scored in numpy (a warm server moves to numba)
+        self._backends: dict[str | None, Backend] = {}  # resolved when a batch first needs one (None: ``backend``)
         self._expansion_cache = None
         self.opened: dict[str, OpenedIndex] = {}
         self.rows: dict[str, list] = {}  # per unit, the ledger row (citekey, title, status, parsed path) of each
@@ -164,21 +156,22 @@ class BM25Scorer:
     # -- the backend, resolved when a batch first needs it ------------------------------------------
     @property
     def backend(self) -> Backend:
-        """The backend batches are scored on (``[retrieval].backend`` resolved: numba, numpy or torch)."""
-        if self._backend is None:
-            self._backend = resolve(self._backend_name, self._device)
-            if self._backend.name == "numba":
-                set_threads(self.workspace.config.retrieval.threads)
-        return self._backend
+        """The backend a large batch is scored on (``[retrieval].backend`` resolved: numba, numpy or torch)."""
+        if None not in self._backends:
+            self._backends[None] = resolve(self._backend_name, self._device)
+        return self._backends[None]
 
-    def backend_for(self, n_queries: int) -> Backend:
-        """The backend a batch of ``n_queries`` is scored on (module docstring)."""
-        if self._backend_name == "auto" and n_queries <= FEW_QUERIES and self._numpy_s < NUMPY_BUDGET_S and (
-                self._backend is None or self._backend.name != "numba"):
-            if self._numpy is None:
-                self._numpy = resolve(self._backend_name, self._device, job="few")  # auto's numpy
-            return self._numpy
-        return self.backend
+    def backend_for(self, unit: str, n_queries: int) -> Backend:
+        """The backend a batch of ``n_queries`` over ``unit``'s index is scored on: under "auto", what
+        ``kernels.dispatch`` says for its size (module docstring)."""
+        work = n_queries * max(1, self.index_of(unit).n_units)
+        name = backend_name(self._backend_name, self._device, work=work)
+        if name not in self._backends:
+            self._backends[name] = resolve(self._backend_name, self._device, work=work)
+        backend = self._backends[name]
+        if backend.name == "numba":
+            set_threads(self.workspace.config.retrieval.threads)  # (each thread's own: set for this one)
+        return backend
 
     # -- damage ---------------------------------------------------------------------------------------
     def checked_index(self, unit: str = "document"):
@@ -223,46 +216,25 @@ class BM25Scorer:
     def score(self, unit: str, batch: QueryBatch, k: int, allowed=None) -> TopK:
         """The top-k of a batch of term ids; ``_Rebuilt`` when the index turned out damaged on the way
         and was rebuilt (the caller plans again), IndexDamaged when it could not be. ``allowed``: per
-        query, None or the (n_units,) bool mask of the only units that may be hits."""
+        query, None or the (n_units,) bool mask of the only units that may be hits (a torch backend takes
+        none: numba scores a masked batch then)."""
         from chitragupta.kernels.reference import PostingsDamaged
 
         index = self.index_of(unit)
         params = self.params_of(unit)
-        backend = self.backend_for(batch.n_queries)
-        if allowed is not None:
-            return self._score_allowed(unit, batch, k, allowed, backend)
+        backend = self.backend_for(unit, batch.n_queries)
+        masks = {} if allowed is None else {"allowed": allowed}
+        if masks and not backend.accepts_allowed:  # (kernels.dispatch.Backend)
+            backend = resolve("numba")
+            set_threads(self.workspace.config.retrieval.threads)
         try:
             if backend.name == "numpy":
-                t = time.perf_counter()
-                try:
-                    return backend.score_topk(index.raw_postings, batch, params, k)
-                finally:
-                    if backend is self._numpy:
-                        self._numpy_s += time.perf_counter() - t
+                return backend.score_topk(index.raw_postings, batch, params, k, **masks)
             index.check_deep(fields=[name for name, _d in params.active_fields()])
             if backend.accepts_cached:
                 return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
-                                          norm=index.norm(params.k1, params.b), bounds=index.bounds(params))
+                                          norm=index.norm(params.k1, params.b), bounds=index.bounds(params), **masks)
             return backend.score_topk(index.postings, batch, params, k)
-        except (IndexCorrupt, PostingsDamaged) as err:
-            self.repair(unit, str(err))
-            raise _Rebuilt from None
-
-    def _score_allowed(self, unit: str, batch: QueryBatch, k: int, allowed, backend: Backend) -> TopK:
-        """``score`` with masks: numpy or numba (a torch backend hands a masked batch to numba)."""
-        from chitragupta.kernels.reference import PostingsDamaged
-
-        index = self.index_of(unit)
-        params = self.params_of(unit)
-        try:
-            if backend.name == "numpy":
-                return backend.score_topk(index.raw_postings, batch, params, k, allowed=allowed)
-            if not backend.accepts_allowed:  # torch: no masks there (kernels.dispatch.Backend)
-                backend = resolve("numba")
-            index.check_deep(fields=[name for name, _d in params.active_fields()])
-            return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
-                                      norm=index.norm(params.k1, params.b), bounds=index.bounds(params),
-                                      allowed=allowed)
         except (IndexCorrupt, PostingsDamaged) as err:
             self.repair(unit, str(err))
             raise _Rebuilt from None
@@ -473,7 +445,7 @@ class BM25Scorer:
             for a, b in _blocks(size, PAIR_POSTINGS):
                 block = rows[a:b]
                 postings, sub = pair_postings(index, terms[a:b], [plan.pairs[q] for q in block], counts, fields)
-                backend = self.backend_for(len(block))
+                backend = self.backend_for("document", len(block))
                 if backend.name != "numpy":
                     index.check_deep(fields=fields)
                 got = score_topk(postings, sub, params, top.k, backend=backend,
