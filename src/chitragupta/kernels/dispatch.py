@@ -234,7 +234,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
     """Score a batch on the chosen backend (and, for torch, device). ``k`` must be >= 1. ``allowed``
     (``kernels.types.allowed_rows``): per query, the only documents that may be hits; a backend that
     does not take masks (torch) hands a masked batch to numba. ``arrays``: what the numba backend may be
-    handed precomputed (``idf``, ``norm``, ``bounds``)."""
+    handed precomputed (``idf``, ``norm``)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     b = backend if isinstance(backend, Backend) else resolve(backend, device, work=queries.n_queries * postings.n_docs)

@@ -296,7 +296,7 @@ class Shard:
 
         self.index.check_deep(fields=[name for name, _d in params.active_fields()])
         return score_topk(self.index.postings, batch, params, k, idf=self.idf, norm=self.norm(params.k1, params.b),
-                          bounds=self.index.bounds(params), allowed=allowed)
+                          allowed=allowed)
 
 
 def whole(index) -> Shard:

@@ -160,7 +160,6 @@ class TermIndex:
         self._idf: np.ndarray | None = None
         self._expansion = None
         self._norms: dict[tuple[float, float], np.ndarray] = {}
-        self._bounds: dict[tuple, np.ndarray] = {}
 
     def check_deep(self, fields=()) -> None:
         """The checks a numba kernel needs before it reads this index (``check_postings``, the citekeys
@@ -196,17 +195,6 @@ class TermIndex:
             if len(self._norms) > 32:
                 self._norms.clear()
             got = self._norms[key] = length_norm(self.postings.doc_len, self.postings.avgdl(), k1, b)
-        return got
-
-    def bounds(self, params) -> np.ndarray:
-        """Each term's largest BM25 contribution under ``params`` (k1, b, field weights), for the numba
-        kernel's pruning to fill in as queries need them (-1: not computed yet); one array per params."""
-        key = (float(params.k1), float(params.b), params.active_fields())
-        got = self._bounds.get(key)
-        if got is None:
-            if len(self._bounds) >= 8:
-                self._bounds.clear()
-            got = self._bounds[key] = np.full(self.postings.n_terms, -1.0)
         return got
 
     def index_term(self, term: str) -> str:
