@@ -70,7 +70,6 @@ NUMBA_FROM: dict[str, tuple[str, str, int, int]] = {
     "batch": ("score cells: queries x documents", "cpu._topk_from_table", 1 << 25, 1 << 26),
     "grid": ("score cells: grid points x queries x documents", "_sweep_numba.sweep_kernel", 1 << 25, 1 << 28),
     "lookup": ("queries of a batch, cut into words and looked up", "lookup._lookup", 1 << 14, 1 << 14),
-    "lines": ("lines of a run file", "runfmt.write_pieces", 1 << 17, 1 << 19),
     "build": ("bytes of text an index build tokenizes", "runs.runs_to_ids", 8 << 20, 8 << 20),
     "passes": ("items a pass of an index build no build spoke for sorts or counts", "_build_numba.rows_sorted",
                1 << 22, 1 << 22),
@@ -83,7 +82,6 @@ NUMBA_FROM: dict[str, tuple[str, str, int, int]] = {
 
 # What each job's first compile is called in its line.
 _WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "lookup": "the query lookup",
-         "lines": "the run writer",
          "build": "the index build's kernels", "passes": "the index build's kernels", "check": "the index checks", "strings": "the vocabulary table",
          "phrase": "the phrase scan", "merge": "the shards' merge"}
 _told: set[str] = set()  # the jobs ``tell`` looked at in this process
