@@ -75,13 +75,12 @@ NUMBA_FROM: dict[str, tuple[str, str, int, int]] = {
     "check": ("postings an open-time integrity pass reads", "_integrity_numba._scan_range", 1 << 21, 1 << 21),
     "strings": ("strings of a table an order check reads", "_integrity_numba._first_unsorted", 1 << 17, 1 << 17),
     "phrase": ("ids a phrase scan reads from an anchor", "_phrase_numba.anchored", 1 << 18, 1 << 18),
-    "merge": ("candidates of shards' top-k merged", "_shardmerge_numba.kway", 1 << 20, 1 << 22),
 }
 
 # What each job's first compile is called in its line.
 _WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "build": "the index build's kernels",
          "passes": "the index build's kernels", "check": "the index checks", "strings": "the index checks",
-         "phrase": "the phrase scan", "merge": "the shards' merge"}
+         "phrase": "the phrase scan"}
 _told: set[str] = set()  # the jobs ``tell`` looked at in this process
 
 _MODULES = {"numba": "chitragupta.kernels.cpu", "numpy": "chitragupta.kernels.reference", "torch": "chitragupta.kernels.torch_backend"}
