@@ -4,9 +4,7 @@ Each shard's rows are its k best documents by (score descending, then id ascendi
 (the shard's first document id added). That order is total, so the whole index's k best documents are,
 within each shard, a prefix of that shard's list: sorting the shards' lists together by the same key and
 keeping the first k is the one-process top-k, ties included, with the same padding (id -1, score -inf)
-where a query has fewer hits. The merge is a k-way merge of the sorted rows in numba
-(``_shardmerge_numba``), or in numpy one sort of all the candidates on both keys (the two are tested equal);
-"auto" takes numba past ``kernels.dispatch.NUMBA_FROM["merge"]`` candidates.
+where a query has fewer hits. The merge is one numpy sort of all the candidates on both keys.
 """
 
 from __future__ import annotations
@@ -24,12 +22,10 @@ def offset_ids(top: TopK, start: int) -> TopK:
     return TopK(ids, np.asarray(top.scores, dtype=np.float64))
 
 
-def merge_topk(parts: list[TopK], k: int, *, backend: str = "auto") -> TopK:
+def merge_topk(parts: list[TopK], k: int) -> TopK:
     """The best ``k`` per row of the shards' ``parts`` (each (n_queries, k_i), global ids, rows ordered by
     score descending then id ascending, padding last, no id in two parts) by the same order; padded like
-    ``TopK.empty``. ``backend``: "numba" (a k-way merge of the sorted rows, parallel over queries: about
-    k * len(parts) comparisons a query), "numpy" (one sort of all candidates on both keys) or "auto"
-    (``kernels.dispatch.compiled("merge", candidates)``)."""
+    ``TopK.empty``."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if not parts:
@@ -41,22 +37,6 @@ def merge_topk(parts: list[TopK], k: int, *, backend: str = "auto") -> TopK:
     width = max(p.ids.shape[1] for p in parts)
     if nq == 0 or width == 0:
         return out
-    if backend == "auto":
-        from chitragupta.kernels.dispatch import compiled
-
-        backend = "numba" if compiled("merge", nq * width * len(parts)) else "numpy"
-    if backend == "numba":
-        from chitragupta.kernels._shardmerge_numba import kway
-
-        ids = np.full((len(parts), nq, width), -1, dtype=np.int64)
-        scores = np.full((len(parts), nq, width), -np.inf, dtype=np.float64)
-        for i, p in enumerate(parts):
-            ids[i, :, :p.ids.shape[1]] = p.ids
-            scores[i, :, :p.ids.shape[1]] = p.scores
-        kway(ids, scores, out.ids, out.scores)
-        return out
-    if backend != "numpy":
-        raise ValueError(f"unknown merge backend {backend!r}")
     ids = np.concatenate([p.ids for p in parts], axis=1).astype(np.int64, copy=False)
     scores = np.concatenate([p.scores for p in parts], axis=1).astype(np.float64, copy=False)
     real = ids >= 0

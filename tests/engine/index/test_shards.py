@@ -42,22 +42,20 @@ def test_the_merge_of_shard_topk_is_the_whole_topk_with_many_ties(n_docs, count,
     hit = rng.random((nq, n_docs)) < rng.random((nq, 1))  # some rows nearly empty, some full
     want = _dense_topk(scores, hit, k)
     parts = [offset_ids(_dense_topk(scores[:, a:b], hit[:, a:b], k), a) for a, b in shards.ranges(n_docs, count)]
-    for backend in ("numba", "numpy"):
-        for order in (parts, parts[::-1]):  # the order the parts come in does not matter
-            got = merge_topk(order, k, backend=backend)
-            assert np.array_equal(got.ids, want.ids), backend
-            assert np.array_equal(got.scores, want.scores), backend
-            assert (got.counts() == hit.sum(axis=1).clip(max=k)).all()
+    for order in (parts, parts[::-1]):  # the order the parts come in does not matter
+        got = merge_topk(order, k)
+        assert np.array_equal(got.ids, want.ids)
+        assert np.array_equal(got.scores, want.scores)
+        assert (got.counts() == hit.sum(axis=1).clip(max=k)).all()
 
 
 def test_the_merge_keeps_padding_and_stacks_query_blocks():
     a = TopK(np.array([[3, -1]]), np.array([[1.0, -np.inf]]))
     b = TopK(np.array([[-1, -1]]), np.array([[-np.inf, -np.inf]]))
     c = TopK(np.array([[1]]), np.array([[1.0]]))  # another width; ties with a's 3 and comes first
-    for backend in ("numba", "numpy"):
-        got = merge_topk([a, b], 3, backend=backend)
-        assert got.ids.tolist() == [[3, -1, -1]] and got.scores[0, 0] == 1.0 and np.isneginf(got.scores[0, 1:]).all()
-        assert merge_topk([a, c], 3, backend=backend).ids.tolist() == [[1, 3, -1]]
+    got = merge_topk([a, b], 3)
+    assert got.ids.tolist() == [[3, -1, -1]] and got.scores[0, 0] == 1.0 and np.isneginf(got.scores[0, 1:]).all()
+    assert merge_topk([a, c], 3).ids.tolist() == [[1, 3, -1]]
     stacked = stack_rows([a, TopK(np.array([[7], [8]]), np.array([[2.0], [1.0]]))], 2)
     assert stacked.ids.tolist() == [[3, -1], [7, -1], [8, -1]]
     with pytest.raises(ValueError):

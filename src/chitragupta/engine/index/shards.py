@@ -144,7 +144,7 @@ def cut(index, start: int, stop: int) -> dict[str, np.ndarray]:
     del kept
     for f in doc_index.FIELDS:
         out[f"tf_{f}"] = np.asarray(arrays[f"tf_{f}"])[sel]
-    for name in ("vocab_blob", "vocab_offsets", "vocab_slots"):
+    for name in ("vocab_blob", "vocab_offsets"):
         out[name] = np.array(arrays[name])
     out["citekeys_blob"], out["citekeys_offsets"] = _table_slice(arrays["citekeys_blob"], arrays["citekeys_offsets"],
                                                                   start, stop)
@@ -296,7 +296,7 @@ class Shard:
 
         self.index.check_deep(fields=[name for name, _d in params.active_fields()])
         return score_topk(self.index.postings, batch, params, k, idf=self.idf, norm=self.norm(params.k1, params.b),
-                          bounds=self.index.bounds(params), allowed=allowed)
+                          allowed=allowed)
 
 
 def whole(index) -> Shard:
