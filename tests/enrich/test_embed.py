@@ -533,22 +533,6 @@ def test_cuda_search_ranks_as_the_cpu_does(built):
 @pytest.mark.gpu
 @pytest.mark.enrich
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
-def test_cuda_torch_matmul_fallback_ranks_as_faiss(built, monkeypatch):
-    import chitragupta.enrich.device
-    from chitragupta.engine.library.workspace import Workspace
-    from chitragupta.enrich.search import EmbedSearcher
-
-    monkeypatch.setattr(chitragupta.enrich.device, "faiss_gpu_available", lambda: False)
-    qs = ["coral reef bleaching", "soil microbes"]
-    cpu = _searcher(built).search_many(qs, k=6)
-    gpu = EmbedSearcher.open(Workspace.open(built), device="cuda").search_many(qs, k=6)
-    for a, b in zip(cpu, gpu):
-        assert [(h.citekey, h.passage) for h in a] == [(h.citekey, h.passage) for h in b]
-
-
-@pytest.mark.gpu
-@pytest.mark.enrich
-@pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
 def test_cuda_encoding_matches_cpu(encoder):
     from chitragupta.engine.library.config import load_config
     from chitragupta.enrich.embed import load_encoder
