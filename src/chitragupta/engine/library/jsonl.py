@@ -33,25 +33,23 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, NamedTuple
 
 from chitragupta.engine.library.ids import bad_id
 from chitragupta.engine.library.metadata import norm_doi, split_and, split_name, year_of
 from chitragupta.files import kind_of
 from chitragupta.errors import CorpusError
 
-__all__ = ["JsonlRecord", "iter_jsonl", "iter_records", "read_queries", "open_input", "bad_id",
+__all__ = ["JsonlRecord", "iter_jsonl", "read_queries", "open_input", "bad_id",
            "NOT_JSON", "MAX_LINE_BYTES"]
 
 NOT_JSON = "not valid JSON"  # the problem text of a line that does not parse
 MAX_LINE_BYTES = 64 << 20  # one line (one record or query) at most; a longer one stops the read
 
 
-@dataclass(frozen=True)
-class JsonlRecord:
+class JsonlRecord(NamedTuple):
     citekey: str
     title: str
     text: str
@@ -203,11 +201,6 @@ def _id_of(obj: dict, path: str, n: int, problems: list[str]) -> str | None:
     return key
 
 
-# JsonlRecord's fields, in its order
-Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int, "tuple[str, ...]", "int | None",
-               "tuple[tuple[str, str], ...]", "str | None", "str | None", "str | None"]
-
-
 def _clean(s: str) -> str:
     """A string with lone surrogates as U+FFFD and NULs as spaces, stripped."""
     if not s.isascii():
@@ -303,15 +296,8 @@ def _keywords(obj: dict, where: str, problems: list[str]) -> list[str]:
 
 
 def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
-    """Yield the good records of ``path`` in file order; append a message to ``problems`` per bad line."""
-    for rec in iter_records(path, problems):
-        yield JsonlRecord(*rec)
-
-
-def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
-    """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line, authors, year,
-    author_names, venue, type, doi): the bulk import's
-    reader. See the module docstring for what skips a line and what is replaced."""
+    """Yield the good records of ``path`` in file order; append a message to ``problems`` per bad line.
+    See the module docstring for what skips a line and what is replaced."""
     f = open_input(path, "corpus")
     spath = str(path)
     seen: set[str] = set()
@@ -347,10 +333,10 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
                 kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
             seen.add(key)
             if "metadata" in obj or "authors" in obj or "year" in obj or "venue" in obj or "type" in obj or "doi" in obj:
-                yield (key, title, text, tuple(kws), abstract or None, n,
-                       *_bibliographic(obj, f"{path}:{n}", problems))
+                yield JsonlRecord(key, title, text, tuple(kws), abstract or None, n,
+                                  *_bibliographic(obj, f"{path}:{n}", problems))
             else:
-                yield (key, title, text, tuple(kws), abstract or None, n, (), None, (), None, None, None)
+                yield JsonlRecord(key, title, text, tuple(kws), abstract or None, n)
 
 
 def read_queries(path: Path, problems: list[str], filters: list | None = None,
