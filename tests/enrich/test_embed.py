@@ -246,7 +246,7 @@ def test_search_returns_citable_hits_ranked_by_cosine(built):
     scores = [h.score for h in resp.hits]
     assert scores == sorted(scores, reverse=True) and all(-1.0 <= x <= 1.0 + 1e-6 for x in scores)
     # the score is the cosine of the query and the chunk, as a brute-force product with the query as
-    # sentence-transformers encodes it says (the search encodes it in numpy: chitragupta.enrich.query_encoder)
+    # sentence-transformers encodes it says
     from chitragupta.enrich.embed import load_encoder
 
     q = load_encoder(Workspace.open(built).config.enrich, "cpu").encode_queries(["marine heatwaves bleach coral reefs"])[0]
@@ -528,22 +528,6 @@ def test_cuda_search_ranks_as_the_cpu_does(built):
     for a, b in zip(cpu, gpu):
         assert [(h.citekey, h.passage) for h in a] == [(h.citekey, h.passage) for h in b]
         assert np.allclose([h.score for h in a], [h.score for h in b], atol=1e-3)
-
-
-@pytest.mark.gpu
-@pytest.mark.enrich
-@pytest.mark.skipif(not _cuda(), reason="needs a CUDA device")
-def test_cuda_torch_matmul_fallback_ranks_as_faiss(built, monkeypatch):
-    import chitragupta.enrich.device
-    from chitragupta.engine.library.workspace import Workspace
-    from chitragupta.enrich.search import EmbedSearcher
-
-    monkeypatch.setattr(chitragupta.enrich.device, "faiss_gpu_available", lambda: False)
-    qs = ["coral reef bleaching", "soil microbes"]
-    cpu = _searcher(built).search_many(qs, k=6)
-    gpu = EmbedSearcher.open(Workspace.open(built), device="cuda").search_many(qs, k=6)
-    for a, b in zip(cpu, gpu):
-        assert [(h.citekey, h.passage) for h in a] == [(h.citekey, h.passage) for h in b]
 
 
 @pytest.mark.gpu

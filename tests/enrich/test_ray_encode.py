@@ -218,12 +218,12 @@ def local_ray():
 @pytest.mark.slow  # a local Ray, two actors loading the model
 def test_ray_vectors_equal_the_local_encoders_in_order(local_ray):
     from chitragupta.enrich.embed import load_encoder
-    from chitragupta.enrich.ray_encode import ray_encode_stream
+    from chitragupta.enrich.ray_encode import RayEncodeStream
 
     texts = _texts()
     cfg = _cfg(passage_prefix="passage: ")  # the [enrich] settings reach the actors
     seen = []
-    stream = ray_encode_stream(cfg, "auto", block_chunks=16, progress=lambda done, total: seen.append((done, total)))
+    stream = RayEncodeStream(cfg, "auto", block_chunks=16, progress=lambda done, total: seen.append((done, total)))
     assert stream.device == "auto" and stream.actors == 2 and not stream.gpu_actors  # asked for; no GPU here
     blocks = list(stream(texts))
     assert stream.device == "cpu"  # what the actors reported

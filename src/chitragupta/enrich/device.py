@@ -76,7 +76,7 @@ def _gpu_summary() -> str:
     faiss, cuml = faiss_builds(), cuml_builds()
     gpu_faiss = [b for b in faiss if not b.startswith("faiss-cpu")]
     parts = [f"FAISS: {', '.join(gpu_faiss)}" if gpu_faiss else
-             "FAISS: no GPU build installed (search would be a torch matmul)"]
+             "FAISS: no GPU build installed (search would run on the CPU)"]
     clash = _both_faiss(faiss)
     if clash:
         parts[0] += f" ({clash})"

@@ -48,7 +48,7 @@ from chitragupta.enrich.stream import EncodeStream
 from chitragupta.errors import UsageError
 from chitragupta.extras import require
 
-__all__ = ["ray_encode_stream", "RayEncodeStream", "connect", "encoder_settings", "DEFAULT_BLOCK_CHUNKS"]
+__all__ = ["RayEncodeStream", "connect", "encoder_settings", "DEFAULT_BLOCK_CHUNKS"]
 
 log = logging.getLogger(__name__)
 
@@ -288,8 +288,3 @@ class RayEncodeStream(EncodeStream):
                 yield vecs
         if done != n or pending:
             raise RuntimeError(f"ray: {done} of {n} chunks came back ({len(pending)} block(s) out of order)")
-
-
-def ray_encode_stream(cfg_enrich, address: str = "auto", **options) -> RayEncodeStream:
-    """An ``EncodeStream`` encoding on Ray (``RayEncodeStream``'s options, ``device`` among them)."""
-    return RayEncodeStream(cfg_enrich, address, **options)

@@ -12,8 +12,8 @@ a dominant source's excess promotes another source's chunk instead of shortening
 that still falls short while more chunks exist is fetched again deeper (``engine.searcher.deepen_capped``,
 as BM25's passages are).
 
-Search runs where ``[enrich].device`` resolves: FAISS on the GPU when faiss has GPU support, else a
-torch matmul on CUDA, else FAISS on the CPU. All three are exact, so only speed differs.
+Search runs where ``[enrich].device`` resolves: FAISS on the GPU when it is "cuda" and faiss has GPU
+support, else FAISS on the CPU. Both are exact, so only speed differs.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ __all__ = ["EmbedSearcher", "NOT_BUILT_HINT", "store_signature"]
 log = logging.getLogger(__name__)
 
 NOT_BUILT_HINT = "run `chitragupta enrich --stages embed`"
-_QUERY_BLOCK = 256  # queries scored per matmul on the torch path (bounds the (q, n) score matrix)
 
 
 def _signature(folder: Path) -> tuple | None:
@@ -92,7 +91,7 @@ class EmbedSearcher(Searcher):
         """Open the store for ``[enrich].embed_model``. UsageError when it has not been built (naming the
         command that builds it) or fails its checks; MissingExtra when the enrich extra is absent."""
         from chitragupta.enrich.device import resolve_device
-        from chitragupta.enrich.embed import load_query_encoder, model_slug, recipe
+        from chitragupta.enrich.embed import load_encoder, model_slug, recipe
         from chitragupta.enrich.rerank import load_reranker
         from chitragupta.enrich.store import StoreCorrupt, load_store, store_folder
 
@@ -114,7 +113,7 @@ class EmbedSearcher(Searcher):
             raise UsageError(f"no embedding index for [enrich].embed_model = {name!r} "
                              f"(content/faiss/{folder.name}/ does not exist); {NOT_BUILT_HINT}")
         dev = resolve_device(device or cfg.device)
-        enc = load_query_encoder(cfg, dev)
+        enc = load_encoder(cfg, dev)
         try:
             store = load_store(folder, model=enc.model_name, dim=enc.dim, recipe=recipe(enc))
         except StoreCorrupt as err:
@@ -191,22 +190,9 @@ class EmbedSearcher(Searcher):
             gpu = faiss.index_cpu_to_gpu(self._gpu_res, 0, index)
             self._search_fn = lambda q, n: gpu.search(q, n)
             log.info("embedding search: faiss on the GPU")
-        elif self.device == "cuda":
-            torch = require("torch", "enrich", "embedding search on CUDA")
-            vecs = torch.from_numpy(self.store.vectors).to("cuda")
-            log.info("embedding search: faiss has no GPU support here; exact search by a torch matmul on cuda")
-
-            def torch_search(q, n):
-                scores, rows = [], []
-                for lo in range(0, len(q), _QUERY_BLOCK):
-                    s = torch.from_numpy(q[lo:lo + _QUERY_BLOCK]).to("cuda") @ vecs.T
-                    top = torch.topk(s, n, dim=1)
-                    scores.append(top.values.float().cpu().numpy())
-                    rows.append(top.indices.cpu().numpy())
-                return np.concatenate(scores), np.concatenate(rows)
-
-            self._search_fn = torch_search
         else:
+            if self.device == "cuda":
+                log.info("embedding search: faiss has no GPU support here; exact search by faiss on the CPU")
             self._search_fn = lambda q, n: index.search(q, n)
         return self._search_fn
 

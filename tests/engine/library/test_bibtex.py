@@ -194,32 +194,6 @@ def test_long_values_decode_piecewise_as_a_whole(monkeypatch):
     assert latex_to_text("plain text, nothing to decode") == "plain text, nothing to decode"
 
 
-def test_a_resync_decodes_only_the_values_that_changed(tmp_path, monkeypatch):
-    bib = "".join(f"@misc{{k{i}, title={{Caf{{\\'e}} number {i} -- {{B}}ridges}}, abstract={{plain {i}}}}}\n"
-                  for i in range(30))
-    ws = bib_workspace_at(tmp_path, bib)
-    sync(ws)
-    calls = []
-    real = bibtex._decode
-    monkeypatch.setattr(bibtex, "_decode", lambda v: calls.append(v) or real(v))
-    assert sync(ws).unchanged == 0 and calls == []  # every title from the cache, none decoded again
-    ws.bibliography.write_text(bib.replace("number 7 --", "number seven --"), encoding="utf-8")
-    sync(ws)
-    assert len(calls) == 1 and "seven" in calls[0]
-    assert ledger_rows(ws)["k7"].title == "Café number seven – Bridges"
-    # a damaged cache is not used (and does not stop the sync); nor is one that is not a regular file
-    cache = ws.content / "bibtex_decoded.json"
-    cache.write_text('{"decoder": "x", "texts": {"a": 1}')
-    calls.clear()
-    sync(ws)
-    assert len(calls) == 30 and ledger_rows(ws)["k3"].title == "Café number 3 – Bridges"
-    if hasattr(os, "mkfifo"):
-        cache.unlink()
-        os.mkfifo(cache)
-        with deadline(10):
-            sync(ws)
-
-
 def test_venue_type_and_doi_of_each_kind_of_entry(tmp_path):
     bib = tmp_path / "v.bib"
     bib.write_text(

@@ -1,40 +1,12 @@
-"""The window chooser's fast paths against their references: ``str.find`` over a short text, the array pass
-over a long one and the tokenizer-boundary regex find the same occurrences; the pairwise and the per-term count of the terms
-inside each candidate window agree with a brute-force count."""
+"""The window chooser's fast paths against their references: the pairwise and the per-term count of the terms
+inside each candidate window agree with a brute-force count (the array pass against the regex:
+test_properties.py)."""
 
 from __future__ import annotations
 
 import chitragupta.engine.text.windows as windows
 import numpy as np
 import pytest
-
-
-def test_short_and_long_text_paths_find_the_same_occurrences(monkeypatch):
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-
-    words = ["twin", "model", "twinmodel", "mod", "el", "a1", "x", "ünï", "tw_in", "TWIN", "é", "İtwin", "modelmodel"]
-    seps = [" ", "-", "_", "\n", "é", "9", ".", ""]
-
-    @given(st.lists(st.tuples(st.sampled_from(words), st.sampled_from(seps)), max_size=60),
-           st.lists(st.sampled_from(["twin", "model", "mod", "a1", "el", "twinmodel"]), min_size=1, max_size=4))
-    @settings(max_examples=300, deadline=None)
-    def check(parts, terms):
-        low = windows.lower_same_length("".join(w + s for w, s in parts))
-        terms = sorted(set(terms))
-        monkeypatch.setattr(windows, "_SHORT_TEXT", 10**9)
-        short = windows._occurrences(low, terms)  # str.find per term
-        monkeypatch.setattr(windows, "_SHORT_TEXT", -1)
-        long = windows._occurrences(low, terms)  # array operations over the runs
-        ref = [], [], []
-        for m in windows.term_pattern(terms).finditer(low):  # the regex of the tokenizer's boundary
-            ref[0].append(m.start())
-            ref[1].append(terms.index(m.group()))
-            ref[2].append(m.end() - m.start())
-        for a, b, c in zip(short, long, ref):
-            assert a.tolist() == b.tolist() == c
-
-    check()
 
 
 def test_the_two_counts_of_covered_terms_agree_with_brute_force(monkeypatch):
@@ -56,33 +28,11 @@ def test_the_two_counts_of_covered_terms_agree_with_brute_force(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [1, 3])
-def test_windows_of_a_long_and_a_short_copy_agree(n, monkeypatch):
+def test_windows_of_the_pairwise_and_the_per_term_count_agree(n, monkeypatch):
     text = ("Digital twin models of a bridge. " * 30 + "The sensor fidelity of the twin model. " * 5) * 3
     got = windows.choose_windows(text, ["twin", "fidelity", "sensor"], 120, n)
-    monkeypatch.setattr(windows, "_SHORT_TEXT", -1)
     monkeypatch.setattr(windows, "_PAIRWISE_MAX", -1)
     assert windows.choose_windows(text, ["twin", "fidelity", "sensor"], 120, n) == got
-
-
-def test_few_occurrences_in_python_choose_what_the_array_path_chooses(monkeypatch):
-    """An abstract's handful of occurrences is ranked in plain Python; the array path is the reference."""
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-
-    words = ["twin", "model", "bridge", "sensor", "a1", "x", "ünï", "|", "\n", "the", "modelmodel", "İtwin"]
-
-    @given(st.lists(st.sampled_from(words), max_size=80), st.sampled_from(["", " ", "  ", "-", "\t"]),
-           st.lists(st.sampled_from(["twin", "model", "sensor", "a1", "bridge", "zzz"]), min_size=1, max_size=5),
-           st.integers(1, 200), st.integers(1, 4))
-    @settings(max_examples=400, deadline=None)
-    def check(parts, sep, terms, width, n):
-        text = sep.join(parts)
-        monkeypatch.setattr(windows, "_FEW", 10**9)
-        few = windows.choose_windows(text, terms, width, n)
-        monkeypatch.setattr(windows, "_FEW", -1)
-        assert windows.choose_windows(text, terms, width, n) == few
-
-    check()
 
 
 def test_trimming_to_words_equals_the_regex_reference():

@@ -21,20 +21,19 @@ here as with one job, so the ledger and ``content/parsed/`` come out the same.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from chitragupta.engine.library.bibtex import MALFORMED, DecodeCache, read_bibtex
+from chitragupta.engine.library.bibtex import MALFORMED, read_bibtex
 from chitragupta.engine.library.committer import (STOPS, Committer, ParsedFolder, SyncReport, begin, gone_keys,
                                                  origin_of, stopped, TXT)
 from chitragupta.engine.library.ledger import Ledger, LedgerRow
 from chitragupta.engine.library.names import assign_names
 from chitragupta.engine.library.parsers import ParseError, document_kind, not_regular, parse, refusal
 from chitragupta.engine.text.sidecar import dump_sidecar
-from chitragupta.engine.library.workspace import Workspace, atomic_write_text
+from chitragupta.engine.library.workspace import Workspace
 
 __all__ = ["sync", "docling_artifacts_path"]
 
@@ -114,48 +113,6 @@ def _choose(files: tuple[Path, ...], backend: str, old: LedgerRow | None) -> _Ch
     return c
 
 
-_DECODED = "bibtex_decoded.json"  # in content/: the LaTeX decodings of the last sync (DecodeCache)
-_DECODED_MAX = 256 << 20
-
-
-def _load_decoded(ws: Workspace) -> DecodeCache:
-    """The last sync's LaTeX decodings; an empty cache when there are none, or they are damaged, of
-    another decoder, or not a regular file (nothing but a regular file is opened). Temp files a killed
-    save left are removed."""
-    path = ws.content / _DECODED
-    try:
-        with os.scandir(ws.content) as it:
-            for e in it:
-                if e.name.startswith(f".{_DECODED}.") and e.name.endswith(".tmp"):
-                    os.unlink(e.path)
-    except OSError:
-        pass
-    try:
-        st = os.stat(path)
-        if not_regular(st.st_mode) or st.st_size > _DECODED_MAX:
-            return DecodeCache()
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as f:
-            if not_regular(os.fstat(f.fileno()).st_mode):
-                return DecodeCache()
-            obj = json.loads(f.read())
-    except (OSError, ValueError, RecursionError):
-        return DecodeCache()
-    if not isinstance(obj, dict) or obj.get("decoder") != DecodeCache.DECODER or not isinstance(obj.get("texts"), dict):
-        return DecodeCache()
-    return DecodeCache(obj["texts"])
-
-
-def _save_decoded(ws: Workspace, cache: DecodeCache) -> None:
-    if not cache.changed:
-        return
-    data = json.dumps({"decoder": DecodeCache.DECODER, "texts": cache.new}, ensure_ascii=False)
-    try:
-        atomic_write_text(ws.inside_content(ws.content / _DECODED), data, durable=False)
-    except OSError:
-        pass  # only a cache: the next sync decodes again
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -185,8 +142,7 @@ def sync(ws: Workspace, progress: Progress | None = None, jobs: int = 1) -> Sync
     A source whose ``file`` field no longer names a file, or names one the backend does not read (not a
     regular file, not a document of its kinds), loses its text. ``jobs``: processes that parse."""
     bib = ws.bibliography
-    decoded = _load_decoded(ws) if ws.content.is_dir() else DecodeCache()
-    entries, problems = read_bibtex(bib, decoded)
+    entries, problems = read_bibtex(bib)
     origin = origin_of(ws, bib)
     report = SyncReport(origin=origin, entries=len(entries), problems=problems)
     backend = ws.config.parser.backend
@@ -206,7 +162,6 @@ def sync(ws: Workspace, progress: Progress | None = None, jobs: int = 1) -> Sync
                   jobs)
         except STOPS as err:
             raise stopped("sync", ws, ledger, folder, batch.committed, err) from None
-        _save_decoded(ws, decoded)
         if progress:
             progress(len(entries), len(entries))
     return report

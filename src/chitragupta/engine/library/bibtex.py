@@ -14,9 +14,7 @@ linear time, and only for the fields the ledger keeps:
   so the cost is linear in what is used. Other fields (the rest of a 100,000-name ``author``) are never
   decoded.
 - **Metadata**: year, venue, type and DOI by the rules of ``metadata.py``; a year or DOI that cannot be
-  read is a problem naming the line, the citekey and the field, and is left empty (the entry is kept). With a
-  ``DecodeCache`` (sync keeps one in ``content/bibtex_decoded.json``) only values that changed since the
-  last read are decoded.
+  read is a problem naming the line, the citekey and the field, and is left empty (the entry is kept).
 - **Citekeys**: an empty key, or one holding white space or a control character (a TREC run line is split
   on white space, so such a source could be synced but never written to a run), skips the entry with a
   warning naming its line.
@@ -30,7 +28,6 @@ opened for reading.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -44,7 +41,7 @@ from chitragupta.engine.library.metadata import join_name, name_parts, norm_doi,
 from chitragupta.engine.library.parsers import not_regular
 from chitragupta.errors import CorpusError
 
-__all__ = ["BibEntry", "DecodeCache", "read_bibtex", "file_field_paths", "file_attachments", "bad_citekey",
+__all__ = ["BibEntry", "read_bibtex", "file_field_paths", "file_attachments", "bad_citekey",
            "latex_to_text", "MALFORMED"]
 
 MALFORMED = "malformed entry skipped"  # the problem text of a block the parser could not read
@@ -227,33 +224,6 @@ def _pieces(s: str) -> list[str]:
     return out
 
 
-class DecodeCache:
-    """LaTeX decodings kept between reads of a bibliography, so a sync decodes only the values that
-    changed: ``blake2b(raw)`` -> text. ``old`` is what was loaded, ``new`` what this read used (what to
-    keep: values no longer in the file drop out). ``DECODER`` names the decoder the texts came from; a
-    saved cache of another decoder is not used."""
-
-    DECODER = "pylatexenc-latex2text/bibtexparser-defaults/1"
-
-    def __init__(self, old: dict[str, str] | None = None):
-        self.old = old or {}
-        self.new: dict[str, str] = {}
-
-    def text(self, raw: str, decode) -> str:
-        key = hashlib.blake2b(raw.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        got = self.new.get(key)
-        if got is None:
-            got = self.old.get(key)
-            if not isinstance(got, str):
-                got = decode(raw)
-            self.new[key] = got
-        return got
-
-    @property
-    def changed(self) -> bool:
-        return self.new.keys() != self.old.keys()
-
-
 def _decode(value: str) -> str:
     dec = _latex_decoder()
     try:
@@ -262,12 +232,12 @@ def _decode(value: str) -> str:
         return value
 
 
-def latex_to_text(value: str, cache: DecodeCache | None = None) -> str:
+def latex_to_text(value: str) -> str:
     """LaTeX ``value`` as plain text (braces dropped, white space collapsed); linear in its length.
-    Text holding nothing LaTeX would change is returned as it is (never decoded or cached); a value the
+    Text holding nothing LaTeX would change is returned as it is (never decoded); a value the
     decoder cannot read is kept as written, without its braces."""
     if _LATEX_SPECIAL.search(value):
-        value = cache.text(value, _decode) if cache is not None else _decode(value)
+        value = _decode(value)
     return _WS.sub(" ", value.replace("{", "").replace("}", "")).strip()
 
 
@@ -282,12 +252,11 @@ _JOIN = " \u2063 "  # joins the kept names so that they are decoded as one value
 _NO_NAMES: tuple[tuple[str, ...], tuple[tuple[str, str], ...]] = ((), ())
 
 
-def _names(value: str | None, cache: DecodeCache | None = None
-           ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+def _names(value: str | None) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """A BibTeX name list (``A and B and {Barnes and Noble}``): (display names, (family, given) pairs).
     Split on ``and`` outside braces; each name split as BibTeX does (``metadata.split_name``) before
     decoding, so braces protect; the first ``MAX_AUTHORS`` names, their family and given parts
-    LaTeX-decoded together (one cached decode, not one per name); ``others`` kept among the display
+    LaTeX-decoded together (one decode, not one per name); ``others`` kept among the display
     names, left out of the pairs."""
     if not value or not value.strip():
         return _NO_NAMES
@@ -296,9 +265,9 @@ def _names(value: str | None, cache: DecodeCache | None = None
     parts = parts[:MAX_AUTHORS]
     split = [name_parts(p) for p in parts]
     pieces = [x for fam, jr, given, _ in split for x in (fam, jr, given)]
-    decoded = [n.strip() for n in latex_to_text(_JOIN.join(pieces), cache).split("\u2063")]
+    decoded = [n.strip() for n in latex_to_text(_JOIN.join(pieces)).split("\u2063")]
     if len(decoded) != len(pieces):  # the decoder ate a separator: one piece at a time
-        decoded = [latex_to_text(x, cache) if x else "" for x in pieces]
+        decoded = [latex_to_text(x) if x else "" for x in pieces]
     names, pairs = [], []
     for i, (*_, commas) in enumerate(split):
         name, fam, given = join_name(*decoded[3 * i:3 * i + 3], commas)
@@ -330,10 +299,10 @@ def _year(year: str | None, date: str | None, note) -> int | None:
     return None
 
 
-def _keywords(value: str | None, cache: DecodeCache | None = None) -> tuple[str, ...]:
+def _keywords(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
-    return tuple(k for k in (x.strip() for x in re.split(r"[;,]", latex_to_text(value, cache))) if k)
+    return tuple(k for k in (x.strip() for x in re.split(r"[;,]", latex_to_text(value))) if k)
 
 
 # -- the file field -----------------------------------------------------------------------------
@@ -527,9 +496,8 @@ def _read_bytes(path: Path) -> bytes:
             raise CorpusError(f"{path}: cannot read bibliography: {err.strerror or err}") from err
 
 
-def read_bibtex(path: Path, cache: DecodeCache | None = None) -> tuple[list[BibEntry], list[str]]:
-    """Entries of ``path`` in file order, and one message per skipped or doubtful block. ``cache``: the
-    LaTeX decodings of an earlier read (``DecodeCache``), reused where a value is unchanged.
+def read_bibtex(path: Path) -> tuple[list[BibEntry], list[str]]:
+    """Entries of ``path`` in file order, and one message per skipped or doubtful block.
 
     Raises CorpusError only when the file cannot be read at all.
     """
@@ -604,7 +572,7 @@ def read_bibtex(path: Path, cache: DecodeCache | None = None) -> tuple[list[BibE
 
         def text_field(name):
             v = raw(name)
-            return (latex_to_text(v, cache) or None) if v and v.strip() else None
+            return (latex_to_text(v) or None) if v and v.strip() else None
 
         def note(name, value, what="a year"):
             shown = value if len(value) <= 60 else value[:60] + "..."
@@ -617,20 +585,20 @@ def read_bibtex(path: Path, cache: DecodeCache | None = None) -> tuple[list[BibE
         norm = norm_doi(doi) if doi and doi.strip() else None
         if doi and doi.strip() and norm is None:
             note("doi", doi.strip(), "a DOI (10.NNNN/...)")
-        authors = _names(raw("author"), cache)
+        authors = _names(raw("author"))
         if not authors[0]:
-            authors = _names(raw("editor"), cache)
+            authors = _names(raw("editor"))
         entries.append(BibEntry(
             citekey=key,
             title=text_field("title") or "",
             abstract=text_field("abstract"),
-            keywords=_keywords(raw("keywords"), cache),
+            keywords=_keywords(raw("keywords")),
             files=file_field_paths(f, base) if f and f.strip() else (),
             line=line,
             authors=authors[0],
             year=_year(raw("year"), raw("date"), note),
             author_names=authors[1],
-            venue=(latex_to_text(venue, cache) or None) if venue else None,
+            venue=(latex_to_text(venue) or None) if venue else None,
             type=kind,
             doi=norm,
         ))

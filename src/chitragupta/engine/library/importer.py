@@ -35,7 +35,7 @@ from chitragupta.engine.library.committer import (STOPS, UNLINK_PENDING, Committ
                                                  gone_keys, origin_of, stopped, TXT)
 from chitragupta.engine.library.texts import PACKS_DIR, PackWriter, pack_stats, split_ref
 from chitragupta.files import discard
-from chitragupta.engine.library.jsonl import NOT_JSON, iter_records, open_input
+from chitragupta.engine.library.jsonl import NOT_JSON, iter_jsonl, open_input
 from chitragupta.engine.library.ledger import Ledger, authors_json, names_json, year_text
 from chitragupta.engine.library.names import Names
 
@@ -138,7 +138,7 @@ def _import_packed(path: Path, origin: str, existing: dict[str, tuple], untruste
     now = time.time
     seen: set[str] = set()
     problems = report.problems
-    for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_records(path, problems):
+    for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_jsonl(path, problems):
         n = report.entries
         if tick and not n & 4095:
             tick(n, None)
@@ -294,7 +294,7 @@ def _import_records(path: Path, origin: str, existing: dict[str, tuple], names: 
     put, write = batch.put, batch.write
     now = time.time
     problems = report.problems if wanted is None else []
-    for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_records(path, problems):
+    for key, title, text, kws, abstract, line, authors, year, pairs, venue, kind, doi in iter_jsonl(path, problems):
         if wanted is not None:
             if key not in wanted:
                 continue

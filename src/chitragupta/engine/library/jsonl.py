@@ -33,25 +33,23 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, NamedTuple
 
 from chitragupta.engine.library.ids import bad_id
 from chitragupta.engine.library.metadata import norm_doi, split_and, split_name, year_of
 from chitragupta.files import kind_of
 from chitragupta.errors import CorpusError
 
-__all__ = ["JsonlRecord", "iter_jsonl", "iter_records", "read_queries", "open_input", "bad_id",
+__all__ = ["JsonlRecord", "iter_jsonl", "read_queries", "open_input", "bad_id",
            "NOT_JSON", "MAX_LINE_BYTES"]
 
 NOT_JSON = "not valid JSON"  # the problem text of a line that does not parse
 MAX_LINE_BYTES = 64 << 20  # one line (one record or query) at most; a longer one stops the read
 
 
-@dataclass(frozen=True)
-class JsonlRecord:
+class JsonlRecord(NamedTuple):
     citekey: str
     title: str
     text: str
@@ -83,10 +81,7 @@ def _parse_int(s: str):
         return _HugeInt(len(s.lstrip("-")))
 
 
-# json.loads' own scanner (its default decoder's settings) for the fast path; a line it raises on (a
-# huge integer is a ValueError there) is decoded again with integers through the hook above
-_SCAN = json.decoder.JSONDecoder().scan_once
-_DECODER = json.JSONDecoder(parse_int=_parse_int)
+_DECODER = json.JSONDecoder(parse_int=_parse_int)  # integers through the hook above
 
 
 def _what(v) -> str:
@@ -176,12 +171,7 @@ def _decode(line: str):
 def _parse(line: str, path: str, n: int, problems: list[str]):
     """The line's JSON value, or None (reported) when it is not JSON."""
     try:
-        try:  # the C scanner json.loads ends in, without its Python wrappers; anything odd goes to decode
-            obj, end = _SCAN(line, 0)
-            if line[end:].strip(" \t\n\r"):  # after the value, only JSON's own white space
-                obj = _decode(line)  # what follows the value: decode says how it is wrong
-        except (StopIteration, ValueError, RecursionError):
-            obj = _decode(line)
+        obj = _decode(line)
     except json.JSONDecodeError as err:
         problems.append(f"{path}:{n}: {NOT_JSON} ({err.msg} at column {err.colno}); line skipped")
     except RecursionError:  # json's own nesting limit
@@ -209,11 +199,6 @@ def _id_of(obj: dict, path: str, n: int, problems: list[str]) -> str | None:
         problems.append(f"{path}:{n}: '_id' {key!r} {why}; line skipped")
         return None
     return key
-
-
-# JsonlRecord's fields, in its order
-Record = tuple[str, str, str, "tuple[str, ...]", "str | None", int, "tuple[str, ...]", "int | None",
-               "tuple[tuple[str, str], ...]", "str | None", "str | None", "str | None"]
 
 
 def _clean(s: str) -> str:
@@ -311,15 +296,8 @@ def _keywords(obj: dict, where: str, problems: list[str]) -> list[str]:
 
 
 def iter_jsonl(path: Path, problems: list[str]) -> Iterator[JsonlRecord]:
-    """Yield the good records of ``path`` in file order; append a message to ``problems`` per bad line."""
-    for rec in iter_records(path, problems):
-        yield JsonlRecord(*rec)
-
-
-def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
-    """``iter_jsonl`` as plain tuples (citekey, title, text, keywords, abstract, line, authors, year,
-    author_names, venue, type, doi): the bulk import's
-    reader. See the module docstring for what skips a line and what is replaced."""
+    """Yield the good records of ``path`` in file order; append a message to ``problems`` per bad line.
+    See the module docstring for what skips a line and what is replaced."""
     f = open_input(path, "corpus")
     spath = str(path)
     seen: set[str] = set()
@@ -340,38 +318,25 @@ def iter_records(path: Path, problems: list[str]) -> Iterator[Record]:
             if key in seen:
                 problems.append(f"{path}:{n}: duplicate _id {key!r}; the first record is kept, this one skipped")
                 continue
-            title, text, abstract = obj.get("title"), obj.get("text"), obj.get("abstract")
-            if type(title) is str and type(text) is str and (abstract is None or type(abstract) is str):
-                if "\x00" in title:
-                    title = title.replace("\x00", " ")
-                if "\x00" in text:
-                    text = text.replace("\x00", " ")
-                if abstract and "\x00" in abstract:
-                    abstract = abstract.replace("\x00", " ")
-            else:  # a missing field is "", anything else but a string skips the line (each reported)
-                where = f"{path}:{n}"
-                title = _str_field(obj, "title", where, problems)
-                text = _str_field(obj, "text", where, problems)
-                abstract = _str_field(obj, "abstract", where, problems)
-                if title is None or text is None or abstract is None:
-                    continue
-            kws = obj.get("keywords")
-            has_meta = "metadata" in obj
-            if kws is None and not has_meta:
-                kws = []
-            elif has_meta or type(kws) is not list or not all(type(k) is str for k in kws):
-                kws = _keywords(obj, f"{path}:{n}", problems)
+            # a missing field is "", anything else but a string skips the line (each reported)
+            where = f"{path}:{n}"
+            title = _str_field(obj, "title", where, problems)
+            text = _str_field(obj, "text", where, problems)
+            abstract = _str_field(obj, "abstract", where, problems)
+            if title is None or text is None or abstract is None:
+                continue
+            kws = _keywords(obj, where, problems)
             if b"\\" in raw and _has_surrogate(title, text, abstract, kws):  # only a \\u escape makes one
                 problems.append(f"{path}:{n}: lone surrogate escape(s) (not Unicode text) replaced with U+FFFD")
                 title, text = _SURROGATE.sub("\ufffd", title), _SURROGATE.sub("\ufffd", text)
                 abstract = _SURROGATE.sub("\ufffd", abstract) if abstract else abstract
                 kws = [_SURROGATE.sub("\ufffd", k) for k in kws]
             seen.add(key)
-            if has_meta or "authors" in obj or "year" in obj or "venue" in obj or "type" in obj or "doi" in obj:
-                yield (key, title, text, tuple(kws), abstract or None, n,
-                       *_bibliographic(obj, f"{path}:{n}", problems))
+            if "metadata" in obj or "authors" in obj or "year" in obj or "venue" in obj or "type" in obj or "doi" in obj:
+                yield JsonlRecord(key, title, text, tuple(kws), abstract or None, n,
+                                  *_bibliographic(obj, f"{path}:{n}", problems))
             else:
-                yield (key, title, text, tuple(kws), abstract or None, n, (), None, (), None, None, None)
+                yield JsonlRecord(key, title, text, tuple(kws), abstract or None, n)
 
 
 def read_queries(path: Path, problems: list[str], filters: list | None = None,

@@ -555,15 +555,6 @@ class Ledger:
         return got
 
     @_checked
-    def index_page(self, after: str | None, limit: int) -> list[tuple[str, str, str | None]]:
-        """(citekey, status, parsed_path) of up to ``limit`` rows whose citekey sorts after ``after`` (None:
-        from the first), in citekey order: ``index_view`` a page at a time, without titles."""
-        where = "citekey > ?" if after is not None else ""
-        sql = (f"SELECT citekey, {_as_text('status')}, {_as_text('parsed_path')} FROM sources"
-               + self._keyed(where) + " ORDER BY citekey LIMIT ?")
-        return self._db.execute(sql, ((after,) if after is not None else ()) + (limit,)).fetchall()
-
-    @_checked
     def get(self, citekey: str) -> LedgerRow | None:
         r = self._db.execute(f"SELECT {self._select} FROM sources WHERE citekey = ?", (citekey,)).fetchone()
         return LedgerRow._from_sql(r) if r else None

@@ -28,18 +28,13 @@ import re
 import secrets
 import stat
 
-__all__ = ["PACKS_DIR", "PACK_BYTES", "is_ref", "split_ref", "text_size", "make_ref", "pack_name_ok", "read_ref", "read_stretches", "PackWriter",
+__all__ = ["PACKS_DIR", "PACK_BYTES", "is_ref", "split_ref", "text_size", "make_ref", "read_ref", "read_stretches", "PackWriter",
            "pack_stats"]
 
 PACKS_DIR = "content/parsed/packs"  # where packs live, relative to the workspace root
 PACK_BYTES = 1 << 30  # a pack is closed once it holds this much; the next text starts a new one
 _BUFFER = 8 << 20  # appended bytes held before they are written
 _NAME = re.compile(r"[0-9]{6}-[0-9a-f]{8}\.pack")
-
-
-def pack_name_ok(name: str) -> bool:
-    """``name`` is a pack's file name as the writer makes them."""
-    return _NAME.fullmatch(name) is not None
 
 
 def make_ref(pack: str, offset: int, length: int) -> str:

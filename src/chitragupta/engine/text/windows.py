@@ -15,13 +15,12 @@ windows than asked for may return.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import numpy as np
 
 from chitragupta.engine.text.tables import render_block, table_blocks
-from chitragupta.engine.text.tokenize import TOKEN_CHARS, TOKEN_CLASS, term_pattern
+from chitragupta.engine.text.tokenize import TOKEN_CLASS, term_pattern
 
 __all__ = ["Window", "choose_windows", "fitted", "lead", "lower_same_length", "normalize_ws"]
 
@@ -77,7 +76,6 @@ def fitted(text: str, terms: list[str], width: int, stem=None) -> str:
 
 
 _PLAIN_TERM = re.compile(TOKEN_CLASS + "+")
-_SHORT_TEXT = 16384  # characters; up to this the regex of the terms beats the array operations
 
 
 def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,11 +83,8 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
     if not terms:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z
-    plain = all(_PLAIN_TERM.fullmatch(t) for t in terms)
-    if plain and len(low) > _SHORT_TEXT:
+    if all(_PLAIN_TERM.fullmatch(t) for t in terms):
         return _run_occurrences(low, terms)
-    if plain:
-        return _found_occurrences(low, terms)
     index = {t: i for i, t in enumerate(terms)}
     pos, tid, ln = [], [], []
     for m in term_pattern(terms).finditer(low):
@@ -97,38 +92,6 @@ def _occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np
         tid.append(index[m.group()])
         ln.append(m.end() - m.start())
     return (np.asarray(pos, dtype=np.int64), np.asarray(tid, dtype=np.int64), np.asarray(ln, dtype=np.int64))
-
-
-def _found_list(low: str, terms: list[str]) -> tuple[list[int], list[int]]:
-    """(positions, term indexes) of ``[a-z0-9]``-run terms in a short text (an abstract, a paragraph),
-    grouped by term: each term's every ``str.find`` hit, kept when no ``[a-z0-9]`` character touches it on
-    either side (then the run there is exactly the term, so no two terms claim one position)."""
-    n = len(low)
-    pos, tid = [], []
-    for i, t in enumerate(terms):
-        m = len(t)
-        at = low.find(t)
-        while at >= 0:
-            end = at + m
-            if (at == 0 or low[at - 1] not in TOKEN_CHARS) and (end == n or low[end] not in TOKEN_CHARS):
-                pos.append(at)
-                tid.append(i)
-            at = low.find(t, at + 1)
-    return pos, tid
-
-
-def _found_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_occurrences`` of ``[a-z0-9]``-run terms in a short text, from ``_found_list``."""
-    return _in_text_order(*_found_list(low, terms), terms)
-
-
-def _in_text_order(pos: list[int], tid: list[int], terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_found_list``'s occurrences as (positions, term indexes, lengths) arrays in text order."""
-    pos_a = np.asarray(pos, dtype=np.int64)
-    order = np.argsort(pos_a, kind="stable")
-    tid_a = np.asarray(tid, dtype=np.int64)[order]
-    lengths = np.fromiter(map(len, terms), dtype=np.int64, count=len(terms))
-    return pos_a[order], tid_a, lengths[tid_a]
 
 
 def _run_occurrences(low: str, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -225,29 +188,6 @@ def _covered(starts, ends, pos, tid, ln, n_terms: int) -> np.ndarray:
     return covered
 
 
-_FEW = 32  # occurrences; up to this plain Python beats a dozen small array operations (an abstract's hit)
-
-
-def _few_candidates(pos: list[int], tid: list[int], lengths: list[int], size: int, width: int):
-    """The candidates of a few occurrences (``pos``/``tid`` grouped by term), best first as
-    ``_array_candidates`` orders them: most distinct terms inside, then leftmost, then text order.
-    Whole-word occurrences never overlap, so sorted by start they are sorted by end too, and the ones
-    inside a window are one contiguous run of them (found by bisection)."""
-    occ = sorted(zip(pos, tid))
-    starts = [p for p, _t in occ]
-    ends = [p + lengths[t] for p, t in occ]
-    tids = [t for _p, t in occ]
-    half, last = width // 2, max(0, size - width)
-    cands = []
-    for j, (p, t) in enumerate(occ):
-        s = min(max(p + lengths[t] // 2 - half, 0), last)
-        e = min(s + width, size)
-        covered = len(set(tids[bisect_left(starts, s):bisect_right(ends, e)]))
-        cands.append((-covered, s, j, e, p))
-    cands.sort()
-    return [(s, e, -neg, p) for neg, s, _j, e, p in cands]
-
-
 def _array_candidates(pos, tid, ln, n_terms: int, size: int, width: int):
     """Every occurrence's candidate window as (start, end, covered, anchor), best first: most distinct
     terms inside, then leftmost, then text order (a stable sort)."""
@@ -283,24 +223,14 @@ def _choose(text: str, terms: list[str], width: int, n: int, stem) -> list[Windo
         return []
     low = lower_same_length(text)
     size = len(text)
-    few = None
     if stem is None:
         terms = sorted(set(terms))
-        if len(low) <= _SHORT_TEXT and terms and all(_PLAIN_TERM.fullmatch(t) for t in terms):
-            pos_l, tid_l = _found_list(low, terms)
-            if len(pos_l) <= _FEW:
-                few = _few_candidates(pos_l, tid_l, [len(t) for t in terms], size, width)
-            else:
-                pos, tid, ln = _in_text_order(pos_l, tid_l, terms)
-        else:
-            pos, tid, ln = _occurrences(low, terms)
+        pos, tid, ln = _occurrences(low, terms)
     else:
         terms = sorted({stem(t) for t in terms})
         pos, tid, ln = _stemmed_occurrences(low, terms, stem)
-    if few is None:
-        few = _array_candidates(pos, tid, ln, len(terms), size, width)
     chosen: list[tuple[int, int, int, int]] = []
-    for s, e, c, anchor in few:
+    for s, e, c, anchor in _array_candidates(pos, tid, ln, len(terms), size, width):
         if any(s < ce and cs < e for cs, ce, _, _ in chosen):
             continue
         chosen.append((s, e, c, anchor))
