@@ -103,7 +103,7 @@ def collect_bm25(name: str, root: Path, cache: Path, queries: dict[str, str], de
 
 
 def query_vectors(root: Path, cache: Path, queries: dict[str, str]) -> dict[str, np.ndarray]:
-    """Every query encoded by the engine's encoder for the workspace's model (``load_encoder``,
+    """Every query encoded by the engine's query encoder for the workspace's model (``load_query_encoder``,
     as ``EmbedSearcher`` loads it) in one call in query order, as ``rank_many`` of the same list encodes
     them (the same batches, so the same vectors), cached in ``cache``: text -> vector. It needs no store,
     so it can run while the embed stage still encodes the corpus."""
@@ -113,10 +113,10 @@ def query_vectors(root: Path, cache: Path, queries: dict[str, str]) -> dict[str,
         if z["texts"].tolist() == texts:
             return dict(zip(texts, z["vectors"]))
     from chitragupta.engine.library.workspace import Workspace
-    from chitragupta.enrich.embed import load_encoder
+    from chitragupta.enrich.embed import load_query_encoder
 
     t0 = time.perf_counter()
-    enc = load_encoder(Workspace.open(root).config.enrich, "cpu")
+    enc = load_query_encoder(Workspace.open(root).config.enrich, "cpu")
     vectors = np.asarray(enc.encode_queries(texts), np.float32)
     _save(cache, {"texts": np.array(texts), "vectors": vectors})
     print(f"{root.name}: {len(texts)} queries encoded in {time.perf_counter() - t0:.1f} s", flush=True)

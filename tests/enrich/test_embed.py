@@ -246,7 +246,7 @@ def test_search_returns_citable_hits_ranked_by_cosine(built):
     scores = [h.score for h in resp.hits]
     assert scores == sorted(scores, reverse=True) and all(-1.0 <= x <= 1.0 + 1e-6 for x in scores)
     # the score is the cosine of the query and the chunk, as a brute-force product with the query as
-    # sentence-transformers encodes it says
+    # sentence-transformers encodes it says (the search encodes it in numpy: chitragupta.enrich.query_encoder)
     from chitragupta.enrich.embed import load_encoder
 
     q = load_encoder(Workspace.open(built).config.enrich, "cpu").encode_queries(["marine heatwaves bleach coral reefs"])[0]

