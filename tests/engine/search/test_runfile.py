@@ -1,7 +1,7 @@
 """engine/search/runfile.py: run files written by array code, and where a run goes.
 
 ``run_chunks`` against a per-line reference (``format_run_lines`` for TREC, json.dumps for JSON lines) on
-random runs, every chunk size, in both its forms (Python lines, the numba formatter); scores as Python's ``%.10g``; a destination refused before any work, in one
+random runs, every chunk size; scores as Python's ``%.10g``; a destination refused before any work, in one
 line; a regular file replaced whole (temp + rename) or left untouched.
 """
 
@@ -28,17 +28,6 @@ from helpers import indexed_workspace, run_main
 
 
 # -- run files -----------------------------------------------------------------------------------------
-@pytest.fixture(params=["python", "numba"])
-def writer(request, monkeypatch):
-    """``run_chunks`` in each of its forms: the threshold of ``kernels.dispatch`` set past or below any run."""
-    from chitragupta.kernels import dispatch
-
-    unit, kernel, _w, _c = dispatch.NUMBA_FROM["lines"]
-    at = 0 if request.param == "numba" else 1 << 62
-    monkeypatch.setitem(dispatch.NUMBA_FROM, "lines", (unit, kernel, at, at))
-    return request.param
-
-
 def _reference_run(qids, per_query, fmt):
     lines = []
     for qid, hits in zip(qids, per_query):
@@ -76,7 +65,7 @@ JSON_KEYS = sorted(PLAIN_KEYS + ['quote"key', "back\\slash", "tab\tkey", "nl\nke
 
 @pytest.mark.parametrize("fmt", ["trec", "jsonl"])
 @pytest.mark.parametrize("passages", [False, True])
-def test_run_chunks_equal_the_per_line_reference(fmt, passages, writer):
+def test_run_chunks_equal_the_per_line_reference(fmt, passages):
     keys = PLAIN_KEYS if fmt == "trec" else JSON_KEYS
     table = StringTable.from_sorted(keys)
     table._list = None  # read the bytes, as an opened index does
@@ -100,15 +89,10 @@ def test_run_chunks_equal_the_per_line_reference(fmt, passages, writer):
                 assert set(json.loads(line)) >= {"qid", "rank", "citekey", "score"}
 
 
-@pytest.mark.parametrize("pieces", [1, 4, 5000])
-def test_a_large_run_in_small_chunks_is_the_per_line_reference(pieces, monkeypatch, writer):
-    """Thousands of queries (a batch's shape, not the few of the random runs above), passages among them,
-    in one chunk and in chunks of a few queries, each chunk cut into pieces written in parallel (one
-    piece, a few a thread, a query a piece, queries without hits among them): the per-line reference's
+def test_a_large_run_in_small_chunks_is_the_per_line_reference():
+    """Thousands of queries (a batch's shape, not the few of the random runs above), passages among them
+    and queries without hits, in one chunk and in chunks of a few queries: the per-line reference's
     bytes."""
-    from chitragupta.kernels import runfmt
-
-    monkeypatch.setattr(runfmt, "PIECES_PER_THREAD", pieces)
     keys = PLAIN_KEYS
     table = StringTable.from_sorted(keys)
     rng = np.random.default_rng(3)
@@ -128,15 +112,11 @@ def test_a_large_run_in_small_chunks_is_the_per_line_reference(pieces, monkeypat
         assert got == want
 
 
-def test_score_text_is_pythons_g10_everywhere(writer):
-    from chitragupta.kernels.runfmt import score_lengths
-
+def test_score_text_is_pythons_g10_everywhere():
     rng = np.random.default_rng(7)
     xs = np.concatenate([rng.random(50_000) * 40, np.exp(rng.uniform(-60, 120, 50_000)),
                          [1e-5, 1e-4, 9.9999999995, 9.99999999949, 0.5, 1.0, 10.0, 1e10, 9999999999.5, 1e-13,
                           1e31, 1e22, 5e-324, 1.7976931348623157e308, 0.0, -1.5, np.inf, np.nan, 1e100, 1e9]])
-    lens = score_lengths(xs)
-    assert (lens >= 0).mean() > 0.7  # the numba path does the bulk
     table = StringTable.from_sorted(["d"])
     got = b"".join(bytes(c) for c in run_chunks(["q"], np.array([xs.size]), np.zeros(xs.size, np.int64), xs,
                                                 table)).decode().splitlines()
@@ -144,7 +124,7 @@ def test_score_text_is_pythons_g10_everywhere(writer):
 
 
 @pytest.mark.parametrize("key", ["has space", "nbsp\u00a0key", "ideo\u3000key", "fs\x1ckey", "tab\tkey"])
-def test_trec_refuses_a_citekey_holding_whitespace(key, writer):
+def test_trec_refuses_a_citekey_holding_whitespace(key):
     table = StringTable.from_sorted(sorted(["ok2020", key]))
     d = table.find(key)
     with pytest.raises(UsageError, match="whitespace"):
@@ -203,7 +183,7 @@ def test_format_run_lines_ranks_from_one_with_the_tag():
     ({"tag": "tag\u00e9"}, UsageError, "must be ASCII without whitespace"),
     ({"tag": ""}, UsageError, "must be ASCII without whitespace"),
 ])
-def test_run_chunks_refuses_a_bad_format_or_tag(kwargs, err, needle, writer):
+def test_run_chunks_refuses_a_bad_format_or_tag(kwargs, err, needle):
     table = StringTable.from_sorted(["a", "b"])
     with pytest.raises(err, match=needle):
         list(run_chunks(["q1"], np.array([1]), np.array([0]), np.array([1.0]), table, **kwargs))
@@ -217,7 +197,7 @@ def test_run_chunks_refuses_arrays_that_disagree():
         list(run_chunks(["q1"], np.array([2]), np.array([0]), np.array([1.0]), table))
 
 
-def test_run_chunks_cut_at_query_boundaries_and_a_query_without_hits_writes_nothing(writer):
+def test_run_chunks_cut_at_query_boundaries_and_a_query_without_hits_writes_nothing():
     table = StringTable.from_sorted(["a", "b", "c"])
     chunks = [bytes(c) for c in run_chunks(["q1", "q2", "q3"], np.array([2, 0, 1]), np.array([2, 0, 1]),
                                            np.array([2.0, 1.0, 0.5]), table, tag="t", chunk_bytes=1)]

@@ -2,11 +2,9 @@
 ``{"qid", "rank", "citekey", "score"}``) and where they go (``-`` for stdout, a regular file replaced
 atomically, a FIFO or character device written directly).
 
-``run_chunks`` turns a whole batch's top-k arrays into the file's bytes, in chunks of whole queries so
-memory stays bounded: a line at a time in Python, or, for a run of many lines
-(``kernels.dispatch.compiled("lines", hits)``), with the numba formatter in ``chitragupta.kernels.runfmt``
-(no Python per hit); the bytes are the same either way, and what ``format_run_lines`` (the per-line
-reference, kept for tests and small callers) writes. A docid is the citekey, or ``<citekey>#<item>`` for a passage or chunk (JSON lines: the citekey
+``run_chunks`` turns a whole batch's top-k arrays into the file's bytes, a line at a time, in chunks of
+whole queries; they are what ``format_run_lines`` (the per-line reference, kept for tests and small
+callers) writes. A docid is the citekey, or ``<citekey>#<item>`` for a passage or chunk (JSON lines: the citekey
 and a ``"passage"`` or ``"chunk"`` field); a TREC docid that holds whitespace is refused, since the
 format cannot carry it. Reading a run back is ``chitragupta.engine.evaluation.measure.read_trec_run``.
 
@@ -65,13 +63,6 @@ def _utf8(text: str, what: str) -> bytes:
                          "written to a run") from None
 
 
-def _table(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
-    if strings:
-        np.cumsum(np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)), out=offsets[1:])
-    return np.frombuffer(b"".join(strings), dtype=np.uint8), offsets
-
-
 def _json_inner(text: str) -> bytes:
     """A JSON string literal's inside: escaped, UTF-8 (a lone surrogate as a \\u escape)."""
     try:
@@ -80,14 +71,15 @@ def _json_inner(text: str) -> bytes:
         return json.dumps(text)[1:-1].encode("ascii")
 
 
-def _qid_table(qids: Sequence[str], fmt: str) -> tuple[np.ndarray, np.ndarray]:
+def _qid_texts(qids: Sequence[str], fmt: str) -> list[str]:
     if fmt == "trec":
         for q in qids:
             if not q or _SPACE.search(q):
                 raise UsageError(f"query id {q!r} is empty or holds whitespace and cannot be written to a TREC run")
-        return _table([_utf8(q, "query id") for q in qids])
+            _utf8(q, "query id")
+        return list(qids)
     plain = [q.isascii() and q.isprintable() and '"' not in q and "\\" not in q for q in qids]
-    return _table([q.encode("ascii") if ok else _json_inner(q) for q, ok in zip(qids, plain)])
+    return [q if ok else _json_inner(q).decode("utf-8", "surrogateescape") for q, ok in zip(qids, plain)]
 
 
 def _key_text(keys, d: int, fmt: str) -> bytes:
@@ -108,25 +100,10 @@ def _key_text(keys, d: int, fmt: str) -> bytes:
     return _json_inner(key)
 
 
-def _key_overrides(keys, docs: np.ndarray, fmt: str, mode: int):
-    """Per hit, -1 (copy the key's bytes) or a row of an override table holding the key's checked or
-    escaped text; the override table."""
-    from chitragupta.kernels.runfmt import key_flags
-
-    flagged = key_flags(keys.blob, keys.offsets, docs, mode)
-    src = np.full(docs.shape[0], -1, dtype=np.int64)
-    if not flagged.any():
-        return src, np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64)
-    odd, inverse = np.unique(docs[flagged], return_inverse=True)
-    src[flagged] = inverse
-    blob, off = _table([_key_text(keys, d, fmt) for d in odd.tolist()])
-    return src, blob, off
-
-
 def _python_chunks(qids: list[str], counts: np.ndarray, docs: np.ndarray, scores: np.ndarray, keys,
                    items: np.ndarray, fmt: str, tag: str, item_field: str, chunk_bytes: int) -> Iterator[bytes]:
-    """``run_chunks``' bytes a line at a time (its numba formatter's, to the byte), ``chunk_bytes`` of
-    whole queries at a time (a line taken as 48 bytes)."""
+    """``run_chunks``' bytes a line at a time, ``chunk_bytes`` of whole queries at a time (a line taken as
+    48 bytes)."""
     text = {d: _key_text(keys, d, fmt).decode("utf-8", "surrogateescape") for d in sorted(set(docs.tolist()))}
     first = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=first[1:])
@@ -151,16 +128,13 @@ def _python_chunks(qids: list[str], counts: np.ndarray, docs: np.ndarray, scores
 
 def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores: np.ndarray, keys,
                items: np.ndarray | None = None, *, fmt: str = "trec", tag: str = RUN_TAG,
-               item_field: str = "passage", chunk_bytes: int = _CHUNK_BYTES) -> Iterator[memoryview]:
+               item_field: str = "passage", chunk_bytes: int = _CHUNK_BYTES) -> Iterator[bytes]:
     """The run's bytes, a chunk of whole queries at a time.
 
     counts[q]: query q's hits (rank order, concatenated); docs[h]: hit h's row in ``keys`` (a
     ``StringTable``: the citekeys); items[h] >= 0 marks a part of it, a passage or a chunk (``#item``
-    in TREC, an ``item_field`` field in JSON lines); scores[h]: its score. Each chunk is a view of one
-    reused buffer: write it before asking for the next.
+    in TREC, an ``item_field`` field in JSON lines); scores[h]: its score.
     """
-    from chitragupta.kernels.dispatch import compiled
-
     if fmt not in FORMATS:
         raise UsageError(f"unknown run format {fmt!r}; allowed: {', '.join(FORMATS)}")
     if not tag or _SPACE.search(tag) or not tag.isascii():
@@ -173,45 +147,8 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     if len(qids) != counts.shape[0] or int(counts.sum()) != docs.shape[0] or scores.shape != docs.shape \
             or items.shape != docs.shape:
         raise ValueError("run_chunks: qids, counts, docs, scores and items disagree in length")
-    qid_blob, qid_off = _qid_table(qids, fmt)
-    if not compiled("lines", docs.shape[0]):
-        blob = qid_blob.tobytes()
-        yield from _python_chunks([blob[a:b].decode("utf-8", "surrogateescape") for a, b in
-                                   zip(qid_off[:-1].tolist(), qid_off[1:].tolist())], counts, docs, scores, keys,
-                                  items, fmt, tag, item_field, chunk_bytes)
-        return
-    from chitragupta.kernels.runfmt import JSONL, TREC, piece_cuts, query_sizes, score_lengths, write_pieces
-
-    mode = TREC if fmt == "trec" else JSONL
-    key_src, ov_blob, ov_off = _key_overrides(keys, docs, fmt, mode)
-    lens = score_lengths(scores)
-    fb_pos = np.flatnonzero(lens < 0).astype(np.int64)
-    fb_blob, fb_off = _table([("%.10g" % s).encode("ascii") for s in scores[fb_pos].tolist()])
-    pieces = ([" Q0 ", " ", " ", f" {tag}\n"] if mode == TREC else
-              ['{"qid": "', '", "rank": ', ', "citekey": "', '", ', f'"{item_field}": ', ", ", '"score": ', "}\n"])
-    p_blob, p_off = _table([p.encode("ascii") for p in pieces])
-    key_blob, key_off = np.asarray(keys.blob), np.asarray(keys.offsets)
-    sizes = query_sizes(mode, counts, qid_off, key_off, docs, items, key_src, ov_off, lens, fb_pos, fb_off, p_off)
-    first_hit = np.zeros(counts.shape[0] + 1, dtype=np.int64)
-    np.cumsum(counts, out=first_hit[1:])
-    ends = np.cumsum(sizes)
-    # chunk boundaries: whole queries, about chunk_bytes each
-    bounds = [0]
-    while bounds[-1] < counts.shape[0]:
-        start = bounds[-1]
-        base = ends[start - 1] if start else 0
-        nxt = int(np.searchsorted(ends, base + chunk_bytes, side="right"))
-        bounds.append(max(nxt, start + 1))
-    biggest = max((int(ends[b - 1] - (ends[a - 1] if a else 0)) for a, b in zip(bounds, bounds[1:])), default=0)
-    buf = np.empty(biggest, dtype=np.uint8)
-    for a, b in zip(bounds, bounds[1:]):
-        cuts = piece_cuts(a, b)  # the chunk's queries in pieces, written in parallel
-        n = write_pieces(mode, cuts, first_hit, ends, counts, qid_blob, qid_off, key_blob, key_off, docs, items,
-                         key_src, ov_blob, ov_off, scores, lens, fb_pos, fb_blob, fb_off, p_blob, p_off, buf)
-        if n < 0:
-            raise RuntimeError("run writer: a query's lines came out another size than measured")
-        if n:
-            yield memoryview(buf)[:n]
+    yield from _python_chunks(_qid_texts(qids, fmt), counts, docs, scores, keys, items, fmt, tag, item_field,
+                              chunk_bytes)
 
 
 # -- where a run goes ------------------------------------------------------------------------------------
