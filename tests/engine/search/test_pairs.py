@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from chitragupta.engine.search.bm25 import BM25Searcher, Retriever
-from chitragupta.kernels import dispatch
 from chitragupta.engine.text.tokenize import runs_bytes, short_pairs
 
 from helpers import make_workspace, random_docs
@@ -145,11 +144,9 @@ def test_a_search_with_pairs_is_the_reference_plus_each_pairs_contribution(root)
         'to require "t", quote it with the words beside it: "a t test"']
 
 
-def test_a_large_batch_pairs_the_same_rows_as_single_queries(root, monkeypatch):
+def test_a_large_batch_pairs_the_same_rows_as_single_queries(root):
     r = Retriever.open(root)
     many = ([a for pr in PAIRS for a in pr] + ["twin model", "e.g. twin", "x"]) * 4
-    unit, kernel, _w, _c = dispatch.NUMBA_FROM["lookup"]  # the batch takes the numba lookup, a single query not
-    monkeypatch.setitem(dispatch.NUMBA_FROM, "lookup", (unit, kernel, len(many), len(many)))
     big = r.rank_many(many, 6)
     for q, text in enumerate(many[:9]):
         one = r.rank_many([text], 6)

@@ -1,7 +1,7 @@
 """engine/search/query.py: a batch of queries tokenized, expanded and looked up once (``QueryPlan``, ``parse``).
 
-The two paths (the Python pass for a small batch or a stemmed index, the numba lookup for a larger batch)
-give the same batch; each query is cut into runs once; the notes say what was dropped, unknown or expanded.
+The batch is the reference's (each query's terms looked up); each query is cut into runs once; the notes say
+what was dropped, unknown or expanded.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from chitragupta.engine.search.bm25 import Retriever
 from chitragupta.engine.search.expand import Expander
 from chitragupta.engine.search.query import QueryPlan, parse
 from chitragupta.engine.text.tokenize import query_terms
-from chitragupta.errors import IndexDamaged
 
-from helpers import SAMPLE_QUERIES, indexed_workspace, make_workspace, random_docs
+from helpers import indexed_workspace, make_workspace, random_docs
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +35,9 @@ def _reference_batch(index, queries, expander):
     return index.query_batch(terms)
 
 
-def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever, monkeypatch):
+def test_expansion_in_a_plan_equals_the_reference(retriever):
     from hypothesis import given, settings
     from hypothesis import strategies as st
-
-    _lookup_from(monkeypatch, 32)
 
     index = retriever.index
     expander = Expander(ACRONYMS)
@@ -50,36 +47,11 @@ def test_expansion_in_the_numba_lookup_equals_the_python_path(retriever, monkeyp
                     min_size=32, max_size=90))
     @settings(max_examples=60, deadline=None)
     def check(queries):
-        got = QueryPlan(queries, index, expander).batch  # >= 32 queries: the numba lookup
+        got = QueryPlan(queries, index, expander).batch
         want = _reference_batch(index, queries, expander)
         assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.terms, want.terms)
-        small = QueryPlan(queries[:5], index, expander).batch  # the Python path
-        ref = _reference_batch(index, queries[:5], expander)
-        assert np.array_equal(small.terms, ref.terms) and np.array_equal(small.indptr, ref.indptr)
 
     check()
-
-
-@pytest.mark.parametrize("damage", ["slot", "offsets", "full"])
-def test_a_damaged_lookup_table_is_an_error_not_a_crash(retriever, damage, monkeypatch):
-    from chitragupta.engine.index.terms import TermIndex
-
-    _lookup_from(monkeypatch, 32)  # the numba lookup reads the table
-
-    index = retriever.index
-    arrays = {"vocab_blob": np.asarray(index.vocab.blob), "vocab_offsets": np.asarray(index.vocab.offsets).copy(),
-              "vocab_slots": np.asarray(index.slots).copy(), "indptr": index.postings.indptr,
-              "indices": index.postings.indices, "tf": index.postings.tf, "doc_len": index.postings.doc_len}
-    if damage == "slot":
-        arrays["vocab_slots"][arrays["vocab_slots"] >= 0] = 10**9
-    elif damage == "offsets":
-        arrays["vocab_offsets"][1:] = 10**12
-    else:
-        arrays["vocab_slots"][:] = 0  # no empty slot: probing must still stop
-        arrays["vocab_offsets"][1:] = 10**12
-    broken = TermIndex(arrays, {})
-    with pytest.raises(IndexDamaged, match="index --force"):
-        QueryPlan(["zzzz twin model qq"] * 40, broken).batch
 
 
 def test_a_query_is_tokenized_expanded_and_looked_up_once(tmp_path, monkeypatch):
@@ -111,27 +83,6 @@ def test_a_query_is_tokenized_expanded_and_looked_up_once(tmp_path, monkeypatch)
     kinds = {n.kind for n in resp.notes}
     assert {"dropped", "unknown-terms", "expansion"} <= kinds
     assert resp.terms[:3] == ["dt", "twin", "model"] and "digital" in resp.terms
-
-
-def _lookup_from(monkeypatch, queries: int) -> None:
-    """Make a batch of ``queries`` the smallest that the numba lookup takes."""
-    from chitragupta.kernels import dispatch
-
-    unit, kernel, _w, _c = dispatch.NUMBA_FROM["lookup"]
-    monkeypatch.setitem(dispatch.NUMBA_FROM, "lookup", (unit, kernel, queries, queries))
-
-
-def test_the_numba_lookup_plan_gives_the_python_plan(tmp_path, monkeypatch):
-    r = Retriever.open(indexed_workspace(tmp_path))
-    many = (SAMPLE_QUERIES * 8)[:40]
-    _lookup_from(monkeypatch, 32)
-    big = QueryPlan(many, r.index, r.expander())  # numba lookup
-    assert big._parsed is None  # nothing per query worked out yet
-    small = [QueryPlan([q], r.index, r.expander()) for q in many]
-    for q, p in enumerate(small):
-        lo, hi = big.batch.indptr[q], big.batch.indptr[q + 1]
-        assert big.batch.terms[lo:hi].tolist() == p.batch.terms.tolist()
-        assert big.notes()[q] == p.notes()[0] and big.terms[q] == p.terms[0]
 
 
 # -- parse: one query read off its runs once -------------------------------------------------------------
@@ -166,17 +117,6 @@ def test_plan_notes_say_dropped_no_terms_unknown_and_expansion(retriever):
     assert "in no indexed passage" in plan.notes("passage")[1][0].text  # the unit named in the note
     assert plan.unmatched() == 1 and len(plan) == 3
     assert QueryPlan(["twin"], retriever.index, None).expansions is None  # expansion off
-
-
-def test_a_stemmed_index_takes_the_python_pass_even_for_a_large_batch(tmp_path, monkeypatch):
-    r = Retriever.open(indexed_workspace(tmp_path, '[retrieval]\nstemmer = "english"\n'))
-    assert r.index.stem is not None
-    _lookup_from(monkeypatch, 32)
-    plan = QueryPlan(SAMPLE_QUERIES * 32, r.index, r.expander())
-    assert plan._parsed is not None  # read per query in Python (the numba lookup holds no stemmer)
-    one = QueryPlan(SAMPLE_QUERIES[:1], r.index, r.expander())
-    n = one.batch.indptr[1]
-    assert plan.batch.terms[:n].tolist() == one.batch.terms.tolist()
 
 
 def test_a_plan_reads_the_syntax_as_asked(retriever):

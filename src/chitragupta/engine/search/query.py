@@ -6,14 +6,9 @@
     plan.notes("document")[1]  # dropped words, unknown terms, the expansion
     plan.pairs[0]              # its one-character words as pairs with a neighbour: [("type", "2"), ...]
 
-A batch (any batch over a stemmed index; else one that ``kernels.dispatch.compiled("lookup", queries)``
-leaves to numpy) is cut into its ``[a-z0-9]`` runs once per query in Python; from those runs come the
-typed terms, the dropped words, the acronym expansion and the vocabulary ids, so nothing is tokenized,
-expanded or looked up twice and no JIT kernel is loaded. A larger batch over an unstemmed index goes
-through the numba lookup
-(``chitragupta.kernels.lookup``: runs, expansion and the vocabulary's stored hash table in one pass, no
-Python per query); its words and notes are worked out only when asked for, by the same Python pass (a
-20,000-query batch writing a run needs none). Both give the same batch (tested).
+A batch is cut into its ``[a-z0-9]`` runs once per query in Python; from those runs come the typed
+terms, the dropped words, the acronym expansion and the vocabulary ids, so nothing is tokenized, expanded
+or looked up twice and no JIT kernel is loaded.
 
 A query's one-character words are scored as pairs with the word beside them (``pairs``: the rule is
 ``engine.text.tokenize.short_pairs``, the scoring ``engine.search.pairs``); only the queries that hold one
@@ -38,8 +33,7 @@ import numpy as np
 from chitragupta.engine.search.constraints import Constraints, read_syntax, syntax_mode, syntax_rows
 from chitragupta.notes import Note
 from chitragupta.engine.text.tokenize import STOPWORDS, query_words, runs_bytes, short_pairs, short_rows
-from chitragupta.errors import IndexDamaged, UsageError
-from chitragupta.kernels.dispatch import compiled
+from chitragupta.errors import UsageError
 from chitragupta.kernels.types import QueryBatch
 
 __all__ = ["QueryPlan", "ParsedQuery"]
@@ -113,13 +107,10 @@ class QueryPlan:
         self._expansions: list | None = None
         self._pairs: list[list[tuple[str, str]]] | None = None
         self._notes: dict[str, list[list[Note]]] = {}
-        if index.stem is None and compiled("lookup", len(self.scored)):
-            self.batch = self._lookup()
-        else:
-            parsed = self.parsed
-            lengths = np.fromiter((len(p.ids) for p in parsed), dtype=np.int64, count=len(parsed))
-            ids = np.fromiter((i for p in parsed for i in p.ids), dtype=np.int64, count=int(lengths.sum()))
-            self.batch: QueryBatch = QueryBatch.from_ids(ids, lengths)
+        parsed = self.parsed
+        lengths = np.fromiter((len(p.ids) for p in parsed), dtype=np.int64, count=len(parsed))
+        ids = np.fromiter((i for p in parsed for i in p.ids), dtype=np.int64, count=int(lengths.sum()))
+        self.batch: QueryBatch = QueryBatch.from_ids(ids, lengths)
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -127,27 +118,6 @@ class QueryPlan:
     def _vocab_ids(self, words: list[str]) -> list[int]:
         index = self.index
         return index.vocab.find_many([index.index_term(w) for w in words])
-
-    def _lookup(self) -> QueryBatch:
-        from chitragupta.engine.index.store import IndexCorrupt
-        from chitragupta.kernels.lookup import TableCorrupt, lookup_batch
-
-        index = self.index
-        try:
-            index.check_deep()  # the lookup kernel reads the vocabulary's hash table
-        except IndexCorrupt as err:
-            raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
-        encoded = [q.lower().encode("ascii", "replace") for q in self.scored]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(lengths + 1, out=starts[1:])
-        buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
-        try:
-            indptr, terms = lookup_batch(buf, starts, index.vocab.blob, index.vocab.offsets, index.slots,
-                                         index.expansion_arrays(self.expander))
-        except TableCorrupt as err:
-            raise IndexDamaged(f"{index.where}: {err}; rebuild it with `chitragupta index --force`") from None
-        return QueryBatch(indptr=indptr, terms=terms)
 
     # -- per query, read once ------------------------------------------------------------------------
     @property
