@@ -1,18 +1,15 @@
 """Where a large BM25 batch spends its time, and the batch beside bm25s, in process and as a CLI batch.
 
     python -m bench batch1m --ws /work/scale-ws/synth-1m [--queries 20000] [--ks 10,100] [--threads 1,2]
-                            [--repeats 3] [--parts profile,api,cli,bounds] [--peer-dir DIR] [--out FILE]
-                            [--blocks 256,1024,4096,32768] [--sample 2000] [--orders id,length]
+                            [--repeats 3] [--parts profile,api,cli] [--peer-dir DIR] [--out FILE]
 
 profile  ours alone, one call at a time, per thread count: the seconds of query parsing and lookup
          (``Retriever.plan``), of the scoring kernel (``kernels.dispatch.score_topk`` with the engine's
-         cached idf, norm and bounds), of the id -> citekey / run writing (``Ranked.run_chunks``, every
-         byte of the TREC run, into memory); the postings of each query's terms (all, and those the
-         pruned kernel read in full, streamed past its candidate bitmap, probed: its ``counters``); the
-         bytes those reads stream (indices and tf, 8 bytes a posting read in full, 4 a posting streamed)
-         against the machine's streaming bandwidth, measured here as one numpy sum over a 1 GiB float64
-         array (one thread, median of 3). The share of that limit a thread reaches
-         is (those bytes / kernel seconds / threads) / (sum's bytes / sum's seconds).
+         cached idf and norm), of the id -> citekey / run writing (``Ranked.run_chunks``, every
+         byte of the TREC run, into memory); the postings of each query's terms; the bytes those reads
+         stream (indices and tf, 8 bytes a posting) against the machine's streaming bandwidth, measured
+         here as one numpy sum over a 1 GiB float64 array (one thread, median of 3). The share of that
+         limit a thread reaches is (those bytes / kernel seconds / threads) / (sum's bytes / sum's seconds).
 api      query strings -> TREC run bytes in process: ours ``rank_many`` + ``run_chunks``; bm25s (numba
          backend, its index loaded from ``--peer-dir``) ``tokenize`` + ``retrieve`` + the same lines by
          f-strings, as ``bench.cli_batch``'s peer job writes them. Alternating rounds
@@ -20,20 +17,6 @@ api      query strings -> TREC run bytes in process: ours ``rank_many`` + ``run_
 cli      ``chitragupta search -w WS --queries Q --run R -k K`` (NUMBA_NUM_THREADS = threads) beside
          ``python -m bench batch1m --peer-run ...`` (bm25s: load the saved index, tokenize, retrieve with
          that many threads, write the run), alternating rounds, whole process wall and CPU.
-bounds   what block-max bounds could prune, before any kernel is written for them: for the first
-         ``--sample`` queries taking the dense path and each k, the exact k-th score (theta, from the
-         kernel) is taken as known in advance -- the best any pruning order can do -- and per block size B
-         of ``--blocks`` it reports the share of the query's postings and blocks a block-max pass (BMP:
-         a block is read when the sum of the query terms' block maxima reaches theta) must still read,
-         and the share of postings MaxScore's essential terms hold with global term bounds against
-         per-block bounds (a block's essential terms: those past the smallest whose summed block
-         maxima stay below theta), and the share MaxScore's kernel reads in full once theta is reached (the
-         essential terms and the one it marks). Beside them, at a k the engine prunes, the share its MaxScore
-         kernel read in full (its counters), whose threshold rises tile by tile. Bounds are inflated
-         and theta deflated by 1e-9 relative, as the kernel does. Per order of ``--orders``, blocks are cut
-         from the documents in that order, simulated (no index is rewritten): ``id``, the index's own;
-         ``length``, documents by length ascending, ties by id -- a block then holds documents of one length,
-         whose norms, and so whose contributions at a given tf, are alike.
 
 The queries are ``bench.scale``'s seeded stress set; the bm25s index is built once (``--peer-dir``,
 default ``bench/out/batch1m/bm25s-<ws name>``) from the workspace's corpus.jsonl. At 1M documents run it
@@ -108,7 +91,6 @@ def _run_bytes(ranked, qids) -> int:
 def profile(ws_root: Path, texts: list[str], ks, threads_list, repeats: int) -> dict:
     import numba
 
-    from chitragupta.kernels.types import N_COUNTERS
     from chitragupta.kernels.dispatch import score_topk
 
     bw = stream_bandwidth()
@@ -124,28 +106,19 @@ def profile(ws_root: Path, texts: list[str], ks, threads_list, repeats: int) -> 
     per_q = np.where(np.diff(batch.indptr) > 0, per_q, 0)
     out["terms_per_query"] = float(np.diff(batch.indptr).mean())
     out["postings_per_query"] = float(per_q.mean())
-    from chitragupta.kernels import cpu
-
-    dense = cpu.TILED_DENSITY * per_q >= index.n_docs
-    out["dense_queries"] = int(dense.sum())
-    out["postings_per_dense_query"] = float(per_q[dense].mean()) if dense.any() else 0.0
     out["postings_per_query_p50_p90"] = [float(np.percentile(per_q, 50)), float(np.percentile(per_q, 90))]
     idf, params = index.idf_, r.params
-    norm, bounds = index.norm(params.k1, params.b), index.bounds(params)
+    norm = index.norm(params.k1, params.b)
     for k in ks:
         for threads in threads_list:
             numba.set_num_threads(threads)
             _run_bytes(r.rank_many(texts[-200:], k), qids[-200:])  # warm: kernels loaded
             rows = {"plan": [], "score": [], "ranked": [], "write": []}
-            counters = np.zeros(N_COUNTERS, dtype=np.int64)
             for i in range(repeats):
                 with stopwatch() as t_plan:
                     p = r.plan(texts)
-                c = np.zeros(N_COUNTERS, dtype=np.int64)
                 with stopwatch() as t_score:
-                    top = score_topk(index.postings, p.batch, params, k, backend=r.backend, idf=idf, norm=norm,
-                                     bounds=bounds, counters=c)
-                counters = c
+                    score_topk(index.postings, p.batch, params, k, backend=r.backend, idf=idf, norm=norm)
                 with stopwatch() as t_ranked:
                     ranked = r.rank_many(texts, k)
                 with stopwatch() as t_write:
@@ -154,200 +127,13 @@ def profile(ws_root: Path, texts: list[str], ks, threads_list, repeats: int) -> 
                     rows[name].append((t.wall, t.cpu))
             med = {n: statistics.median(w for w, _ in v) for n, v in rows.items()}
             med_cpu = {f"{n}_cpu_s": statistics.median(c for _, c in v) for n, v in rows.items()}
-            read = int(counters[3])
-            touched = read + int(counters[4])  # read in full, plus streamed past the candidate bitmap (ids only)
-            streamed = read * BYTES_PER_POSTING + int(counters[4]) * 4
+            streamed = float(per_q.sum()) * BYTES_PER_POSTING
             row = {"k": k, "threads": threads, "load": _load(), **{f"{n}_s": v for n, v in med.items()}, **med_cpu,
                    "rank_many_other_s": med["ranked"] - med["plan"] - med["score"],
-                   "run_bytes": n_bytes, "postings_read": read, "postings_read_per_query": read / len(texts),
-                   "postings_touched_per_query": touched / len(texts), "probes_per_query": int(counters[5]) / len(texts),
-                   "counters": counters.tolist(), "streamed_gb_s": streamed / med["score"] / 1e9,
-                   "share_of_stream_per_thread": streamed / med["score"] / threads / bw,
-                   "share_all_postings_per_thread": float(per_q.sum()) * BYTES_PER_POSTING / med["score"] / threads / bw}
+                   "run_bytes": n_bytes, "streamed_gb_s": streamed / med["score"] / 1e9,
+                   "share_of_stream_per_thread": streamed / med["score"] / threads / bw}
             out["rows"].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    return out
-
-
-def _block_coverage_fn():
-    from numba import njit
-
-    @njit(cache=False)
-    def split(bounds, margin, th):
-        """MaxScore's split: the terms in ascending bound, and how many of the first ones are non-essential
-        (their bounds' sum, inflated by margin, stays below th)."""
-        order = np.argsort(bounds)
-        s = 0.0
-        ne = 0
-        while ne < bounds.shape[0] and (s + bounds[order[ne]]) * margin < th:
-            s += bounds[order[ne]]
-            ne += 1
-        return order, ne
-
-    @njit(cache=False)
-    def cover(indptr, indices, tf, fa, da, fb, db, idf, norm, k1p1, q_indptr, q_terms, theta, base, mults, rank,
-              out):
-        """Per query q: out[q, 0] its postings; per block size base * mults[i], out[q, 1 + 4 i ...] the
-        postings and blocks in blocks whose summed maxima reach theta[q], MaxScore's essential postings
-        with global bounds and with that block's bounds; last, the essential postings with global bounds
-        plus those of the term the kernel marks (the largest non-essential one). Document d lies in block
-        rank[d] // base."""
-        n_docs = norm.shape[0]
-        nb = (n_docs + base - 1) // base
-        margin = 1.0 + 1e-9
-        for q in range(q_indptr.shape[0] - 1):
-            a = q_indptr[q]
-            nt = q_indptr[q + 1] - a
-            bm = np.zeros((nt, nb))
-            cnt = np.zeros((nt, nb), dtype=np.int64)
-            tot = 0
-            for j in range(nt):
-                t = q_terms[a + j]
-                w = idf[t]
-                for p in range(indptr[t], indptr[t + 1]):
-                    d = indices[p]
-                    f = np.float64(tf[p])
-                    if da != 0.0:
-                        f += da * fa[p]
-                    if db != 0.0:
-                        f += db * fb[p]
-                    c = w * f * k1p1 / (f + norm[d]) if f > 0.0 else 0.0
-                    b = rank[d] // base
-                    bm[j, b] = max(bm[j, b], c)
-                    cnt[j, b] += 1
-                tot += indptr[t + 1] - indptr[t]
-            out[q, 0] = tot
-            th = theta[q] / margin
-            g = np.zeros(nt)
-            for j in range(nt):
-                for b in range(nb):
-                    g[j] = max(g[j], bm[j, b])
-            order, ne = split(g, margin, th)
-            ess_g = 0
-            for i in range(ne, nt):
-                t = q_terms[a + order[i]]
-                ess_g += indptr[t + 1] - indptr[t]
-            marked = 0
-            if 0 < ne < nt:  # the kernel also reads the largest non-essential term in full (its bitmap)
-                t = q_terms[a + order[ne - 1]]
-                marked = indptr[t + 1] - indptr[t]
-            out[q, 1 + 4 * mults.shape[0]] = ess_g + marked
-            for i in range(mults.shape[0]):
-                m = mults[i]
-                vp = 0
-                vb = 0
-                ess_b = 0
-                ub = np.zeros(nt)
-                for b0 in range(0, nb, m):
-                    ub[:] = 0.0
-                    c_all = np.zeros(nt, dtype=np.int64)
-                    for j in range(nt):
-                        for b in range(b0, min(b0 + m, nb)):
-                            ub[j] = max(ub[j], bm[j, b])
-                            c_all[j] += cnt[j, b]
-                    if ub.sum() * margin >= th:
-                        vb += 1
-                        vp += c_all.sum()
-                    order, ne = split(ub, margin, th)
-                    for r in range(ne, nt):
-                        ess_b += c_all[order[r]]
-                out[q, 1 + 4 * i] = vp
-                out[q, 2 + 4 * i] = vb
-                out[q, 3 + 4 * i] = ess_g
-                out[q, 4 + 4 * i] = ess_b
-    return cover
-
-
-def block_coverage(postings, batch, theta, idf, norm, params, blocks, rank=None) -> np.ndarray:
-    """``bounds``'s figures per query (the module docstring): an (n_queries, 2 + 4 * len(blocks)) int64
-    array -- postings; then per block size, postings and blocks a block-max pass reads, MaxScore's
-    essential postings with global bounds and with per-block bounds; last, the postings MaxScore's kernel
-    reads in full once theta is reached (the essential ones and the marked term's). ``blocks`` are multiples of the
-    smallest; theta the k-th score each query is known to reach (0 where it has fewer than k hits).
-    ``rank`` (a permutation of the document ids; None: the identity) is the position of each document in
-    the order blocks are cut from: the counts an index renumbered by it would give (``doc_order``)."""
-    base = min(blocks)
-    if any(b % base for b in blocks):
-        raise ValueError(f"block sizes must be multiples of the smallest, got {blocks}")
-    fields = [(np.ascontiguousarray(postings.fields[name], dtype=np.int32), float(delta))
-              for name, delta in params.active_fields()]
-    if len(fields) > 2:
-        raise ValueError(f"at most 2 weighted fields, got {len(fields)}")
-    empty = np.zeros(0, dtype=np.int32)
-    while len(fields) < 2:
-        fields.append((empty, 0.0))
-    n_docs = postings.n_docs
-    rank = np.arange(n_docs, dtype=np.int64) if rank is None else np.asarray(rank, dtype=np.int64)
-    if rank.shape != (n_docs,) or not np.array_equal(np.sort(rank), np.arange(n_docs)):
-        raise ValueError(f"rank must be a permutation of the {n_docs} document ids")
-    out = np.zeros((batch.n_queries, 2 + 4 * len(blocks)), dtype=np.int64)
-    _block_coverage_fn()(np.asarray(postings.indptr), np.asarray(postings.indices), np.asarray(postings.tf),
-                         fields[0][0], fields[0][1], fields[1][0], fields[1][1], idf, norm,
-                         float(params.k1 + 1.0), batch.indptr.astype(np.int64), batch.terms.astype(np.int64),
-                         np.asarray(theta, dtype=np.float64), int(base),
-                         np.array([b // base for b in blocks], dtype=np.int64), rank, out)
-    return out
-
-
-ORDERS = ("id", "length")
-
-
-def doc_order(postings, order: str) -> np.ndarray:
-    """The rank (new position) of each document under ``order`` (``ORDERS``): ``id``, the identity;
-    ``length``, ascending document length, ties by ascending id."""
-    n = postings.n_docs
-    if order == "id":
-        return np.arange(n, dtype=np.int64)
-    if order == "length":
-        perm = np.lexsort((np.arange(n), np.asarray(postings.doc_len)))  # documents in the new order
-        rank = np.empty(n, dtype=np.int64)
-        rank[perm] = np.arange(n, dtype=np.int64)
-        return rank
-    raise ValueError(f"unknown document order {order!r}; expected one of {', '.join(ORDERS)}")
-
-
-def bounds(ws_root: Path, texts: list[str], ks, blocks, sample: int, orders=("id",)) -> dict:
-    from chitragupta.kernels import cpu
-    from chitragupta.kernels.dispatch import score_topk
-    from chitragupta.kernels.types import N_COUNTERS, QueryBatch
-
-    r = _retriever(ws_root)
-    index = r.index
-    postings = index.postings
-    df = np.diff(np.asarray(postings.indptr))
-    plan = r.plan(texts)
-    batch = plan.batch
-    lens = np.diff(batch.indptr)
-    per_q = np.array([int(df[batch.terms[batch.indptr[i]:batch.indptr[i + 1]]].sum()) for i in range(batch.n_queries)])
-    rows = np.flatnonzero((cpu.TILED_DENSITY * per_q >= index.n_docs) & (lens > 0))[:sample]
-    q_indptr = np.zeros(rows.size + 1, dtype=np.int64)
-    np.cumsum(lens[rows], out=q_indptr[1:])
-    terms = np.concatenate([batch.terms[batch.indptr[i]:batch.indptr[i + 1]] for i in rows]) if rows.size else \
-        batch.terms[:0]
-    sub = QueryBatch(indptr=q_indptr, terms=terms)
-    params = r.params
-    idf, norm = index.idf_, index.norm(params.k1, params.b)
-    out = {"n_docs": index.n_docs, "queries": int(rows.size), "blocks": list(blocks), "rows": []}
-    ranks = {o: doc_order(postings, o) for o in orders}
-    for k in ks:
-        c = np.zeros(N_COUNTERS, dtype=np.int64)
-        top = score_topk(postings, sub, params, k, backend=r.backend, idf=idf, norm=norm, bounds=index.bounds(params),
-                         counters=c)
-        theta = np.where(np.isfinite(top.scores[:, k - 1]), top.scores[:, k - 1], 0.0)
-        for order in orders:
-            cov = block_coverage(postings, sub, theta, idf, norm, params, blocks, rank=ranks[order])
-            total = float(cov[:, 0].sum())
-            for i, b in enumerate(blocks):
-                n_blocks = rows.size * -(-index.n_docs // b)
-                row = {"k": k, "order": order, "block": b, "load": _load(),
-                       "bmp_postings_share": float(cov[:, 1 + 4 * i].sum()) / total,
-                       "bmp_blocks_share": float(cov[:, 2 + 4 * i].sum()) / n_blocks,
-                       "maxscore_essential_share_global": float(cov[:, 3 + 4 * i].sum()) / total,
-                       "maxscore_essential_share_block": float(cov[:, 4 + 4 * i].sum()) / total,
-                       "maxscore_read_share_at_theta": float(cov[:, -1].sum()) / total,
-                       "kernel_read_in_full_share": float(c[3]) / total if c[3] else None}
-                out["rows"].append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
     return out
 
 
@@ -439,10 +225,6 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default="profile,api,cli")
     ap.add_argument("--peer-dir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--blocks", default="256,1024,4096,32768", help="bounds: block sizes (documents)")
-    ap.add_argument("--sample", type=int, default=2000, help="bounds: dense queries analysed")
-    ap.add_argument("--orders", default="id",
-                    help=f"bounds: document orders blocks are cut from ({', '.join(ORDERS)})")
     args = ap.parse_args(argv)
     from bench.data import WORK
 
@@ -456,12 +238,6 @@ def main(argv=None) -> int:
            + " ".join(argv)}
     if "profile" in parts:
         res["profile"] = profile(args.ws, texts, ks, threads, args.repeats)
-    if "bounds" in parts:
-        orders = [o for o in args.orders.split(",") if o]
-        bad = [o for o in orders if o not in ORDERS]
-        if bad:
-            ap.error(f"unknown --orders {', '.join(bad)}; expected {', '.join(ORDERS)}")
-        res["bounds"] = bounds(args.ws, texts, ks, ints(args.blocks), args.sample, orders)
     if parts & {"api", "cli"}:
         peer_dir = _peer_index(args.ws, args.peer_dir or folder / f"bm25s-{args.ws.name}")
         if "api" in parts:

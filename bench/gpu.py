@@ -85,7 +85,6 @@ class Corpus:
     postings: object  # chitragupta.kernels.types.Postings
     blob: np.ndarray  # the vocabulary as one byte string (uint8) ...
     offsets: np.ndarray  # ... and (VOCAB + 1,) int64 offsets into it
-    slots: np.ndarray  # the lookup's hash table
     probs: np.ndarray  # (VOCAB,) float64 token probabilities, for drawing queries
     build_s: float
 
@@ -101,7 +100,6 @@ def synth_corpus(n_docs: int, seed: int, device: str) -> Corpus:
     (sorting 10^8 (term, doc) keys takes seconds there, minutes in numpy)."""
     import torch
 
-    from chitragupta.kernels.lookup import build_table
     from chitragupta.kernels.types import Postings
 
     t0 = wall_clock()
@@ -137,7 +135,7 @@ def synth_corpus(n_docs: int, seed: int, device: str) -> Corpus:
     blob = np.frombuffer(b"".join(names), dtype=np.uint8)
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
-    return Corpus(postings, blob, offsets, build_table(blob, offsets), probs, wall_clock() - t0)
+    return Corpus(postings, blob, offsets, probs, wall_clock() - t0)
 
 
 def synth_queries(n: int, probs: np.ndarray, seed: int) -> list[str]:
@@ -153,17 +151,13 @@ def synth_queries(n: int, probs: np.ndarray, seed: int) -> list[str]:
 
 
 def to_batch(corpus: Corpus, queries: list[str]):
-    """Query strings -> QueryBatch through the engine's numba lookup (the engine's batched path)."""
-    from chitragupta.kernels.lookup import lookup_batch
+    """Query strings -> QueryBatch: each ``t<id>`` token's id, distinct and ascending per query."""
     from chitragupta.kernels.types import QueryBatch
 
-    encoded = [q.lower().encode("ascii", "replace") for q in queries]
-    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(lengths + 1, out=starts[1:])
-    buf = np.frombuffer(b"\n".join(encoded) + b"\n", dtype=np.uint8)
-    indptr, terms = lookup_batch(buf, starts, corpus.blob, corpus.offsets, corpus.slots)
-    return QueryBatch(indptr=indptr, terms=terms)
+    words = [q.split() for q in queries]
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    ids = np.fromiter((int(w[1:]) for ws in words for w in ws), dtype=np.int64, count=int(lengths.sum()))
+    return QueryBatch.from_ids(ids, lengths)
 
 
 def _sync(device: str) -> None:

@@ -11,7 +11,7 @@ One namespace over four layers, each importing only the ones below it (ARCHITECT
     chitragupta.service    the one registry of engines, request checks, warm engines (CLI, MCP, API)
     chitragupta.enrich     docling, embeddings, rerank, topics (the heavy optional extras)
     chitragupta.engine     workspace, corpus, indexes, search API
-    chitragupta.kernels    arrays in, arrays out: scoring, top-k, lookup, run formatting
+    chitragupta.kernels    arrays in, arrays out: scoring, top-k, the index build's passes
     chitragupta.errors, chitragupta.extras, chitragupta.device   errors, optional imports, device choice
 
 Names here are loaded on first use, so ``import chitragupta`` stays instant (no numba, torch or faiss).

@@ -1,4 +1,4 @@
-"""The tokenizer's byte rule, defined once for every layer (the numba lookup here, the tokenizer,
+"""The tokenizer's byte rule, defined once for every layer (the index build's kernels here, the tokenizer,
 acronym expansion and the window chooser in ``chitragupta.engine``): a token is a maximal run of the
 bytes ``[a-z0-9]`` of the lowercased text, at least ``MIN_TOKEN_CHARS`` long. Anything else -- every
 other ASCII byte, and every non-ASCII character (encoded as ``?`` first) -- separates tokens."""
@@ -13,7 +13,7 @@ TOKEN_BYTES = b"0123456789abcdefghijklmnopqrstuvwxyz"
 TOKEN_CLASS = "[a-z0-9]"  # the same bytes as a regular-expression class (of lowercased text)
 MIN_TOKEN_CHARS = 2
 
-IS_TOKEN_BYTE = np.zeros(256, dtype=np.bool_)  # indexed by a byte; read by numba kernels as a constant
+IS_TOKEN_BYTE = np.zeros(256, dtype=np.bool_)  # indexed by a byte
 IS_TOKEN_BYTE[np.frombuffer(TOKEN_BYTES, dtype=np.uint8)] = True
 # A ``bytes.translate`` table: token bytes kept, every other byte a space (so ``.split()`` gives the runs).
 SEPARATE = bytes(c if IS_TOKEN_BYTE[c] else 32 for c in range(256))

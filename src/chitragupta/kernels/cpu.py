@@ -10,44 +10,117 @@ the k best touched documents by (score desc, id asc) come out of a bounded heap.
 weights are applied at query time; nothing is baked into the index. The accumulation order is the
 reference's, so scores agree to the last bit. Compiled with numba's on-disk cache.
 
-Large corpora (n_docs > _TILED_MIN_DOCS): a query whose postings are many for the corpus (dense)
-skips the table and is scored tile by tile instead. Documents are cut into tiles of _TILE ids; per
-tile, each of the query's terms (ascending id) adds c(t, d) -- computed inline by the same expression,
-so the same bits -- for its postings inside the tile (postings are ascending by document, so one cursor per term
-walks the tiles in order), then the tile's hits are offered to the query's bounded heap and the tile
-is zeroed while still in cache. A tile's float64 accumulator (512 KB) and norm slice stay in L2,
-where a whole-corpus accumulator (8 MB at 1M documents), its per-query reset and its block-max scan
-missed cache on every random add. The per-document sum is the same sum in the same term order.
-A batch's terms that many of its dense queries share (``HOT_MIN_QUERIES``) have their contributions
-computed once into a table (``_hot_table``, within ``TABLE_BUDGET_BYTES``, most-shared first) that the
-tiles read instead of recomputing each posting: the same doubles, a third less time a posting added.
-
-When k is small next to the corpus (k * _PRUNE_DOCS_PER_K <= n_docs) those dense queries are pruned
-instead (``chitragupta.kernels._maxscore``, MaxScore over the same tiles): per tile, the terms whose summed bound
-(each term's largest contribution under the params in use) cannot lift a document to the heap's k-th
-score are only probed for the documents that still could, and those few are re-scored exactly. Same
-ids, same scores, to the bit; at 1M documents and k = 10 it reads about a third of the postings.
-
 A query with an ``allowed`` mask (query syntax, filters) is scored by ``_topk_masked``: the same
 contributions (``_contrib``) added in the same term order, skipping the postings of disallowed documents,
 and only the touched allowed documents offered to the heap -- so its hits are the unmasked ranking
 restricted to the allowed set, same scores to the bit, and never a disallowed document however large k.
-The queries of a batch without a mask take the paths above unchanged.
+The queries of a batch without a mask take the path above unchanged.
+
+Every kernel here compiles with ``error_model="numpy"``: numba's default checks every float division for a
+zero divisor (to raise ZeroDivisionError), a compare and branch on each posting that also keeps the loops
+scalar-serial. No divisor here can be zero -- a contribution divides by tf' + norm[d] only when tf' > 0,
+and norm >= 0 -- so the quotients, and every score, have the same bits; only the check is gone.
 """
 
 from __future__ import annotations
-
-import mmap
 
 import numpy as np
 import numba
 from numba import njit, prange
 
-from chitragupta.kernels._tiles import (_BLOCK, NO_TABLE, _contrib, _contrib_dl, _drain, _lower_bound, _push,
-                                        _sift_down, _sift_up, _span_max, _tile_add, _tile_offer)
 from chitragupta.kernels.types import BM25Params, Postings, QueryBatch, TopK, allowed_rows, bm25_idf, length_norm
 
 __all__ = ["score_topk"]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _worse(s_a, i_a, s_b, i_b):
+    """True when hit a ranks below hit b: lower score, or equal score and larger id."""
+    return s_a < s_b or (s_a == s_b and i_a > i_b)
+
+
+@njit(cache=True, error_model="numpy")
+def _sift_down(hs, hi, pos, size):
+    # Min-heap on rank: the root is the worst hit kept so far.
+    while True:
+        left = 2 * pos + 1
+        if left >= size:
+            return
+        child = left
+        right = left + 1
+        if right < size and _worse(hs[right], hi[right], hs[left], hi[left]):
+            child = right
+        if _worse(hs[child], hi[child], hs[pos], hi[pos]):
+            hs[pos], hs[child] = hs[child], hs[pos]
+            hi[pos], hi[child] = hi[child], hi[pos]
+            pos = child
+        else:
+            return
+
+
+@njit(cache=True, error_model="numpy")
+def _sift_up(hs, hi, pos):
+    while pos > 0:
+        parent = (pos - 1) // 2
+        if _worse(hs[pos], hi[pos], hs[parent], hi[parent]):
+            hs[pos], hs[parent] = hs[parent], hs[pos]
+            hi[pos], hi[parent] = hi[parent], hi[pos]
+            pos = parent
+        else:
+            return
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _push(hs, hi, size, k, s, d):
+    """Offer hit (s, d) to the bounded heap of size entries; returns the new size (exact tie-break)."""
+    if size < k:
+        hs[size] = s
+        hi[size] = d
+        _sift_up(hs, hi, size)
+        return size + 1
+    if s > hs[0] or (s == hs[0] and d < hi[0]):
+        hs[0] = s
+        hi[0] = d
+        _sift_down(hs, hi, 0, size)
+    return size
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _drain(hs, hi, size, out_ids, out_scores):
+    """Pop the heap's size hits worst-first into out[:size], so the row reads best first; returns size."""
+    n = size
+    while size > 0:
+        size -= 1
+        out_scores[size] = hs[0]
+        out_ids[size] = hi[0]
+        hs[0] = hs[size]
+        hi[0] = hi[size]
+        _sift_down(hs, hi, 0, size)
+    return n
+
+
+_BLOCK = 64  # the accumulators' blocks
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _tf_weighted(tf, f1, d1, f2, d2, p):
+    """tf' of posting p: its count plus the weighted field counts (d1, d2 zero when no field is weighted)."""
+    f = np.float64(tf[p])
+    if d1 != 0.0:
+        f += d1 * f1[p]
+    if d2 != 0.0:
+        f += d2 * f2[p]
+    return f
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, d):
+    """The BM25 contribution of posting p (document d), 0 where tf' <= 0: the one expression every
+    numba path computes, so every path adds the same bits."""
+    f = _tf_weighted(tf, f1, d1, f2, d2, p)
+    if f > 0.0:
+        return w * f * k1p1 / (f + norm[np.uint64(d)])
+    return 0.0
 
 
 @njit(cache=True, error_model="numpy")
@@ -93,16 +166,8 @@ def _select_into(acc, cand, m, k, hs, hi, buf, out_ids, out_scores):
 
 
 @njit(cache=True, error_model="numpy")
-def _block_max(acc, bmax):
-    """bmax[i] = max(0, max of acc over block i of _BLOCK documents): ``_span_max`` (SIMD over a full block)."""
-    n = acc.shape[0]
-    for bi in range((n + _BLOCK - 1) // _BLOCK):
-        bmax[bi] = _span_max(acc, bi * _BLOCK, min(bi * _BLOCK + _BLOCK, n))
-
-
-@njit(cache=True, error_model="numpy")
 def _block_max_of(acc, bmax, size):
-    """bmax[i] = max(0, max of acc over block i of ``size`` documents): ``_block_max`` for other sizes."""
+    """bmax[i] = max(0, max of acc over block i of ``size`` documents); returns the number of blocks."""
     n = acc.shape[0]
     nb = (n + size - 1) // size
     for bi in range(nb):
@@ -134,11 +199,7 @@ def _select_dense(acc, k, hs, hi, bmax, buf, cs, out_ids, out_scores):
         size_b //= 2
     if (n_docs + size_b - 1) // size_b < _BLOCK_SPARE * k:
         return _collect_all(acc, k, buf, cs, out_ids, out_scores)
-    if size_b == _BLOCK:
-        _block_max(acc, bmax)
-        nb = (n_docs + _BLOCK - 1) // _BLOCK
-    else:
-        nb = _block_max_of(acc, bmax, size_b)
+    nb = _block_max_of(acc, bmax, size_b)
     # k-th largest block maximum, through the value heap (ids unused here).
     size = 0
     for bi in range(nb):
@@ -186,12 +247,10 @@ def _collect_all(acc, k, ci, cs, out_ids, out_scores):
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, uterms, toff, table):
+def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, norm, k1p1, uterms, toff, table):
     """BM25 contribution of every posting of the given distinct terms, computed once per batch.
 
-    table[toff[j] + i] is the contribution of the i-th posting of term uterms[j]; 0 where tf' <= 0. The norm
-    is read as ntab[dlc[d]] (``_tiles._contrib_dl``, ``_compact_norm``: norm's doubles; at 1M documents norm's
-    8 MB missed cache on every read of a term's postings).
+    table[toff[j] + i] is the contribution of the i-th posting of term uterms[j]; 0 where tf' <= 0.
     """
     for j in prange(uterms.shape[0]):
         t = uterms[j]
@@ -199,7 +258,7 @@ def _posting_table(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, ut
         base = toff[j] - start
         w = idf[t]
         for p in range(start, indptr[t + 1]):
-            table[base + p] = _contrib_dl(tf, f1, d1, f2, d2, dlc, ntab, w, k1p1, p, indices[p])
+            table[base + p] = _contrib(tf, f1, d1, f2, d2, norm, w, k1p1, p, indices[p])
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -232,7 +291,7 @@ def _topk_from_table(indptr, indices, uterms, toff, table, q_indptr, q_slots, k,
             m = 0
             for j in range(q_indptr[q], q_indptr[q + 1]):
                 u = q_slots[j]
-                # Unsigned offsets: no negative-index wraparound test in the inner loops (as in _tile_add).
+                # Unsigned offsets: no negative-index wraparound test in the inner loops.
                 src = np.uint64(indptr[uterms[u]])
                 dst = np.uint64(toff[u])
                 n_u = np.uint64(toff[u + 1] - toff[u])
@@ -307,16 +366,15 @@ def _sub_batch(queries: QueryBatch, rows: np.ndarray) -> QueryBatch:
     return QueryBatch(indptr=q_indptr, terms=queries.terms[pos])
 
 
-def _score_allowed(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, allowed, idf, norm,
-                   bounds, counters) -> TopK:
+def _score_allowed(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, allowed, idf,
+                   norm) -> TopK:
     """``score_topk`` with masks: the unmasked queries as ever, the masked ones by ``_topk_masked``."""
     masks = allowed_rows(allowed, queries.n_queries, postings.n_docs)
     out = TopK.empty(queries.n_queries, k)
     held = np.fromiter((m is not None for m in masks), dtype=bool, count=len(masks))
     free = np.flatnonzero(~held)
     if free.size:
-        got = score_topk(postings, _sub_batch(queries, free), params, k, idf=idf, norm=norm, bounds=bounds,
-                         counters=counters)
+        got = score_topk(postings, _sub_batch(queries, free), params, k, idf=idf, norm=norm)
         out.ids[free] = got.ids
         out.scores[free] = got.scores
     rows = np.flatnonzero(held)
@@ -353,87 +411,6 @@ def _score_allowed(postings: Postings, queries: QueryBatch, params: BM25Params, 
     return out
 
 
-# The constants below were chosen by measurement; the figures are in bench/RESULTS.md ("kernel constants").
-_TILE = 65536  # documents a tile: its float64 accumulator and norm slice stay in a 2 MB L2
-_TILED_MIN_DOCS = 262144  # below this the whole accumulator fits L2 and the table path is faster
-TILED_DENSITY = 32  # tiles for a query with postings * this >= n_docs (a slot visit is cheaper than a posting)
-# MaxScore when k * this <= n_docs: with larger k the threshold stays low and the unpruned tiles are
-# faster (1M documents, 5,000 stress queries, one thread: k = 10 pruned 7.7 s against tiles 9.5 s; k = 100
-# pruned 10.6 s against tiles 9.1 s, CPU seconds; 4096 before, which sent k <= 244 to MaxScore at 1M)
-_PRUNE_DOCS_PER_K = 16384
-_PRUNE_TILE = 32768  # MaxScore's tiles (documents)
-_PRUNE_FIRST_TILE = 32768  # its first tile, which raises the threshold before pruning starts
-_COLLECT_MIN_K = 512  # from this k the unpruned tiles collect past a threshold instead of keeping a heap
-CHUNKS_PER_THREAD = 8  # dense queries' chunks per thread, scheduled dynamically
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, table, q_shift, q_terms, a, nt, cur, lo,
-                end_d, acc):
-    """Add the query's terms q_terms[a:a + nt] (ascending id) into the tile [lo, end_d); each term's
-    cursor cur[j] moves forward to the tile's end, found by binary search. q_shift[a + j] places term j's
-    contributions in ``table`` (``_hot_table``), or is NO_TABLE."""
-    for j in range(nt):
-        t = q_terms[a + j]
-        s = cur[j]
-        e = _lower_bound(indices, s, indptr[t + 1], end_d)
-        cur[j] = e
-        if e > s:
-            _tile_add(indices, tf, f1, d1, f2, d2, dlc, ntab, idf[t], k1p1, table, q_shift[a + j], s, e, lo, acc)
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
-def _topk_tiled(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, table, q_shift, q_indptr, q_terms,
-                rows, k, tile, max_terms, n_chunks, out_ids, out_scores):
-    """Dense queries scored tile by tile (see the module docstring); the terms the batch's queries share most
-    are read from its table (q_shift, ``_hot_table``), the others computed inline.
-
-    Query i's terms are q_terms[q_indptr[i]:q_indptr[i + 1]] (ascending ids: the reference's order),
-    its result goes to row rows[i] of out_ids/out_scores (filled with -1 / -inf). Per tile and term
-    the postings inside the tile are found from a cursor that only moves forward, by binary search.
-    """
-    n_docs = norm.shape[0]
-    n_q = q_indptr.shape[0] - 1
-    for c in prange(n_chunks):
-        acc = np.zeros(tile, dtype=np.float64)
-        cur = np.empty(max(max_terms, 1), dtype=np.int64)
-        hs = np.empty(k, dtype=np.float64)
-        hi = np.empty(k, dtype=np.int64)
-        lo_q = (c * n_q) // n_chunks
-        hi_q = ((c + 1) * n_q) // n_chunks
-        for q in range(lo_q, hi_q):
-            a = q_indptr[q]
-            nt = q_indptr[q + 1] - a
-            for j in range(nt):
-                cur[j] = indptr[q_terms[a + j]]
-            size = 0
-            for lo in range(0, n_docs, tile):
-                end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, table, q_shift, q_terms, a, nt,
-                            cur, lo, end_d, acc)
-                size = _tile_offer(acc, end_d - lo, lo, k, hs, hi, size)
-            _drain(hs, hi, size, out_ids[rows[q]], out_scores[rows[q]])
-
-
-@njit(cache=True, error_model="numpy")
-def _tile_collect(acc, n, lo, thr, cs, ci, m):
-    """Append the hits of acc[:n] (documents lo + i) scoring >= thr to cs/ci from m, in ascending id,
-    zeroing acc[:n] block by block; returns the new m. A block whose maximum is below thr is skipped."""
-    for b0 in range(0, n, _BLOCK):
-        b1 = min(b0 + _BLOCK, n)
-        mx = _span_max(acc, b0, b1)
-        if not mx > 0.0:
-            continue
-        if mx >= thr:
-            for d in range(b0, b1):
-                s = acc[d]
-                cs[m] = s
-                ci[m] = d + lo
-                m += (s >= thr) & (s > 0.0)
-        acc[b0:b1] = 0.0
-    return m
-
-
 @njit(cache=True, error_model="numpy")
 def _kth_cut(cs, ci, m, k):
     """Cut m > k candidates (in ascending id) to the best k, order kept: thr is the k-th largest score;
@@ -452,46 +429,6 @@ def _kth_cut(cs, ci, m, k):
         ci[n] = ci[j]
         n += keep
     return n, thr
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
-def _topk_tiled_collect(indptr, indices, tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, table, q_shift, q_indptr,
-                        q_terms, rows, k, tile, max_terms, n_chunks, out_ids, out_scores):
-    """``_topk_tiled`` for large k: no heap. Hits reaching a threshold are collected per tile in ascending
-    id; once the buffer holds 4k, it is cut to its best k (``_kth_cut``) and the threshold becomes their
-    k-th score, a lower bound on the final one. The buffer never holds more than 4k plus a tile. The
-    last cut leaves the k best by (score desc, id asc), which a stable sort on score puts in that order."""
-    n_docs = norm.shape[0]
-    n_q = q_indptr.shape[0] - 1
-    cap = 4 * k
-    for c in prange(n_chunks):
-        acc = np.zeros(tile, dtype=np.float64)
-        cur = np.empty(max(max_terms, 1), dtype=np.int64)
-        cs = np.empty(cap + tile, dtype=np.float64)
-        ci = np.empty(cap + tile, dtype=np.int64)
-        lo_q = (c * n_q) // n_chunks
-        hi_q = ((c + 1) * n_q) // n_chunks
-        for q in range(lo_q, hi_q):
-            a = q_indptr[q]
-            nt = q_indptr[q + 1] - a
-            for j in range(nt):
-                cur[j] = indptr[q_terms[a + j]]
-            m = 0
-            thr = 0.0
-            for lo in range(0, n_docs, tile):
-                end_d = min(lo + tile, n_docs)
-                _tile_terms(indptr, indices, tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, table, q_shift, q_terms, a, nt,
-                            cur, lo, end_d, acc)
-                m = _tile_collect(acc, end_d - lo, lo, thr, cs, ci, m)
-                if m >= cap:
-                    m, thr = _kth_cut(cs, ci, m, k)
-            if m > k:
-                m, thr = _kth_cut(cs, ci, m, k)
-            order = np.argsort(-cs[:m], kind="mergesort")  # stable: ties stay in ascending id
-            row = rows[q]
-            for j in range(m):
-                out_scores[row, j] = cs[order[j]]
-                out_ids[row, j] = ci[order[j]]
 
 
 _EMPTY_I32 = np.zeros(0, dtype=np.int32)
@@ -518,194 +455,38 @@ def _field_args(postings: Postings, params: BM25Params):
     return args
 
 
-_COMPACT: list = []  # the last few (norm, doc_len, dlc, ntab), newest last: one per index and (k1, b) in use
-_COMPACT_KEPT = 4
-
-
-def _compact_norm(postings: Postings, params: BM25Params, norm: np.ndarray):
-    """(dlc, ntab) with ntab[dlc[d]] == norm[d], bit for bit: each document's length as 16 bits and the norm of
-    each length -- the tiled and MaxScore adds read 2 bytes a document instead of norm's 8 (1M documents: 2 MB
-    against 8 MB to bring into cache, tile by tile, for every query). ``length_norm`` is elementwise, so the
-    table built over the lengths 0..max holds the very doubles norm holds; that is checked, and a corpus whose
-    lengths do not fit 16 bits (or a norm from elsewhere) gets the identity form (arange, norm): the same
-    values, read through one more index. Kept for the last few norm arrays (the engine keeps one per index and
-    (k1, b)), so a batch pays the check once."""
-    for entry in _COMPACT:
-        if entry[0] is norm and entry[1] is postings.doc_len:
-            return entry[2], entry[3]
-    dl = np.asarray(postings.doc_len)
-    dlc = ntab = None
-    if dl.size and int(dl.min()) >= 0 and int(dl.max()) < 65536:
-        dlc = dl.astype(np.uint16)
-        ntab = length_norm(np.arange(int(dl.max()) + 1, dtype=np.int64), postings.avgdl(), params.k1, params.b)
-        if not np.array_equal(ntab[dlc], norm):
-            dlc = None
-    if dlc is None:
-        dlc, ntab = np.arange(norm.shape[0], dtype=np.uint32), norm
-    _COMPACT.append((norm, postings.doc_len, dlc, ntab))
-    del _COMPACT[:-_COMPACT_KEPT]
-    return dlc, ntab
-
-
 # Largest posting table built at once; a bigger batch is scored in query chunks.
 TABLE_BUDGET_BYTES = 256 * 1024 * 1024
 
 
 def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: int,
                *, idf: np.ndarray | None = None, norm: np.ndarray | None = None,
-               bounds: np.ndarray | None = None, counters: np.ndarray | None = None, allowed=None) -> TopK:
+               allowed=None) -> TopK:
     """Top-k of every query, in parallel over queries. Same contract as ``chitragupta.kernels.reference.score_topk``.
 
     The contribution of each posting of the batch's distinct terms is computed once per batch (k1, b
     and field weights applied here, at query time), then every query sums its terms' contributions in
-    ascending term order -- the reference's order, so scores agree to the last bit. Over more than
-    _TILED_MIN_DOCS documents, the dense queries are scored by tiles instead (``_topk_tiled``, same sums).
+    ascending term order -- the reference's order, so scores agree to the last bit.
     ``idf`` and ``norm`` may be passed precomputed (the engine caches them per index and (k1, b)).
-    When k is small next to the corpus those dense queries are pruned (``chitragupta.kernels._maxscore``: MaxScore,
-    exact). Pruning needs each query term's largest contribution under these params: ``bounds``, a
-    float64 array of n_terms kept by the caller for one (k1, b, field weights) and filled with -1, gets
-    them filled in as queries need them (the engine keeps one per index and params); without it they
-    are computed for this call. ``counters``, an int64 array of ``chitragupta.kernels._maxscore.N_COUNTERS``, then
-    receives the pruning's counts (full tiles, pruned tiles, queries stopped early, postings read in full,
-    postings streamed past the candidate bitmap, galloping probes).
     ``allowed`` (``kernels.types.allowed_rows``): per query, the only documents that may be hits
     (``_topk_masked``; the module docstring).
     """
     if allowed is not None:
-        return _score_allowed(postings, queries, params, k, allowed, idf, norm, bounds, counters)
+        return _score_allowed(postings, queries, params, k, allowed, idf, norm)
     out = TopK.empty(queries.n_queries, k)
     if queries.n_queries == 0 or postings.n_docs == 0 or queries.terms.shape[0] == 0:
         return out
     idf, norm = _idf_norm(postings, params, idf, norm)
     f1, d1, f2, d2 = _field_args(postings, params)
-    df = np.diff(postings.indptr)
-    tile = int(_TILE)
-    if postings.n_docs <= max(tile, _TILED_MIN_DOCS):
-        _score_table(postings, queries, params, k, idf, norm, f1, d1, f2, d2, df, out.ids, out.scores)
-        return out
-    term_cum = np.zeros(queries.terms.shape[0] + 1, dtype=np.int64)
-    np.cumsum(df[queries.terms], out=term_cum[1:])
-    n_post = np.diff(term_cum[queries.indptr])  # postings of each query
-    tiled = TILED_DENSITY * n_post >= postings.n_docs
-    rows = np.flatnonzero(tiled).astype(np.int64)
-    if rows.size:
-        lens = np.diff(queries.indptr)[rows]
-        q_indptr = np.zeros(rows.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=q_indptr[1:])
-        starts = queries.indptr[rows]
-        # The rows' term slices, concatenated: position i of the result reads starts[q] + (i - q_indptr[q]).
-        pos = np.arange(int(q_indptr[-1]), dtype=np.int64) + np.repeat(starts - q_indptr[:-1], lens)
-        q_terms = queries.terms[pos].astype(np.int64)
-        # Chunks handed out one at a time as threads free up (numba's dynamic schedule), several per thread: a
-        # thread the host descheduled, or a chunk of heavy queries, no longer sets the batch's wall alone.
-        n_chunks = max(1, min(rows.size, numba.get_num_threads() * CHUNKS_PER_THREAD))
-        with numba.parallel_chunksize(1):
-            _score_tiled(postings, params, k, idf, norm, f1, d1, f2, d2, df, q_indptr, q_terms, rows, lens, tile,
-                         n_chunks, bounds, counters, out)
-    if rows.size < queries.n_queries:
-        rest = np.flatnonzero(~tiled)
-        lens = np.diff(queries.indptr)[rest]
-        q_indptr = np.zeros(rest.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=q_indptr[1:])
-        pos = np.arange(int(q_indptr[-1]), dtype=np.int64) + np.repeat(queries.indptr[rest] - q_indptr[:-1], lens)
-        sub = QueryBatch(indptr=q_indptr, terms=queries.terms[pos])
-        ids = np.full((rest.size, k), -1, dtype=np.int64)
-        scores = np.full((rest.size, k), -np.inf, dtype=np.float64)
-        _score_table(postings, sub, params, k, idf, norm, f1, d1, f2, d2, df, ids, scores)
-        out.ids[rest] = ids
-        out.scores[rest] = scores
+    _score_table(postings, queries, params, k, idf, norm, f1, d1, f2, d2, np.diff(postings.indptr), out.ids,
+                 out.scores)
     return out
-
-
-# A term's contributions go into the batch's table (``_hot_table``) when at least this many of the batch's tiled
-# queries hold it: writing one costs ~5 ns (page faults included) and each read of it instead of the inline
-# expression saves ~0.6 ns (1M documents, one thread).
-HOT_MIN_QUERIES = 16
-
-
-def _hot_table(postings: Postings, df: np.ndarray, q_terms: np.ndarray, f1, d1, f2, d2, idf, dlc, ntab, k1p1: float):
-    """(table, q_shift): the contributions (``_posting_table``: the one expression) of the terms the tiled
-    queries q_terms share most, computed once for the batch; q_shift[i] (aligned with q_terms) is the offset
-    with table[p + q_shift[i]] = posting p's contribution, or ``_tiles.NO_TABLE`` for a term left out.
-
-    A term is kept when at least HOT_MIN_QUERIES queries hold it, most-shared first, while the table stays within
-    TABLE_BUDGET_BYTES (a 20,000-query batch over 1M documents: 219 terms in 256 MB carry 82% of the postings
-    its queries read). One query, or a batch of unrelated ones, builds nothing and pays nothing."""
-    q_shift = np.full(q_terms.shape[0], NO_TABLE, dtype=np.int64)
-    if q_terms.shape[0] < HOT_MIN_QUERIES:  # no term can be held by that many queries
-        return _NO_TABLE_ARRAY, q_shift
-    uses = np.bincount(q_terms, minlength=postings.n_terms)
-    hot = np.flatnonzero(uses >= HOT_MIN_QUERIES)
-    hot = hot[np.argsort(-uses[hot], kind="stable")]  # most-shared first, then while the budget holds
-    hot = np.sort(hot[np.cumsum(df[hot]) <= TABLE_BUDGET_BYTES // 8])
-    if hot.size == 0:
-        return _NO_TABLE_ARRAY, q_shift
-    toff = np.zeros(hot.shape[0] + 1, dtype=np.int64)
-    np.cumsum(df[hot], out=toff[1:])
-    table = _anonymous_f64(int(toff[-1]))
-    _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, dlc, ntab, k1p1, hot, toff,
-                   table)
-    shift_of = np.full(postings.n_terms, NO_TABLE, dtype=np.int64)
-    shift_of[hot] = toff[:-1] - postings.indptr[hot]
-    return table, shift_of[q_terms]
-
-
-_NO_TABLE_ARRAY = np.zeros(1, dtype=np.float64)
-
-
-def _anonymous_f64(n: int) -> np.ndarray:
-    """A writable float64 array of n in anonymous memory of ordinary 4 KB pages, unmapped with the array.
-
-    numpy asks for transparent huge pages on large allocations; where the kernel's THP defrag is "madvise"
-    (these hosts), the first touch of such pages may wait on memory compaction: the same 256 MB table took
-    0.08-0.6 s to fill right after a batch, against 0.17-0.19 s every time in 4 KB pages (bench/LOG.md)."""
-    buf = mmap.mmap(-1, max(n, 1) * 8)
-    return np.frombuffer(buf, dtype=np.float64, count=n)
-
-
-def _score_tiled(postings: Postings, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2, df, q_indptr, q_terms,
-                 rows, lens, tile: int, n_chunks: int, bounds, counters, out: TopK) -> None:
-    """The dense queries ``rows`` (their terms q_terms[q_indptr[i]:q_indptr[i + 1]]) into their rows of ``out``:
-    MaxScore when k is small next to the corpus, else the tiles (a heap, or collection past a threshold)."""
-    k1p1 = float(params.k1 + 1.0)
-    dlc, ntab = _compact_norm(postings, params, norm)
-    if k * _PRUNE_DOCS_PER_K <= postings.n_docs:
-        from chitragupta.kernels._maxscore import N_COUNTERS, term_bounds, topk_maxscore
-
-        if bounds is None:
-            bounds = np.full(postings.n_terms, -1.0)
-        elif bounds.shape != (postings.n_terms,) or bounds.dtype != np.float64:
-            raise ValueError(f"bounds must be float64 of shape ({postings.n_terms},), got {bounds.dtype} "
-                             f"{bounds.shape}")
-        need = np.unique(q_terms)
-        need = need[bounds[need] < 0.0]
-        if need.size:
-            term_bounds(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, k1p1, need,
-                        bounds)
-        per_chunk = np.zeros((n_chunks, N_COUNTERS), dtype=np.int64)
-        topk_maxscore(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1,
-                      q_indptr, q_terms, rows, int(k), int(_PRUNE_TILE), int(_PRUNE_FIRST_TILE), int(lens.max()),
-                      n_chunks, out.ids, out.scores, per_chunk, bounds)
-        if counters is not None:
-            counters += per_chunk.sum(axis=0)
-        return
-    # The unpruned tiles read every posting of every query: the terms many queries share are read from a table
-    # (MaxScore reads about a third of them, mostly of the rarer terms: a table measured slower there).
-    table, q_shift = _hot_table(postings, df, q_terms, f1, d1, f2, d2, idf, dlc, ntab, k1p1)
-    if k >= _COLLECT_MIN_K:
-        _topk_tiled_collect(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab,
-                            k1p1, table, q_shift, q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks,
-                            out.ids, out.scores)
-    else:
-        _topk_tiled(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm, dlc, ntab, k1p1, table,
-                    q_shift, q_indptr, q_terms, rows, int(k), tile, int(lens.max()), n_chunks, out.ids, out.scores)
 
 
 def _score_table(postings: Postings, queries: QueryBatch, params: BM25Params, k: int, idf, norm, f1, d1, f2, d2,
                  df, out_ids, out_scores) -> None:
     """The posting-table path: rows of out_ids/out_scores (filled with -1 / -inf) get each query's top k."""
     budget = TABLE_BUDGET_BYTES // 8
-    dlc, ntab = _compact_norm(postings, params, norm)
     term_cum = np.zeros(queries.terms.shape[0] + 1, dtype=np.int64)
     np.cumsum(df[queries.terms], out=term_cum[1:])
     cum_postings = term_cum[queries.indptr]
@@ -722,7 +503,7 @@ def _score_table(postings: Postings, queries: QueryBatch, params: BM25Params, k:
         toff = np.zeros(uterms.shape[0] + 1, dtype=np.int64)
         np.cumsum(df[uterms], out=toff[1:])
         table = np.empty(int(toff[-1]), dtype=np.float64)
-        _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, dlc, ntab,
+        _posting_table(postings.indptr, postings.indices, postings.tf, f1, d1, f2, d2, idf, norm,
                        float(params.k1 + 1.0), uterms, toff, table)
         slot_of[uterms] = np.arange(uterms.shape[0], dtype=np.int64)
         q_slots = slot_of[terms]

@@ -69,23 +69,18 @@ NUMBA_FROM: dict[str, tuple[str, str, int, int]] = {
     # that the kernels are cached for the next (a job that never got there would never warm the cache)
     "batch": ("score cells: queries x documents", "cpu._topk_from_table", 1 << 25, 1 << 26),
     "grid": ("score cells: grid points x queries x documents", "_sweep_numba.sweep_kernel", 1 << 25, 1 << 28),
-    "lookup": ("queries of a batch, cut into words and looked up", "lookup._lookup", 1 << 14, 1 << 14),
-    "lines": ("lines of a run file", "runfmt.write_pieces", 1 << 17, 1 << 19),
     "build": ("bytes of text an index build tokenizes", "runs.runs_to_ids", 8 << 20, 8 << 20),
     "passes": ("items a pass of an index build no build spoke for sorts or counts", "_build_numba.rows_sorted",
                1 << 22, 1 << 22),
     "check": ("postings an open-time integrity pass reads", "_integrity_numba._scan_range", 1 << 21, 1 << 21),
-    "strings": ("strings of a table (the vocabulary's lookup table, an order check)", "lookup._build", 1 << 17,
-                1 << 17),
+    "strings": ("strings of a table an order check reads", "_integrity_numba._first_unsorted", 1 << 17, 1 << 17),
     "phrase": ("ids a phrase scan reads from an anchor", "_phrase_numba.anchored", 1 << 18, 1 << 18),
-    "merge": ("candidates of shards' top-k merged", "_shardmerge_numba.kway", 1 << 20, 1 << 22),
 }
 
 # What each job's first compile is called in its line.
-_WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "lookup": "the query lookup",
-         "lines": "the run writer",
-         "build": "the index build's kernels", "passes": "the index build's kernels", "check": "the index checks", "strings": "the vocabulary table",
-         "phrase": "the phrase scan", "merge": "the shards' merge"}
+_WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "build": "the index build's kernels",
+         "passes": "the index build's kernels", "check": "the index checks", "strings": "the index checks",
+         "phrase": "the phrase scan"}
 _told: set[str] = set()  # the jobs ``tell`` looked at in this process
 
 _MODULES = {"numba": "chitragupta.kernels.cpu", "numpy": "chitragupta.kernels.reference", "torch": "chitragupta.kernels.torch_backend"}
@@ -234,7 +229,7 @@ def score_topk(postings: Postings, queries: QueryBatch, params: BM25Params, k: i
     """Score a batch on the chosen backend (and, for torch, device). ``k`` must be >= 1. ``allowed``
     (``kernels.types.allowed_rows``): per query, the only documents that may be hits; a backend that
     does not take masks (torch) hands a masked batch to numba. ``arrays``: what the numba backend may be
-    handed precomputed (``idf``, ``norm``, ``bounds``)."""
+    handed precomputed (``idf``, ``norm``)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     b = backend if isinstance(backend, Backend) else resolve(backend, device, work=queries.n_queries * postings.n_docs)

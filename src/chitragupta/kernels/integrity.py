@@ -1,4 +1,4 @@
-"""Open-time checks of index arrays: what the scoring and lookup kernels index with is in range.
+"""Open-time checks of index arrays: what the scoring kernels index with is in range.
 
 The scoring kernels read ``indices[p]`` as a position in per-document arrays and ``indptr[t]`` as a
 position in the postings without checking either (a check per posting would cost the hot loop), so an

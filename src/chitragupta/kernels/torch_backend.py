@@ -402,36 +402,6 @@ def score_grid_device(postings: Postings, queries: QueryBatch, grid: list[BM25Pa
             out_scores[g0:g0 + gs, q0:q1] = vals.view(gs, q1 - q0, kk)
         del table
     return out_ids, out_scores
-    names = _field_order(grid, field_order)
-    deltas_all = torch.tensor([[dict(p.active_fields()).get(n, 0.0) for n in names] for p in grid],
-                              dtype=torch.float64).reshape(G, len(names)).to(dev, dtype)
-    fields = [ix.field(postings, n) for n in names]
-    idf = ix.idf(dtype)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    plan = _plan(ix, queries, G, itemsize, _budget_bytes(dev))
-    for a in range(plan.q_bounds.shape[0] - 1):
-        q0, q1 = int(plan.q_bounds[a]), int(plan.q_bounds[a + 1])
-        terms_h, qloc_h, bounds, totals = _slot_groups(queries, q0, q1, ix.df)
-        if int(totals.sum()) == 0:  # only empty queries or terms without postings: no hits
-            continue
-        terms_d = torch.from_numpy(terms_h).to(dev)
-        qloc_d = torch.from_numpy(qloc_h).to(dev)
-        for g0 in range(0, G, plan.g_chunk):
-            sub = grid[g0:g0 + plan.g_chunk]
-            norms = torch.stack([ix.norm(p.k1, p.b, dtype) for p in sub])
-            k1p1 = torch.tensor([p.k1 + 1.0 for p in sub], dtype=torch.float64).to(dev, dtype)[:, None]
-            deltas = deltas_all[g0:g0 + len(sub)]
-            acc = torch.zeros((len(sub), (q1 - q0) * ix.n_docs), dtype=dtype, device=dev)
-            for s in range(bounds.shape[0] - 1):
-                lo, hi = int(bounds[s]), int(bounds[s + 1])
-                if hi > lo and totals[s] > 0:
-                    _accumulate(ix, acc, terms_d[lo:hi], qloc_d[lo:hi], int(totals[s]), idf, norms, k1p1,
-                                fields, deltas)
-            ids, vals = topk_rows(acc.view(len(sub) * (q1 - q0), ix.n_docs), kk, plan.fix_rows)
-            del acc
-            out_ids[g0:g0 + len(sub), q0:q1] = ids.view(len(sub), q1 - q0, kk)
-            out_scores[g0:g0 + len(sub), q0:q1] = vals.view(len(sub), q1 - q0, kk)
-    return out_ids, out_scores
 
 
 def _to_topk(ids: torch.Tensor, scores: torch.Tensor, k: int) -> TopK:

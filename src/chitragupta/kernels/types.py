@@ -11,13 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Postings", "QueryBatch", "BM25Params", "TopK", "bm25_idf", "length_norm", "allowed_rows", "N_COUNTERS"]
-
-# MaxScore's counters per thread chunk: full tiles, pruned tiles, queries stopped early, postings read in full
-# (all terms of a full tile, essential terms and the marked term of a pruned one), postings of the other
-# non-essential terms streamed past the candidate bitmap (their document id read, a bit tested), and
-# galloping probes (a candidate looked up in a non-essential term, a survivor's term rescored)
-N_COUNTERS = 6
+__all__ = ["Postings", "QueryBatch", "BM25Params", "TopK", "bm25_idf", "length_norm", "allowed_rows"]
 
 
 @dataclass(frozen=True)

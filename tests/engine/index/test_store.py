@@ -120,7 +120,7 @@ def test_bit_rot_in_a_kernel_array_is_caught_not_crashed_on(tmp_path, name, valu
 
 
 ARRAYS = ["citekeys_blob", "citekeys_offsets", "doc_len", "flags", "indices", "indptr", "tf", "vocab_blob",
-          "vocab_offsets", "vocab_slots"]
+          "vocab_offsets"]
 
 
 @pytest.mark.slow
@@ -211,10 +211,6 @@ CONSISTENT = {
     "vocab_offsets-decreasing": (_set("vocab_offsets", lambda a, g: a.__setitem__(1, a[2] + 1)), "offsets"),
     "vocab_blob-unsorted": (_set("vocab_blob", lambda a, g: a[::-1].copy()), "not sorted"),
     "vocab_blob-not-ascii": (_set("vocab_blob", lambda a, g: a.__setitem__(0, 0xE9)), "not ASCII"),
-    "vocab_slots-duplicate": (_set("vocab_slots", lambda a, g: np.where(a >= 0, 0, a).astype(np.int32)), "once"),
-    "vocab_slots-past-vocab": (_set("vocab_slots", lambda a, g: np.where(a >= 0, a + 10**6, a).astype(np.int32)),
-                               "once"),
-    "vocab_slots-tiny": (_set("vocab_slots", lambda a, g: a[:2].copy()), "slots"),
     "citekeys-unsorted": (_set("citekeys_blob", lambda a, g: a.__setitem__(4, ord("9"))), "not sorted"),
     "citekeys-not-utf8": (_set("citekeys_blob", lambda a, g: a.__setitem__(1, 0xFF)), "not UTF-8"),
     "fingerprints-shape": (_set("fingerprints", lambda a, g: a[:, :1].copy()), "fingerprints"),

@@ -92,7 +92,7 @@ def test_batched_tokenization_equals_the_tokenizer(retriever):
     @settings(max_examples=100, deadline=None)
     def check(queries):
         want = index.query_batch([query_terms(q)[0] for q in queries])
-        got = QueryPlan(queries, index).batch  # numba lookup from 32 queries, Python below
+        got = QueryPlan(queries, index).batch
         assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.terms, want.terms)
 
     check()

@@ -178,7 +178,7 @@ def test_constrained_hits_are_the_unconstrained_ranking_restricted(retriever, qu
 
 def test_a_batch_mixing_constrained_and_plain_queries_equals_one_at_a_time(ws):
     r = Retriever.open(ws, backend="numba")
-    queries = QUERIES * 5 + ["twin model sensor", "ocean heat"] * 10  # 60: the numba lookup path too
+    queries = QUERIES * 5 + ["twin model sensor", "ocean heat"] * 10
     batch = r.rank_many(queries, k=7).topk
     for q, query in enumerate(queries[:10] + queries[-2:]):
         row = q if q < 10 else len(queries) - 2 + (q - 10)

@@ -1,7 +1,7 @@
 """engine/search/query.py: a batch of queries tokenized, expanded and looked up once (``QueryPlan``, ``parse``).
 
-The batch is the reference's (each query's terms looked up); each query is cut into runs once; the notes say
-what was dropped, unknown or expanded.
+The batch is the reference's (terms, expansion, vocabulary ids); each query is cut into runs once; the notes
+say what was dropped, unknown or expanded.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _reference_batch(index, queries, expander):
     return index.query_batch(terms)
 
 
-def test_expansion_in_a_plan_equals_the_reference(retriever):
+def test_expansion_in_the_plan_equals_the_reference(retriever):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 

@@ -1,6 +1,5 @@
-"""The batch paths users run, checked against their slow references: acronym expansion inside the numba
-lookup, the lookup table stored with the index, ids to citekeys, and run files (TREC and JSON lines)
-written by the numba formatter, chunked, to files, stdout, FIFOs and devices."""
+"""The batch paths users run, checked against their slow references: acronym expansion, ids to citekeys,
+and run files (TREC and JSON lines), chunked, to files, stdout, FIFOs and devices."""
 
 from __future__ import annotations
 
@@ -42,14 +41,6 @@ def test_rank_many_with_expansion_matches_scoring_the_expanded_strings(ws):
     assert got.terms[0][:1] == ["dt"] and "digital" in got.terms[0]
     assert any(n.kind == "expansion" for n in got.notes[0])
     assert got.terms is got.terms and got.notes is got.notes  # worked out once per batch
-
-
-def test_the_lookup_table_is_stored_with_the_index(ws):
-    import chitragupta.kernels.lookup as lookup
-
-    index = Retriever.open(ws).index
-    assert isinstance(index.slots, np.memmap)
-    assert np.array_equal(np.asarray(index.slots), lookup.build_table(index.vocab.blob, index.vocab.offsets))
 
 
 def test_strings_at_decodes_only_what_it_needs_and_agrees_with_indexing():

@@ -115,8 +115,8 @@ def test_the_threshold_scales_with_the_remainder():
         assert (_span_end(text) < len(text)) is taken
 
 
-def test_the_appendix_test_is_written_in_the_same_words_in_the_three_places_it_is_documented():
-    """README.md, ARCHITECTURE.md and refcut.py's docstring state one appendix test, word for word."""
+def test_the_appendix_test_is_written_in_the_same_words_where_it_is_documented():
+    """docs/reference-cut.md and refcut.py's docstring state one appendix test, word for word."""
     import re
     from pathlib import Path
 
@@ -130,9 +130,9 @@ def test_the_appendix_test_is_written_in_the_same_words_in_the_three_places_it_i
         assert m, f"{path.name} does not state the appendix test"
         return m.group(0)
 
-    said = {p: stated(root / p) for p in ("README.md", "ARCHITECTURE.md", "src/chitragupta/engine/text/refcut.py")}
+    said = {p: stated(root / p) for p in ("docs/reference-cut.md", "src/chitragupta/engine/text/refcut.py")}
     assert len(set(said.values())) == 1, said
-    assert "A Multiscale Approach to Integrated" in said["README.md"]
+    assert "A Multiscale Approach to Integrated" in said["docs/reference-cut.md"]
 
 
 # -- the test before the line scan (speed only: the span must be the same as the scan's alone) ---------

@@ -36,9 +36,9 @@ from chitragupta.engine.text.tokenize import TOKENIZER_ID
 __all__ = ["DocIndex", "IndexReport", "SCHEMA_VERSION", "build", "open_index", "expected_manifest", "is_current",
            "citekeys_digest", "CHECKSUMMED_EVERY_OPEN"]
 
-SCHEMA_VERSION = 8  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
+SCHEMA_VERSION = 9  # 2: the reference cut; 3: title and abstract field counts; 4: the vocabulary lookup table;
 # 5: the plain-text reference cut; 6: appendices after the reference list kept, line-end hyphens joined;
-# 7: the one appendix test (issue 29); 8: the positions array ([retrieval].positions)
+# 7: the one appendix test (issue 29); 8: the positions array ([retrieval].positions); 9: no lookup table
 FIELDS = ("title", "abstract")
 KIND = "doc"
 
@@ -47,8 +47,8 @@ Progress = Callable[[int, int | None], None]
 # The arrays whose checksums an open verifies every time: all but the per-posting ones (read once by
 # ``check_arrays`` instead) and the fingerprints (a damaged one only makes a document re-tokenized).
 # Together about 4% of the index's bytes: ~36 MB at a million documents.
-CHECKSUMMED_EVERY_OPEN = frozenset({"indptr", "doc_len", "vocab_blob", "vocab_offsets", "vocab_slots",
-                                    "citekeys_blob", "citekeys_offsets", "flags"})
+CHECKSUMMED_EVERY_OPEN = frozenset({"indptr", "doc_len", "vocab_blob", "vocab_offsets", "citekeys_blob",
+                                    "citekeys_offsets", "flags"})
 
 
 @dataclass

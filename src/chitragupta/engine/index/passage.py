@@ -45,8 +45,8 @@ from chitragupta.engine.text.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_by
 __all__ = ["PassageIndex", "PassageReport", "SCHEMA_VERSION", "FLAG_IMPORTED", "build_passages", "open_passages",
            "passage_items"]
 
-SCHEMA_VERSION = 4  # 2: the vocabulary lookup table; 3: appendices after the reference list, hyphens joined;
-# 4: paragraphs of plain text
+SCHEMA_VERSION = 5  # 2: the vocabulary lookup table; 3: appendices after the reference list, hyphens joined;
+# 4: paragraphs of plain text; 5: no lookup table
 KIND = "passage"
 FLAG_IMPORTED = 32  # (the passage index's own flag, beside engine.index.source's) an imported text: not split
 _DROPPED = frozenset(DROPPED_RUNS)
@@ -54,8 +54,8 @@ _DROPPED = frozenset(DROPPED_RUNS)
 Progress = Callable[[int, int | None], None]
 
 # checksummed on every open (see chitragupta.engine.index.doc); the per-posting arrays get check_arrays
-CHECKSUMMED_EVERY_OPEN = frozenset({"indptr", "doc_len", "vocab_blob", "vocab_offsets", "vocab_slots",
-                                    "citekeys_blob", "citekeys_offsets", "flags", "p_doc", "p_item"})
+CHECKSUMMED_EVERY_OPEN = frozenset({"indptr", "doc_len", "vocab_blob", "vocab_offsets", "citekeys_blob",
+                                    "citekeys_offsets", "flags", "p_doc", "p_item"})
 
 
 @dataclass

@@ -9,7 +9,7 @@ compiled for, string tables whose offsets run from 0 to their blob's end (an ASC
 citekeys), ``indptr`` from 0 to nnz without decreasing, no negative document length.
 
 ``TermIndex.check_deep`` (once, before a numba kernel reads the index; a writer's open does it at once):
-the string tables sorted, a lookup table holding each term once, and postings whose every row is
+the string tables sorted, and postings whose every row is
 ascending inside the document range with positive counts that sum, per document, to ``doc_len``
 (``chitragupta.kernels.integrity``). The numpy scorer of a single query needs none of it: it checks
 each posting slice it reads (``chitragupta.kernels.reference``) and numpy bounds-checks every gather.
@@ -29,14 +29,12 @@ __all__ = ["TermIndex", "check_arrays", "check_postings", "check_sorted", "array
 
 
 def table_arrays(citekeys: list[str], vocab: list[str]) -> dict[str, np.ndarray]:
-    """The string tables every index stores beside its postings: the sorted citekeys, the sorted
-    vocabulary and the vocabulary's lookup table (``chitragupta.kernels.lookup``)."""
-    from chitragupta.kernels.lookup_table import build_table  # (numba: only for a large table)
-
+    """The string tables every index stores beside its postings: the sorted citekeys and the sorted
+    vocabulary."""
     keys = StringTable.from_sorted(citekeys)
     vt = StringTable.from_sorted(vocab)
     return {"citekeys_blob": keys.blob, "citekeys_offsets": keys.offsets, "vocab_blob": vt.blob,
-            "vocab_offsets": vt.offsets, "vocab_slots": build_table(vt.blob, vt.offsets)}
+            "vocab_offsets": vt.offsets}
 
 
 def array_of(arrays: dict, name: str, dtype, ndim: int = 1, length: int | None = None) -> np.ndarray:
@@ -87,14 +85,10 @@ def check_sorted(arrays: dict, prefix: str) -> None:
 
 
 def check_arrays(arrays: dict, *, deep: bool = True) -> int:
-    """IndexCorrupt unless the vocabulary, its lookup table and the postings are what the kernels may
+    """IndexCorrupt unless the vocabulary and the postings are what the kernels may
     index with (see the module docstring; without ``deep``, the cheap part only); returns the number of
     units (documents or passages)."""
     n_terms = check_string_table(arrays, "vocab", ascii_only=True, deep=False)
-    slots = array_of(arrays, "vocab_slots", np.int32)
-    n_slots = slots.shape[0]
-    if n_slots < 2 or n_slots & (n_slots - 1) or n_slots < 2 * n_terms:
-        raise IndexCorrupt(f"the vocabulary's lookup table has {n_slots} slots for {n_terms} terms")
     indptr = array_of(arrays, "indptr", np.int64, length=n_terms + 1)
     indices = array_of(arrays, "indices", np.int32)
     nnz = indices.shape[0]
@@ -111,18 +105,11 @@ def check_arrays(arrays: dict, *, deep: bool = True) -> int:
 
 
 def check_postings(arrays: dict) -> None:
-    """The deep half of ``check_arrays`` (which must have passed): the vocabulary sorted, its lookup table
-    holding each term once, every posting row ascending inside the unit range with positive counts that
-    add up to ``doc_len``."""
+    """The deep half of ``check_arrays`` (which must have passed): the vocabulary sorted, every posting row
+    ascending inside the unit range with positive counts that add up to ``doc_len``."""
     from chitragupta.kernels.integrity import scan_postings, weighted_sums
 
     check_sorted(arrays, "vocab")
-    n_terms = int(arrays["vocab_offsets"].shape[0] - 1)
-    slots = arrays["vocab_slots"]
-    filled = slots[slots >= 0]
-    if (slots < -1).any() or filled.size != n_terms or (filled.size and (
-            int(filled.max()) >= n_terms or not (np.bincount(filled, minlength=n_terms) == 1).all())):
-        raise IndexCorrupt("the vocabulary's lookup table does not hold each term once")
     indptr, indices, tf, doc_len = arrays["indptr"], arrays["indices"], arrays["tf"], arrays["doc_len"]
     n_units = doc_len.shape[0]
     bad, s0, s1 = scan_postings(indptr, indices, tf, n_units)
@@ -152,15 +139,11 @@ class TermIndex:
             doc_len=_plain(arrays["doc_len"]),
         )
         self.raw_postings = self.postings
-        # the vocabulary's hash table for the numba lookup, built with the index (chitragupta.kernels.lookup)
-        self.slots = arrays["vocab_slots"]
         self.where = "the index cache"  # named in errors; the subclasses say which one
         self._arrays = arrays
         self.deep_checked = deep_checked
         self._idf: np.ndarray | None = None
-        self._expansion = None
         self._norms: dict[tuple[float, float], np.ndarray] = {}
-        self._bounds: dict[tuple, np.ndarray] = {}
 
     def check_deep(self, fields=()) -> None:
         """The checks a numba kernel needs before it reads this index (``check_postings``, the citekeys
@@ -198,17 +181,6 @@ class TermIndex:
             got = self._norms[key] = length_norm(self.postings.doc_len, self.postings.avgdl(), k1, b)
         return got
 
-    def bounds(self, params) -> np.ndarray:
-        """Each term's largest BM25 contribution under ``params`` (k1, b, field weights), for the numba
-        kernel's pruning to fill in as queries need them (-1: not computed yet); one array per params."""
-        key = (float(params.k1), float(params.b), params.active_fields())
-        got = self._bounds.get(key)
-        if got is None:
-            if len(self._bounds) >= 8:
-                self._bounds.clear()
-            got = self._bounds[key] = np.full(self.postings.n_terms, -1.0)
-        return got
-
     def index_term(self, term: str) -> str:
         """A query term as the index holds it (its stem, when the index is stemmed)."""
         return self.stem(term) if self.stem else term
@@ -218,27 +190,6 @@ class TermIndex:
         flat = [self.index_term(t) for terms in term_lists for t in terms]
         lengths = np.fromiter((len(t) for t in term_lists), dtype=np.int64, count=len(term_lists))
         return QueryBatch.from_ids(np.asarray(self.vocab.find_many(flat), dtype=np.int64), lengths)
-
-    def expansion_arrays(self, expander):
-        """The acronym keys as a lookup table and the vocabulary ids each adds, for the numba lookup;
-        built once per expander (it is small: a key per acronym)."""
-        from chitragupta.kernels.lookup import NO_EXPANSION, build_table
-
-        if expander is None:
-            return NO_EXPANSION
-        cached = self._expansion
-        if cached is not None and cached[0] is expander:
-            return cached[1]
-        keys = sorted(expander.tokens)
-        table = StringTable.from_sorted(keys)
-        ids = [[t for t in self.vocab.find_many([self.index_term(w) for w in expander.tokens[k]]) if t >= 0]
-               for k in keys]
-        exp_indptr = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in ids], out=exp_indptr[1:])
-        exp_terms = np.asarray([t for x in ids for t in x], dtype=np.int64)
-        arrays = (table.blob, table.offsets, build_table(table.blob, table.offsets), exp_indptr, exp_terms)
-        self._expansion = (expander, arrays)
-        return arrays
 
 
 def _plain(arr: np.ndarray) -> np.ndarray:

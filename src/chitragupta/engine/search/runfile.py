@@ -2,9 +2,9 @@
 ``{"qid", "rank", "citekey", "score"}``) and where they go (``-`` for stdout, a regular file replaced
 atomically, a FIFO or character device written directly).
 
-``run_chunks`` turns a whole batch's top-k arrays into the file's bytes, a line at a time, in chunks of
-whole queries; they are what ``format_run_lines`` (the per-line reference, kept for tests and small
-callers) writes. A docid is the citekey, or ``<citekey>#<item>`` for a passage or chunk (JSON lines: the citekey
+``run_chunks`` turns a whole batch's top-k arrays into the file's bytes, in chunks of whole queries so
+memory stays bounded, a line at a time in Python: the bytes ``format_run_lines`` (the per-line
+reference, kept for tests and small callers) writes. A docid is the citekey, or ``<citekey>#<item>`` for a passage or chunk (JSON lines: the citekey
 and a ``"passage"`` or ``"chunk"`` field); a TREC docid that holds whitespace is refused, since the
 format cannot carry it. Reading a run back is ``chitragupta.engine.evaluation.measure.read_trec_run``.
 
@@ -63,6 +63,13 @@ def _utf8(text: str, what: str) -> bytes:
                          "written to a run") from None
 
 
+def _table(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    if strings:
+        np.cumsum(np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)), out=offsets[1:])
+    return np.frombuffer(b"".join(strings), dtype=np.uint8), offsets
+
+
 def _json_inner(text: str) -> bytes:
     """A JSON string literal's inside: escaped, UTF-8 (a lone surrogate as a \\u escape)."""
     try:
@@ -71,15 +78,14 @@ def _json_inner(text: str) -> bytes:
         return json.dumps(text)[1:-1].encode("ascii")
 
 
-def _qid_texts(qids: Sequence[str], fmt: str) -> list[str]:
+def _qid_table(qids: Sequence[str], fmt: str) -> tuple[np.ndarray, np.ndarray]:
     if fmt == "trec":
         for q in qids:
             if not q or _SPACE.search(q):
                 raise UsageError(f"query id {q!r} is empty or holds whitespace and cannot be written to a TREC run")
-            _utf8(q, "query id")
-        return list(qids)
+        return _table([_utf8(q, "query id") for q in qids])
     plain = [q.isascii() and q.isprintable() and '"' not in q and "\\" not in q for q in qids]
-    return [q if ok else _json_inner(q).decode("utf-8", "surrogateescape") for q, ok in zip(qids, plain)]
+    return _table([q.encode("ascii") if ok else _json_inner(q) for q, ok in zip(qids, plain)])
 
 
 def _key_text(keys, d: int, fmt: str) -> bytes:
@@ -147,8 +153,11 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     if len(qids) != counts.shape[0] or int(counts.sum()) != docs.shape[0] or scores.shape != docs.shape \
             or items.shape != docs.shape:
         raise ValueError("run_chunks: qids, counts, docs, scores and items disagree in length")
-    yield from _python_chunks(_qid_texts(qids, fmt), counts, docs, scores, keys, items, fmt, tag, item_field,
-                              chunk_bytes)
+    qid_blob, qid_off = _qid_table(qids, fmt)
+    blob = qid_blob.tobytes()
+    yield from _python_chunks([blob[a:b].decode("utf-8", "surrogateescape") for a, b in
+                               zip(qid_off[:-1].tolist(), qid_off[1:].tolist())], counts, docs, scores, keys, items,
+                              fmt, tag, item_field, chunk_bytes)
 
 
 # -- where a run goes ------------------------------------------------------------------------------------

@@ -231,7 +231,7 @@ class BM25Scorer:
             index.check_deep(fields=[name for name, _d in params.active_fields()])
             if backend.accepts_cached:
                 return backend.score_topk(index.postings, batch, params, k, idf=index.idf_,
-                                          norm=index.norm(params.k1, params.b), bounds=index.bounds(params), **masks)
+                                          norm=index.norm(params.k1, params.b), **masks)
             return backend.score_topk(index.postings, batch, params, k)
         except (IndexCorrupt, PostingsDamaged) as err:
             self.repair(unit, str(err))

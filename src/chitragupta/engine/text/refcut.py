@@ -23,17 +23,25 @@ alone on a line is a wrapped sentence or a figure's label. The span starts at th
   follows: 1 when under 1,000 characters do, none when nothing does), so a heading followed by prose is
   not cut.
 
-**The appendix test** (the same words in README.md and ARCHITECTURE.md). The list ends at the first later
-heading that opens an appendix or supplement ("Appendix", "Appendix A: Proofs", "Supplementary Material",
-or a lettered heading such as "A Proof of Lemma 2" or "B.1 Annotation": a capital letter, A-H in plain
-text, then a capitalised title of at most 12 words with no year and no sentence break). In a docling
-sidecar a heading is a section_header item; in plain text a line is one only when it does not continue the
-line before it (that line does not end in a letter, a comma, a colon, a semicolon or a hyphen: a wrapped
-title such as "A Multiscale Approach to Integrated" continues its entry) and it is followed by prose, not
-by more entries: the 2,000 characters after it (all that follow, when fewer do) hold at least 150
-characters of text and fewer years, [n] entry numbers and venue words than 14 per 2,000 characters, in
-proportion for a shorter remainder. What lies between the list and an appendix (acknowledgements, author
-biographies) goes with it; with no appendix, the list runs to the end.
+**The appendix test** (the same words in docs/reference-cut.md). The list ends at the first later
+heading that opens an appendix or supplement. A heading holding no year and no [n] entry number opens one when it reads Appendix, Appendices,
+Supplementary, Supplemental, Supporting Information or Online Resource (in any case, after an optional
+letter label, with at most 120 characters after the word: "Appendix A: Proofs", "Supplementary
+Material"), or when it is lettered, such as "A Proof of Lemma 2" or "B.1 Annotation": a capital letter (A-H
+in plain text), optional ".1"-style numbers, then a title of at most 12 words whose first word is
+capitalised and not an initial, with no comma, no "et al", "pp." or "In Proc", and no full stop or
+semicolon inside it or comma, full stop or semicolon at its end. In a docling sidecar a heading is a
+section_header item. In plain text a line of at most 140 characters is one only when it does not continue
+the line before it (that line does not end in a letter, a comma, a colon, a semicolon or a hyphen: in
+"Models of Graphs for" followed by "A Study of Cities", the second line continues the first) and it is
+followed by prose, not by more entries: the 2,000 characters after it (all that follow, when fewer do)
+hold at least 150 characters of text and fewer than 14 per 2,000 characters (in proportion for a shorter
+remainder) of years (1800-2099), [n] entry numbers at a line's start and venue words (Proceedings, Proc.,
+arXiv, Journal, Conference, Transactions, Association for, "pages" or "pp." before a digit, doi, http://,
+https://, Press, Workshop, Symposium; in any case). So a wrapped title such as "A Multiscale Approach to
+Integrated" alone on a line after an entry's full stop has a heading's form and continues no line; the
+prose test rejects it, because entries follow it. What lies between the list and an appendix
+(acknowledgements, author biographies) goes with it; with no appendix, the list runs to the end.
 
 (The numbers: ``PLAIN_WINDOW``, ``APPENDIX_MIN_CHARS``, ``APPENDIX_MAX_CITES``; a reference list holds
 ~30 years, entry numbers and venue words in 2,000 characters, appendix prose that cites its sources 0-12.)
