@@ -42,7 +42,6 @@ COMMANDS = {
     "refs_entries": ("bench.refs_entries", "reference entries found per paper against hand counts, fields against hand labels"),
     "pages": ("bench.pages", "the graph's page for a synthetic library in headless Chromium: size, command cost, time to scripts done"),
     "check": ("bench.check", "chitragupta check on drafts of SciFact claims: support AUC, statuses, alternatives, uncited, cost"),
-    "ray_batch": ("bench.ray_batch", "a BM25 batch on Ray actors (whole index, shards) beside one process: wall time, run equality"),
 }
 
 

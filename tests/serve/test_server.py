@@ -160,16 +160,16 @@ def test_warm_engines_reopen_only_when_the_workspace_changed(ws):
     age_texts(ws)  # past the 2 s in which a stamp is not trusted
     warm = WarmEngines(ws)
     warm.search("twin")
-    first = warm.retriever()
+    first = warm.searcher("bm25")
     warm.search("model")
-    assert warm.retriever() is first  # nothing changed: the same engine, warm
+    assert warm.searcher("bm25") is first  # nothing changed: the same engine, warm
     run_cli("index", "-w", ws, "--force", check=True)
     warm.search("twin")
-    assert warm.retriever() is not first  # a new generation switched in by another process
-    second = warm.retriever()
+    assert warm.searcher("bm25") is not first  # a new generation switched in by another process
+    second = warm.searcher("bm25")
     (ws / "config.toml").write_text("[retrieval]\nk1 = 0.9\n")
     got = warm.search("twin model")
-    assert warm.retriever() is not second and warm.retriever().params.k1 == 0.9
+    assert warm.searcher("bm25") is not second and warm.searcher("bm25").params.k1 == 0.9
     cli = json.loads(run_cli("search", "-w", ws, "twin model", "--json", check=True).stdout)
     assert got["hits"] == cli
 

@@ -28,7 +28,7 @@ def run(args) -> int:
     from chitragupta.engine.search.bm25 import Retriever
     from chitragupta.engine.evaluation.measure import first_relevant, mean_reciprocal_rank, read_trec_run
     from chitragupta.files import atomic_write_text
-    from chitragupta.engine.search.runfile import format_run_lines, open_output
+    from chitragupta.engine.search.runfile import open_output
     from chitragupta.engine.library.workspace import Workspace
 
     root = Path(DEFAULT_DIR if args.workspace == "." else args.workspace).expanduser()
@@ -61,10 +61,8 @@ def run(args) -> int:
     ranked = retriever.rank_many([q["text"] for q in queries], k=10)
     run_path = root / "content" / "demo.trec"
     with open_output(str(run_path)) as f:  # the run file as `search --run` writes it
-        for i, q in enumerate(queries):
-            keys = [retriever.citekey(d) for d in ranked.topk.ids[i] if d >= 0]
-            lines = format_run_lines(q["_id"], zip(keys, ranked.topk.scores[i]))
-            f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+        for chunk in ranked.run_chunks([q["_id"] for q in queries]):
+            f.write(chunk)
     # scored as `chitragupta eval` reads a run (read back from the file), without the eval extra
     ranks = first_relevant(read_trec_run(run_path).ranked, {q["_id"]: dict.fromkeys(q["relevant"], 1) for q in queries},
                            depth=10)

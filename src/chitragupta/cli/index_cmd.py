@@ -10,25 +10,6 @@ def add_arguments(p) -> None:
     p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
                    help="processes that tokenize the document index (default: the cores available); "
                         "the index is the same for any N")
-    p.add_argument("--shards", type=shards_arg, default=None, metavar="N",
-                   help="also write the document index as N shards of consecutive documents with the whole "
-                        "index's statistics, for `search --ray` (one actor per shard; at most one shard a "
-                        "document); kept, checked and cut again by later runs, until --shards 0 removes them")
-
-
-def shards_arg(text: str) -> int:
-    """``--shards``: a whole number >= 0 (0: no shards)."""
-    import argparse
-
-    from chitragupta.engine.index.shards import MAX_SHARDS
-
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= MAX_SHARDS:
-        raise argparse.ArgumentTypeError(f"--shards wants a whole number of shards within 0..{MAX_SHARDS}, not {text!r}")
-    return n
 
 
 def jobs_arg(text: str) -> int:
@@ -49,8 +30,7 @@ def run(args) -> int:
     from chitragupta.engine.citations.store import summary_line
     from chitragupta.service.index import build
 
-    report = build(open_workspace(args), unit=args.unit, force=args.force, jobs=args.jobs,
-                   shards=getattr(args, "shards", None), progress=progress_bar)
+    report = build(open_workspace(args), unit=args.unit, force=args.force, jobs=args.jobs, progress=progress_bar)
     verbose = bool(getattr(args, "verbose", False))
     for unit, got in report.units.items():
         print_notes(got.notes)
@@ -63,11 +43,6 @@ def run(args) -> int:
                 _print_cuts(r.cuts, r.retokenized, verbose)
             if verbose:
                 print(f"index: {_abstract_line(*got.abstracts)}")
-            if report.shards_removed:
-                print("index: shards removed")
-            elif report.shards is not None:
-                count, per, done = report.shards
-                print(f"index: {count} shards of about {per} documents {done}")
             if got.title_only:
                 print_notes([f"{got.title_only} parsed source(s) have no parsed text on disk and were ranked on "
                              "their title alone; `chitragupta sync` (or `import` again) writes it back"])

@@ -42,10 +42,6 @@ def add_arguments(p) -> None:
                    help="; ".join(f"{s.name}: {s.help}" for s in registry.ENGINES.values()))
     p.add_argument("--no-update", action="store_true", help="search the index as it is, even if the ledger changed")
     p.add_argument("--log", metavar="DRAFT", help="append each query to content/dossiers/DRAFT/retrieval.md")
-    p.add_argument("--ray", metavar="auto|ADDRESS", default=None,
-                   help="score a --queries batch on Ray actors that memory-map the index (one per shard of "
-                        "`index --shards N`, else query blocks over the whole index): auto, ray://HOST:10001 or "
-                        "HOST:6379; every node must see the workspace at the same path (the run is the same)")
     add_filter_arguments(p, topic=True)
 
 
@@ -271,23 +267,10 @@ def run(args) -> int:
         raise UsageError("--syntax is for a --queries batch; one QUERY reads the syntax as [retrieval].query_syntax says")
     elif not args.query:
         raise UsageError('give a QUERY, e.g. chitragupta search "digital twin fidelity", or --queries Q.jsonl --run OUT.trec')
-    ray = getattr(args, "ray", None)
-    if ray is not None:
-        from chitragupta.enrich.ray_search import check_options
-
-        check_options(engine=args.engine, unit=args.unit, backend=args.backend, queries=bool(args.queries))
     req = SearchRequest.checked(flags=True, engine=args.engine, unit=args.unit, k=args.k,
                                 snippet_chars=args.snippet_chars, filters=filters_of(args))
     ws = open_workspace(args)
     with progress_bar("indexing") as cb:
         searcher = open_searcher(ws, req.engine, update=not args.no_update, backend=args.backend,
                                  device=args.device, progress=cb)
-    if ray is not None:
-        from chitragupta.enrich.ray_search import RaySearcher
-
-        searcher = RaySearcher(searcher, ray)
-        try:
-            return _batch(args, req, searcher, ws)
-        finally:
-            searcher.close()
     return _batch(args, req, searcher, ws) if args.queries else _single(args, req, searcher, ws)

@@ -7,9 +7,6 @@ import sys
 
 
 def add_arguments(p) -> None:
-    from chitragupta.device import DEVICES
-    from chitragupta.kernels.sweep import SWEEP_BACKENDS
-
     p.add_argument("--queries", metavar="Q.jsonl", required=True, help='BEIR queries, one {"_id", "text"} per line')
     p.add_argument("--qrels", metavar="QRELS", required=True,
                    help="judgments: BEIR TSV (header line) or TREC qrels (qid 0 docid rel)")
@@ -27,9 +24,6 @@ def add_arguments(p) -> None:
                    help="folder for sweep-<metric>.md, .csv and .png (created if needed)")
     p.add_argument("--skip-missing", action="store_true",
                    help="leave out judged queries that are not in Q.jsonl (default: they score 0)")
-    p.add_argument("--backend", choices=list(SWEEP_BACKENDS), default="auto",
-                   help="sweep kernel (default auto: numpy for a small grid, else numba; torch runs on --device)")
-    p.add_argument("--device", choices=list(DEVICES), default="auto", help="where the torch backend runs")
 
 
 def run(args) -> int:
@@ -64,8 +58,7 @@ def run(args) -> int:
     with progress_bar("indexing") as cb:
         retriever = open_searcher(ws, "bm25", progress=cb)
     result = run_sweep(retriever, queries, qrels.judgments, k1s, bs, args.metric, titles=titles,
-                       abstracts=abstracts, k=args.k, backend=args.backend, device=args.device,
-                       skip_missing=args.skip_missing)
+                       abstracts=abstracts, k=args.k, skip_missing=args.skip_missing)
     paths, notes = write_sweep(result, args.out, file_stem(args.metric),
                                title=f"{Path(ws.root).name}: {args.metric} ({result.n_queries} queries)")
     print_notes(qrels.notes + result.notes + notes)

@@ -12,7 +12,6 @@ A reply is a page: at most ``k`` items from ``offset``, fewer where more would p
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 __all__ = ["add_citation_tools", "REPLY_BYTES"]
@@ -20,10 +19,9 @@ __all__ = ["add_citation_tools", "REPLY_BYTES"]
 REPLY_BYTES = 15_000  # the most JSON a page of items takes (a reply stays under 16 KB)
 
 
-def add_citation_tools(server, call, warm_or_workspace) -> None:
-    """Add the tools to ``server`` (an MCPServer). ``call(fn, *args)`` runs ``fn`` and turns a ChitraguptaError
-    into a tool error (it may return the answer or a coroutine giving it); ``warm_or_workspace``: a
-    ``WarmEngines`` (its current workspace is used) or a workspace path."""
+def add_citation_tools(server, call, warm) -> None:
+    """Add the tools to ``server`` (an MCPServer). ``await call(fn, *args)`` runs ``fn`` in a worker and turns a
+    ChitraguptaError into a tool error; ``warm``: the ``WarmEngines`` whose current workspace is asked."""
     from typing import Annotated
 
     from pydantic import Field
@@ -38,10 +36,6 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     Offset = Annotated[int, Field(description="skip this many items (the next page: offset + the items "
                                               "returned)")]
 
-    def ws():
-        get = getattr(warm_or_workspace, "workspace", None)
-        return get() if callable(get) else warm_or_workspace
-
     from chitragupta.serve.models import filters_model
 
     CitingFilters = filters_model("Metadata filters on the CITING sources: only those that match every field "
@@ -50,15 +44,10 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
     def own(filters):
         return None if filters is None else filters.model_dump(exclude_none=True)
 
-    async def answer(fn, *args):
-        """``call``'s answer, whether ``call`` answers at once or is a coroutine (a worker-thread caller)."""
-        got = call(fn, *args)
-        return await got if inspect.isawaitable(got) else got
-
     from chitragupta.service import citations
 
     async def references(citekey: str, k: int = 25, offset: int = 0) -> dict[str, Any]:
-        return await answer(citations.references, ws(), citekey, k, offset, REPLY_BYTES)
+        return await call(citations.references, warm.workspace(), citekey, k, offset, REPLY_BYTES)
 
     references.__annotations__ = {"citekey": Citekey, "k": Page, "offset": Offset, "return": dict[str, Any]}
     references.__doc__ = (
@@ -72,7 +61,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
 
     async def cited_by(citekey: str, filters: CitingFilters | None = None, k: int = 25,
                        offset: int = 0) -> dict[str, Any]:
-        return await answer(citations.cited_by, ws(), citekey, own(filters), k, offset, REPLY_BYTES)
+        return await call(citations.cited_by, warm.workspace(), citekey, own(filters), k, offset, REPLY_BYTES)
 
     cited_by.__annotations__ = {"citekey": Citekey, "filters": CitingFilters | None, "k": Page, "offset": Offset,
                                 "return": dict[str, Any]}
@@ -85,7 +74,7 @@ def add_citation_tools(server, call, warm_or_workspace) -> None:
 
     async def missing(min_count: int = 2, k: int = 50, offset: int = 0,
                       filters: CitingFilters | None = None) -> dict[str, Any]:
-        return await answer(citations.missing, ws(), min_count, k, own(filters), offset, REPLY_BYTES)
+        return await call(citations.missing, warm.workspace(), min_count, k, own(filters), offset, REPLY_BYTES)
 
     missing.__annotations__ = {"min_count": MinCount, "k": K, "offset": Offset, "filters": CitingFilters | None,
                                "return": dict[str, Any]}

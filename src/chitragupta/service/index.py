@@ -1,5 +1,5 @@
-"""``chitragupta index`` as one use case: the BM25 indexes (documents, passages), the shards, hybrid's own
-BM25 index and the references, built under one hold of the workspace lock, answered as an ``IndexReport``.
+"""``chitragupta index`` as one use case: the BM25 indexes (documents, passages), hybrid's own BM25 index
+and the references, built under one hold of the workspace lock, answered as an ``IndexReport``.
 
     from chitragupta.service.index import build
     report = build("my-review")                  # what is stale is rebuilt; the rest is reused
@@ -35,8 +35,6 @@ class UnitReport:
 @dataclass
 class IndexReport:
     units: dict[str, UnitReport] = field(default_factory=dict)
-    shards: tuple[int, int, str] | None = None  # (count, documents per shard, "cut" | "up to date"), or None
-    shards_removed: bool = False
     hybrid: tuple[str, float | None] | None = None  # (its stemmer, build seconds or None when up to date)
     references: dict | None = None  # build_references' answer (counts, "notes"); None: no document index built
 
@@ -52,10 +50,9 @@ def _progress(progress, desc: str):
 
 
 def build(workspace, *, unit: str = "all", force: bool = False, jobs: int | None = None,
-          shards: int | None = None, progress: Callable | None = None, config=None) -> IndexReport:
+          progress: Callable | None = None, config=None) -> IndexReport:
     """Build or update the workspace's indexes and its references. ``unit``: "all", "document" or
-    "passage"; ``jobs``: processes that tokenize (None: the cores); ``shards``: None keeps the recorded shard
-    count, 0 removes the shards, N cuts N. Holds the workspace lock throughout: between the steps another
+    "passage"; ``jobs``: processes that tokenize (None: the cores). Holds the workspace lock throughout: between the steps another
     writer could otherwise take the workspace, and this build would end busy, half done."""
     from chitragupta.engine.index.segments import available_cores
     from chitragupta.engine.library.workspace import Workspace
@@ -66,10 +63,10 @@ def build(workspace, *, unit: str = "all", force: bool = False, jobs: int | None
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace, config)
     jobs = jobs or available_cores()
     with ws.lock("index"):
-        return _build(ws, unit, force, jobs, shards, progress)
+        return _build(ws, unit, force, jobs, progress)
 
 
-def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
+def _build(ws, unit, force, jobs, progress) -> IndexReport:
     from chitragupta.engine.citations.store import build_references
     from chitragupta.engine.index.manage import refresh
     from chitragupta.engine.index.source import (FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, FLAG_NOT_PARSED,
@@ -88,7 +85,6 @@ def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
             got = UnitReport(name, size, opened.report, list(opened.notes),
                              title_only=idx.count_flag(FLAG_TEXT_MISSING), unparsed=idx.count_flag(FLAG_NOT_PARSED),
                              abstracts=(idx.n_docs, idx.n_docs - no_sidecar, idx.count_flag(FLAG_HAS_ABSTRACT)))
-            got.notes += _shards(ws, idx, shards, report)
         else:
             size = f"{idx.n_passages} passages from {len(set(idx.p_doc.tolist()))} documents, {len(idx.vocab)} terms"
             got = UnitReport(name, size, opened.report, list(opened.notes))
@@ -102,23 +98,6 @@ def _build(ws, unit, force, jobs, shards, progress) -> IndexReport:
     if doc is not None:  # its pass parsed the lists of the texts it read: the rest (resolved when first asked)
         report.references = build_references(ws, doc, lock=False, links=False)
     return report
-
-
-def _shards(ws, idx, count, report: IndexReport) -> list[str]:
-    """The shards refreshed into ``report``; the notes to print (fewer shards than asked, damaged ones)."""
-    from chitragupta.engine.index.shards import refresh as refresh_shards
-
-    got, done = refresh_shards(ws, idx, count)
-    report.shards_removed = done == "removed"
-    notes = []
-    if got is not None:
-        report.shards = (got.count, idx.n_docs // got.count, "cut" if done == "cut" else "up to date")
-        if count and got.count < count:
-            notes.append(f"--shards {count}: the index holds {idx.n_docs:,} documents, so {got.count:,} shards (a "
-                         "shard is never empty)")
-        if done and done.startswith("repaired"):
-            notes.append(f"index shards {done}")
-    return notes
 
 
 def _hybrid_index(ws):

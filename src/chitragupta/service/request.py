@@ -15,7 +15,7 @@ so the CLI and the MCP server refuse the same requests with the same words.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from chitragupta.engine.search.searcher import (DEFAULT_BATCH_K, DEFAULT_K, UNIT_HELP, check_k, check_max_per_source,
                                          check_snippet_chars)
@@ -34,7 +34,7 @@ DEFAULT_MAX_BATCH_QUERIES = 1_000
 @dataclass(frozen=True)
 class Limits:
     """What one request may ask: ``max_query_chars`` (a query's length), ``max_k``, ``max_batch_queries``
-    (the queries of one batch call of the server; the CLI's ``--queries`` file is not bounded by it)."""
+    (with ``max_query_chars``, the length of a draft the server checks)."""
 
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
     max_k: int = DEFAULT_MAX_K
@@ -52,13 +52,9 @@ class Limits:
         if k > self.max_k:
             raise UsageError(f"{what} must be at most {self.max_k} ([serve].max_k), got {k}")
 
-    def check_queries(self, queries, *, batch: bool = False, bounded: bool = False) -> None:
-        """UsageError naming the first query longer than ``max_query_chars`` (its position in a ``batch``),
-        or, ``bounded`` (a server's batch call), a batch of more than ``max_batch_queries``. One ``len``
-        per query (a CLI batch of 20,000 queries: about a millisecond)."""
-        if bounded and len(queries) > self.max_batch_queries:
-            raise UsageError(f"a batch of {len(queries):,} queries; at most {self.max_batch_queries:,} "
-                             "in one call ([serve].max_batch_queries)")
+    def check_queries(self, queries, *, batch: bool = False) -> None:
+        """UsageError naming the first query longer than ``max_query_chars`` (its position in a ``batch``).
+        One ``len`` per query (a CLI batch of 20,000 queries: about a millisecond)."""
         if not queries or max(map(len, queries)) <= self.max_query_chars:
             return
         i, n = next((i, len(q)) for i, q in enumerate(queries) if len(q) > self.max_query_chars)
@@ -131,20 +127,17 @@ class SearchRequest:
     def k_for(self, batch: bool) -> int:
         return self.k if self.k is not None else (DEFAULT_BATCH_K if batch else DEFAULT_K)
 
-    def with_(self, **fields) -> "SearchRequest":
-        return replace(self, **fields).check()
-
     # -- running it on an open searcher ---------------------------------------------------------------
     def limits(self, searcher) -> Limits:
         """The limits of ``searcher``'s workspace (``[serve]``)."""
         return Limits.of(getattr(getattr(searcher, "workspace", None), "config", None))
 
-    def _within(self, searcher, queries, *, batch: bool = False, bounded: bool = False) -> None:
+    def _within(self, searcher, queries, *, batch: bool = False) -> None:
         """UsageError unless k and ``queries`` are within the limits of ``searcher``'s workspace."""
         limits = self.limits(searcher)
         limits.check_k(self.k_for(batch), "-k" if self.flags else "k")
         if queries is not None:
-            limits.check_queries(queries, batch=batch, bounded=bounded)
+            limits.check_queries(queries, batch=batch)
 
     def run_one(self, searcher, query: str):
         """One query: a ``SearchResponse`` (hits with snippets, index notes first)."""
@@ -157,13 +150,12 @@ class SearchRequest:
         self._within(searcher, None)
         return searcher.similar(citekey, self.k_for(False), snippet_chars=self.snippet_chars, filters=self.filters)
 
-    def run_many(self, searcher, queries: list[str], filters: list | None = None, *, server: bool = False,
+    def run_many(self, searcher, queries: list[str], filters: list | None = None, *,
                  syntax: bool | str | None = None):
         """A batch: the ``Ranked`` arrays (for a run file); ``filters``: each query's own (None or a
-        ``Filters``), ANDed with the request's; ``server``: a server's batch call, whose size is bounded
-        (``[serve].max_batch_queries``) where the CLI's query file is not; ``syntax``: how the query syntax
-        is read (``engine.search.constraints.SYNTAX_MODES``; None: ``[retrieval].query_syntax``)."""
-        self._within(searcher, queries, batch=True, bounded=server)
+        ``Filters``), ANDed with the request's; ``syntax``: how the query syntax is read
+        (``engine.search.constraints.SYNTAX_MODES``; None: ``[retrieval].query_syntax``)."""
+        self._within(searcher, queries, batch=True)
         fs = self.filters_for(filters, len(queries))
         kw = {} if fs is None else {"filters": fs}
         if syntax is not None:

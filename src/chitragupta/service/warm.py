@@ -155,16 +155,6 @@ class WarmEngines:
                     self._open[name] = searcher
             return searcher, notes
 
-    # backwards-compatible names of the engines this cache holds
-    def retriever(self):
-        return self.searcher("bm25")
-
-    def embed(self):
-        return self.searcher("embed")
-
-    def hybrid(self, unit: str = "document"):
-        return self.searcher("hybrid")
-
     def served_units(self) -> dict[str, tuple[str, ...]]:
         """Each engine's units that this workspace can serve now (what the MCP search tool advertises): a
         unit that would hold nothing is left out -- chunks without an embedding store; passages without a

@@ -208,8 +208,7 @@ def _weights(params) -> tuple[float, float]:
 
 
 def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[str, Mapping[str, int]], grid,
-                 measure, *, k: int = 100, backend: str = "auto", device: str = "auto",
-                 skip_missing: bool = False) -> list[float]:
+                 measure, *, k: int = 100, skip_missing: bool = False) -> list[float]:
     """``measure`` (a name, or a (name, measure) pair from ``parse_measures``) for each ``BM25Params`` of
     ``grid``: the document unit of ``retriever``'s index, ``queries`` as (qid, text), top ``k``. The grid
     is scored in blocks whose top-k arrays fit ``RESULT_BUDGET_BYTES``, each block in one pass."""
@@ -231,8 +230,8 @@ def sweep_values(retriever, queries: Sequence[tuple[str, str]], qrels: Mapping[s
     out: list[float] = []
     for g0 in range(0, len(grid), per_block):
         try:
-            tops = sweep(index.postings, batch, list(grid[g0:g0 + per_block]), k, backend=backend, device=device)
-        except ValueError as err:  # an unknown backend, a field the sweep cannot weight
+            tops = sweep(index.postings, batch, list(grid[g0:g0 + per_block]), k)
+        except ValueError as err:  # a field the sweep cannot weight
             raise UsageError(str(err)) from None
         for point, top in zip(grid[g0:g0 + per_block], tops):
             top = retriever.scorer.with_pairs(plan, top, params=point, counts=counts)
@@ -274,8 +273,7 @@ def judged_queries(queries: Mapping[str, str] | Sequence[tuple[str, str]], qrels
 def run_sweep(retriever, queries: Mapping[str, str] | Sequence[tuple[str, str]],
               qrels: Mapping[str, Mapping[str, int]], k1s: Sequence[float], bs: Sequence[float],
               metric: str = "nDCG@10", *, titles: Sequence[float] | None = None,
-              abstracts: Sequence[float] | None = None, k: int = 100, backend: str = "auto",
-              device: str = "auto", skip_missing: bool = False) -> SweepResult:
+              abstracts: Sequence[float] | None = None, k: int = 100, skip_missing: bool = False) -> SweepResult:
     """Score the grid k1s x bs (x title weights x abstract weights; by default the workspace's weights)
     on the judged ``queries`` and evaluate ``metric`` at each point, plus the workspace's own point."""
     from chitragupta.engine.evaluation.measure import cutoff_of, parse_measures
@@ -301,8 +299,7 @@ def run_sweep(retriever, queries: Mapping[str, str] | Sequence[tuple[str, str]],
     keys = [(p.k1, p.b, *_weights(p)) for p in grid]
     extra = [] if cur in keys else grid_of([cur[0]], [cur[1]], [cur_t], [cur_a])
     t0 = time.perf_counter()
-    values = sweep_values(retriever, use, qrels, grid + extra, parsed, k=k, backend=backend, device=device,
-                          skip_missing=skip_missing)
+    values = sweep_values(retriever, use, qrels, grid + extra, parsed, k=k, skip_missing=skip_missing)
     seconds = time.perf_counter() - t0
     points = [SweepPoint(*key, v) for key, v in zip(keys, values)]
     current = points[keys.index(cur)] if cur in keys else SweepPoint(*cur, values[-1])

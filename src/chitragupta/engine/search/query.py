@@ -16,7 +16,7 @@ A query's one-character words are scored as pairs with the word beside them (``p
 
 Query syntax (``engine/search/constraints.py``: ``"a phrase"``, ``+word``, ``-word``) is read as ``syntax``
 says (``constraints.SYNTAX_MODES``; True is "strict", False "plain": a sweep reads plain text): the queries
-that may use it are found in one numpy pass over the joined batch (``syntax_rows``), each of those is read
+that may use it are found by one pattern (``syntax_rows``), each of those is read
 once, what is planned is its scored text (its words and phrases, exclusions left out), and
 ``constraints[q]`` holds what it must and must not contain. A batch without syntax takes exactly the path
 it took before (``constraints`` is None). "lenient": a query whose syntax is malformed is planned as plain

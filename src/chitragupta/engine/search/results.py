@@ -140,17 +140,6 @@ class Ranked:
 
     def keys(self) -> list[list[str]]:
         """Every query's hits as doc ids, best first: the citekey, or ``<citekey>#<item>`` for a part."""
-        if self.items is None:
-            # rows are hits then padding: name every cell (padding as a real row), then cut the short rows
-            ids = self.topk.ids
-            counts = (ids >= 0).sum(axis=1)
-            if not counts.any():
-                return [[] for _ in self.queries]
-            rows = np.asarray(self.rows)
-            out = self.table.strings_at(np.where(ids >= 0, rows, rows[ids >= 0].max())).tolist()
-            for q in np.flatnonzero(counts < ids.shape[1]).tolist():
-                del out[q][counts[q]:]
-            return out
         counts, rows, items, _scores = self._flat()
         if not counts.any():
             return [[] for _ in self.queries]

@@ -63,13 +63,6 @@ def _utf8(text: str, what: str) -> bytes:
                          "written to a run") from None
 
 
-def _table(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
-    if strings:
-        np.cumsum(np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)), out=offsets[1:])
-    return np.frombuffer(b"".join(strings), dtype=np.uint8), offsets
-
-
 def _json_inner(text: str) -> bytes:
     """A JSON string literal's inside: escaped, UTF-8 (a lone surrogate as a \\u escape)."""
     try:
@@ -78,14 +71,15 @@ def _json_inner(text: str) -> bytes:
         return json.dumps(text)[1:-1].encode("ascii")
 
 
-def _qid_table(qids: Sequence[str], fmt: str) -> tuple[np.ndarray, np.ndarray]:
+def _qid_texts(qids: Sequence[str], fmt: str) -> list[str]:
     if fmt == "trec":
         for q in qids:
             if not q or _SPACE.search(q):
                 raise UsageError(f"query id {q!r} is empty or holds whitespace and cannot be written to a TREC run")
-        return _table([_utf8(q, "query id") for q in qids])
+            _utf8(q, "query id")
+        return list(qids)
     plain = [q.isascii() and q.isprintable() and '"' not in q and "\\" not in q for q in qids]
-    return _table([q.encode("ascii") if ok else _json_inner(q) for q, ok in zip(qids, plain)])
+    return [q if ok else _json_inner(q).decode("utf-8", "surrogateescape") for q, ok in zip(qids, plain)]
 
 
 def _key_text(keys, d: int, fmt: str) -> bytes:
@@ -153,11 +147,8 @@ def run_chunks(qids: Sequence[str], counts: np.ndarray, docs: np.ndarray, scores
     if len(qids) != counts.shape[0] or int(counts.sum()) != docs.shape[0] or scores.shape != docs.shape \
             or items.shape != docs.shape:
         raise ValueError("run_chunks: qids, counts, docs, scores and items disagree in length")
-    qid_blob, qid_off = _qid_table(qids, fmt)
-    blob = qid_blob.tobytes()
-    yield from _python_chunks([blob[a:b].decode("utf-8", "surrogateescape") for a, b in
-                               zip(qid_off[:-1].tolist(), qid_off[1:].tolist())], counts, docs, scores, keys, items,
-                              fmt, tag, item_field, chunk_bytes)
+    yield from _python_chunks(_qid_texts(qids, fmt), counts, docs, scores, keys, items, fmt, tag, item_field,
+                              chunk_bytes)
 
 
 # -- where a run goes ------------------------------------------------------------------------------------

@@ -40,8 +40,6 @@ from chitragupta.kernels.dispatch import Backend, backend_name, resolve, set_thr
 
 __all__ = ["BM25Scorer", "check_backend"]
 
-PAIR_POSTINGS = 1 << 24  # postings gathered at once to score queries with pairs (``BM25Scorer.with_pairs``)
-
 
 def check_backend(backend: str) -> None:
     """UsageError unless ``backend`` names a scoring backend (checked when a searcher opens; the backend
@@ -422,9 +420,9 @@ class BM25Scorer:
     def with_pairs(self, plan: QueryPlan, top: TopK, allowed=None, params: BM25Params | None = None,
                    counts: dict | None = None) -> TopK:
         """``top`` with each query that holds one-character words ranked again with their pairs, under
-        ``params`` (None: the configured ones): scored on the batch's backend over ``pairs.pair_postings``,
-        in blocks of about ``PAIR_POSTINGS`` postings; ``counts``: pair -> its counts, kept by a caller
-        that ranks one plan under many params. The other rows as they are."""
+        ``params`` (None: the configured ones): scored on the batch's backend over ``pairs.pair_postings``;
+        ``counts``: pair -> its counts, kept by a caller that ranks one plan under many params. The other
+        rows as they are."""
         from chitragupta.engine.search.pairs import pair_counts, pair_postings, scores_pairs
         from chitragupta.kernels.dispatch import score_topk
         from chitragupta.kernels.phrase import PositionsDamaged
@@ -437,20 +435,16 @@ class BM25Scorer:
         params, batch = params or self.params, plan.batch
         fields = [name for name, _d in params.active_fields()]
         terms = [batch.terms[batch.indptr[q]:batch.indptr[q + 1]] for q in rows]
-        df = np.diff(np.asarray(index.raw_postings.indptr))
-        size = np.cumsum([int(df[t].sum()) for t in terms])
         ids, scores = top.ids.copy(), top.scores.copy()
         try:
             counts = pair_counts(index, [x for q in rows for x in plan.pairs[q]], counts)
-            for a, b in _blocks(size, PAIR_POSTINGS):
-                block = rows[a:b]
-                postings, sub = pair_postings(index, terms[a:b], [plan.pairs[q] for q in block], counts, fields)
-                backend = self.backend_for("document", len(block))
-                if backend.name != "numpy":
-                    index.check_deep(fields=fields)
-                got = score_topk(postings, sub, params, top.k, backend=backend,
-                                 allowed=None if allowed is None else [allowed[q] for q in block])
-                ids[block], scores[block] = got.ids, got.scores
+            postings, sub = pair_postings(index, terms, [plan.pairs[q] for q in rows], counts, fields)
+            backend = self.backend_for("document", len(rows))
+            if backend.name != "numpy":
+                index.check_deep(fields=fields)
+            got = score_topk(postings, sub, params, top.k, backend=backend,
+                             allowed=None if allowed is None else [allowed[q] for q in rows])
+            ids[rows], scores[rows] = got.ids, got.scores
         except (PostingsDamaged, PositionsDamaged) as err:
             self.repair("document", str(err))
             raise _Rebuilt from None
@@ -472,17 +466,6 @@ class BM25Scorer:
 
         ids, scores = deepen_capped(rank, batch.n_queries, k, cap, pidx.n_passages, k * cap)
         return TopK(ids, scores)
-
-
-def _blocks(size: np.ndarray, most: int):
-    """(start, end) of consecutive runs whose growth of the cumulative ``size`` stays within ``most``
-    (at least one item each)."""
-    a = 0
-    while a < size.shape[0]:
-        base = int(size[a - 1]) if a else 0
-        b = max(a + 1, int(np.searchsorted(size, base + most, side="right")))
-        yield a, b
-        a = b
 
 
 def _aligned_rows(opened: OpenedIndex) -> list:
