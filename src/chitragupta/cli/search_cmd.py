@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
     from chitragupta.service import registry
 
     p.add_argument("query", nargs="?", help='the query (omit with --queries); for BM25, "an exact phrase", '
-                   "+required and -excluded words or -\"phrases\" narrow the sources (README: Narrowing a search)")
+                   "+required and -excluded words or -\"phrases\" narrow the sources (docs/search.md)")
     p.add_argument("-k", type=int, default=None, help="hits per query (default 10; 100 with --queries)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list of hits instead of a table; with --queries, write JSON lines "
