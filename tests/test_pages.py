@@ -95,6 +95,7 @@ def test_topics_and_check_pages_carry_their_data():
 
 # -- in the browser ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_sources,n_missing", [(10, 4), (300, 120)])
 def test_graph_page_in_a_browser_names_every_source_and_marks_the_missing(browser, tmp_path, n_sources, n_missing):
     g = graph_json(n_sources, n_missing)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from helpers import ROOT
 
 SCANNED = ("src", "bench", "tools")
@@ -65,6 +66,7 @@ def unsafe_uses(path: Path) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_source_tree_has_no_unsafe_calls():
     files = [p for d in SCANNED for p in sorted((ROOT / d).rglob("*.py"))]
     assert len(files) > 40

@@ -62,6 +62,7 @@ def beir(tmp_path, monkeypatch):
     return data
 
 
+@pytest.mark.slow
 def test_qrels_arm_and_sweep_points_equal_standalone_searches(beir):
     from bench.arms.qrels import beir as beir_arm
     from bench.runs import run, sweep_runs
@@ -124,6 +125,7 @@ def test_floor_variant_two_reproduces_the_engine(beir):
 
 
 # -- bench.timer: the paired timing (bench.scale, bench.cli_batch) -----------------------------------
+@pytest.mark.slow
 def test_paired_timing_alternates_the_engines_and_repeats_short_calls():
     """Ours and bm25s are timed in alternating rounds (a b, b a, ...), each call repeated within its
     round until the round lasts long enough, and the figures are per call."""

@@ -73,6 +73,7 @@ def test_markdown_marks_each_citation_and_quotes_its_evidence(ws, tmp_path):
     assert run_main("check", "-w", ws, _draft(tmp_path, "e.tex", text), "--markdown", "-").stdout.count("**[") == 4
 
 
+@pytest.mark.slow
 def test_html_is_the_draft_marked_in_a_page_that_opens_offline(ws, tmp_path, browser):
     text = f"{RIGHT} \\cite{{vaccine}}.\n{WRONG} \\cite{{protein}}. Nothing \\cite{{nokey}}.\n"
     page = tmp_path / "checked.html"

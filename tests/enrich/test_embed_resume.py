@@ -51,6 +51,7 @@ def store_slug(root) -> str:
     return next(p.name for p in (root / "content" / "faiss").iterdir() if not p.name.startswith("."))
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_commits_what_it_finished_and_the_rerun_encodes_only_the_rest(
         tmp_path, encoder, stream_of, monkeypatch, capsys):
     clean = _clean(tmp_path, encoder)
@@ -77,6 +78,7 @@ def test_an_interrupted_run_commits_what_it_finished_and_the_rerun_encodes_only_
     _same_as_clean(root, clean)
 
 
+@pytest.mark.slow
 def test_without_a_fixed_interval_a_small_job_commits_after_every_block(tmp_path, encoder, stream_of, monkeypatch):
     """The interval follows the job: 5% of 17 chunks is one chunk, so every block that finishes a document
     is committed as it arrives (the old fixed 1,024 chunks committed nothing before the way out), and a
@@ -100,6 +102,7 @@ def test_without_a_fixed_interval_a_small_job_commits_after_every_block(tmp_path
     assert seen == [["bridge"], ["llm", "mixed"], ["oceanlong"], ["protein"], ["soil"]]
 
 
+@pytest.mark.slow
 def test_a_damaged_segment_is_removed_with_a_note_and_its_documents_encoded_again(
         tmp_path, encoder, stream_of, monkeypatch, capsys):
     clean = _clean(tmp_path, encoder)
@@ -123,6 +126,7 @@ def test_a_damaged_segment_is_removed_with_a_note_and_its_documents_encoded_agai
     _same_as_clean(root, clean)
 
 
+@pytest.mark.slow
 def test_segments_of_another_store_generation_are_removed(tmp_path, encoder, stream_of, monkeypatch, capsys):
     from chitragupta.enrich.store import read_segments, segments_folder, write_segment
 
@@ -144,6 +148,7 @@ def test_segments_of_another_store_generation_are_removed(tmp_path, encoder, str
     assert read_segments(seg, base="none", model=store.model, dim=store.dim, recipe=store.recipe) == ([], [])
 
 
+@pytest.mark.slow
 def test_a_run_with_nothing_to_do_loads_no_model(tmp_path, encoder, monkeypatch, capsys):
     import chitragupta.enrich.encoders as encoders
     from chitragupta.errors import UsageError
@@ -174,6 +179,7 @@ def test_the_model_spec_reads_the_packaged_folder_without_loading(encoder):
     assert spec.slug == encoder.slug and recipe(spec) == recipe(encoder)
 
 
+@pytest.mark.slow
 def test_a_custom_encode_stream_is_used_and_its_blocks_checked(tmp_path, encoder):
     from chitragupta.engine.library.ledger import Ledger
     from chitragupta.engine.library.workspace import Workspace
@@ -205,6 +211,7 @@ def test_a_custom_encode_stream_is_used_and_its_blocks_checked(tmp_path, encoder
         run_stage(ws, rows, device="cpu", encode_stream=short)
 
 
+@pytest.mark.slow
 def test_a_parsed_file_changed_on_disk_is_read_again_and_encoded(tmp_path, encoder, capsys):
     """The stamp of a document's files decides whether its text is read; the text's hash whether it is
     encoded: a touched file is re-read and kept, an edited one encoded."""
@@ -260,6 +267,7 @@ def test_a_signal_stops_the_cli_with_its_finished_documents_committed(tmp_path, 
     assert f"resumed: {committed} of the unchanged doc(s)" in r.stdout
 
 
+@pytest.mark.slow
 def test_the_pipeline_hands_an_encode_stream_to_the_embed_stage(tmp_path, encoder, monkeypatch):
     """``enrich.run.run(..., encode_stream=...)``: how another encoder (a Ray cluster's) plugs in; the
     local model is then never loaded."""

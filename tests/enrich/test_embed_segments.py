@@ -37,6 +37,7 @@ def _run(tmp_path, name, encoder, stream_of, monkeypatch, hold):
     return first_store(root)[0], runs[0], written
 
 
+@pytest.mark.slow
 def test_the_driver_holds_a_bounded_number_of_chunks_and_the_store_is_the_one_array_store(
         tmp_path, encoder, stream_of, monkeypatch):
     whole, enc, written = _run(tmp_path, "whole", encoder, stream_of, monkeypatch, hold=10**9)

@@ -238,6 +238,7 @@ def _by_hand(root: Path, queries, k):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 def test_hybrid_equals_the_shipped_fusion_of_the_two_rankings_by_hand(hybrid_ws):
     from chitragupta.enrich.hybrid import HybridSearcher
@@ -287,6 +288,7 @@ def test_hybrid_without_an_embedding_index_is_bm25_alone_with_a_note(tmp_path, e
     assert [x.citekey for x in resp.hits] == [x.citekey for x in bm.hits]
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "files"])
 def test_hybrid_over_a_partial_embedding_index_is_bm25_alone_with_its_coverage(tmp_path, encoder, packed):
@@ -364,6 +366,7 @@ def test_hybrid_passage_unit_without_sidecars_is_the_dense_side_with_notes(hybri
 
 # -- prefixes for e5/bge-style models ---------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.enrich
 def test_query_and_passage_prefixes(encoder, tmp_path, capsys):
     from chitragupta.engine.library.config import load_config
@@ -482,6 +485,7 @@ def test_hybrid_without_an_embedding_index_is_bm25_search_and_builds_no_second_i
     assert h.rank_many(["nodes"], 3).tag == "chitragupta-hybrid-bm25-none"
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 def test_hybrid_fuses_its_own_stemmed_bm25_and_says_so(tmp_path, encoder):
     from chitragupta.engine.search.bm25 import BM25Searcher

@@ -47,6 +47,7 @@ def test_erf_is_exact_to_double_rounding():
     assert np.abs(got - want).max() < 2e-15
 
 
+@pytest.mark.slow
 def test_vectors_match_sentence_transformers(folder, reference):
     from chitragupta.enrich.query_encoder import load_numpy_encoder
 
@@ -60,6 +61,7 @@ def test_vectors_match_sentence_transformers(folder, reference):
     assert np.allclose(np.linalg.norm(mine, axis=1), 1.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_rankings_over_a_store_match_tie_aware(folder, reference):
     from chitragupta.enrich.query_encoder import load_numpy_encoder
 

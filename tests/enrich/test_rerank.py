@@ -61,6 +61,7 @@ def _open(root, **enrich):
 QUERIES = ["coral reef bleaching", "fabricated citations", "soil microbes and crop yield"]
 
 
+@pytest.mark.slow
 def test_rerank_is_off_by_default(ws_root):
     s = _open(ws_root)
     assert s.reranker is None
@@ -73,6 +74,7 @@ def _hits(ranked, q: int = 0) -> list[tuple[int, float]]:
     return [(int(r), float(s)) for r, s in zip(ids, scores) if r >= 0]
 
 
+@pytest.mark.slow
 def test_rerank_orders_candidates_by_the_cross_encoder_scores(ws_root, cross_encoder):
     from sentence_transformers import CrossEncoder
 

@@ -220,6 +220,7 @@ def test_separated_groups_become_pure_topics():
     assert sorted(top[0]) == ["alpha", "beta"]
 
 
+@pytest.mark.slow
 def test_a_fit_says_what_it_does_while_it_runs(monkeypatch):
     """A line before BERTopic loads and before the fit, BERTopic's steps as they pass, a line every
     ``TICK_S`` while it runs (lowered here), and BERTopic's logger as it was after."""
@@ -524,6 +525,7 @@ def test_identical_chunks_are_encoded_once(tmp_path, encoder):
     assert np.array_equal(vecs[0], vecs[2])
 
 
+@pytest.mark.slow
 def test_document_vector_is_the_normalised_mean_of_its_chunks(tmp_path, encoder):
     from chitragupta.enrich.embed import encode_input
     from chitragupta.enrich.stream import chunker_for

@@ -44,6 +44,7 @@ def assert_same_topk(a: TopK, b: TopK, exact=True):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("k", [1, 10, 40, 100, 5000])
 @pytest.mark.parametrize("params", [BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=3.0, b=1.0)])

@@ -26,6 +26,7 @@ def _ws(tmp_path, config: str = "", n: int = 80, seed: int = 7) -> Workspace:
 
 @pytest.mark.parametrize("config", ["", "[retrieval]\nweight_title = 2.5\n", "[retrieval]\nweight_title = 0.5\nk1 = 0.9\nb = 0.3\n",
                                     "[retrieval]\nstemmer = \"english\"\n", "[retrieval]\nacronym_expansion = false\n"])
+@pytest.mark.slow
 def test_the_numpy_path_equals_the_numba_batch_to_the_bit(tmp_path, config):
     ws = _ws(tmp_path, config)
     numpy = Retriever.open(ws, backend="numpy")
@@ -107,6 +108,7 @@ def _term_row(ws, term):
     return int(ip[t]), int(ip[t + 1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["unsorted", "out-of-range", "zero-count"])
 def test_a_damaged_slice_a_single_query_reads_is_rebuilt_with_a_note(tmp_path, damage):
     ws = _ws(tmp_path)
@@ -161,6 +163,7 @@ def test_with_updates_off_a_damaged_index_is_one_error_line(tmp_path):
     assert "index --force" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_cap_per_source_equals_a_python_loop():
     from chitragupta.kernels.topk import cap_per_source
     from hypothesis import given, settings
@@ -197,6 +200,7 @@ def test_cap_per_source_equals_a_python_loop():
     check()
 
 
+@pytest.mark.slow
 def test_one_query_runs_blas_on_one_thread_and_a_batch_keeps_them(tmp_path):
     ws = _ws(tmp_path)
     q = tmp_path / "q.jsonl"

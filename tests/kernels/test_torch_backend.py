@@ -99,6 +99,7 @@ PARAMS = [BM25Params(), BM25Params(k1=0.0, b=0.0), BM25Params(k1=3.0, b=1.0),
 
 # -- parity ----------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("k", [1, 10, 5000])
@@ -232,6 +233,7 @@ def test_sweep_rejects_unknown_backends_and_fields():
 
 # -- the device copy ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_postings_are_uploaded_once_and_dropped_with_the_index(monkeypatch):
     p = random_postings(3, 200, 30, density=0.3)
     q = random_queries(3, p.n_terms, 20)
@@ -344,6 +346,7 @@ def test_resolve_torch_names_its_device_and_rejects_unknown_devices():
         dispatch.resolve("torch", "tpu")
 
 
+@pytest.mark.slow
 def test_missing_torch_names_the_gpu_extra():
     code = ("import sys\nsys.modules['torch'] = None  # as if torch were not installed\n"
             "from chitragupta.errors import MissingExtra\nfrom chitragupta.kernels.dispatch import resolve\n"

@@ -38,6 +38,7 @@ def ws(tmp_path) -> Path:
 
 
 
+@pytest.mark.slow
 def test_tools_answer_what_the_cli_answers(ws):
     key = DOCS[3]["_id"]
 
@@ -76,6 +77,7 @@ def test_tools_answer_what_the_cli_answers(ws):
     assert set(source) >= {"title", "authors", "year", "status"}
 
 
+@pytest.mark.slow
 def test_check_citations_answers_what_check_json_answers(ws, tmp_path):
     key = DOCS[3]["_id"]
     text = f"{' '.join(DOCS[3]['text'].split()[:12])} [@{key}].\n\nA claim citing [@nokey].\n"
@@ -94,6 +96,7 @@ def test_check_citations_answers_what_check_json_answers(ws, tmp_path):
     assert bad
 
 
+@pytest.mark.slow
 def test_a_bad_argument_is_a_tool_error_and_the_server_keeps_serving(ws):
     async def script(c):
         out = []
@@ -115,6 +118,7 @@ def test_a_bad_argument_is_a_tool_error_and_the_server_keeps_serving(ws):
     assert not ok.is_error and len(ok.structured_content["hits"]) == 3
 
 
+@pytest.mark.slow
 def test_a_workspace_changed_by_another_process_is_answered_from(ws, tmp_path):
     word = "zyxxyzuniqueterm"
 
@@ -138,6 +142,7 @@ def test_a_workspace_changed_by_another_process_is_answered_from(ws, tmp_path):
     assert title["title"] == "New" and title["authors"] == ["Doe, Jane"] and title["year"] == 2021
 
 
+@pytest.mark.slow
 def test_serve_without_the_sdk_names_the_extra(ws):
     code = ("import sys, importlib.abc\n"
             "class Block(importlib.abc.MetaPathFinder):\n"
@@ -154,6 +159,7 @@ def test_serve_without_the_sdk_names_the_extra(ws):
     assert "'serve' extra" in p.stderr
 
 
+@pytest.mark.slow
 def test_warm_engines_reopen_only_when_the_workspace_changed(ws):
     from chitragupta.service.warm import WarmEngines
 
@@ -174,6 +180,7 @@ def test_warm_engines_reopen_only_when_the_workspace_changed(ws):
     assert got["hits"] == cli
 
 
+@pytest.mark.slow
 def test_search_takes_filters_as_typed_described_properties(tmp_path):
     docs = [dict(d, year=1990 + i % 30, authors=["Smith, J"] if i % 3 else ["Müller, A"], type="article")
             for i, d in enumerate(DOCS)]
@@ -208,6 +215,7 @@ CITED = [dict(d, year=2000 + i % 20, authors=[f"Fam{j}, Given{j}" for j in range
          for i, d in enumerate(random_docs(11, 60, vocab=50))]
 
 
+@pytest.mark.slow
 def test_replies_an_agent_can_afford(tmp_path):
     root = make_workspace(tmp_path, CITED)
     (root / "config.toml").write_text("[serve]\nmax_reply_chars = 3000\n")
@@ -271,6 +279,7 @@ def test_replies_an_agent_can_afford(tmp_path):
     assert "share of the query's distinct words" in out["tools"]["evidence"].description
 
 
+@pytest.mark.slow
 def test_the_search_tool_advertises_the_units_the_workspace_serves(tmp_path):
     plain = make_workspace(tmp_path / "plain", DOCS)
     with_sidecars = make_workspace(tmp_path / "sidecars", DOCS)

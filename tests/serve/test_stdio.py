@@ -32,6 +32,7 @@ def _error(msg) -> tuple[int, object, str]:
     return msg["error"]["code"], msg["id"], msg["error"]["message"]
 
 
+@pytest.mark.slow
 def test_every_malformed_line_is_answered_with_its_code_and_the_server_keeps_reading(ws):
     s = RawServer(serve_argv(ws))
     try:
@@ -88,6 +89,7 @@ def test_every_malformed_line_is_answered_with_its_code_and_the_server_keeps_rea
     assert len(s.messages) == len(answered) + sum(1 for _l, _c, i in cases if i is None)
 
 
+@pytest.mark.slow
 def test_a_failed_initialize_leaves_the_session_uninitialised(ws):
     s = RawServer(serve_argv(ws))
     try:
@@ -103,6 +105,7 @@ def test_a_failed_initialize_leaves_the_session_uninitialised(ws):
         s.close()
 
 
+@pytest.mark.slow
 def test_the_limits_are_tool_errors_with_the_clis_words(ws):
     s = RawServer(serve_argv(ws))
     try:
@@ -126,6 +129,7 @@ def _nested(depth: int) -> str:
     return '{"a":' * depth + '"x"' + "}" * depth
 
 
+@pytest.mark.slow
 def test_every_request_is_answered_however_deep_it_nests(ws):
     # the SDK's JSON reader refuses past ~200 levels and a lone surrogate escape, and used to drop such a
     # line without a word; Python's json gives up near 1,000. Each is answered, with its id where readable.

@@ -102,6 +102,7 @@ def _hits(reply) -> list:
     return result["structuredContent"]["hits"]
 
 
+@pytest.mark.slow
 def test_a_bm25_call_answers_while_a_slow_call_runs(ws, tmp_path):
     gates = tmp_path / "gates"
     s = _gated_server(ws, gates, "[serve]\nworkers = 2\n")
@@ -124,6 +125,7 @@ def test_a_bm25_call_answers_while_a_slow_call_runs(ws, tmp_path):
     assert "a tool printing on stdout" in err and "a tool writing to fd 1" in err
 
 
+@pytest.mark.slow
 def test_a_cancelled_queued_call_never_runs_and_is_not_answered(ws, tmp_path):
     gates = tmp_path / "gates"
     s = _gated_server(ws, gates, "[serve]\nworkers = 1\n")
@@ -145,6 +147,7 @@ def test_a_cancelled_queued_call_never_runs_and_is_not_answered(ws, tmp_path):
     assert not any(m.get("id") == 2 for m in s.messages if isinstance(m, dict))  # nor was it answered
 
 
+@pytest.mark.slow
 def test_a_call_past_its_time_limit_is_a_tool_error_and_the_server_goes_on(ws, tmp_path):
     gates = tmp_path / "gates"
     s = _gated_server(ws, gates, "[serve]\nworkers = 2\ncall_timeout_s = 3\n")
@@ -161,6 +164,7 @@ def test_a_call_past_its_time_limit_is_a_tool_error_and_the_server_goes_on(ws, t
     assert len(_hits(after)) == 2
 
 
+@pytest.mark.slow
 def test_serve_settings_are_checked_as_config(ws):
     (ws / "config.toml").write_text("[serve]\nworkers = -1\n", encoding="utf-8")
     p = run_cli("serve", "-w", ws)
@@ -202,6 +206,7 @@ def test_engines_open_once_when_the_first_calls_arrive_together(ws):
     assert all(g == quick for g in got) and quick["hits"]
 
 
+@pytest.mark.slow
 def test_many_threads_get_what_one_thread_gets(ws):
     from chitragupta.service.warm import WarmEngines
 

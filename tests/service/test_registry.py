@@ -37,6 +37,7 @@ def _collections_naming_engines(path: Path, names: set[str]) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_the_engine_names_are_written_as_a_collection_in_one_module_only():
     names = set(registry.names())
     assert {"bm25", "embed", "hybrid"} <= names
@@ -170,6 +171,7 @@ def every_engine_ws(tmp_path_factory, encoder) -> Path:
 QUERY = "ocean heat and soil nitrogen in a marine heatwave"
 
 
+@pytest.mark.slow
 def test_one_request_through_every_engine_has_the_same_defaults(every_engine_ws):
     from chitragupta import open_searcher
 

@@ -37,6 +37,7 @@ def test_the_limits_and_their_words():
     lim.check_queries(["q"] * 5_000, batch=True)  # the CLI's batch: not bounded in size
 
 
+@pytest.mark.slow
 def test_the_config_sets_the_limits_for_the_cli_and_the_server_alike(tmp_path):
     from chitragupta.service.warm import WarmEngines
 
@@ -72,6 +73,7 @@ def test_the_config_sets_the_limits_for_the_cli_and_the_server_alike(tmp_path):
         assert p.returncode == 1 and "the query is 13 characters long; at most 12 ([serve].max_query_chars)" in p.stderr
 
 
+@pytest.mark.slow
 def test_within_the_limits_nothing_changes(ws, tmp_path):
     from chitragupta.service.warm import WarmEngines
 

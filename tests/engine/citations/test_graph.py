@@ -426,6 +426,7 @@ def test_cited_by_and_missing_never_answer_empty_for_lack_of_a_build(tmp_path, m
     assert len(got["missing"]) == 2 and "could not be brought up to date (read-only)" in got["notes"][0]
 
 
+@pytest.mark.slow
 def test_mcp_tools_answer_what_the_cli_answers(ws):
     pytest.importorskip("mcp")
     from helpers import drive_server, tool_json

@@ -87,6 +87,7 @@ def test_search_updates_a_stale_index(tmp_path):
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage-manifest", "other-schema", "bad-current", "missing-array",
                                     "flipped-byte", "foreign-npy"])
+@pytest.mark.slow
 def test_corrupt_cache_is_rebuilt_with_a_note(tmp_path, damage):
     ws = Workspace.open(make_workspace(tmp_path, random_docs(15, 40)))
     refresh(ws)

@@ -218,6 +218,7 @@ def test_damaged_positions_are_rebuilt_with_a_note(tmp_path):
     assert any("rebuilt" in n.text for n in got.notes), got.notes
 
 
+@pytest.mark.slow
 def test_a_cold_phrase_query_loads_no_numba(tmp_path):
     ws = _indexed(tmp_path, random_docs(7, 80, vocab=30))
     Retriever.open(ws, backend="numba").rank_many(['"twin digital"'] * 40, 5)  # verified, current

@@ -230,6 +230,7 @@ _COMMON = [_ledger_upsert, _ledger_hand_update, _ledger_delete, _reimported]
 
 @pytest.mark.parametrize("packed,change", [(False, c) for c in _COMMON + [_reparsed, _deleted_file]]
                          + [(True, c) for c in _COMMON + [_deleted_pack, _pack_replaced]])
+@pytest.mark.slow
 @pytest.mark.parametrize("folder_time", ["natural", "aged"])
 def test_changes_are_still_detected(tmp_path, spied, packed, change, folder_time):
     ws, docs = _settled(tmp_path, packed=packed)

@@ -41,6 +41,7 @@ def build(tmp: Path, docs, jobs: list[int], config: str = "", **patch) -> list[d
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["", '[retrieval]\nstemmer = "english"\n', "[retrieval]\npositions = false\n"])
 def test_two_jobs_write_the_same_arrays_as_one(tmp_path, config):
     docs = random_docs(21, 700, vocab=300)
@@ -50,6 +51,7 @@ def test_two_jobs_write_the_same_arrays_as_one(tmp_path, config):
     assert "tpos.npy" in one or "positions" in config
 
 
+@pytest.mark.slow
 def test_block_size_does_not_change_the_arrays(tmp_path, monkeypatch):
     docs = random_docs(22, 300, vocab=120)
     root = make_workspace(tmp_path, docs)
@@ -113,6 +115,7 @@ def test_index_jobs_flag(tmp_path, capsys):
     assert "--jobs wants a whole number" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_build_past_the_spill_budget_writes_the_same_arrays(tmp_path, monkeypatch):
     docs = random_docs(26, 400, vocab=150)
     root = make_workspace(tmp_path / "a", docs)
@@ -147,6 +150,7 @@ def test_a_build_past_the_spill_budget_writes_the_same_arrays(tmp_path, monkeypa
     assert_same_bytes(updated, npy_bytes(ws))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["", '[retrieval]\nstemmer = "english"\n', "[retrieval]\npositions = false\n"])
 def test_a_tiny_output_budget_writes_the_same_arrays(tmp_path, monkeypatch, config):
     """The output arrays written a few terms (and a few ids) at a time, through scratch buckets, are the

@@ -56,6 +56,7 @@ CONFIGS = ["", '[retrieval]\nstemmer = "english"\n', "[retrieval]\npositions = f
            '[retrieval]\npositions = false\nstemmer = "english"\n', "[retrieval]\nweight_title = 0.0\n"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("docs", ["random", "odd"])
 def test_a_small_build_writes_the_numba_builds_bytes(tmp_path, monkeypatch, config, docs):

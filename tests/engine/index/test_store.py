@@ -220,6 +220,7 @@ CONSISTENT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CONSISTENT))
 def test_damage_with_a_consistent_manifest_fails_the_open_checks(tmp_path, case):
     damage, message = CONSISTENT[case]
@@ -246,6 +247,7 @@ def test_a_crafted_index_is_rebuilt_never_read_out_of_bounds(tmp_path, case):
     assert "no usable document index" in ro.stderr or "rebuild it with `chitragupta index --force`" in ro.stderr
 
 
+@pytest.mark.slow
 def test_field_counts_are_checked_when_weighted(tmp_path):
     ws = built_workspace(tmp_path, config="[retrieval]\nweight_title = 2.0\n")
     want = numba_hits(ws)
@@ -260,6 +262,7 @@ def test_field_counts_are_checked_when_weighted(tmp_path):
     assert [(h.citekey, h.score) for h in got.hits] == want
 
 
+@pytest.mark.slow
 def test_an_unweighted_field_is_checked_on_first_use(tmp_path):
     ws = built_workspace(tmp_path)
     gen = _gen(ws)
@@ -367,6 +370,7 @@ FOREIGN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(FOREIGN))
 def test_a_foreign_manifest_or_pointer_is_a_corrupt_cache(tmp_path, case):
     """Before: wrong types raised AttributeError/TypeError, a 5,000-digit integer ValueError, a folder
@@ -384,6 +388,7 @@ def test_a_foreign_manifest_or_pointer_is_a_corrupt_cache(tmp_path, case):
     assert numba_hits(ws) == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["file", "fifo", "dangling-symlink"])
 def test_index_force_replaces_whatever_stands_in_the_index_folder(tmp_path, what):
     ws = built_workspace(tmp_path)
@@ -413,6 +418,7 @@ def test_content_index_being_a_file_is_one_line(tmp_path):
 
 
 # -- a full disk while writing a generation --------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["array", "current"])
 def test_a_full_disk_during_index_is_one_line_and_keeps_the_previous_index(tmp_path, monkeypatch, where):
     ws = built_workspace(tmp_path)

@@ -53,6 +53,7 @@ def test_random_unicode_texts_give_the_per_run_ids(tmp_path):
                       segments.tokenize_block(units, sources, tokenize_fast.FIELDS, True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["", '[retrieval]\nstemmer = "english"\n', "[retrieval]\npositions = false\n"])
 def test_the_index_is_the_same_to_the_byte(tmp_path, monkeypatch, config):
     ws = sidecar_workspace(tmp_path, n=90, seed=5)

@@ -152,6 +152,7 @@ def sources(tmp_path) -> dict[str, Path]:
 
 # -- detection ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_detect_format_by_content(tmp_path, sources):
     for kind, path in sources.items():
         assert detect_format(path) == kind, path

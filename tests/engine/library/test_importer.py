@@ -289,6 +289,7 @@ def test_case_folded_collisions_in_one_file_and_across_runs(tmp_path):
     _consistent(ws, v0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_names_found_in_one_read_equal_assign_names(tmp_path, seed):
     """Keys that fold together arriving in any order, over successive imports (some kept, some gone, some
@@ -333,6 +334,7 @@ def test_hostile_ids_stay_inside_parsed(tmp_path):
 
 # -- interrupted runs -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["write", "rename", "commit", "unlink"])
 def test_an_interrupted_import_leaves_whole_files_and_a_rerun_finishes(tmp_path, monkeypatch, step):
     """Interrupt the v0 -> v1 import at every occurrence of ``step`` in turn (a few rows per batch, so

@@ -45,6 +45,7 @@ def _edited(tmp_path: Path, edit: str) -> Path:
     return ws_dir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", list(EDITS))
 def test_a_hand_edited_ledger_is_read_around_never_a_traceback(tmp_path, what, caplog):
     ws_dir = _edited(tmp_path, EDITS[what])

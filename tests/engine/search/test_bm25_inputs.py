@@ -106,6 +106,7 @@ def _closed_stdout(*args):
     return subprocess.run([sys.executable, "-c", code], capture_output=False, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_a_closed_stdout_is_one_error_line(ws, tmp_path):
     q = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "twin model"}])
     _one_error_line(_closed_stdout("search", "-w", ws, "--queries", q, "--run", "-"), "stdout is closed")
@@ -114,6 +115,7 @@ def test_a_closed_stdout_is_one_error_line(ws, tmp_path):
     assert ok.returncode == 0 and (tmp_path / "x.trec").read_text().startswith("q1 Q0 "), ok.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", ["", "\n\n", "garbage\n{\"no\": \"id\"}\n[1, 2]\n"])
 def test_no_usable_query_is_an_error_and_the_old_run_is_kept(ws, tmp_path, content):
     q = tmp_path / "q.jsonl"

@@ -27,6 +27,7 @@ def _check(hits, docs=DOCS) -> int:
     return len(hits)
 
 
+@pytest.mark.slow
 def test_every_bm25_hit_carries_its_authors_and_year(tmp_path):
     from chitragupta.engine.search.bm25 import BM25Searcher
 
@@ -64,8 +65,8 @@ def test_a_hit_without_a_ledger_to_read_keeps_no_byline(tmp_path):
     assert with_bylines(None, [resp]) == [resp]
 
 
-@pytest.mark.enrich
 @pytest.mark.slow
+@pytest.mark.enrich
 def test_embed_and_hybrid_hits_carry_them_too(tmp_path, encoder):
     from chitragupta.enrich.hybrid import HybridSearcher
     from chitragupta.enrich.search import EmbedSearcher

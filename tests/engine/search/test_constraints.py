@@ -91,6 +91,7 @@ def _truth(postings, terms, params, mask, k):
     return kept, [scores[d] for d in kept]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_masked_scorers_equal_the_unmasked_ranking_filtered_to_the_bit(seed):
     rng = np.random.default_rng(seed)

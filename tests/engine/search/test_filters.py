@@ -313,6 +313,7 @@ EMBED_FILTERS = [{"year": (2000, 2012)}, {"author": ["smith", "berg"]}, {"type":
                  {"keys": ["d0003", "d0010", "d0011", "d0040"]}]
 
 
+@pytest.mark.slow
 @pytest.mark.enrich
 @pytest.mark.parametrize("f", EMBED_FILTERS)
 def test_filtered_embed_is_the_unfiltered_ranking_restricted(embedded, f):

@@ -35,6 +35,7 @@ def _reference_batch(index, queries, expander):
     return index.query_batch(terms)
 
 
+@pytest.mark.slow
 def test_expansion_in_the_plan_equals_the_reference(retriever):
     from hypothesis import given, settings
     from hypothesis import strategies as st

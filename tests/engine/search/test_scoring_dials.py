@@ -122,6 +122,7 @@ def test_weights_at_one_never_read_a_field_count(ws):
         assert np.array_equal(got.ids, want.ids) and np.array_equal(got.scores, want.scores)
 
 
+@pytest.mark.slow
 def test_weighted_backends_agree(ws):
     r = Retriever.open(ws)
     batch = QueryPlan(["ocean heat", "twin model soil", "fidelity carbon", "model"], r.index).batch

@@ -120,6 +120,7 @@ def dense_ws(tmp_path_factory, encoder) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["oceanlong", "mixed", "soil"])
 def test_embed_similar_is_the_exact_scan_from_the_mean_of_the_sources_chunks(dense_ws, key):
     from chitragupta.enrich.search import EmbedSearcher
@@ -242,8 +243,8 @@ SEVEN_BIB = """
 """
 
 
-@pytest.mark.shared
 @pytest.mark.slow
+@pytest.mark.shared
 def test_every_one_of_the_seven_papers_has_its_six_neighbours(tmp_path):
     import shutil
 

@@ -14,6 +14,10 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
 from chitragupta.engine.library.config import SCHEMA, load_config
 from chitragupta.engine.text.tokenize import (
     MIN_TOKEN_CHARS,
@@ -31,8 +35,6 @@ from chitragupta.engine.text.windows import (
     normalize_ws,
 )
 from chitragupta.errors import ConfigError
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 # Text that exercises the tokenizer's edges: ASCII words, digits, stopwords, underscores, accents,
 # characters whose lowercase is longer (İ) or ASCII (K, the Kelvin sign), whitespace and pipes.
@@ -182,6 +184,7 @@ def _load(text: str):
             return None, str(err), str(p)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(keys, values), min_size=1, max_size=4, unique_by=lambda kv: kv[0]))
 def test_config_accepts_exactly_the_allowed_values(pairs):
