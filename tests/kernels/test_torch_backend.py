@@ -196,6 +196,7 @@ def test_chunking_does_not_change_results(device, monkeypatch):
 
 # -- the sweep ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_sweep_on_torch_equals_numba_per_grid_point(device, monkeypatch):
     p = with_fields(random_postings(7, 400, 90, density=0.05), 7)

@@ -6,6 +6,7 @@ own (hybrid's) parses none."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from chitragupta.engine.index import segments, tokenize_fast
 from chitragupta.engine.index.references import parse
 from chitragupta.engine.index.source import fingerprints, row_body
@@ -22,6 +23,7 @@ def _sources(root):
     return ws, rows, fingerprints(ws.root, rows)
 
 
+@pytest.mark.slow
 def test_the_block_pass_parses_each_list_on_both_paths(tmp_path):
     for packed in (False, True):
         root = make_workspace(tmp_path / str(packed), DOCS + [{"_id": "bare", "title": "No list", "text": "Prose."}],

@@ -66,6 +66,7 @@ def test_block_size_does_not_change_the_arrays(tmp_path, monkeypatch):
         assert_same_bytes(whole, npy_bytes(ws))
 
 
+@pytest.mark.slow
 def test_an_update_with_two_jobs_equals_a_fresh_build(tmp_path):
     docs = random_docs(23, 600, vocab=200)
     root = make_workspace(tmp_path / "a", docs)

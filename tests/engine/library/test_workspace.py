@@ -118,6 +118,7 @@ def test_missing_workspace_is_a_clear_error(tmp_path):
 
 # -- the lock and init on hostile ground: read-only, not a file, a full disk ---------------------------------
 # -- the workspace lock: read-only, a folder --------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES])
 def test_a_lock_that_cannot_be_opened(tmp_path, monkeypatch, err):
     ws = built_workspace(tmp_path)

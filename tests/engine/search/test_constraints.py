@@ -115,6 +115,7 @@ def test_masked_scorers_equal_the_unmasked_ranking_filtered_to_the_bit(seed):
                 assert (got.ids[q, n:] == -1).all()
 
 
+@pytest.mark.slow
 def test_one_shared_mask_and_a_bad_mask():
     rng = np.random.default_rng(9)
     p = _random_postings(rng, 50, 10, fields=False)
@@ -251,6 +252,7 @@ def test_a_batch_without_syntax_plans_as_before(ws):
     assert plain.constraints is None and plain.terms == [["twin", "model", "ocean"]]
 
 
+@pytest.mark.slow
 def test_passages_take_the_same_constraints(tmp_path):
     from chitragupta.engine.library.ledger import Ledger
     from chitragupta.engine.library.workspace import Workspace
