@@ -42,7 +42,7 @@ def tally(u, t, c, per_id, per_unit):
 
 def spread(rank, per_id, per_term):
     """per_term[rank[p]] += per_id[p] for every provisional id p with postings; returns -1, or the first
-    p with postings and no term (the ids before it are counted, as the loop does)."""
+    p with postings and no term (the ids before it are counted)."""
     p = np.flatnonzero(per_id)
     r = rank[p]
     bad = np.flatnonzero(r < 0)

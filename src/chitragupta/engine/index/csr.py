@@ -350,7 +350,7 @@ class Accumulator:
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         nnz = 0
 
-        def one_range(k: int):  # (in a thread when ``threads`` > 1: the kernels release the GIL)
+        def one_range(k: int):  # (in a thread when ``threads`` > 1)
             t0, t1 = int(edges[k]), int(edges[k + 1])
             main = _place(items("", k), rank, t0, t1, n_units, per_term[t0:t1])
             aligned = {}
