@@ -1,35 +1,15 @@
-"""kernels.build: each pass against the numpy it replaced in engine.index.csr (stable argsort, searchsorted
-keys, boolean masks), on random triples, ranges with empty terms, and edge sizes -- both the numba module
-and ``kernels.build_numpy`` (a small build's), with the same arguments updated in place alike."""
+"""kernels.build: each pass against plain numpy (stable argsort, searchsorted keys, boolean masks), on random
+triples, ranges with empty terms, and edge sizes, with the arguments it updates in place."""
 
 import numpy as np
 import pytest
 from chitragupta.engine.index import csr
-from chitragupta.kernels import _build_numba, build, build_numpy
+from chitragupta.kernels import build
 
 
-@pytest.fixture(params=["numba", "numpy"])
-def kb(request):
-    return _build_numba if request.param == "numba" else build_numpy
-
-
-def test_the_passes_are_what_the_build_said_else_by_the_passs_size():
-    import threading
-
-    assert build.passes() is _build_numba and not build.uses_numpy()  # (None: many items)
-    assert build.passes(10) is build_numpy and build.passes(1 << 30) is _build_numba
-    with build.numpy_passes():
-        assert build.passes() is build_numpy and build.uses_numpy()
-        with build.numpy_passes(False):
-            assert build.passes(10) is _build_numba and not build.uses_numpy()
-        assert build.passes(1 << 30) is build_numpy
-        other = []
-        t = threading.Thread(target=lambda: other.append((build.uses_numpy(), build.passes(1 << 30))))
-        t.start()
-        t.join()
-        assert other == [(False, _build_numba)]  # a build's say is its own thread's, never the process's
-    assert build.passes() is _build_numba
-    assert set(build_numpy.__all__) == set(_build_numba.__all__)
+@pytest.fixture
+def kb():
+    return build
 
 
 def _triples(rng, n, n_units, n_prov):
@@ -212,13 +192,8 @@ def test_tally_and_spread_count_what_bincount_counts(kb):
     assert kb.spread(rank, per_id, np.zeros(25, dtype=np.int64)) == 2
 
 
-def test_the_accumulators_tally_is_every_chunk_it_holds(kb):
+def test_the_accumulators_tally_is_every_chunk_it_holds():
     """Chunks from flushes, reused counts and merged blocks: the tally equals a count of them all."""
-    with build.numpy_passes(kb is build_numpy):
-        _tally_and_finish()
-
-
-def _tally_and_finish():
     acc = csr.Accumulator(fields=("title",))
     for unit, words in enumerate(["alpha beta beta gamma", "beta delta", "", "gamma gamma alpha zeta"]):
         acc.add_runs(unit, [w.encode() for w in words.split()])

@@ -3,7 +3,7 @@ numpy never imports numba)."""
 
 from numba import njit
 
-__all__ = ["anchored", "by_term"]
+__all__ = ["anchored"]
 
 
 @njit(cache=True, nogil=True)
@@ -35,17 +35,3 @@ def anchored(seq, ptr, indices, tf, lo_t, hi_t, pos, pos_lo, pos_hi, cands, patt
             if r == m:
                 out[c] = True
                 break
-
-
-@njit(cache=True, nogil=True)
-def by_term(seq, ptr, n_terms, pos_ptr, out):  # pragma: no cover
-    """The term-major positions: for each term, in document order, the offsets (in its document's ids)
-    where it occurs; ``pos_ptr`` the per-term starts (from the counts)."""
-    nxt = pos_ptr[:-1].copy()
-    for d in range(ptr.shape[0] - 1):
-        lo = ptr[d]
-        for j in range(lo, ptr[d + 1]):
-            t = seq[j]
-            if t >= 0 and t < n_terms:
-                out[nxt[t]] = j - lo
-                nxt[t] += 1

@@ -69,17 +69,13 @@ NUMBA_FROM: dict[str, tuple[str, str, int, int]] = {
     # that the kernels are cached for the next (a job that never got there would never warm the cache)
     "batch": ("score cells: queries x documents", "cpu._topk_from_table", 1 << 25, 1 << 26),
     "grid": ("score cells: grid points x queries x documents", "_sweep_numba.sweep_kernel", 1 << 25, 1 << 28),
-    "build": ("bytes of text an index build tokenizes", "runs.runs_to_ids", 8 << 20, 8 << 20),
-    "passes": ("items a pass of an index build no build spoke for sorts or counts", "_build_numba.rows_sorted",
-               1 << 22, 1 << 22),
     "check": ("postings an open-time integrity pass reads", "_integrity_numba._scan_range", 1 << 21, 1 << 21),
     "strings": ("strings of a table an order check reads", "_integrity_numba._first_unsorted", 1 << 17, 1 << 17),
     "phrase": ("ids a phrase scan reads from an anchor", "_phrase_numba.anchored", 1 << 18, 1 << 18),
 }
 
 # What each job's first compile is called in its line.
-_WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "build": "the index build's kernels",
-         "passes": "the index build's kernels", "check": "the index checks", "strings": "the index checks",
+_WHAT = {"batch": "the scoring kernels", "grid": "the sweep kernel", "check": "the index checks", "strings": "the index checks",
          "phrase": "the phrase scan"}
 _told: set[str] = set()  # the jobs ``tell`` looked at in this process
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from chitragupta.kernels.build import stable_order
 from chitragupta.kernels.dispatch import compiled
 
 __all__ = ["phrase_units", "PositionsDamaged", "Anchor", "by_term", "check_offsets"]
@@ -43,12 +44,10 @@ class Anchor:
         self.pos, self.pos_lo, self.pos_hi = pos, int(pos_lo), int(pos_hi)
 
 
-def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int, numba: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
     """``(pos int32, pos_ptr int64)``: term t's occurrences are ``pos[pos_ptr[t]:pos_ptr[t + 1]]``, the
     offset of each in its document's ids, in document order then position order (ids >= ``n_terms``,
-    the dropped runs, and ``SEQ_BREAK`` have none). ``numba``: whether the numba fill places them (the
-    same array); None: from the ids to place (``kernels.dispatch.compiled("phrase", ids)``; a small build,
-    which does not start numba, says False)."""
+    the dropped runs, and ``SEQ_BREAK`` have none): a stable sort of the ids by term."""
     counts = np.zeros(n_terms, dtype=np.int64)
     for a in range(0, seq.shape[0], 1 << 24):
         block = np.asarray(seq[a:a + (1 << 24)])
@@ -56,18 +55,9 @@ def by_term(seq: np.ndarray, ptr: np.ndarray, n_terms: int, numba: bool | None =
     pos_ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(counts, out=pos_ptr[1:])
     pos = np.empty(int(pos_ptr[-1]), dtype=np.int32)
-    if not (compiled("phrase", int(seq.shape[0])) if numba is None else numba):
-        lens = np.diff(ptr)
-        within = np.arange(seq.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], lens)
-        keep = (seq >= 0) & (seq < n_terms)
-        from chitragupta.kernels.build_numpy import stable_order
-
-        order = stable_order(seq[keep], n_terms)
-        pos[:] = within[keep][order]
-    else:
-        from chitragupta.kernels._phrase_numba import by_term as fill
-
-        fill(np.asarray(seq), np.asarray(ptr), n_terms, pos_ptr, pos)
+    within = np.arange(seq.shape[0], dtype=np.int64) - np.repeat(ptr[:-1], np.diff(ptr))
+    keep = (seq >= 0) & (seq < n_terms)
+    pos[:] = within[keep][stable_order(seq[keep], n_terms)]
     return pos, pos_ptr
 
 

@@ -1,6 +1,6 @@
-"""A small build (less than ``segments.POOL_FROM_BYTES`` of text) runs without numba -- the per-run
-tokenizer, ``kernels.build_numpy``, the numpy integrity checks and lookup table -- and writes the same
-arrays and manifest, to the byte, as the numba build of the same workspace."""
+"""A small build (less than ``segments.POOL_FROM_BYTES`` of text: in this process, the table of runs carried
+from block to block, the numpy integrity checks) writes the same arrays and manifest, to the byte, as a
+large build of the same workspace, and never imports numba."""
 
 import json
 import subprocess
@@ -12,7 +12,6 @@ import pytest
 from chitragupta.engine.index import segments
 from chitragupta.engine.index.manage import refresh
 from chitragupta.engine.library.workspace import Workspace
-from chitragupta.kernels import build
 
 from helpers import assert_same_bytes, make_workspace, npy_bytes, random_docs
 
@@ -33,22 +32,17 @@ def _odd_docs(seed: int, n: int) -> list[dict]:
 
 
 def _both(ws: Workspace, monkeypatch, jobs: int = 1):
-    """The workspace built small (numpy) and then large (numba: no text counts as small)."""
+    """The workspace built small and then large (no text counts as small)."""
     seen = []
-    real = build.numpy_passes
-
-    def spy(on=True):
-        seen.append(on)
-        return real(on)
-
-    monkeypatch.setattr(build, "numpy_passes", spy)
+    real = segments.small_text
+    monkeypatch.setattr(segments, "small_text", lambda *args: seen.append(real(*args)) or seen[-1])
     refresh(ws, jobs=jobs, force=True)
     small = npy_bytes(ws)
     monkeypatch.setattr(segments, "POOL_FROM_BYTES", 0)
     refresh(ws, jobs=jobs, force=True)
     large = npy_bytes(ws)
     monkeypatch.setattr(segments, "POOL_FROM_BYTES", 8 << 20)
-    assert seen == [True, False]  # (each build took the path meant)
+    assert seen == [True, True, False, False]  # (each build took the path meant: its own, its blocks')
     return small, large
 
 
@@ -59,7 +53,7 @@ CONFIGS = ["", '[retrieval]\nstemmer = "english"\n', "[retrieval]\npositions = f
 @pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("docs", ["random", "odd"])
-def test_a_small_build_writes_the_numba_builds_bytes(tmp_path, monkeypatch, config, docs):
+def test_a_small_build_writes_the_large_builds_bytes(tmp_path, monkeypatch, config, docs):
     records = random_docs(31, 400, vocab=250) if docs == "random" else _odd_docs(32, 300)
     root = make_workspace(tmp_path, records)
     if config:
@@ -69,7 +63,7 @@ def test_a_small_build_writes_the_numba_builds_bytes(tmp_path, monkeypatch, conf
     assert ("seq.npy" in small) == ("positions = false" not in config)
 
 
-def test_a_small_update_writes_what_the_numba_update_writes(tmp_path, monkeypatch):
+def test_a_small_update_writes_what_the_large_update_writes(tmp_path, monkeypatch):
     """An update (reused documents, new ones tokenized) small and large: the same bytes."""
     import shutil
 
@@ -125,25 +119,3 @@ def test_a_small_index_command_never_imports_numba(tmp_path, unit):
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "RC 0 NUMBA False" in got.stdout, got.stdout + got.stderr
     assert unit == "all" or "ALSO []" in got.stdout, got.stdout
-
-
-
-@pytest.mark.parametrize("positions", [True, False])
-@pytest.mark.parametrize("piece_bytes,long_text", [(1 << 23, 1 << 22), (200, 500), (1, 1)])
-def test_the_numpy_runs_give_the_numba_block(tmp_path, monkeypatch, positions, piece_bytes, long_text):
-    """``tokenize_fast`` with ``kernels.runs_numpy`` (inside ``numpy_passes``) against ``kernels.runs``: the
-    same Block on Unicode, hyphenated, empty and sidecar texts, handed over in one piece or many."""
-    from chitragupta.engine.index import tokenize_fast
-
-    from helpers import assert_same_block, doc_sources, sidecar_workspace
-
-    sources = doc_sources(sidecar_workspace(tmp_path))
-    monkeypatch.setattr(tokenize_fast, "_PIECE_BYTES", piece_bytes)
-    monkeypatch.setattr(tokenize_fast, "_LONG", long_text)
-    units = np.arange(len(sources), dtype=np.int64) * 3 + 1
-    for k in (len(sources), 0, 1):
-        want = segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions)
-        with build.numpy_passes():
-            assert tokenize_fast._kernels()[0].__module__ == "chitragupta.kernels.runs_numpy"
-            got = segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions)
-        assert_same_block(got, want)

@@ -167,16 +167,11 @@ def _packed_sources(tmp_path, docs):
     return fingerprints(ws.root, rows)[2]
 
 
-@pytest.mark.parametrize("numba", [False, True])
 @pytest.mark.parametrize("positions", [True, False])
-def test_a_block_of_packed_texts_taken_as_read_is_the_per_run_block(tmp_path, numba, positions):
-    """Every text packed and as read: the block's pieces are assembled without the loop (the numpy
-    kernels of a small build and numba's), the same Block as the per-run path; random Unicode texts and
-    titles, empty ones among them."""
-    from contextlib import nullcontext
-
+def test_a_block_of_packed_texts_taken_as_read_is_the_per_run_block(tmp_path, positions):
+    """Every text packed and as read: the block's pieces are assembled without the loop, the same Block
+    as the per-run path; random Unicode texts and titles, empty ones among them."""
     from chitragupta.engine.index import segments
-    from chitragupta.kernels.build import numpy_passes
 
     from helpers import assert_same_block
 
@@ -188,19 +183,17 @@ def test_a_block_of_packed_texts_taken_as_read_is_the_per_run_block(tmp_path, nu
     packed = tokenize_fast.packed_texts(sources)
     assert len(tokenize_fast.as_read(packed)) == len(sources)  # (the case the assembly takes)
     units = np.arange(len(sources), dtype=np.int64) * 3 + 1
-    with nullcontext() if numba else numpy_passes():
-        for k in (len(sources), 1, 0):
-            assert_same_block(segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions, fast=False),
-                              segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions))
+    for k in (len(sources), 1, 0):
+        assert_same_block(segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions, fast=False),
+                          segments.tokenize_block(units[:k], sources[:k], tokenize_fast.FIELDS, positions))
 
 
 @pytest.mark.parametrize("brk", [-1, -100, 3, 7])
 def test_the_numpy_id_maps_with_and_without_breaks_are_the_plain_ones(brk):
-    """``kernels.build_numpy``'s map_ids / map_count / remap / count_ids (one gather where nothing is a
+    """``kernels.build``'s map_ids / map_count / remap / count_ids (one gather where nothing is a
     break; the breaks put back after it, or left out of it when ``brk`` is not an index of the table)
-    against the masked forms and numba's."""
-    from chitragupta.kernels import _build_numba as nb
-    from chitragupta.kernels import build_numpy as bn
+    against the masked forms."""
+    from chitragupta.kernels import build as kb
 
     rng = np.random.default_rng(abs(brk))
     n_terms = 12
@@ -214,31 +207,26 @@ def test_the_numpy_id_maps_with_and_without_breaks_are_the_plain_ones(brk):
         keep = ids != brk
         want = ids.copy()
         want[keep] = table[ids[keep]]
-        for kb in (bn, nb):
-            got = kb.map_ids(ids, table, brk)
-            assert got.dtype == np.int32 and np.array_equal(got, want)
-            per_term = np.zeros(n_terms, dtype=np.int64)
-            assert np.array_equal(kb.map_count(ids, table, brk, per_term), want)
-            mapped = want[keep]
-            assert np.array_equal(per_term, np.bincount(mapped[(mapped >= 0) & (mapped < n_terms)], minlength=n_terms))
-            inplace = ids.copy()
-            kb.remap(inplace, table, brk)
-            assert np.array_equal(inplace, want)
-            again = np.zeros(n_terms, dtype=np.int64)
-            inside = np.clip(want, 0, n_terms - 1)  # (all in range: the one-bincount case)
-            kb.count_ids(inside, again)
-            assert np.array_equal(again, np.bincount(inside, minlength=n_terms))
+        got = kb.map_ids(ids, table, brk)
+        assert got.dtype == np.int32 and np.array_equal(got, want)
+        per_term = np.zeros(n_terms, dtype=np.int64)
+        assert np.array_equal(kb.map_count(ids, table, brk, per_term), want)
+        mapped = want[keep]
+        assert np.array_equal(per_term, np.bincount(mapped[(mapped >= 0) & (mapped < n_terms)], minlength=n_terms))
+        inplace = ids.copy()
+        kb.remap(inplace, table, brk)
+        assert np.array_equal(inplace, want)
+        again = np.zeros(n_terms, dtype=np.int64)
+        inside = np.clip(want, 0, n_terms - 1)  # (all in range: the one-bincount case)
+        kb.count_ids(inside, again)
+        assert np.array_equal(again, np.bincount(inside, minlength=n_terms))
 
 
-@pytest.mark.parametrize("numba", [False, True])
-def test_blocks_carrying_the_table_of_runs_merge_to_the_same_arrays(tmp_path, numba):
+def test_blocks_carrying_the_table_of_runs_merge_to_the_same_arrays(tmp_path):
     """A small build's blocks go on from the last block's table of runs (``carry``): every array the
-    build finishes is the same as with a fresh table a block, with the numpy kernels and numba's."""
-    from contextlib import nullcontext
-
+    build finishes is the same as with a fresh table a block."""
     from chitragupta.engine.index import segments
     from chitragupta.engine.index.csr import Sequences
-    from chitragupta.kernels.build import numpy_passes
 
     rng = random.Random(23)
     alphabet = "abcxyz019 \n\t-_.,İıKßﬁ日E"
@@ -248,17 +236,16 @@ def test_blocks_carrying_the_table_of_runs_merge_to_the_same_arrays(tmp_path, nu
     n = len(sources)
     units = np.arange(n, dtype=np.int64)
     got = []
-    with nullcontext() if numba else numpy_passes():
-        for carry in (None, {}):
-            acc = Accumulator(fields=tokenize_fast.FIELDS, stem=None, sequences=Sequences())
-            keys = []
-            for a in range(0, n, 7):
-                blk = segments.tokenize_block(units[a:a + 7], sources[a:a + 7], tokenize_fast.FIELDS, True, carry=carry)
-                keys.append(blk.keys)
-                segments.merge_block(acc, blk)
-            vocab, arrays = acc.finish(n)
-            arrays = dict(arrays, **acc.sequences.finish(acc.rank, len(vocab), acc.n_dropped, n))
-            got.append((vocab, arrays, keys))
+    for carry in (None, {}):
+        acc = Accumulator(fields=tokenize_fast.FIELDS, stem=None, sequences=Sequences())
+        keys = []
+        for a in range(0, n, 7):
+            blk = segments.tokenize_block(units[a:a + 7], sources[a:a + 7], tokenize_fast.FIELDS, True, carry=carry)
+            keys.append(blk.keys)
+            segments.merge_block(acc, blk)
+        vocab, arrays = acc.finish(n)
+        arrays = dict(arrays, **acc.sequences.finish(acc.rank, len(vocab), acc.n_dropped, n))
+        got.append((vocab, arrays, keys))
     (v0, a0, k0), (v1, a1, k1) = got
     assert v0 == v1 and a0.keys() == a1.keys()
     for name in a0:

@@ -77,7 +77,7 @@ def test_the_joined_conversion_is_the_per_piece_one(seed):
 
 
 def test_the_numpy_runs_split_at_once_are_the_per_piece_runs():
-    from chitragupta.kernels import runs_numpy
+    from chitragupta.kernels import runs
 
     rng = random.Random(5)
     for trial in range(200):
@@ -94,8 +94,8 @@ def test_the_numpy_runs_split_at_once_are_the_per_piece_runs():
             want_n.append(len(got))
             want_ids += [vocab.setdefault(r, len(vocab)) for r in got]
             a = e
-        ids, seg_n, *_state = runs_numpy.runs_to_ids(np.frombuffer(data, dtype=np.uint8), np.array(ends, dtype=np.int64),
-                                                      *runs_numpy.new_table())
+        ids, seg_n, *_state = runs.runs_to_ids(np.frombuffer(data, dtype=np.uint8), np.array(ends, dtype=np.int64),
+                                               *runs.new_table())
         assert ids.tolist() == want_ids and seg_n.tolist() == want_n, (data, ends)
 
 

@@ -14,7 +14,7 @@ from itertools import count
 import numpy as np
 
 from chitragupta.engine.text.tokenize import DROPPED_RUNS
-from chitragupta.kernels.build import passes as build_passes
+from chitragupta.kernels import build
 from chitragupta.kernels.types import Postings
 
 __all__ = ["Accumulator", "Sequences", "add_reused", "matching_documents", "postings_matrix", "forward_rows",
@@ -130,7 +130,7 @@ class _Tally:
     def add(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
         if not units.shape[0]:
             return
-        tally = build_passes(units.shape[0]).tally
+        tally = build.tally
 
         self.per_id = self._fit(self.per_id, int(terms.max()) + 1)
         self.per_unit = self._fit(self.per_unit, int(units.max()) + 1)
@@ -199,7 +199,7 @@ _I32 = np.iinfo(np.int32).max
 
 def _canonical(indptr, indices, counts, n_terms: int, n_units: int):
     """Sort each row's units and sum repeated (term, unit) pairs, in place where it can."""
-    rows_sorted = build_passes(indices.shape[0]).rows_sorted
+    rows_sorted = build.rows_sorted
 
     if rows_sorted(indptr, indices):  # (no unsorted or repeated pair in a row)
         return indptr, indices, counts
@@ -320,7 +320,7 @@ class Accumulator:
         for st in self.streams.values():
             st.flush()
         # postings per term and tokens per unit, from the main stream's tally (counted as chunks came)
-        spread = build_passes(rank.shape[0]).spread
+        spread = build.spread
 
         tal = self.streams[""].tally
         per_term = np.zeros(n_terms, dtype=np.int64)
@@ -350,7 +350,7 @@ class Accumulator:
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         nnz = 0
 
-        def one_range(k: int):  # (in a thread when ``threads`` > 1: the kernels release the GIL)
+        def one_range(k: int):  # (in a thread when ``threads`` > 1)
             t0, t1 = int(edges[k]), int(edges[k + 1])
             main = _place(items("", k), rank, t0, t1, n_units, per_term[t0:t1])
             aligned = {}
@@ -472,7 +472,7 @@ class _Buckets:
     def split(self, units: np.ndarray, terms: np.ndarray, counts: np.ndarray, rank: np.ndarray):
         """The triples (``terms`` provisional ids, ranked by ``rank``) as records grouped by range, and
         where each range's group starts (``kernels.build.split_by_range``; for ``write``)."""
-        split_by_range = build_passes(units.shape[0]).split_by_range
+        split_by_range = build.split_by_range
 
         return split_by_range(units, terms, counts, rank, self.range_of, len(self.paths))
 
@@ -519,11 +519,10 @@ def _place(items: list, rank: np.ndarray, t0: int, t1: int, n_units: int,
     n = t1 - t0
     held = sum(int(it.shape[0] if isinstance(it, np.ndarray) else it.n if isinstance(it, ChunkFile) else it[0].shape[0])
                for it in items)
-    kb = build_passes(held)
-    count_terms = kb.count_terms
-    count_terms_ranked = kb.count_terms_ranked
-    place = kb.place
-    place_ranked = kb.place_ranked
+    count_terms = build.count_terms
+    count_terms_ranked = build.count_terms_ranked
+    place = build.place
+    place_ranked = build.place_ranked
 
     if counts is None:
         counts = np.zeros(n, dtype=np.int64)
@@ -561,7 +560,7 @@ _ALIGN_BLOCK = 1 << 23  # main postings per call of the field-count walk
 def _align(indptr, indices, f_indptr, f_indices, f_counts, name: str) -> np.ndarray:
     """A field's counts at the positions of the same (term, unit) pairs in the main postings (each row
     of both ascending: one walk of the two, ``kernels.build.align``, a block of terms at a time)."""
-    align = build_passes(indices.shape[0]).align
+    align = build.align
 
     out = np.zeros(indices.shape[0], dtype=np.int32)
     n_terms = indptr.shape[0] - 1
@@ -675,10 +674,9 @@ class Sequences:
         col = out.column("seq", np.int32, int(ptr[-1]))
         per_term = np.zeros(n_terms, dtype=np.int64)  # occurrences of each term: tpos's row lengths
 
-        kb = build_passes(int(ptr[-1]))
-        count_ids = kb.count_ids
-        map_count = kb.map_count
-        map_ids = kb.map_ids
+        count_ids = build.count_ids
+        map_count = build.map_count
+        map_ids = build.map_ids
 
         def emit(ids: np.ndarray) -> None:
             col.write(ids)
@@ -728,8 +726,7 @@ def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out, threads: in
     """Write ``tpos`` (``kernels.phrase.by_term`` of the ``seq`` column just written, ``per_term`` its
     occurrences per term) and ``tpos_ptr`` into ``out``; returns ``tpos_ptr``. In memory, or when it is
     small, in one go; else a term range at a time, each a pass over ``seq`` read back a block of
-    documents at a time, the range's terms shifted to 0.. so that the numba fill skips the others."""
-    from chitragupta.kernels.dispatch import NUMBA_FROM
+    documents at a time, the range's terms shifted to 0.. so that the fill skips the others."""
     from chitragupta.kernels.phrase import by_term
 
     n_terms = per_term.shape[0]
@@ -740,12 +737,10 @@ def _term_positions(seq, ptr: np.ndarray, per_term: np.ndarray, out, threads: in
     col = out.column("tpos", np.int32, int(pos_ptr[-1]))
     edges = (_term_ranges(per_term, POSITIONS_PER_RANGE) if hasattr(out, "scratch")
              else np.array([0, n_terms], dtype=np.int64))
-    if edges.shape[0] <= 2 and total_ids < max(NUMBA_FROM["phrase"][2], _POS_BLOCK):
-        from chitragupta.kernels.build import uses_numpy
-
-        col.write(by_term(seq.read(0, total_ids), ptr, n_terms, numba=False if uses_numpy() else None)[0])
+    if edges.shape[0] <= 2 and total_ids < _POS_BLOCK:
+        col.write(by_term(seq.read(0, total_ids), ptr, n_terms)[0])
     else:
-        fill_positions = build_passes(total_ids).fill_positions
+        fill_positions = build.fill_positions
 
         def one_range(k: int) -> np.ndarray:  # (in a thread when ``threads`` > 1)
             t0, t1 = int(edges[k]), int(edges[k + 1])

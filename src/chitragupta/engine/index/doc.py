@@ -299,11 +299,10 @@ def build(root: Path, rows, folder: Path, settings: dict, *, metadata: filter_co
     if progress:
         progress(0, len(todo))
     from chitragupta.engine.index.segments import POOL_FROM_BYTES, Spill, merge_block, small_text, tokenize_blocks
-    from chitragupta.kernels.build import numpy_passes
     from chitragupta.kernels.integrity import scan_field
 
-    # a small build (less than POOL_FROM_BYTES of text in all, reused documents included) runs without
-    # numba: numpy forms of the tokenizer's kernels and of the passes, the same arrays (``kernels.build``)
+    # a small build (less than POOL_FROM_BYTES of text in all, reused documents included) runs in this
+    # process and thread
     small_build = small_text(sources, np.arange(n), POOL_FROM_BYTES)
     keys_digest = citekeys_digest(rows)
     if old is not None and old.manifest.get("citekeys_digest") == keys_digest and metadata.holds(old.manifest):
@@ -320,72 +319,71 @@ def build(root: Path, rows, folder: Path, settings: dict, *, metadata: filter_co
             _bad, s0, s1 = scan_field(indices, tf, fields[f])
             sums[f] = [(sums[f][0] + s0) % 2**64, (sums[f][1] + s1) % 2**64]
 
-    with numpy_passes(small_build):
-        try:
-            for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None,
-                                         1 if small_build else max(1, int(jobs)), progress,
-                                         refs=references is not None):
-                merge_block(acc, block, spill)
-                if references is not None:
-                    references(block.units, block.refs)
-                flags[block.units] |= block.flags
-                report.notes.extend(block.notes)
-                report.cuts.extend(block.cuts)
-                del block
-            report.retokenized = len(todo)
+    try:
+        for block in tokenize_blocks(todo, sources, FIELDS, seqs is not None,
+                                     1 if small_build else max(1, int(jobs)), progress,
+                                     refs=references is not None):
+            merge_block(acc, block, spill)
+            if references is not None:
+                references(block.units, block.refs)
+            flags[block.units] |= block.flags
+            report.notes.extend(block.notes)
+            report.cuts.extend(block.cuts)
+            del block
+        report.retokenized = len(todo)
 
-            # the arrays go straight into the new generation's files, a term range or a block of ids at a
-            # time: what the build holds does not grow with the postings (see ``segments``)
-            # With ``jobs`` > 1 the two use the cores the workers had: the positions in a thread beside the CSR,
-            # or (without positions) the CSR's term ranges in threads (the kernels release the GIL). The
-            # arrays are the same either way. A small build (numpy passes, no numba) finishes in this thread:
-            # its passes are many short numpy calls that hold the GIL, and beside the CSR the two threads
-            # only took turns (npl stand-in: the finish 0.095 s wall for 0.058 s CPU, 0.045 s alone).
-            with store.writing(folder) as gen:
-                vocab, rank = acc.ranks()
-                beside = None
-                if seqs is not None:
-                    args = (rank, len(vocab), acc.n_dropped, n,
-                            _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped))
-                    if jobs > 1 and not small_build:
-                        from concurrent.futures import ThreadPoolExecutor
+        # the arrays go straight into the new generation's files, a term range or a block of ids at a
+        # time: what the build holds does not grow with the postings (see ``segments``)
+        # With ``jobs`` > 1 the two use the cores the workers had: the positions in a thread beside the CSR,
+        # or (without positions) the CSR's term ranges in threads. The
+        # arrays are the same either way. A small build finishes in this thread:
+        # its passes are many short numpy calls that hold the GIL, and beside the CSR the two threads
+        # only took turns (npl stand-in: the finish 0.095 s wall for 0.058 s CPU, 0.045 s alone).
+        with store.writing(folder) as gen:
+            vocab, rank = acc.ranks()
+            beside = None
+            if seqs is not None:
+                args = (rank, len(vocab), acc.n_dropped, n,
+                        _reused_positions(old, vocab, reuse_new, reuse_old, acc.n_dropped))
+                if jobs > 1 and not small_build:
+                    from concurrent.futures import ThreadPoolExecutor
 
-                        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chitragupta-positions")
-                        beside = pool.submit(seqs.finish, *args, sink=gen)
-                        pool.shutdown(wait=False)
-                else:
-                    acc.threads = max(1, int(jobs))
-                try:
-                    vocab, small = acc.finish(n, gen, on_range=add_sums)
-                finally:
-                    if beside is not None:
-                        beside.exception()  # (waits: never leave the thread writing into an aborted generation)
+                    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chitragupta-positions")
+                    beside = pool.submit(seqs.finish, *args, sink=gen)
+                    pool.shutdown(wait=False)
+            else:
+                acc.threads = max(1, int(jobs))
+            try:
+                vocab, small = acc.finish(n, gen, on_range=add_sums)
+            finally:
                 if beside is not None:
-                    beside.result()
-                elif seqs is not None:
-                    seqs.finish(*args, sink=gen)
-                spill.close()
-                for name, arr in dict(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps,
-                                      flags=flags, **columns).items():
-                    gen.put(name, arr)
-                report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(small["indptr"][-1])
-                report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
-                report.with_abstract = int(np.count_nonzero(flags & FLAG_HAS_ABSTRACT))
-                report.not_parsed = int(np.count_nonzero(flags & FLAG_NOT_PARSED))
-                manifest = dict(
-                    expected_manifest(settings),
-                    **metadata.manifest(),
-                    citekeys_digest=keys_digest,
-                    field_sums=sums,
-                    stats={"n_docs": n, "n_terms": len(vocab), "nnz": report.nnz,
-                           "avgdl": float(small["doc_len"].mean()) if n else 0.0,
-                           "text_missing": report.text_missing, "not_parsed": report.not_parsed,
-                           "with_abstract": report.with_abstract},
-                )
-                path = gen.commit(manifest)
-                arrays = gen.mapped(gen.files)
-        finally:
+                    beside.exception()  # (waits: never leave the thread writing into an aborted generation)
+            if beside is not None:
+                beside.result()
+            elif seqs is not None:
+                seqs.finish(*args, sink=gen)
             spill.close()
+            for name, arr in dict(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps,
+                                  flags=flags, **columns).items():
+                gen.put(name, arr)
+            report.n_docs, report.n_terms, report.nnz = n, len(vocab), int(small["indptr"][-1])
+            report.text_missing = int(np.count_nonzero(flags & FLAG_TEXT_MISSING))
+            report.with_abstract = int(np.count_nonzero(flags & FLAG_HAS_ABSTRACT))
+            report.not_parsed = int(np.count_nonzero(flags & FLAG_NOT_PARSED))
+            manifest = dict(
+                expected_manifest(settings),
+                **metadata.manifest(),
+                citekeys_digest=keys_digest,
+                field_sums=sums,
+                stats={"n_docs": n, "n_terms": len(vocab), "nnz": report.nnz,
+                       "avgdl": float(small["doc_len"].mean()) if n else 0.0,
+                       "text_missing": report.text_missing, "not_parsed": report.not_parsed,
+                       "with_abstract": report.with_abstract},
+            )
+            path = gen.commit(manifest)
+            arrays = gen.mapped(gen.files)
+    finally:
+        spill.close()
     report.seconds = time.perf_counter() - t0
     index = DocIndex(arrays, dict(manifest, files=dict(gen.files)), path)
     return index, report

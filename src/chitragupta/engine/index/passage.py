@@ -33,12 +33,10 @@ from chitragupta.engine.index.doc import citekeys_digest
 from chitragupta.engine.index.source import (FLAG_BAD_SIDECAR, FLAG_NO_SIDECAR, FLAG_NOT_PARSED, FLAG_TEXT_MISSING,
                                  fingerprints, load_body)
 from chitragupta.engine.text.paragraphs import plain_paragraphs
-from chitragupta.engine.index.segments import POOL_FROM_BYTES, small_text
 from chitragupta.engine.index.strings import StringTable
 from chitragupta.engine.library.texts import is_ref
 from chitragupta.engine.index.terms import TermIndex, array_of, check_arrays, check_string_table, table_arrays
 from chitragupta.engine.text.stem import NONE, get_stemmer
-from chitragupta.kernels.build import numpy_passes
 from chitragupta.engine.text.refcut import kept_items
 from chitragupta.engine.text.tokenize import DROPPED_RUNS, TOKENIZER_ID, runs_bytes
 
@@ -157,9 +155,7 @@ def build_passages(root: Path, rows, folder: Path, settings: dict, *, old: Passa
     acc = Accumulator(stem=get_stemmer(settings.get("retrieval.stemmer", NONE)))
     p_doc: list[int] = []
     p_item: list[int] = []
-    # a small build (a researcher's PDFs) never starts numba: the same arrays (``kernels.build``)
-    with numpy_passes(small_text(sources, np.arange(len(sources)), POOL_FROM_BYTES)):
-        vocab, arrays = _add_all(acc, sources, flags, reuse_of, old, report, min_tokens, progress, p_doc, p_item)
+    vocab, arrays = _add_all(acc, sources, flags, reuse_of, old, report, min_tokens, progress, p_doc, p_item)
     n = len(p_doc)
     arrays.update(table_arrays([s.citekey for s in sources], vocab), fingerprints=fps, flags=flags,
                   p_doc=np.asarray(p_doc, dtype=np.int32), p_item=np.asarray(p_item, dtype=np.int32))

@@ -20,11 +20,10 @@ writes the CSR a range of about ``csr.RANGE_POSTINGS`` postings at a time; ``Seq
 (``store.NewGeneration``). What a build holds is then the blocks in flight, ``SPILL_BYTES``, one range,
 the vocabulary and a few arrays per document -- not the postings.
 
-Time: the passes of the finish are numba counting sorts (``kernels.build``), and the postings per term
+Time: the passes of the finish are numpy sorts and counts (``kernels.build``), and the postings per term
 and tokens per document they start from are tallied as blocks are merged (no pass over the spilled
-triples before placing them). A build of less than ``POOL_FROM_BYTES`` of text in all
-(``kernels.dispatch.NUMBA_FROM["build"]``) never starts numba (``doc.build`` holds ``kernels.build.numpy_passes``): the tokenizer's steps (``kernels.runs_numpy``) and
-the passes (``kernels.build_numpy``) run in numpy, the same arrays to the byte. With ``jobs`` > 1, once
+triples before placing them). A build of less than ``POOL_FROM_BYTES`` of text in all stays in this
+process and finishes in this thread (``doc.build``). With ``jobs`` > 1, once
 the workers are done, the positions are written in a thread beside the CSR (``doc.build``), or without
 positions the CSR's term ranges are computed in threads, each with its share of ``csr.RANGE_POSTINGS``:
 the cores the workers had are used, and what is held at once stays about one range per thread.
@@ -44,9 +43,8 @@ import numpy as np
 from chitragupta.engine.index.csr import SEQ_BREAK, Accumulator, ChunkFile, Sequences, _chunk
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, DocSource, load_body, plain_body
 from chitragupta.engine.text.tokenize import iter_runs_bytes, runs_bytes
-from chitragupta.kernels.build import passes as build_passes
+from chitragupta.kernels.build import map_ids, remap as remap_ids
 from chitragupta.kernels.charset import TOKEN_BYTES
-from chitragupta.kernels.dispatch import NUMBA_FROM
 
 assert b" " not in TOKEN_BYTES  # a block's vocabulary travels as its runs joined by spaces
 
@@ -55,8 +53,8 @@ __all__ = ["Block", "Spill", "SPILL_BYTES", "POOL_FROM_BYTES", "available_cores"
 
 SPILL_BYTES = 256 << 20  # merged triples and ids kept in memory before the rest go to disk
 
-# text to tokenize below which a build stays in this process whatever ``jobs`` is, and runs without numba
-POOL_FROM_BYTES = NUMBA_FROM["build"][2]
+# text to tokenize below which a build stays in this process whatever ``jobs`` is
+POOL_FROM_BYTES = 8 << 20
 _MIN_BLOCK = 256
 _MAX_BLOCK = 8192  # documents per block: what one worker holds at a time
 
@@ -84,7 +82,7 @@ def small_text(sources, todo: np.ndarray, limit: int) -> bool:
             total += told[3]
         elif path is not None:
             # a packed reference's length is its tail ("...#offset+length"): no reference split (what
-            # is counted decides the pool and numba, never the arrays; a plain path is stat'ed)
+            # is counted decides the pool, never the arrays; a plain path is stat'ed)
             tail = path[path.rfind("+") + 1:]
             total += int(tail) if tail.isascii() and tail.isdigit() and "#" in path else text_size(path)
         if total >= limit:
@@ -223,8 +221,6 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
     remap[:d] = np.arange(d)
     if keys:
         remap[d:] = np.fromiter(map(acc.vocab.__getitem__, keys), dtype=np.int64, count=len(keys))
-    map_ids = build_passes(sum(u.shape[0] for u, _t, _c in block.streams.values())).map_ids
-
     narrow = not remap.size or int(remap.max()) <= np.iinfo(np.int32).max
     for name, (u, t, c) in block.streams.items():
         if not u.size:
@@ -238,8 +234,6 @@ def merge_block(acc: Accumulator, block: Block, spill: Spill | None = None) -> N
             ch = _chunk(u, remap[t], c)
         st.append(spill.chunk(*ch) if to_disk else ch, ch)
     if acc.sequences is not None and block.seq is not None:
-        remap_ids = build_passes(block.seq.shape[0]).remap
-
         ids = block.seq if block.seq.flags.writeable else block.seq.copy()  # (the block's own: mapped in place)
         remap_ids(ids, remap, SEQ_BREAK)
         acc.sequences.extend_block(block.seq_units, block.seq_starts, ids)
@@ -255,7 +249,8 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
     faster in one), else by ``jobs`` worker processes. The blocks are the same either way. ``refs``: as
     ``tokenize_block``'s."""
     n = len(todo)
-    if jobs > 1 and small_text(sources, todo, POOL_FROM_BYTES):
+    small = small_text(sources, todo, POOL_FROM_BYTES)
+    if small:
         jobs = 1
     size = block or block_size(n, jobs)
     spans = [(a, min(n, a + size)) for a in range(0, n, size)]
@@ -265,20 +260,16 @@ def tokenize_blocks(todo: np.ndarray, sources, fields: tuple[str, ...], position
         return units, [sources[int(i)] for i in units], fields, positions
 
     if jobs <= 1 or len(spans) <= 1:
-        from chitragupta.kernels.build import uses_numpy
-
-        # a small build (numpy kernels): the table of runs carried from block to block (each run given
-        # its id once); a large one's blocks start afresh (a block's keys would be the whole vocabulary)
-        carry = {} if uses_numpy() else None
+        # a small build: the table of runs carried from block to block (each run given its id once); a
+        # large one's blocks start afresh (a block's keys would be the whole vocabulary)
+        carry = {} if small else None
         for a, b in spans:
             yield tokenize_block(*args(a, b), carry=carry, refs=refs)
             if progress:
                 progress(b, n)
         return
-    from chitragupta.engine.index import tokenize_fast
     from chitragupta.engine.library.workers import process_pool
 
-    tokenize_fast.warm(fields)  # (the workers fork with the kernels loaded)
     window = 2 * jobs  # finished blocks waiting are bounded: memory does not grow with the corpus
     with process_pool(min(jobs, len(spans))) as ex:
         pending = []

@@ -1,12 +1,11 @@
-"""A block tokenized with the runs looked up and counted in numba: the same ``segments.Block`` as
-``segments.tokenize_block``'s per-run path, to the byte, at a fraction of the cost. (A small build,
-which does not start numba, calls the same steps in numpy: ``kernels.runs_numpy``.)
+"""A block tokenized with the runs looked up and counted a stretch at a time: the same ``segments.Block``
+as ``segments.tokenize_block``'s per-run path, to the byte, at a fraction of the cost.
 
 The per-run path splits each text into Python ``bytes`` runs, looks each up in a dictionary, and sorts
 the block's (unit, run) pairs to count them. Here the texts of a stretch of documents are joined (by NUL)
 and lowercased, encoded to ASCII and translated exactly as ``engine.tokenize.runs_bytes`` does before
 its split (C speed, three calls a stretch; ``_buffer``) into one buffer, and ``kernels.runs`` gives every run
-its provisional id (a hash table over the distinct runs, ids in first-seen order, the never-indexed runs
+its provisional id (a dictionary of the distinct runs, ids in first-seen order, the never-indexed runs
 first: what ``Accumulator`` hands out) and counts each document's ids. The text each document
 contributes comes from the same functions (``load_body``, ``plain_body``), so the flags, notes and cuts
 are the per-run path's too -- except a packed text ``plain_body`` would return as it is (``as_read``: no
@@ -34,8 +33,9 @@ import numpy as np
 from chitragupta.engine.index.source import FLAG_BAD_SIDECAR, FLAG_HAS_ABSTRACT, FLAG_NO_SIDECAR, load_body, plain_body
 from chitragupta.engine.text.tokenize import DROPPED_RUNS, iter_runs_bytes
 from chitragupta.kernels.charset import SEPARATE
+from chitragupta.kernels.runs import count_pieces, new_table, runs_to_ids
 
-__all__ = ["block_parts", "packed_texts", "warm", "FIELDS"]
+__all__ = ["block_parts", "packed_texts", "FIELDS"]
 
 FIELDS = ("title", "abstract")  # the field streams this path fills (the document index's)
 _PIECE_BYTES = 1 << 23  # text handed to the kernels at a time: bounded temporaries whatever the block
@@ -47,32 +47,6 @@ _STRETCH_BYTES = 1 << 26  # the most one stretch reads
 def _piece(text: str) -> bytes:
     # runs_bytes before its split
     return text.lower().encode("ascii", "replace").translate(SEPARATE)
-
-
-def warm(fields: tuple[str, ...]) -> None:
-    """Load the kernels in this process (numba's start and its cache cost most of a second, once per
-    process): called before a process pool forks, its workers start with them loaded. Nothing for
-    fields this path does not fill."""
-    if tuple(fields) != FIELDS:
-        return
-    from chitragupta.kernels.runs import count_pieces, new_table, runs_to_ids
-
-    seeds = np.frombuffer(_SEEDS, dtype=np.uint8)
-    ids, seg_n, *state = runs_to_ids(seeds, np.array([seeds.shape[0]], dtype=np.int64), *new_table())
-    count_pieces(ids, seg_n, np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int8), state[3], len(DROPPED_RUNS),
-                 True, -1)
-
-
-def _kernels():
-    """``kernels.runs``'s three calls, or ``kernels.runs_numpy``'s (the same results) while a small build
-    runs without numba (``kernels.build.numpy_passes``)."""
-    from chitragupta.kernels.build import uses_numpy
-
-    if uses_numpy():
-        from chitragupta.kernels import runs_numpy as rk
-    else:
-        from chitragupta.kernels import runs as rk
-    return rk.count_pieces, rk.new_table, rk.runs_to_ids
 
 
 def packed_texts(sources) -> dict[int, str]:
@@ -162,12 +136,10 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
     from chitragupta.engine.index.csr import SEQ_BREAK
     from chitragupta.engine.index.references import parse
 
-    count_pieces, new_table, runs_to_ids = _kernels()
-
     if tuple(fields) != FIELDS:
         raise ValueError(f"the fast tokenizer fills the fields {FIELDS}, not {tuple(fields)}")
     n_dropped = len(DROPPED_RUNS)
-    if carry is not None and carry.get("kernels") == runs_to_ids:
+    if carry:
         state = carry["state"]
     else:
         state = new_table()
@@ -263,7 +235,7 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
         run_pieces()
     _slots, pool, koff, n_keys, used = state
     if carry is not None:
-        carry.update(kernels=runs_to_ids, state=state)
+        carry.update(state=state)
     keys = pool[koff[n_dropped]:max(koff[n_dropped], used - 1)].tobytes()
     z = np.zeros(0, dtype=np.int32)
     streams = {}
