@@ -30,7 +30,7 @@ def test_the_block_pass_parses_each_list_on_both_paths(tmp_path):
                               packed=packed)
         ws, rows, (_fps, _flags, sources) = _sources(root)
         units = np.arange(len(sources), dtype=np.int64)
-        want = {i: parse(row_body(ws.root, r[3])) for i, r in enumerate(rows) if r[0] != "bare"}
+        want = {i: parse(row_body(ws.root, r[3], lists=True)) for i, r in enumerate(rows) if r[0] != "bare"}
         assert all(w is not None and len(w[0]) >= 2 for w in want.values())
         for fast in (False, True):
             got = segments.tokenize_block(units, sources, tokenize_fast.FIELDS, False, fast=fast, refs=True).refs

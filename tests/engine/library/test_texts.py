@@ -119,7 +119,7 @@ def test_packed_and_per_file_imports_give_the_same_outputs(tmp_path):
     from chitragupta.enrich.chunking import document_text
 
     def reference_text(root, path):
-        return row_body(root, path).references
+        return row_body(root, path, lists=True).references
 
     ra, rb = _rows(a), _rows(b)
     for key in ra:

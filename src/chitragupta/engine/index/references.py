@@ -73,7 +73,7 @@ def update(ws, index) -> dict:
         lists = []
         for key, fp in stale:
             _k, _title, status, path = rows.get(key, (key, "", "", None))
-            got = parse(row_body(ws.root, path) if status == "parsed" else None)
+            got = parse(row_body(ws.root, path, lists=True) if status == "parsed" else None)
             out["none" if got is None else "parsed"] += 1
             out["notes"] += [f"{key}: {n}" for n in (got[1] if got else ())]
             lists.append((key, fp, RULES, None if got is None else rows_of(got[0]), got[1] if got else []))

@@ -137,7 +137,7 @@ def tokenize_block(units: np.ndarray, sources: list[DocSource], fields: tuple[st
             seqs.brk(i)
         if src.text_file is not None:
             # the scan found no sidecar: the .txt as it is (a sidecar written since changes the fingerprint)
-            body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
+            body = plain_body(src.text_file, lists=refs) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path, refs)
             if body.problem:
                 flags[k] |= FLAG_BAD_SIDECAR
                 notes.append(f"{body.problem}; indexed from its .txt without the reference cut")

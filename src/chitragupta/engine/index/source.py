@@ -272,12 +272,13 @@ class Body:
         return None
 
 
-def load_body(text_path: Path | None) -> Body:
-    """What a parsed document contributes after its title (see Body). Never raises for a bad sidecar."""
+def load_body(text_path: Path | None, lists: bool = False) -> Body:
+    """What a parsed document contributes after its title (see Body). Never raises for a bad sidecar.
+    ``lists``: also the reference list's text (``Body.references``), for the index's pass that parses it."""
     if text_path is None:
         return Body("")
     if split_ref(text_path) is not None:  # a packed text has no sidecar
-        return plain_body(text_path)
+        return plain_body(text_path, lists=lists)
     side = sidecar_path(text_path)
     if is_regular(side):  # a FIFO or a device there is no sidecar, and is never opened
         from chitragupta.engine.text.sidecar import ITEM_SEPARATOR, SidecarError, read_sidecar
@@ -285,15 +286,18 @@ def load_body(text_path: Path | None) -> Body:
         from chitragupta.engine.text.hyphens import document_words, join_hyphens
         from chitragupta.engine.text.refcut import kept_items, reference_span
 
-        from chitragupta.engine.text.entries import items_list
-
         try:
             items = read_sidecar(side)
         except SidecarError as err:  # indexed uncut; its list read by the plain rule
             text = read_text(text_path)
-            return Body(text, problem=str(err), **_plain_list(text, _PLAIN_RULES or _plain_rules()))
+            listed = _plain_list(text, _PLAIN_RULES or _plain_rules()) if lists else {}
+            return Body(text, problem=str(err), **listed)
         span = reference_span(items)
-        references = None if span is None else items_list(items, span)
+        references = None
+        if span is not None and lists:
+            from chitragupta.engine.text.entries import items_list
+
+            references = items_list(items, span)
         words = document_words("\n".join(it["text"] for _n, it in kept_items(items)))
         items = [dict(it, text=join_hyphens(it["text"], words)) if "-" in it["text"] else it for it in items]
         kept = kept_items(items)
@@ -311,10 +315,10 @@ def load_body(text_path: Path | None) -> Body:
         return Body(ITEM_SEPARATOR.join(parts), tuple(spans), tuple(items), abstract=abstract_of(kept),
                     front=items_front_end(kept, spans), ref_words=ref_words, after_words=after_words,
                     references=references)
-    return plain_body(text_path)
+    return plain_body(text_path, lists=lists)
 
 
-def row_body(root: "Path | str", parsed_path: str | None) -> Body:
+def row_body(root: "Path | str", parsed_path: str | None, lists: bool = False) -> Body:
     """The text a ledger row is read by after its title -- what the document index tokenizes, snippets and
     evidence quote, the embed stage chunks and topics see -- whatever made its parsed text: the pdftotext
     backend (a ``.txt``), docling (a ``.txt`` and its sidecar) or a JSONL import (a ``.txt``). It is
@@ -323,19 +327,20 @@ def row_body(root: "Path | str", parsed_path: str | None) -> Body:
     if not parsed_path or not _inside_content(parsed_path):
         return Body("")
     path = Path(root) / parsed_path
-    return load_body(path) if has_text(path) else Body("")
+    return load_body(path, lists) if has_text(path) else Body("")
 
 
-def plain_body(text_path: "Path | str | None", text: str | None = None) -> Body:
+def plain_body(text_path: "Path | str | None", text: str | None = None, lists: bool = False) -> Body:
     """A parsed ``.txt`` without a sidecar: its reference span blanked (the plain-text rule of
     ``chitragupta.engine.text.refcut``) and line-end hyphens joined, both keeping every offset of the
-    file. What the index reads for a ``FLAG_NO_SIDECAR`` document. ``text``: the file's text, read already."""
+    file. What the index reads for a ``FLAG_NO_SIDECAR`` document. ``text``: the file's text, read already;
+    ``lists``: as for ``load_body``."""
     rules = _PLAIN_RULES or _plain_rules()
-    plain_front_end, join_hyphens, blank, plain_reference_span, _ = rules
+    plain_front_end, join_hyphens, blank, plain_reference_span = rules
     text = read_text(text_path) if text is None else text
     span = plain_reference_span(text)
     ref_words = after_words = 0
-    listed = _plain_list(text, rules, span)
+    listed = _plain_list(text, rules, span) if lists else {}
     if span is not None:
         ref_words, after_words = len(text[span[0]:span[1]].split()), len(text[span[1]:].split())
         text = blank(text, *span)
@@ -345,10 +350,12 @@ def plain_body(text_path: "Path | str | None", text: str | None = None) -> Body:
 
 def _plain_list(text: str, rules: tuple, span=False) -> dict:
     """``Body``'s ``references`` and ``running`` of a plain text (``span``: its reference span, if found)."""
+    from chitragupta.engine.text.entries import plain_list
+
     span = rules[3](text) if span is False else span
     if span is None:
         return {}
-    references, running = rules[4](text, span)
+    references, running = plain_list(text, span)
     return {"references": references, "running": running}
 
 
@@ -357,12 +364,11 @@ _PLAIN_RULES: tuple = ()  # plain_body's functions, imported at its first call (
 
 def _plain_rules() -> tuple:
     global _PLAIN_RULES
-    from chitragupta.engine.text.entries import plain_list
     from chitragupta.engine.text.front import plain_front_end
     from chitragupta.engine.text.hyphens import join_hyphens
     from chitragupta.engine.text.refcut import blank, plain_reference_span
 
-    _PLAIN_RULES = (plain_front_end, join_hyphens, blank, plain_reference_span, plain_list)
+    _PLAIN_RULES = (plain_front_end, join_hyphens, blank, plain_reference_span)
     return _PLAIN_RULES
 
 

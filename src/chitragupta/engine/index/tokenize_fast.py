@@ -200,9 +200,10 @@ def block_parts(units: np.ndarray, sources, fields: tuple[str, ...], positions: 
                 text = packed[k]  # (what plain_body would give: no cut, no join, no abstract)
             else:
                 if k in packed:
-                    body = plain_body(src.text_file, text=packed[k])
+                    body = plain_body(src.text_file, text=packed[k], lists=refs)
                 else:
-                    body = plain_body(src.text_file) if src.flags & FLAG_NO_SIDECAR else load_body(src.text_path)
+                    body = (plain_body(src.text_file, lists=refs) if src.flags & FLAG_NO_SIDECAR
+                            else load_body(src.text_path, refs))
                 if body.problem:
                     flags[k] |= FLAG_BAD_SIDECAR
                     notes.append(f"{body.problem}; indexed from its .txt without the reference cut")

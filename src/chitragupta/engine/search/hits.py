@@ -14,7 +14,6 @@ import os
 import threading
 from pathlib import Path
 
-from chitragupta.engine.index.passage import passage_items
 from chitragupta.engine.index.source import FLAG_TEXT_MISSING, load_body, sidecar_path
 from chitragupta.notes import Note
 from chitragupta.engine.search.byline import with_bylines
@@ -109,6 +108,8 @@ class HitBuilder:
 
     def _items(self, d: int, cache: dict) -> list[dict]:
         """The passage unit's items of its document ``d`` (``passage_items``), kept in ``cache``."""
+        from chitragupta.engine.index.passage import passage_items  # (a document search never needs it)
+
         if d not in cache:
             rel = self.scorer.rows["passage"][d][3]
             cache[d] = passage_items(self.load_body(rel) if rel else load_body(None))
@@ -152,6 +153,8 @@ class HitBuilder:
     def passage_evidence(self, doc_id: int, citekey: str, item: int, query: str) -> SearchResponse:
         """Passage ``item`` of document ``doc_id`` whole, with its page; its score is the number of
         distinct query terms it holds. UsageError naming the passages there are for one it has not."""
+        from chitragupta.engine.index.passage import passage_items
+
         plan = self.scorer.plan([query])
         terms, notes = plan.terms[0], list(plan.notes()[0])
         items = passage_items(self.body(doc_id))
